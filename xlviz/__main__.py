@@ -1,0 +1,3 @@
+from xlviz.cli import main
+
+raise SystemExit(main())

@@ -1,0 +1,49 @@
+"""The command line: ``xlviz <command>`` (also ``python -m xlviz``).
+
+Every job the app can start is a command here. Each command lives in its own module under
+``xlviz.commands`` exposing ``register(subparsers)``; modules import heavy libraries only
+inside their handlers so ``xlviz --help`` stays instant.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import pkgutil
+import sys
+
+import xlviz.commands
+from xlviz import __version__
+from xlviz.errors import XlvizError
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="xlviz", description=__doc__.splitlines()[0])
+    parser.add_argument("--version", action="version", version=f"xlviz {__version__}")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for info in sorted(pkgutil.iter_modules(xlviz.commands.__path__), key=lambda m: m.name):
+        module = importlib.import_module(f"xlviz.commands.{info.name}")
+        if hasattr(module, "register"):
+            module.register(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "handler", None):
+        parser.print_help()
+        return 2
+    try:
+        result = args.handler(args)
+    except XlvizError as e:
+        print(f"xlviz {args.command}: error: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print(f"xlviz {args.command}: interrupted", file=sys.stderr)
+        return 130
+    return int(result or 0)
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

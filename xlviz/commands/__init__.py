@@ -1,0 +1,1 @@
+"""One module per ``xlviz`` sub-command; each defines ``register(subparsers)``."""
