@@ -1,0 +1,36 @@
+"""Shared fixtures: the real data beside the repo, tiny models, temporary run roots."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _shared_data() -> Path | None:
+    env = os.environ.get("XLVIZ_SHARED_DATA")
+    candidates = [Path(env)] if env else []
+    candidates += [REPO.parent / "shared" / "data", REPO / ".." / ".." / "shared" / "data"]
+    for c in candidates:
+        if c.is_dir():
+            return c.resolve()
+    return None
+
+
+@pytest.fixture(scope="session")
+def shared_data() -> Path:
+    path = _shared_data()
+    if path is None:
+        pytest.skip("../shared/data is absent (real XQuAD/PUD/Tatoeba/Multi30k data sets); set XLVIZ_SHARED_DATA to run this test")
+    return path
+
+
+@pytest.fixture()
+def checkpoints(tmp_path, monkeypatch) -> Path:
+    root = tmp_path / "checkpoints"
+    root.mkdir()
+    monkeypatch.setenv("XLVIZ_CHECKPOINTS", str(root))
+    return root
