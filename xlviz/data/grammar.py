@@ -1,0 +1,174 @@
+"""Sentence structures of the generated world and how each language renders them.
+
+A clause is a small tree (subject, verb, object, optional location). Every rendered word
+carries a *slot* naming the tree position it comes from, so translations come with a gold
+word alignment for free and QA answers (whole constituents) stay contiguous in every word
+order.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from xlviz.data.lexicon import NAMES, L2Lexicon, english_3sg, english_plural, noun_class, surface_lemma
+
+ORDERS = ("svo", "sov")
+
+
+@dataclass(frozen=True)
+class NP:
+    head: str
+    number: str = "sg"
+    det: str | None = "the"
+    adjs: tuple[str, ...] = ()
+    mod: "PP | None" = None  # NP-internal modifier: "the dog near the cats"
+
+    @property
+    def is_name(self) -> bool:
+        return self.head in NAMES
+
+    @property
+    def wh(self) -> str:
+        return "who" if self.is_name or noun_class(self.head) == "person" else "what"
+
+
+@dataclass(frozen=True)
+class PP:
+    prep: str
+    np: NP
+
+
+@dataclass(frozen=True)
+class Clause:
+    subj: NP
+    verb: str
+    obj: NP
+    loc: PP | None = None
+
+
+@dataclass(frozen=True)
+class Question:
+    clause: Clause
+    target: str  # "subj" | "obj" | "loc"
+
+
+Word = tuple[str, str]  # (surface form, slot)
+
+
+@dataclass(frozen=True)
+class Language:
+    """How one language renders clauses: English words, or an invented lexicon in an order."""
+
+    code: str
+    order: str = "svo"
+    lexicon: L2Lexicon | None = None  # None = English
+
+    @property
+    def is_english(self) -> bool:
+        return self.lexicon is None
+
+    # --- words ---------------------------------------------------------------
+    def noun(self, np: NP) -> str:
+        if self.is_english:
+            w = surface_lemma(np.head)
+            return english_plural(w) if np.number == "pl" and not np.is_name else w
+        if np.is_name:
+            return self.lexicon.word(np.head)
+        return self.lexicon.noun(np.head, np.number)
+
+    def verb(self, lemma: str, number: str | None) -> str:
+        """number None is English's base form (after do-support), which L2s mirror with the plural."""
+        if self.is_english:
+            return english_3sg(lemma) if number == "sg" else lemma
+        return self.lexicon.verb(lemma, number or "pl")
+
+    def fn(self, lemma: str) -> str:
+        return lemma if self.is_english else self.lexicon.word(lemma)
+
+    # --- phrases -------------------------------------------------------------
+    def render_np(self, np: NP, slot: str) -> list[Word]:
+        out: list[Word] = []
+        adjs = [(self.fn(a), f"{slot}/adj{i}") for i, a in enumerate(np.adjs)]
+        head = (self.noun(np), f"{slot}/head")
+        if np.det:
+            det = self.fn(np.det)
+            if self.is_english and det == "a" and (adjs[0][0] if adjs else head[0])[0] in "aeiou":
+                det = "an"
+            out.append((det, f"{slot}/det"))
+        if self.order == "sov":
+            out += [head] + adjs
+        else:
+            out += adjs + [head]
+        if np.mod is not None:
+            out += self.render_pp(np.mod, f"{slot}/mod")
+        return out
+
+    def render_pp(self, pp: PP, slot: str) -> list[Word]:
+        prep = (self.fn(pp.prep), f"{slot}/prep")
+        inner = self.render_np(pp.np, f"{slot}/np")
+        return inner + [prep] if self.order == "sov" else [prep] + inner
+
+    # --- clauses ---------------------------------------------------------------
+    def render_statement(self, c: Clause, verb_number: str | None = None) -> list[Word]:
+        number = verb_number or c.subj.number
+        subj = self.render_np(c.subj, "subj")
+        verb = [(self.verb(c.verb, number), "verb")]
+        obj = self.render_np(c.obj, "obj")
+        loc = self.render_pp(c.loc, "loc") if c.loc else []
+        if self.order == "sov":
+            words = subj + loc + obj + verb
+        else:
+            words = subj + verb + obj + loc
+        return words + [(".", "punct")]
+
+    def render_question(self, q: Question) -> list[Word]:
+        c = q.clause
+        wh_lemma = {"subj": c.subj.wh, "obj": c.obj.wh, "loc": "where"}[q.target]
+        wh = [(self.fn(wh_lemma), "wh")]
+        subj = self.render_np(c.subj, "subj")
+        obj = self.render_np(c.obj, "obj")
+        loc = self.render_pp(c.loc, "loc") if c.loc else []
+        if self.order == "sov":  # wh in situ, no auxiliary, verb agrees
+            if q.target == "subj":
+                words = wh + loc + obj + [(self.verb(c.verb, "sg"), "verb")]
+            elif q.target == "obj":
+                words = subj + loc + wh + [(self.verb(c.verb, c.subj.number), "verb")]
+            else:
+                words = subj + wh + obj + [(self.verb(c.verb, c.subj.number), "verb")]
+        else:  # English order with do-support; the svo L2 mirrors it word by word
+            aux = [(self.fn("does" if c.subj.number == "sg" else "do"), "aux")]
+            if q.target == "subj":
+                words = wh + [(self.verb(c.verb, "sg"), "verb")] + obj + loc
+            elif q.target == "obj":
+                words = wh + aux + subj + [(self.verb(c.verb, None), "verb")] + loc
+            else:
+                words = wh + aux + subj + [(self.verb(c.verb, None), "verb")] + obj
+        return words + [("?", "punct")]
+
+
+def join_words(words: list[str]) -> tuple[str, list[tuple[int, int]]]:
+    """Join words with spaces, attaching sentence punctuation; return text and char spans."""
+    text = ""
+    spans = []
+    for w in words:
+        if text and w not in (".", "?", ","):
+            text += " "
+        spans.append((len(text), len(text) + len(w)))
+        text += w
+    return text, spans
+
+
+def constituent_span(words: list[Word], spans: list[tuple[int, int]], role: str) -> tuple[int, int]:
+    """Char span of the contiguous constituent whose slots start with ``role``."""
+    idx = [i for i, (_, slot) in enumerate(words) if slot == role or slot.startswith(role + "/")]
+    if not idx:
+        raise ValueError(f"no constituent {role!r} in {words}")
+    if idx != list(range(idx[0], idx[-1] + 1)):
+        raise AssertionError(f"constituent {role!r} is not contiguous in {words}")
+    return spans[idx[0]][0], spans[idx[-1]][1]
+
+
+def word_alignment(a: list[Word], b: list[Word]) -> list[tuple[int, int]]:
+    """Gold alignment: words of the two renderings that come from the same slot."""
+    where_b = {slot: j for j, (_, slot) in enumerate(b) if slot != "punct"}
+    return [(i, where_b[slot]) for i, (_, slot) in enumerate(a) if slot in where_b]

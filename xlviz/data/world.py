@@ -1,0 +1,380 @@
+"""The embedded default data: a small world described in English and in invented L2s.
+
+Everything is generated deterministically from a seed: two independent monolingual corpora
+per language pair, an extractive QA set in SQuAD v1.1 format (train/dev in L1, a test set
+rendered in every language with shared question ids, like XQuAD), parallel pairs with gold
+word alignment, a gold dictionary, agreement minimal pairs and same-word-different-sense
+pairs. It is the offline stand-in for Wikipedia + SQuAD + XQuAD in Artetxe et al. (2020).
+"""
+
+from __future__ import annotations
+
+import json
+import random
+from dataclasses import asdict, dataclass, field
+from functools import cached_property
+from pathlib import Path
+
+from xlviz.data.grammar import NP, ORDERS, PP, Clause, Language, Question, Word, constituent_span, join_words, word_alignment
+from xlviz.data.lexicon import (
+    ADJECTIVES, ANIMALS, FOOD, HOMONYMS, NAMES, PEOPLE, PLACES, PREPOSITIONS, SCRIPTS, TEXT, THINGS, TOOLS, VERBS,
+    L2Lexicon, english_3sg, english_plural, surface_lemma,
+)
+from xlviz.errors import XlvizError
+from xlviz.io import atomic_write_json, atomic_write_text, read_json
+
+L1 = "en"
+SUBJECT_NOUNS = ANIMALS + PEOPLE + [HOMONYMS[h][0] for h in HOMONYMS]
+OBJECT_NOUNS = THINGS + ANIMALS + PEOPLE + [s for pair in HOMONYMS.values() for s in pair]
+SELECTS = {"eat": sorted(FOOD), "read": sorted(TEXT), "feed": ANIMALS + [HOMONYMS[h][0] for h in HOMONYMS], "swing": sorted(TOOLS)}
+
+
+@dataclass(frozen=True)
+class LanguageSpec:
+    """An invented L2: a code, a word order ("svo" = English order, "sov" = verb-final with
+    postpositions and adjectives after nouns) and a script."""
+
+    code: str
+    order: str = "svo"
+    script: str = "latin"
+
+
+@dataclass
+class WorldConfig:
+    seed: int = 0
+    languages: list[LanguageSpec] = field(default_factory=lambda: [LanguageSpec("svo"), LanguageSpec("sov", "sov", "cyrillic")])
+    corpus_documents: int = 4000
+    question_share: float = 0.2
+    qa_train_paragraphs: int = 1200
+    qa_dev_paragraphs: int = 60
+    qa_test_paragraphs: int = 100
+    parallel_pairs: int = 1000
+    agreement_pairs: int = 300
+    sense_pairs: int = 200
+
+    @classmethod
+    def from_dict(cls, d: dict, *, path: str | None = None) -> "WorldConfig":
+        d = dict(d)
+        known = {f for f in cls.__dataclass_fields__}
+        unknown = set(d) - known
+        if unknown:
+            raise XlvizError(f"unknown world setting(s) {sorted(unknown)}; known: {sorted(known)}", path=path, field="world")
+        langs = d.pop("languages", None)
+        cfg = cls(**d)
+        if langs is not None:
+            cfg.languages = [LanguageSpec(**l) if isinstance(l, dict) else LanguageSpec(str(l)) for l in langs]
+        cfg.validate(path=path)
+        return cfg
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    def validate(self, *, path: str | None = None) -> None:
+        for name in ("corpus_documents", "qa_train_paragraphs", "qa_dev_paragraphs", "qa_test_paragraphs", "parallel_pairs", "agreement_pairs", "sense_pairs"):
+            v = getattr(self, name)
+            if not isinstance(v, int) or v <= 0:
+                raise XlvizError(f"must be a positive integer, got {v!r}", path=path, field=f"world.{name}")
+        codes = [l.code for l in self.languages]
+        if not codes:
+            raise XlvizError("at least one L2 is needed", path=path, field="world.languages")
+        if len(set(codes)) != len(codes) or L1 in codes:
+            raise XlvizError(f"L2 codes must be unique and differ from '{L1}': {codes}", path=path, field="world.languages")
+        for l in self.languages:
+            if l.order not in ORDERS:
+                raise XlvizError(f"unknown word order {l.order!r} for '{l.code}'; choose from {list(ORDERS)}", path=path, field="world.languages.order")
+            if l.script not in SCRIPTS:
+                raise XlvizError(f"unknown script {l.script!r} for '{l.code}'; choose from {sorted(SCRIPTS)}", path=path, field="world.languages.script")
+
+
+class Sampler:
+    """Random clauses of the world, drawn from one seeded stream."""
+
+    def __init__(self, rng: random.Random):
+        self.rng = rng
+
+    def np(self, pool: list[str], *, name_share: float = 0.0, adj_max: int = 2, mod_share: float = 0.0, number: str | None = None) -> NP:
+        r = self.rng
+        if name_share and r.random() < name_share:
+            return NP(r.choice(NAMES), "sg", None)
+        head = r.choice(pool)
+        number = number or ("pl" if r.random() < 0.35 else "sg")
+        det = "the" if number == "pl" or r.random() < 0.7 else "a"
+        n_adj = r.choices(range(adj_max + 1), weights=[5, 4, 1][: adj_max + 1])[0]
+        adjs = tuple(r.sample(ADJECTIVES, n_adj))
+        mod = None
+        if mod_share and r.random() < mod_share:
+            mod = PP(r.choice(PREPOSITIONS), self.np(SUBJECT_NOUNS + PLACES, adj_max=1))
+        return NP(head, number, det, adjs, mod)
+
+    def clause(self, *, loc_share: float = 0.6, mod_share: float = 0.0, avoid: set[str] = frozenset(), verbs: list[str] | None = None) -> Clause:
+        r = self.rng
+        for _ in range(1000):
+            verb = r.choice(verbs or VERBS)
+            subj = self.np(SUBJECT_NOUNS, name_share=0.3, mod_share=mod_share)
+            obj = self.np(SELECTS.get(verb, OBJECT_NOUNS), name_share=0.0 if verb in SELECTS else 0.1, adj_max=1)
+            if subj.head == obj.head or {subj.head, obj.head, verb} & avoid:
+                continue
+            loc = PP(r.choice(PREPOSITIONS), self.np(PLACES, adj_max=1, number="sg")) if r.random() < loc_share else None
+            if loc and loc.np.head in avoid:
+                loc = None
+            return Clause(subj, verb, obj, loc)
+        raise RuntimeError("could not sample a clause under the constraints")
+
+    def question(self, clause: Clause) -> Question:
+        targets = ["subj", "obj"] + (["loc"] if clause.loc else [])
+        return Question(clause, self.rng.choice(targets))
+
+
+@dataclass
+class Rendered:
+    text: str
+    words: list[Word]
+    spans: list[tuple[int, int]]
+
+
+def render(lang: Language, item: Clause | Question, verb_number: str | None = None) -> Rendered:
+    words = lang.render_question(item) if isinstance(item, Question) else lang.render_statement(item, verb_number)
+    text, spans = join_words([w for w, _ in words])
+    return Rendered(text, words, spans)
+
+
+class World:
+    """A generated world. Cheap to construct; each artefact is generated on first use."""
+
+    def __init__(self, config: WorldConfig):
+        config.validate()
+        self.config = config
+        self.l1 = L1
+        self.languages: list[str] = [L1] + [l.code for l in config.languages]
+        self.specs = {l.code: l for l in config.languages}
+        self.lang: dict[str, Language] = {L1: Language(L1)}
+        for i, spec in enumerate(config.languages):
+            lex = L2Lexicon.generate(config.seed * 1000 + i, spec.script)
+            self.lang[spec.code] = Language(spec.code, spec.order, lex)
+
+    @property
+    def l2s(self) -> list[str]:
+        return self.languages[1:]
+
+    def _check(self, lang: str) -> Language:
+        if lang not in self.lang:
+            raise XlvizError(f"unknown language {lang!r}; this world has {self.languages}", field="language")
+        return self.lang[lang]
+
+    def _rng(self, *parts: object) -> random.Random:
+        return random.Random("-".join(map(str, (self.config.seed,) + parts)))
+
+    # --- corpora -----------------------------------------------------------------
+    def _corpus_items(self, lang: str, forbidden: set) -> list[list[Clause | Question]]:
+        s = Sampler(self._rng("corpus", lang))
+        docs = []
+        for _ in range(self.config.corpus_documents):
+            doc = []
+            for _ in range(s.rng.randint(3, 7)):
+                c = s.clause(mod_share=0.15)
+                if c in forbidden:
+                    continue
+                doc.append(s.question(c) if s.rng.random() < self.config.question_share else c)
+            docs.append(doc)
+        return docs
+
+    @cached_property
+    def _l1_corpus_items(self) -> list[list[Clause | Question]]:
+        return self._corpus_items(L1, set())
+
+    @cached_property
+    def l1_clauses(self) -> set[Clause]:
+        return {it.clause if isinstance(it, Question) else it for doc in self._l1_corpus_items for it in doc}
+
+    def corpus_items(self, lang: str) -> list[list[Clause | Question]]:
+        """Documents of clauses/questions. L2 corpora are drawn independently of L1's and never
+        contain a clause that the L1 corpus contains: no sentence of one translates the other."""
+        self._check(lang)
+        if lang == L1:
+            return self._l1_corpus_items
+        return self._corpus_items(lang, self.l1_clauses)
+
+    def corpus(self, lang: str) -> list[str]:
+        """One string per document, sentences separated by spaces."""
+        language = self._check(lang)
+        return [" ".join(render(language, it).text for it in doc) for doc in self.corpus_items(lang)]
+
+    # --- QA ------------------------------------------------------------------------
+    def _paragraphs(self, split: str, n: int) -> list[list[tuple[Clause, list[Question]]]]:
+        s = Sampler(self._rng("qa", split))
+        paras = []
+        for _ in range(n):
+            used: set[str] = set()
+            facts = []
+            for _ in range(s.rng.randint(4, 6)):
+                c = s.clause(avoid=used)
+                used |= {c.subj.head, c.obj.head, c.verb} | ({c.loc.np.head} if c.loc else set())
+                targets = ["subj", "obj"] + (["loc"] if c.loc else [])
+                k = 1 if s.rng.random() < 0.6 else 2
+                facts.append((c, [Question(c, t) for t in s.rng.sample(targets, k)]))
+            paras.append(facts)
+        return paras
+
+    def qa(self, split: str, lang: str = L1) -> dict:
+        """SQuAD v1.1 JSON. Train and dev exist in L1 only; test in every language with shared ids."""
+        language = self._check(lang)
+        sizes = {"train": self.config.qa_train_paragraphs, "dev": self.config.qa_dev_paragraphs, "test": self.config.qa_test_paragraphs}
+        if split not in sizes:
+            raise XlvizError(f"unknown split {split!r}; choose from {list(sizes)}", field="split")
+        if split != "test" and lang != L1:
+            raise XlvizError(f"the {split} split exists in {L1} only (zero-shot transfer)", field="language")
+        articles = []
+        for p_idx, facts in enumerate(self._paragraphs(split, sizes[split])):
+            if p_idx % 5 == 0:
+                articles.append({"title": f"world-{split}-{p_idx // 5:03d}", "paragraphs": []})
+            sents = [render(language, c) for c, _ in facts]
+            context = " ".join(r.text for r in sents)
+            offsets, pos = [], 0
+            for r in sents:
+                offsets.append(pos)
+                pos += len(r.text) + 1
+            qas = []
+            for f_idx, ((c, questions), r, off) in enumerate(zip(facts, sents, offsets)):
+                for q in questions:
+                    start, end = constituent_span(r.words, r.spans, q.target)
+                    answer = context[off + start: off + end]
+                    qas.append({
+                        "id": f"{split}-{p_idx:04d}-{f_idx}-{q.target}",
+                        "question": render(language, q).text,
+                        "answers": [{"text": answer, "answer_start": off + start}],
+                    })
+            articles[-1]["paragraphs"].append({"context": context, "qas": qas})
+        return {"version": f"xlviz-world-{split}-{lang}", "data": articles}
+
+    # --- analysis material -------------------------------------------------------------
+    def parallel_pairs(self, l2: str, n: int | None = None) -> list[dict]:
+        """Translation pairs (statements and questions) with gold word alignment (en index, l2 index)."""
+        a, b = self.lang[L1], self._check(l2)
+        s = Sampler(self._rng("parallel"))
+        out = []
+        for i in range(n or self.config.parallel_pairs):
+            c = s.clause(mod_share=0.1)
+            item = s.question(c) if s.rng.random() < 0.2 else c
+            ra, rb = render(a, item), render(b, item)
+            out.append({
+                "id": f"pair-{i:05d}", "src": ra.text, "tgt": rb.text,
+                "src_words": [w for w, _ in ra.words], "tgt_words": [w for w, _ in rb.words],
+                "alignment": word_alignment(ra.words, rb.words),
+            })
+        return out
+
+    def dictionary(self, l2: str) -> list[dict]:
+        """Gold bilingual dictionary over word forms: {en, l2, lemma, pos}."""
+        a, b = self.lang[L1], self._check(l2)
+        rows = []
+        for lemma in NAMES:
+            rows.append({"en": lemma, l2: b.fn(lemma), "lemma": lemma, "pos": "name"})
+        for lemma in THINGS + ANIMALS + PEOPLE + PLACES + [s for p in HOMONYMS.values() for s in p]:
+            for number in ("sg", "pl"):
+                np = NP(lemma, number)
+                rows.append({"en": a.noun(np), l2: b.noun(np), "lemma": lemma, "pos": f"noun.{number}"})
+        for lemma in VERBS:
+            for number in ("sg", "pl"):
+                rows.append({"en": a.verb(lemma, number), l2: b.verb(lemma, number), "lemma": lemma, "pos": f"verb.{number}"})
+        for lemma in ADJECTIVES + PREPOSITIONS + ["the", "a", "who", "what", "where", "does", "do"]:
+            rows.append({"en": lemma, l2: b.fn(lemma), "lemma": lemma, "pos": "function" if lemma not in ADJECTIVES else "adj"})
+        return rows
+
+    def agreement_pairs(self, lang: str, n: int | None = None) -> list[dict]:
+        """Subject-verb agreement minimal pairs (grammatical / ungrammatical), by category:
+        simple; across_pp (an opposite-number noun inside a PP modifying the subject);
+        object_attractor (the object has the opposite number)."""
+        language = self._check(lang)
+        s = Sampler(self._rng("agreement", lang))
+        out = []
+        cats = ["simple", "across_pp", "object_attractor"]
+        for i in range(n or self.config.agreement_pairs):
+            cat = cats[i % 3]
+            number = "sg" if s.rng.random() < 0.5 else "pl"
+            other = "pl" if number == "sg" else "sg"
+            subj = s.np(SUBJECT_NOUNS, number=number, adj_max=1)
+            if cat == "across_pp":
+                subj = NP(subj.head, number, subj.det, subj.adjs, PP(s.rng.choice(PREPOSITIONS), s.np(SUBJECT_NOUNS, number=other, adj_max=0)))
+            verb = s.rng.choice([v for v in VERBS if v not in SELECTS])
+            obj = s.np(OBJECT_NOUNS, number=other if cat == "object_attractor" else number, adj_max=1)
+            c = Clause(subj, verb, obj, None)
+            good, bad = render(language, c), render(language, c, verb_number=other)
+            idx = next(j for j, (_, slot) in enumerate(good.words) if slot == "verb")
+            out.append({
+                "id": f"agr-{lang}-{i:05d}", "category": cat, "good": good.text, "bad": bad.text,
+                "words": [w for w, _ in good.words], "index": idx,
+                "good_word": good.words[idx][0], "bad_word": bad.words[idx][0],
+            })
+        return out
+
+    def sense_pairs(self, lang: str, n: int | None = None) -> list[dict]:
+        """Pairs of contexts of an ambiguous English word (bat, seal, crane), labelled same
+        sense or not. The two senses are different words in every L2."""
+        language = self._check(lang)
+        s = Sampler(self._rng("senses"))
+        homs = sorted(HOMONYMS)
+        out = []
+
+        def context(sense: str) -> tuple[list[str], int]:
+            if sense.endswith("#animal") and s.rng.random() < 0.5:
+                c = s.clause(loc_share=0.3)
+                c = Clause(NP(sense, "sg", "the", ()), c.verb, c.obj, c.loc) if c.obj.head != sense else c
+                slot = "subj/head"
+            else:
+                verb = "feed" if sense.endswith("#animal") else s.rng.choice(["swing", "carry", "hold", "find"])
+                c = s.clause(loc_share=0.3, verbs=[verb])
+                c = Clause(c.subj, verb, NP(sense, "sg", "the", ()), c.loc)
+                slot = "obj/head"
+            r = render(language, c)
+            return [w for w, _ in r.words], next(j for j, (_, sl) in enumerate(r.words) if sl == slot)
+
+        for i in range(n or self.config.sense_pairs):
+            word = homs[i % len(homs)]
+            senses = HOMONYMS[word]
+            s1 = s.rng.choice(senses)
+            same = s.rng.random() < 0.5
+            s2 = s1 if same else senses[1 - senses.index(s1)]
+            (w1, i1), (w2, i2) = context(s1), context(s2)
+            out.append({
+                "id": f"wic-{i:05d}", "lemma": word, "sense1": s1, "sense2": s2, "same_sense": same,
+                "words1": w1, "index1": i1, "words2": w2, "index2": i2,
+                "sentence1": join_words(w1)[0], "sentence2": join_words(w2)[0],
+            })
+        return out
+
+    # --- files --------------------------------------------------------------------------
+    def save(self, directory: str | Path) -> Path:
+        """Write every artefact as plain files (txt, SQuAD JSON, JSONL) under ``directory``."""
+        d = Path(directory)
+        atomic_write_json(d / "world.json", {"config": self.config.to_dict(), "languages": self.languages})
+        for lang in self.languages:
+            atomic_write_text(d / "corpora" / f"{lang}.txt", "\n".join(self.corpus(lang)) + "\n")
+            atomic_write_json(d / "qa" / f"test.{lang}.json", self.qa("test", lang))
+            _write_jsonl(d / "agreement" / f"{lang}.jsonl", self.agreement_pairs(lang))
+            _write_jsonl(d / "senses" / f"{lang}.jsonl", self.sense_pairs(lang))
+        for split in ("train", "dev"):
+            atomic_write_json(d / "qa" / f"{split}.{L1}.json", self.qa(split, L1))
+        for l2 in self.l2s:
+            _write_jsonl(d / "parallel" / f"{L1}-{l2}.jsonl", self.parallel_pairs(l2))
+            _write_jsonl(d / "dictionary" / f"{L1}-{l2}.jsonl", self.dictionary(l2))
+        return d
+
+
+def _write_jsonl(path: Path, rows: list[dict]) -> None:
+    atomic_write_text(path, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows))
+
+
+def generate_world(config: WorldConfig | None = None) -> World:
+    return World(config or WorldConfig())
+
+
+def load_world(directory: str | Path) -> World:
+    """Rebuild the world saved in ``directory`` (it is deterministic given its config)."""
+    meta = read_json(Path(directory) / "world.json", what="world description")
+    if "config" not in meta:
+        raise XlvizError("missing 'config'", path=Path(directory) / "world.json", field="config")
+    return World(WorldConfig.from_dict(meta["config"], path=str(Path(directory) / "world.json")))
+
+
+# Re-exported for users of the world who want English morphology helpers.
+__all__ = ["World", "WorldConfig", "LanguageSpec", "generate_world", "load_world", "render", "english_plural", "english_3sg", "surface_lemma"]
