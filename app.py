@@ -1,0 +1,31 @@
+"""xlviz lab bench: ``streamlit run app.py`` (or ``xlviz app``).
+
+The entrypoint draws the shared sidebar (models and languages, kept for the whole session) and
+routes to one file per page under ``pages/``. Adding a page is one line in ``PAGES``.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import streamlit as st
+
+from xlviz.ui import sidebar
+
+HERE = Path(__file__).resolve().parent
+
+PAGES = {
+    "Bench": [
+        st.Page(HERE / "pages/home.py", title="Home", icon=":material/home:", default=True),
+        st.Page(HERE / "pages/runs.py", title="Runs", icon=":material/model_training:"),
+    ],
+    "Compare": [
+        st.Page(HERE / "pages/xquad.py", title="XQuAD", icon=":material/quiz:"),
+        st.Page(HERE / "pages/attention.py", title="Attention", icon=":material/grid_on:"),
+    ],
+}
+
+st.set_page_config(page_title="xlviz", page_icon=":material/translate:", layout="wide")
+page = st.navigation(PAGES)
+sidebar.render()
+page.run()

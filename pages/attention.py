@@ -1,0 +1,195 @@
+"""Attention: where a model looks within and across the two sentences of a translation pair.
+
+Input: a typed pair, a generated world's parallel pair (with gold word alignment), a PUD
+sentence pair or a Tatoeba pair; fed as one input or each sentence alone. Shows one layer/head
+as a heatmap, a layer × head overview, and VECO's Fig. 1 question: per layer/head, how much
+attention goes to the other sentence and to the aligned word.
+"""
+
+import numpy as np
+import streamlit as st
+
+from xlviz.runs import list_runs
+from xlviz.ui import attention_view as av
+from xlviz.ui.common import attention, guard, plotly, shared_data_dir
+from xlviz.ui.sidebar import current
+
+TYPED, WORLD, PUD, TATOEBA = "Typed", "Generated world", "PUD", "Tatoeba"
+
+st.title("Attention across languages")
+sel = current()
+if not sel.models:
+    st.info("Pick a model in the sidebar: a run's model for each language (“run · en”, “run · sov”), an export, "
+            "or a typed folder / hub id read with eager attention.", icon=":material/info:")
+    st.stop()
+
+# --- input pair ---------------------------------------------------------------------------------
+world_runs = [r for r in list_runs() if av.world_parallel_files(r.path)]
+shared = shared_data_dir()
+sources = [TYPED] + ([WORLD] if world_runs else []) + ([PUD] if shared and (shared / "pud").is_dir() else []) \
+    + ([TATOEBA] if shared and (shared / "tatoeba").is_dir() else [])
+if st.session_state.get("att_source") not in sources:
+    st.session_state["att_source"] = WORLD if world_runs else TYPED
+source = st.segmented_control("Pair from", sources, key="att_source", required=True)
+lang_a, lang_b = list(dict.fromkeys(sel.languages + ["en", "de"]))[:2]
+
+pair = None
+with guard("Could not read the pair", stop=True):
+    if source == TYPED:
+        c1, c2 = st.columns(2)
+        la = c1.text_input("Language of sentence A", value=lang_a, key="att_lang_a")
+        lb = c2.text_input("Language of sentence B", value=lang_b, key="att_lang_b")
+        ta = c1.text_area("Sentence A", value="The cat sits on the mat.", key="att_text_a", height=80)
+        tb = c2.text_area("Sentence B", value="Die Katze sitzt auf der Matte.", key="att_text_b", height=80)
+        if not ta.strip() or not tb.strip():
+            st.info("Type two sentences.")
+            st.stop()
+        pair = av.Pair("typed", la, lb, ta.strip(), tb.strip())
+    elif source == WORLD:
+        c1, c2, c3 = st.columns([2, 1, 3])
+        run_name = c1.selectbox("Run", [r.name for r in world_runs], key="att_run")
+        run = next(r for r in world_runs if r.name == run_name)
+        files = av.world_parallel_files(run.path)
+        l2s = list(files)
+        l2 = c2.selectbox("Target language", l2s, index=l2s.index(lang_b) if lang_b in l2s else 0, key="att_l2")
+        pairs = av.read_world_pairs(files[l2])
+        if not pairs:
+            st.warning("This parallel file is empty.")
+            st.stop()
+        k = c3.selectbox("Pair", range(len(pairs)), key="att_world_pair",
+                         format_func=lambda i: f"{pairs[i].id} — {pairs[i].text_a[:70]}")
+        pair = pairs[k]
+    elif source == PUD:
+        from xlviz.data.real import available_pud_languages
+
+        langs = available_pud_languages(shared / "pud")
+        c1, c2, c3 = st.columns([1, 1, 4])
+        la = c1.selectbox("Language A", langs, index=langs.index(lang_a) if lang_a in langs else langs.index("en") if "en" in langs else 0, key="att_pud_a")
+        lb_default = lang_b if lang_b in langs and lang_b != la else next((l for l in langs if l != la), la)
+        lb = c2.selectbox("Language B", langs, index=langs.index(lb_default), key="att_pud_b")
+        pairs = av.read_pud(la, lb, shared / "pud")
+        k = c3.selectbox("Sentence id (type to search)", range(len(pairs)), key="att_pud_pair",
+                         format_func=lambda i: f"{pairs[i].id} — {pairs[i].text_a[:70]}")
+        pair = pairs[k]
+    else:
+        from xlviz.data.real import available_tatoeba_languages
+
+        langs = available_tatoeba_languages(shared / "tatoeba")
+        c1, c2 = st.columns([1, 5])
+        lang = c1.selectbox("Language (with English)", langs, index=langs.index("deu") if "deu" in langs else 0, key="att_tat_lang")
+        pairs = av.read_tatoeba_pairs(lang, shared / "tatoeba")
+        k = c2.selectbox("Pair (type to search)", range(len(pairs)), key="att_tat_pair",
+                         format_func=lambda i: f"{pairs[i].id} — {pairs[i].text_a[:70]}")
+        pair = pairs[k]
+
+st.markdown(f"**A** ({pair.lang_a}): {pair.text_a}  \n**B** ({pair.lang_b}): {pair.text_b}")
+
+# --- model and mode -----------------------------------------------------------------------------
+names = [m.label for m in sel.models]
+
+
+def _default(lang: str) -> int:
+    return next((i for i, m in enumerate(sel.models) if m.languages() is not None and lang in m.languages()),
+                next((i for i, m in enumerate(sel.models) if m.languages() is None), 0))
+
+
+c1, c2, c3, c4 = st.columns([3, 3, 2, 1])
+ia = c1.selectbox("Model for A", range(len(names)), index=_default(pair.lang_a), format_func=names.__getitem__, key="att_model_a")
+ib = c2.selectbox("Model for B", range(len(names)), index=_default(pair.lang_b), format_func=names.__getitem__, key="att_model_b")
+ma, mb = sel.models[ia], sel.models[ib]
+ref_a = ma.ref_for(pair.lang_a) or ma.ref_for(None)
+ref_b = mb.ref_for(pair.lang_b) or mb.ref_for(None)
+same = ref_a == ref_b
+modes = ["as one pair", "each alone"] if same else ["each alone"]
+mode = c3.radio("Feed the sentences", modes, key="att_mode", horizontal=False,
+                help="One pair: [CLS] A [SEP] B [SEP] through one model, so attention can cross. Each alone: two inputs.")
+if not same:
+    c3.caption("A and B are read by different models/vocabularies (e.g. a MONOTRANS run's per-language "
+               "embeddings), so they can only be fed alone.")
+max_length = c4.number_input("Max tokens", min_value=8, max_value=512, value=128, step=8, key="att_max_len")
+
+inputs = []
+with guard("Could not compute attention", stop=True):
+    if mode == "as one pair":
+        inputs.append(("A + B", attention(ref_a, pair.input_a(), pair.input_b(), max_length)))
+    else:
+        inputs.append((f"A ({pair.lang_a})", attention(ref_a, pair.input_a(), None, max_length)))
+        inputs.append((f"B ({pair.lang_b})", attention(ref_b, pair.input_b(), None, max_length)))
+for name, res in inputs:
+    if res.truncated:
+        st.warning(f"{name}: the input has {res.n_tokens_before_truncation} tokens; only the first "
+                   f"{len(res.tokens)} are shown (raise “Max tokens” to see more).", icon=":material/content_cut:")
+
+# --- one layer/head -----------------------------------------------------------------------------
+L, H = inputs[0][1].n_layers, inputs[0][1].n_heads
+st.subheader("One layer and head")
+c1, c2, c3 = st.columns([2, 2, 2], vertical_alignment="bottom")
+layer = c1.selectbox("Layer", range(L), index=L - 1, key="att_layer")
+head_opts = ["mean of heads"] + list(range(H))
+head = c2.selectbox("Head", head_opts, key="att_head")
+hide = c3.toggle("Hide special tokens", value=True, key="att_hide",
+                 help="Drop [CLS]/[SEP]-like tokens and renormalise each row over the rest.")
+cols = st.columns(len(inputs))
+csv_frames = []
+for col, (name, res) in zip(cols, inputs):
+    with col, guard(f"Could not draw {name}"):
+        from xlviz.analysis.attention import attention_slice
+
+        sl = attention_slice(res, layers=[layer], heads=None if head == "mean of heads" else [head],
+                             hide_special=hide, average_heads=head == "mean of heads")
+        title = f"{name} · layer {layer} · " + ("mean of heads" if head == "mean of heads" else f"head {head}")
+        plotly(av.heatmap(sl.attentions[0, 0], sl.tokens, sl.segment, title), key=f"att_heat_{name}")
+        csv_frames.append(av.slice_frame(sl.attentions, sl.layers, sl.heads, sl.tokens, name))
+
+# --- overview -----------------------------------------------------------------------------------
+st.subheader("Layer × head overview")
+default_layers = list(range(L)) if L <= 4 else sorted({0, L // 2, L - 1})
+ov_layers = st.multiselect("Layers to show", list(range(L)), default=default_layers, key="att_ov_layers",
+                           help="Only the selected layers are sent to the browser.")
+if ov_layers:
+    cols = st.columns(len(inputs))
+    for col, (name, res) in zip(cols, inputs):
+        with col, guard(f"Could not draw the overview of {name}"):
+            from xlviz.analysis.attention import attention_slice
+
+            sl = attention_slice(res, layers=sorted(ov_layers), heads=None, hide_special=hide)
+            if len(inputs) > 1:
+                st.caption(name)
+            plotly(av.overview(sl.attentions, sl.layers, sl.heads), key=f"att_ov_{name}")
+
+# --- VECO Fig. 1: attention to the other sentence / the aligned word ----------------------------
+st.subheader("How much attention crosses languages")
+shares = {}
+if mode != "as one pair":
+    st.info("Feed the pair as one input (same model for A and B) to measure attention to the other sentence.",
+            icon=":material/info:")
+else:
+    from xlviz.analysis.attention import aligned_attention_share, cross_attention_share
+
+    res = inputs[0][1]
+    c1, c2 = st.columns(2)
+    with c1, guard("Could not compute the cross-sentence share"):
+        shares["other_sentence"] = cross_attention_share(res, hide_special=hide)
+        plotly(av.share_heatmap(shares["other_sentence"], "share of attention to the other sentence"), key="att_share_cross")
+        st.caption(f"Mean over layers and heads: {np.nanmean(shares['other_sentence']):.2f}. VECO (Luo et al. 2021, "
+                   "Fig. 1) finds this small in multilingual encoders: attention mostly stays inside each language.")
+    with c2:
+        if pair.alignment and pair.words_a:
+            with guard("Could not compute the aligned-word share"):
+                shares["aligned_word"] = aligned_attention_share(res, pair.alignment, hide_special=hide)
+                plotly(av.share_heatmap(shares["aligned_word"], "share of attention to the aligned word"), key="att_share_aligned")
+                st.caption(f"{len(pair.alignment)} gold word alignments; mean share "
+                           f"{np.nanmean(shares['aligned_word']):.2f}.")
+        else:
+            st.caption("The share of attention to the aligned word needs a gold word alignment: pick a pair "
+                       "from a generated world.")
+
+# --- numbers -------------------------------------------------------------------------------------
+c1, c2 = st.columns(2)
+if csv_frames:
+    c1.download_button("Download shown attention weights (CSV)", av.to_csv(*csv_frames), file_name="xlviz-attention.csv",
+                       mime="text/csv", icon=":material/download:", key="att_dl_weights")
+if shares:
+    c2.download_button("Download layer × head shares (CSV)", av.to_csv(av.share_frame(shares)),
+                       file_name="xlviz-attention-shares.csv", mime="text/csv", icon=":material/download:",
+                       key="att_dl_shares")

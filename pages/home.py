@@ -1,0 +1,31 @@
+"""Home: what the bench is for, and the most recent runs."""
+
+import streamlit as st
+
+from xlviz.runs import list_runs
+from xlviz.ui import runs_view
+from xlviz.ui.common import guard
+
+st.title("xlviz — cross-lingual transfer bench")
+st.markdown(
+    "This bench re-runs **MONOTRANS** (Artetxe et al., 2020) at a small scale: pre-train a "
+    "masked language model on one language, learn only new word embeddings for a second "
+    "language, fine-tune on English QA and test the other language zero-shot. "
+    "**Runs** starts such transfer runs and shows them training, **XQuAD** compares models' "
+    "answers to the same questions side by side across languages, and **Attention** shows how "
+    "a model attends within and across the two sentences of a translation pair. "
+    "Pick models and languages once in the sidebar; every page uses them."
+)
+
+st.subheader("Recent runs")
+with guard("Could not read the runs folder"):
+    runs = list_runs()[:5]
+    if not runs:
+        st.info("No runs yet — start one on the **Runs** page.", icon=":material/info:")
+    else:
+        table = runs_view.run_table(runs)
+        st.dataframe(table, hide_index=True, width="stretch",
+                     column_config={"best F1": st.column_config.NumberColumn(format="%.1f")})
+st.page_link("pages/runs.py", label="Start or watch runs", icon=":material/model_training:")
+st.page_link("pages/xquad.py", label="Compare answers on XQuAD", icon=":material/quiz:")
+st.page_link("pages/attention.py", label="Look at attention", icon=":material/grid_on:")

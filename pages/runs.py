@@ -1,0 +1,154 @@
+"""Runs: start MONOTRANS transfer runs, watch them train, compare their results.
+
+Training never happens in this script: the form starts ``xlviz transfer`` as a detached
+process (xlviz.jobs) and the live view polls the run folder, so runs go on across reruns,
+page switches, closed tabs and app restarts.
+"""
+
+import streamlit as st
+
+from xlviz import jobs
+from xlviz.runs import Run, checkpoints_root, new_run_path
+from xlviz.ui import runs_view
+from xlviz.ui.common import guard, plotly
+
+POLL_S = 2.0
+ACTIVE = ("running", "starting")
+
+st.title("Runs")
+root = checkpoints_root().resolve()
+runs = runs_view.all_runs(root)
+defaults = runs_view.TransferForm()
+
+# --- start a run --------------------------------------------------------------------------
+with st.expander("Start a transfer run", expanded=not runs, icon=":material/play_arrow:"):
+    with st.form("start_run"):
+        st.caption("Defaults finish in a few minutes on a CPU. The run goes on in the background; "
+                   "you can close the tab and come back.")
+        c1, c2, c3 = st.columns(3)
+        languages = c1.multiselect("Target languages", runs_view.L2_LANGUAGES, default=list(defaults.languages),
+                                   help="Invented L2s of the generated world: svo keeps English word order, "
+                                   "sov is verb-final with another script.")
+        model_size = c2.selectbox("Model size", runs_view.MODEL_SIZES, index=runs_view.MODEL_SIZES.index(defaults.model_size))
+        seed = c3.number_input("Seed", min_value=0, value=defaults.seed, step=1)
+        c1, c2, c3 = st.columns(3)
+        pretrain = c1.number_input("Pre-training steps (L1 MLM)", min_value=1, value=defaults.pretrain_steps, step=50)
+        transfer = c2.number_input("Transfer steps (L2 embeddings)", min_value=1, value=defaults.transfer_steps, step=50)
+        finetune = c3.number_input("Fine-tuning steps (L1 QA)", min_value=1, value=defaults.finetune_steps, step=50)
+        variants = st.multiselect("Variants", runs_view.VARIANTS, default=list(defaults.variants),
+                                  help="base: MONOTRANS; floor: no pre-training (lower bound); pos: new position "
+                                  "embeddings too; noise: noisy fine-tuning; adapters: adapters in the transfer step.")
+        name = st.text_input("Run name (optional)", placeholder="transfer-<date>-<time>")
+        submitted = st.form_submit_button("Start run", type="primary", icon=":material/rocket_launch:")
+    if submitted:
+        with guard("Could not start the run"):
+            form = runs_view.TransferForm(tuple(languages), model_size, int(pretrain), int(transfer), int(finetune),
+                                          tuple(variants), int(seed))
+            run_dir = root / name.strip() if name.strip() else new_run_path(root, "transfer")
+            if name.strip() and run_dir.exists():
+                raise ValueError(f"a run named {name.strip()!r} already exists; pick another name")
+            argv = form.argv(root, run_dir.name)
+            pid = jobs.start_job(argv, run_dir)
+            st.session_state["runs_watch"] = run_dir.name
+            st.success(f"Started **{run_dir.name}** (process {pid}).", icon=":material/check_circle:")
+            runs = runs_view.all_runs(root)
+
+
+# --- live view ------------------------------------------------------------------------------
+def _cancel(path):
+    with guard("Could not cancel"):
+        jobs.cancel(path)
+
+
+def _resume(path):
+    with guard("Could not resume"):
+        jobs.resume(path)
+
+
+def live_view(path) -> None:
+    """One run's state, progress, loss curves and log; re-drawn every POLL_S while it runs."""
+    run = Run(path)
+    state = jobs.effective_state(path)
+    previous = st.session_state.get(f"runs_state_{run.name}")
+    st.session_state[f"runs_state_{run.name}"] = state
+    if previous in ACTIVE and state not in ACTIVE:
+        st.rerun()  # finished: refresh the whole page (table, comparison, sidebar models)
+    prog = runs_view.run_progress(run, state)
+    head, b1, b2 = st.columns([6, 1, 1], vertical_alignment="center")
+    icon = {"running": "🟢", "starting": "🟡", "completed": "✅", "failed": "❌", "cancelled": "⏹️", "stopped": "⏸️"}.get(state, "⚪")
+    head.markdown(f"#### {icon} {run.name}")
+    if state in ACTIVE:
+        b1.button("Cancel", key=f"cancel_{run.name}", on_click=_cancel, args=(path,), icon=":material/stop:")
+    if state in ("stopped", "failed", "cancelled") and run.exists():
+        b2.button("Resume", key=f"resume_{run.name}", on_click=_resume, args=(path,), icon=":material/replay:")
+    st.progress(prog.fraction or 0.0, text=prog.text)
+    try:
+        status = run.status()
+    except Exception:  # noqa: BLE001 - a torn read is retried at the next poll
+        status = {}
+    if status.get("stages_done"):
+        st.caption("Stages done: " + ", ".join(status["stages_done"]))
+    if state == "failed":
+        st.error(f"The run failed: {status.get('error') or 'see the log below'}", icon=":material/error:")
+    elif state == "stopped":
+        st.warning("The run's process is gone (killed, or the machine restarted). Resume goes on from the last "
+                   "finished stage.", icon=":material/pause_circle:")
+    fig = runs_view.loss_figure(run.metrics())
+    if fig is not None:
+        plotly(fig, key=f"loss_{run.name}")
+    else:
+        st.caption("No training steps logged yet.")
+    log = run.log_tail(25) or jobs.job_output_tail(path, 25)
+    with st.expander("Log", expanded=state in ("failed",) or fig is None):
+        st.code(log or "(empty)", language=None)
+    if state == "failed" and not run.log_tail(1):
+        st.code(jobs.job_output_tail(path, 25) or "(no output)", language=None)
+
+
+st.subheader("Live view")
+if not runs:
+    st.info("No runs yet — start one above.", icon=":material/info:")
+else:
+    names = [r.name for r in runs]
+    watch = st.session_state.get("runs_watch")
+    index = names.index(watch) if watch in names else 0
+    chosen = st.selectbox("Run", names, index=index, key="runs_live_select",
+                          format_func=lambda n: f"{n} ({jobs.effective_state(root / n)})")
+    st.session_state["runs_watch"] = chosen
+    active = [r for r in runs if r.name != chosen and jobs.effective_state(r.path) in ACTIVE]
+    for path in [root / chosen] + [r.path for r in active]:
+        every = POLL_S if jobs.effective_state(path) in ACTIVE else None
+        with st.container(border=True):
+            st.fragment(live_view, run_every=every)(path)
+
+# --- all runs + comparison ----------------------------------------------------------------
+st.subheader("All runs")
+if runs:
+    with guard("Could not read the runs"):
+        table = runs_view.run_table(runs)
+        event = st.dataframe(
+            table, hide_index=True, width="stretch", key="runs_table", on_select="rerun",
+            selection_mode="multi-row",
+            column_config={"best F1": st.column_config.NumberColumn(format="%.1f")},
+        )
+        picked = [table.iloc[i]["run"] for i in event.selection.rows] if event is not None else []
+        st.caption("Select two or more rows to compare their results. "
+                   f"States refresh with the page ({len(runs)} run{'s' if len(runs) != 1 else ''}).")
+        st.button("Refresh", icon=":material/refresh:", key="runs_refresh")
+
+    st.subheader("Compare results")
+    if len(picked) < 2:
+        st.info("Select two or more runs in the table above to compare exact match and F1 per system and language.",
+                icon=":material/info:")
+    if picked:
+        with guard("Could not compare the runs"):
+            long = runs_view.results_frame([Run(root / n) for n in picked])
+            if long.empty:
+                st.warning("The selected runs have no results yet (results.json is written after evaluation).")
+            else:
+                st.dataframe(runs_view.compare_table(long), hide_index=True, width="stretch", key="runs_compare")
+                plotly(runs_view.compare_figure(long), key="runs_compare_fig")
+                st.download_button("Download results (CSV)", long.to_csv(index=False), file_name="xlviz-results.csv",
+                                   mime="text/csv", icon=":material/download:")
+else:
+    st.info("No runs yet — start one above.", icon=":material/info:")

@@ -1,0 +1,182 @@
+"""XQuAD: the same question in several languages, side by side, with every model's answer.
+
+Data: a run's generated parallel test set (``world/qa/test.<lang>.json``) or any folder of
+SQuAD files sharing question ids (``../shared/data/xquad``). Models: the QA models picked in the
+sidebar (a run's exported systems, QA folders). Predictions are computed once per model and
+data file and cached.
+"""
+
+import html
+import math
+from pathlib import Path
+
+import streamlit as st
+
+from xlviz.ui import qa
+from xlviz.ui.choices import dataset_from_folder, discover_qa_datasets
+from xlviz.ui.common import CHUNK, examples_of, guard, predict, shared_data_dir
+from xlviz.ui.highlight import RTL_LANGUAGES, Span, highlight, legend, model_colour, qa_card
+from xlviz.ui.sidebar import current
+
+FOLDER = "folder"
+COLUMNS_PER_ROW = 3
+
+st.title("XQuAD — answers across languages")
+sel = current()
+shared = shared_data_dir()
+
+# --- data -----------------------------------------------------------------------------------
+datasets = {d.key: d for d in discover_qa_datasets(shared=shared)}
+options = list(datasets) + [FOLDER]
+c1, c2 = st.columns([2, 3])
+source = c1.selectbox("Questions from", options, key="xq_source", persist_state="session",
+                      format_func=lambda k: datasets[k].label if k in datasets else "a folder of SQuAD files …")
+if source == FOLDER:
+    default_folder = str(shared / "xquad") if shared and (shared / "xquad").is_dir() else ""
+    folder = c2.text_input("Folder with <name>.<lang>.json files (question ids shared across languages)",
+                           value=default_folder, key="xq_folder", persist_state="session")
+    if not folder.strip():
+        st.info("Type a folder of SQuAD-format files, one per language, e.g. `../shared/data/xquad`.")
+        st.stop()
+    if not Path(folder).expanduser().is_dir():
+        st.error(f"Folder not found: {folder}", icon=":material/error:")
+        st.stop()
+    dataset = dataset_from_folder(Path(folder).expanduser())
+else:
+    dataset = datasets[source]
+if not dataset.languages():
+    st.error(f"No <name>.<lang>.json files in {dataset.folder}", icon=":material/error:")
+    st.stop()
+
+langs = [l for l in sel.languages if l in dataset.languages()]
+if not langs:
+    langs = dataset.languages()[:2]
+    c2.caption(f"None of the sidebar's languages is in this data set; showing {', '.join(langs)}. "
+               f"It has: {', '.join(dataset.languages())}.")
+else:
+    c2.caption(f"Languages (from the sidebar): {', '.join(langs)} — this data set has {', '.join(dataset.languages())}.")
+
+examples = {}
+with guard("Could not read the questions", stop=True):
+    for lang in langs:
+        examples[lang] = examples_of(dataset.file(lang))
+all_ids = qa.shared_ids(examples)
+if not all_ids:
+    st.warning("These language files share no question ids, so nothing can be shown side by side.")
+    st.stop()
+limit_default = len(all_ids) if len(all_ids) <= 500 else 200
+limit = st.number_input(f"Questions to answer (of {len(all_ids)} shared by {', '.join(langs)})", min_value=1,
+                        max_value=len(all_ids), value=limit_default, step=50, key="xq_limit",
+                        help="Each model answers the first N questions in every language; raising N only computes the new ones.")
+ids = all_ids[: int(limit)]
+
+# --- predictions ------------------------------------------------------------------------------
+models = sel.qa_models()
+if not models:
+    st.info("Pick one or more QA models in the sidebar (a run's “· system QA” exports, or a fine-tuned QA folder) "
+            "to see their answers. Showing the gold answers only.", icon=":material/info:")
+predictions: dict[tuple[str, str], dict] = {}
+jobs = [(m, lang) for m in models for lang in langs if m.covers(lang)]
+total = sum(math.ceil(len(ids) / CHUNK) for _ in jobs)
+bar = st.progress(0.0, text="Answering questions …") if jobs else None
+done = 0
+for m, lang in jobs:
+    with guard(f"{m.name} on {lang}"):
+        predictions[(m.name, lang)] = predict(m.ref_for(lang), dataset.file(lang), ids, progress=bar, done=done, total=total)
+    done += math.ceil(len(ids) / CHUNK)
+if bar is not None:
+    bar.empty()
+rows = qa.prediction_rows(examples, predictions, ids)
+names = [m.name for m in models]
+colours = {m.name: model_colour(i) for i, m in enumerate(models)}
+
+# --- aggregate matrix (Table 3 layout) -------------------------------------------------------
+if not rows.empty:
+    st.subheader("Scores: model × language")
+    e, f = st.columns(2)
+    e.markdown("**Exact match (%)**")
+    e.dataframe(qa.score_matrix(rows, "exact_match", names, langs), width="stretch", key="xq_em")
+    f.markdown("**F1 (%)**")
+    f.dataframe(qa.score_matrix(rows, "f1", names, langs), width="stretch", key="xq_f1")
+    uncovered = [f"{m.name} has no {lang} model" for m in models for lang in langs if not m.covers(lang)]
+    if uncovered:
+        st.caption("Not scored: " + "; ".join(uncovered) + ".")
+
+# --- one question side by side ----------------------------------------------------------------
+st.subheader("Question")
+f1c, f2c = st.columns([2, 3])
+how = f1c.selectbox("Show", list(qa.DISAGREEMENT_FILTERS), key="xq_filter",
+                    help="Keep the questions where models (or languages) get different exact-match scores.")
+query = f2c.text_input("Search id, question or context", key="xq_search", placeholder="e.g. 56beb4343aeaaa14008c925c or Panthers")
+nav = ids
+if not rows.empty:
+    nav = [i for i in qa.disagreeing_ids(rows, qa.DISAGREEMENT_FILTERS[how]) if i in set(ids)]
+nav = qa.search_ids(examples, nav, query)
+if not nav:
+    st.info("No question matches this filter and search.")
+    st.stop()
+first = qa.index_by_id(examples[langs[0]])
+if st.session_state.get("xq_pick") not in nav:
+    st.session_state["xq_pick"] = nav[0]
+
+
+def _step(delta: int, nav_ids: list[str]) -> None:
+    cur = st.session_state.get("xq_pick")
+    i = nav_ids.index(cur) if cur in nav_ids else 0
+    st.session_state["xq_pick"] = nav_ids[(i + delta) % len(nav_ids)]
+
+
+p, s, n = st.columns([1, 8, 1], vertical_alignment="bottom")
+p.button("◀ Prev", on_click=_step, args=(-1, nav), key="xq_prev", width="stretch")
+qid = s.selectbox(f"Question ({nav.index(st.session_state['xq_pick']) + 1} of {len(nav)})", nav, key="xq_pick",
+                  format_func=lambda i: f"{i} — {first[i].question[:90]}")
+n.button("Next ▶", on_click=_step, args=(1, nav), key="xq_next", width="stretch")
+
+st.html(legend([("gold answer", None)] + [(name, colours[name]) for name in names if any(k[0] == name for k in predictions)]))
+for r0 in range(0, len(langs), COLUMNS_PER_ROW):
+    cols = st.columns(min(COLUMNS_PER_ROW, len(langs) - r0))
+    for col, lang in zip(cols, langs[r0 : r0 + COLUMNS_PER_ROW]):
+        ex = qa.index_by_id(examples[lang]).get(qid)
+        if ex is None:
+            col.warning(f"{qid} is missing in {lang}")
+            continue
+        spans = []
+        g = qa.gold_span(ex)
+        if g:
+            spans.append(Span(g[0], g[1], "gold"))
+        table = []
+        for name in names:
+            pred = predictions.get((name, lang), {}).get(qid)
+            if (name, lang) not in predictions:
+                continue
+            ps = qa.prediction_span(ex, pred)
+            if ps:
+                spans.append(Span(ps[0], ps[1], name, colours[name]))
+            em, f1 = qa.score(pred.get("text") if pred else None, ex.answers)
+            table.append((name, pred.get("text", "") if pred else "", em, f1))
+        body = qa_card(lang, ex.question, highlight(ex.context, spans), rtl=lang in RTL_LANGUAGES)
+        gold_text = " | ".join(a["text"] for a in ex.answers)
+        rows_html = "".join(
+            f'<tr><td><span style="box-shadow:inset 0 -4px 0 {colours[name]}">{html.escape(name)}</span></td>'
+            f"<td>{html.escape(text) or '<i>(empty)</i>'}</td><td style='text-align:right'>{em:.0f}</td>"
+            f"<td style='text-align:right'>{f1:.0f}</td></tr>"
+            for name, text, em, f1 in table
+        )
+        answers = (
+            f'<div style="font-size:.85em;margin-top:.4rem"><b>Gold:</b> {html.escape(gold_text)}</div>'
+            + (
+                '<table class="xlviz-answers" style="font-size:.85em;width:100%;margin-top:.3rem">'
+                "<tr><th align=left>model</th><th align=left>answer</th><th>EM</th><th>F1</th></tr>"
+                f"{rows_html}</table>"
+                if table
+                else ""
+            )
+        )
+        with col:
+            st.html(body + answers)
+
+# --- export -----------------------------------------------------------------------------------
+if not rows.empty:
+    st.download_button("Download predictions and scores (CSV)", rows.to_csv(index=False).encode("utf-8"),
+                       file_name="xlviz-xquad-predictions.csv", mime="text/csv", icon=":material/download:",
+                       key="xq_download")

@@ -1,0 +1,93 @@
+"""A fake but complete run folder for app tests, the browser test and the app benchmark.
+
+Written with ``xlviz.runs.Run`` (the same writers a real run uses): config, status, metrics,
+log and results, a small generated world (QA test sets with shared ids, parallel pairs with
+gold alignment) and tiny random models saved with ``save_pretrained``: ``s1_pretrain`` (English
+MLM) and ``export/monotrans-<lang>`` (BertForQuestionAnswering + tokenizer). Builds in about a
+second.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from xlviz.io import atomic_write_json, atomic_write_text
+from xlviz.runs import Run
+
+L2 = "sov"
+
+
+def _world(seed: int = 0):
+    from xlviz.data.world import World, WorldConfig
+
+    return World(WorldConfig(seed=seed, qa_test_paragraphs=4, parallel_pairs=12, corpus_documents=50))
+
+
+def _words(texts) -> list[str]:
+    out = set()
+    for t in texts:
+        for w in t.replace(".", " . ").replace("?", " ? ").replace(",", " , ").split():
+            out.add(w.lower())
+    return sorted(out)
+
+
+def make_run(root: str | Path, name: str = "demo-run", *, models: bool = True, results_shift: float = 0.0,
+             state: str = "completed") -> Path:
+    """Create ``root/name`` as a finished two-language (en + sov) transfer run."""
+    from tests.tiny_models import make_tiny
+
+    path = Path(root) / name
+    run = Run(path)
+    run.write_config({
+        "name": name, "seed": 0, "languages": [L2], "model_size": "tiny",
+        "steps": {"pretrain": 30, "transfer": 20, "finetune": 20}, "variants": ["base", "floor"],
+    })
+    stages = ["s1_pretrain", f"s2_transfer-{L2}", "s3_finetune"]
+    run.update_status(state=state, stage=stages[-1] if state == "completed" else stages[1],
+                      progress=1.0 if state == "completed" else 0.5, stages_done=stages if state == "completed" else stages[:1],
+                      started="2026-01-01T10:00:00+00:00")
+    for stage, n, base in ((stages[0], 30, 9.0), (stages[1], 20, 7.0), (stages[2], 20, 5.5)):
+        for step in range(0, n, 5):
+            run.log_metric(stage=stage, step=step, loss=base * (0.97 ** step), elapsed=float(step))
+    run.log("start")
+    run.log("evaluate: done")
+    run.write_results([
+        {"system": "monotrans", "language": "en", "exact_match": 40.0 + results_shift, "f1": 50.0 + results_shift},
+        {"system": "monotrans", "language": L2, "exact_match": 20.0 + results_shift, "f1": 30.0 + results_shift},
+        {"system": "floor", "language": L2, "exact_match": 5.0, "f1": 9.0},
+    ])
+
+    world = _world()
+    wdir = path / "world"
+    atomic_write_json(wdir / "world.json", {"config": world.config.to_dict(), "languages": world.languages})
+    contexts = {}
+    for lang in ("en", L2):
+        data = world.qa("test", lang)
+        atomic_write_json(wdir / "qa" / f"test.{lang}.json", data)
+        contexts[lang] = [p["context"] for a in data["data"] for p in a["paragraphs"]] + [
+            q["question"] for a in data["data"] for p in a["paragraphs"] for q in p["qas"]]
+    pairs = world.parallel_pairs(L2)
+    atomic_write_text(wdir / "parallel" / f"en-{L2}.jsonl", "".join(json.dumps(p, ensure_ascii=False) + "\n" for p in pairs))
+
+    if models:
+        words = {"en": _words(contexts["en"] + [p["src"] for p in pairs]), L2: _words(contexts[L2] + [p["tgt"] for p in pairs])}
+        make_tiny("bert", path / "s1_pretrain", task="mlm", words=words["en"])
+        for lang in ("en", L2):
+            make_tiny("bert", path / "export" / f"monotrans-{lang}", task="qa", words=words[lang], seed=1)
+    return path
+
+
+def make_qa_folder(root: str | Path) -> Path:
+    """A folder of SQuAD files ``xquad.<lang>.json`` (like ../shared/data/xquad), from the world."""
+    world = _world(1)
+    folder = Path(root) / "xquad-like"
+    for lang in ("en", L2):
+        atomic_write_json(folder / f"xquad.{lang}.json", world.qa("test", lang))
+    return folder
+
+
+if __name__ == "__main__":  # python -m tests.app_fixtures DIR: a demo run to click through
+    import sys
+
+    print(make_run(sys.argv[1] if len(sys.argv) > 1 else "checkpoints"))

@@ -1,0 +1,210 @@
+"""Attention page logic without Streamlit: parallel-pair sources, heatmaps, the layer × head
+overview, VECO-style share matrices and CSV export.
+
+Only the layers/heads the page asks for are turned into figures (``attention_slice``), so the
+full [layers, heads, T, T] tensor never goes to the browser.
+"""
+
+from __future__ import annotations
+
+import html
+import io
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from xlviz.errors import XlvizError
+from xlviz.io import read_jsonl
+
+SEGMENT_COLOURS = {0: "#0072B2", 1: "#D55E00", -1: "#888888"}
+OVERVIEW_MAX_TOKENS = 40  # thumbnails are pooled down to this many tokens per side
+
+
+@dataclass
+class Pair:
+    """A parallel pair to look at. ``words_*`` are pre-split words when the gold alignment
+    refers to word indices; ``alignment`` holds (word in a, word in b) pairs."""
+
+    id: str
+    lang_a: str
+    lang_b: str
+    text_a: str
+    text_b: str
+    words_a: list[str] | None = None
+    words_b: list[str] | None = None
+    alignment: list[tuple[int, int]] = field(default_factory=list)
+
+    def input_a(self):
+        return self.words_a if self.words_a and self.words_b else self.text_a
+
+    def input_b(self):
+        return self.words_b if self.words_a and self.words_b else self.text_b
+
+
+# --- sources ------------------------------------------------------------------------------------
+
+def world_parallel_files(run_path: str | Path) -> dict[str, Path]:
+    """``{l2: world/parallel/en-<l2>.jsonl}`` of a run."""
+    folder = Path(run_path) / "world" / "parallel"
+    if not folder.is_dir():
+        return {}
+    out = {}
+    for p in sorted(folder.glob("*-*.jsonl")):
+        a, b = p.stem.split("-", 1)
+        out[b] = p
+    return out
+
+
+def read_world_pairs(path: str | Path, limit: int | None = 500) -> list[Pair]:
+    """Pairs of a generated world's ``en-<l2>.jsonl`` (fields id, src, tgt, src_words, tgt_words, alignment)."""
+    path = Path(path)
+    lang_a, lang_b = path.stem.split("-", 1)
+    out = []
+    for i, row in enumerate(read_jsonl(path)):
+        if limit is not None and i >= limit:
+            break
+        if "src" not in row or "tgt" not in row:
+            raise XlvizError("expected fields 'src' and 'tgt'", path=path, field=f"line {i + 1}")
+        out.append(Pair(
+            id=str(row.get("id", i)), lang_a=lang_a, lang_b=lang_b, text_a=row["src"], text_b=row["tgt"],
+            words_a=row.get("src_words"), words_b=row.get("tgt_words"),
+            alignment=[(int(a), int(b)) for a, b in row.get("alignment") or []],
+        ))
+    return out
+
+
+def read_pud(lang_a: str, lang_b: str, directory=None, limit: int | None = None) -> list[Pair]:
+    """PUD pairs by sentence id (no gold word alignment)."""
+    from xlviz.data.real import read_pud_pairs
+
+    return [Pair(sid, lang_a, lang_b, a.text, b.text) for sid, a, b in read_pud_pairs(directory, lang_a, lang_b, limit)]
+
+
+def read_tatoeba_pairs(lang: str, directory=None) -> list[Pair]:
+    """Tatoeba pairs, English first (line number as id)."""
+    from xlviz.data.real import read_tatoeba
+
+    return [Pair(str(i + 1), "eng", lang, en, xx) for i, (xx, en) in enumerate(read_tatoeba(directory, lang))]
+
+
+# --- figures ----------------------------------------------------------------------------------
+
+def _tick(tok: str, seg: int) -> str:
+    return f"<span style='color:{SEGMENT_COLOURS.get(seg, '#888')}'>{html.escape(tok)}</span>"
+
+
+def heatmap(attn: np.ndarray, tokens: list[str], segment: list[int], title: str, height: int | None = None):
+    """One attention map [T, T] (rows = queries) with tokens coloured by sentence."""
+    import plotly.graph_objects as go
+
+    T = len(tokens)
+    ticks = [_tick(t, s) for t, s in zip(tokens, segment)]
+    hover = [[f"{tokens[q]} → {tokens[k]}: {attn[q, k]:.3f}" for k in range(T)] for q in range(T)]
+    fig = go.Figure(go.Heatmap(z=attn, x=list(range(T)), y=list(range(T)), colorscale="Blues", zmin=0,
+                               zmax=float(np.nanmax(attn)) if attn.size else 1.0, hoverinfo="text", text=hover,
+                               colorbar=dict(thickness=10)))
+    fig.update_xaxes(tickmode="array", tickvals=list(range(T)), ticktext=ticks, tickangle=-60, side="top", title="key")
+    fig.update_yaxes(tickmode="array", tickvals=list(range(T)), ticktext=ticks, autorange="reversed", title="query")
+    for b in _boundaries(segment):  # lines between the two sentences
+        fig.add_vline(x=b - 0.5, line_color="#D55E00", line_width=1)
+        fig.add_hline(y=b - 0.5, line_color="#D55E00", line_width=1)
+    size = height or int(min(900, max(360, 14 * T + 160)))
+    fig.update_layout(title=dict(text=html.escape(title), x=0.5, y=0.995, font=dict(size=13)), height=size,
+                      margin=dict(l=10, r=10, t=90, b=10))
+    return fig
+
+
+def _boundaries(segment: list[int]) -> list[int]:
+    """Token positions where sentence b starts (before any special token between them)."""
+    out = []
+    first_b = next((i for i, s in enumerate(segment) if s == 1), None)
+    if first_b is not None:
+        last_a = max((i for i, s in enumerate(segment) if s == 0), default=None)
+        if last_a is not None:
+            out.append(last_a + 1)
+    return out
+
+
+def _pool(a: np.ndarray, n: int) -> np.ndarray:
+    """Average-pool a [T, T] map down to at most [n, n]."""
+    T = a.shape[0]
+    if T <= n:
+        return a
+    edges = np.linspace(0, T, n + 1).astype(int)
+    return np.array([[a[edges[i]:edges[i + 1], edges[j]:edges[j + 1]].mean() for j in range(n)] for i in range(n)])
+
+
+def overview(attn: np.ndarray, layers: list[int], heads: list[int], max_tokens: int = OVERVIEW_MAX_TOKENS):
+    """Small multiples: one thumbnail per selected layer (rows) × head (columns).
+
+    ``attn`` is the slice [len(layers), len(heads), T, T]; maps longer than ``max_tokens`` are
+    average-pooled, which keeps the patterns (diagonal, [SEP] columns, cross-sentence blocks).
+    """
+    from plotly.subplots import make_subplots
+    import plotly.graph_objects as go
+
+    nl, nh = len(layers), len(heads)
+    fig = make_subplots(rows=nl, cols=nh, horizontal_spacing=0.01, vertical_spacing=0.02,
+                        column_titles=[f"head {h}" for h in heads], row_titles=[f"layer {l}" for l in layers])
+    for i in range(nl):
+        for j in range(nh):
+            fig.add_trace(go.Heatmap(z=_pool(attn[i, j], max_tokens), colorscale="Blues", showscale=False, zmin=0,
+                                     hovertemplate=f"layer {layers[i]} head {heads[j]}<extra></extra>"),
+                          row=i + 1, col=j + 1)
+    fig.update_xaxes(showticklabels=False)
+    fig.update_yaxes(showticklabels=False, autorange="reversed")
+    cell = 110 if nh > 6 else 150
+    fig.update_layout(height=min(1400, 40 + cell * nl), margin=dict(l=10, r=30, t=40, b=10))
+    fig.for_each_annotation(lambda a: a.update(font=dict(size=10)))
+    return fig
+
+
+def share_heatmap(share: np.ndarray, title: str, zmax: float | None = None):
+    """A layer × head matrix of shares (0..1), values written in the cells."""
+    import plotly.graph_objects as go
+
+    L, H = share.shape
+    text = [[f"{v:.2f}" if np.isfinite(v) else "" for v in row] for row in share]
+    fig = go.Figure(go.Heatmap(z=share, x=[f"h{h}" for h in range(H)], y=[f"L{l}" for l in range(L)], colorscale="Viridis",
+                               zmin=0, zmax=zmax if zmax is not None else float(np.nanmax(share)) if np.isfinite(share).any() else 1,
+                               text=text, texttemplate="%{text}" if L * H <= 200 else None,
+                               hovertemplate="layer %{y}, head %{x}: %{z:.3f}<extra></extra>", colorbar=dict(thickness=10)))
+    fig.update_yaxes(autorange="reversed", title="layer")
+    fig.update_xaxes(title="head", side="bottom")
+    fig.update_layout(title=dict(text=html.escape(title), x=0.5, font=dict(size=13)), height=max(280, 40 + 32 * L),
+                      margin=dict(l=10, r=10, t=40, b=10))
+    return fig
+
+
+# --- numbers ----------------------------------------------------------------------------------
+
+def slice_frame(attn: np.ndarray, layers: list[int], heads: list[int] | None, tokens: list[str], sentence: str = "") -> pd.DataFrame:
+    """Long table of the selected maps: layer, head, query/key index and token, weight."""
+    rows = []
+    T = len(tokens)
+    head_labels = heads if heads is not None else ["mean"]
+    for i, l in enumerate(layers):
+        for j, h in enumerate(head_labels):
+            a = attn[i, j]
+            for q in range(T):
+                for k in range(T):
+                    rows.append((sentence, l, h, q, tokens[q], k, tokens[k], float(a[q, k])))
+    return pd.DataFrame(rows, columns=["input", "layer", "head", "query", "query_token", "key", "key_token", "weight"])
+
+
+def share_frame(shares: dict[str, np.ndarray]) -> pd.DataFrame:
+    """Layer × head shares (``{"cross_sentence": [L, H], "aligned_word": [L, H]}``) as rows."""
+    rows = []
+    for name, m in shares.items():
+        for l in range(m.shape[0]):
+            for h in range(m.shape[1]):
+                rows.append((name, l, h, float(m[l, h])))
+    return pd.DataFrame(rows, columns=["measure", "layer", "head", "share"])
+
+
+def to_csv(*frames: pd.DataFrame) -> bytes:
+    buf = io.StringIO()
+    pd.concat([f for f in frames if f is not None and not f.empty], ignore_index=True).to_csv(buf, index=False)
+    return buf.getvalue().encode("utf-8")

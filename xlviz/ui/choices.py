@@ -1,0 +1,263 @@
+"""What the app can load: models and data sets found in run folders, plus typed-in paths.
+
+No Streamlit here, so the discovery logic is testable on its own. A transferred model is one
+choice per language (its embeddings differ per language: "run X · en", "run X · sov"); a run's
+zero-shot QA system ``export/<system>-<lang>`` is one choice covering all its languages, because
+that is how the paper compares systems (a row of Table 3).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from xlviz.runs import Run, checkpoints_root, list_runs
+
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "vocab.txt", "spiece.model", "sentencepiece.bpe.model")
+MODEL_FILES = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin")
+
+
+@dataclass(frozen=True)
+class ModelRef:
+    """One loadable model: weights folder (or hub id) and where its tokenizer is."""
+
+    path: str
+    tokenizer: str | None = None  # None: the tokenizer lives with the model
+
+    @property
+    def tokenizer_path(self) -> str:
+        return self.tokenizer or self.path
+
+
+@dataclass(frozen=True)
+class ModelChoice:
+    """An entry of the sidebar's model picker.
+
+    ``per_language`` maps a language to the model that reads it; ``any_language`` is a model
+    that reads every language (a multilingual hub model, a typed path). ``qa`` says whether it
+    has a trained QA head (exports, fine-tuned folders).
+    """
+
+    key: str
+    label: str
+    per_language: tuple[tuple[str, ModelRef], ...] = ()
+    any_language: ModelRef | None = None
+    qa: bool = False
+    run: str | None = None
+    group: str = ""
+    short: str = ""  # a compact name for tables and legends
+
+    @property
+    def name(self) -> str:
+        return self.short or self.label
+
+    def languages(self) -> list[str] | None:
+        """Languages it covers, or None for every language."""
+        if self.any_language is not None:
+            return None
+        return [lang for lang, _ in self.per_language]
+
+    def covers(self, lang: str) -> bool:
+        return self.any_language is not None or any(l == lang for l, _ in self.per_language)
+
+    def ref_for(self, lang: str | None) -> ModelRef | None:
+        if self.any_language is not None:
+            return self.any_language
+        for l, ref in self.per_language:
+            if l == lang:
+                return ref
+        if lang is None and self.per_language:
+            return self.per_language[0][1]
+        return None
+
+
+def has_tokenizer(folder: Path) -> bool:
+    return any((folder / f).exists() for f in TOKENIZER_FILES)
+
+
+def is_hf_model_folder(folder: Path) -> bool:
+    """A ``save_pretrained`` folder: a config.json with ``model_type`` and weights."""
+    cfg = folder / "config.json"
+    if not cfg.is_file() or not any((folder / f).exists() for f in MODEL_FILES):
+        return False
+    try:
+        with open(cfg, encoding="utf-8") as f:
+            return "model_type" in json.load(f)
+    except (OSError, ValueError):
+        return False
+
+
+def is_qa_folder(folder: Path) -> bool:
+    try:
+        with open(folder / "config.json", encoding="utf-8") as f:
+            archs = json.load(f).get("architectures") or []
+    except (OSError, ValueError):
+        return False
+    return any("QuestionAnswering" in a for a in archs)
+
+
+def run_languages(run: Run) -> list[str]:
+    """The run's languages, L1 first: from its config, else from its world's tokenizers."""
+    langs: list[str] = []
+    try:
+        cfg = run.config()
+    except Exception:  # noqa: BLE001 - a half-written run must not break discovery
+        cfg = {}
+    l1 = _find_key(cfg, ("l1", "source_language", "lang1")) or None
+    l2s = _find_key(cfg, ("languages", "target_languages", "l2"))
+    if isinstance(l1, str):
+        langs.append(l1)
+    if isinstance(l2s, str):
+        l2s = [s.strip() for s in l2s.split(",") if s.strip()]
+    if isinstance(l2s, list):
+        langs += [l for l in l2s if isinstance(l, str)]
+    tok_dir = run.path / "world" / "tokenizers"
+    if tok_dir.is_dir():
+        langs += sorted(p.name for p in tok_dir.iterdir() if p.is_dir() and not p.name.startswith("."))
+    qa_dir = run.path / "world" / "qa"
+    if qa_dir.is_dir():
+        langs += [lang for lang, _ in sorted(qa_files(qa_dir).items())]
+    if not langs or (l1 is None and "en" in langs):
+        langs.insert(0, "en")
+    return list(dict.fromkeys(langs))
+
+
+def _find_key(cfg: dict, names: tuple[str, ...]):
+    """First value for one of ``names`` at the top level or one level down."""
+    if not isinstance(cfg, dict):
+        return None
+    for n in names:
+        if n in cfg:
+            return cfg[n]
+    for v in cfg.values():
+        if isinstance(v, dict):
+            for n in names:
+                if n in v:
+                    return v[n]
+    return None
+
+
+_STAGE_RE = re.compile(r"^s2_transfer-(?P<lang>[^-]+)(?:-(?P<variant>.+))?$")
+
+
+def run_model_choices(run: Run) -> list[ModelChoice]:
+    """One choice per language model of a run, plus one QA choice per exported system."""
+    langs = run_languages(run)
+    l1 = langs[0] if langs else "en"
+    tok_root = run.path / "world" / "tokenizers"
+    out: list[ModelChoice] = []
+
+    def ref(folder: Path, lang: str) -> ModelRef:
+        tok = None if has_tokenizer(folder) else str(tok_root / lang)
+        return ModelRef(str(folder), tok)
+
+    s1 = run.path / "s1_pretrain"
+    if is_hf_model_folder(s1):
+        out.append(ModelChoice(f"run:{run.name}:s1_pretrain", f"{run.name} · {l1}", ((l1, ref(s1, l1)),), run=run.name, group="run"))
+    for folder in sorted(run.path.glob("s2_transfer-*")):
+        m = _STAGE_RE.match(folder.name)
+        if not m or not is_hf_model_folder(folder):
+            continue
+        lang, variant = m["lang"], m["variant"]
+        label = f"{run.name} · {lang}" + (f" ({variant})" if variant else "")
+        out.append(ModelChoice(f"run:{run.name}:{folder.name}", label, ((lang, ref(folder, lang)),), run=run.name, group="run"))
+    for folder in sorted(run.path.glob("s3_finetune*")):
+        if is_hf_model_folder(folder):
+            variant = folder.name[len("s3_finetune"):].lstrip("-")
+            label = f"{run.name} · {l1} QA fine-tuned" + (f" ({variant})" if variant else "")
+            out.append(ModelChoice(f"run:{run.name}:{folder.name}", label, ((l1, ref(folder, l1)),), qa=True, run=run.name, group="run"))
+    systems: dict[str, list[tuple[str, ModelRef]]] = {}
+    export = run.path / "export"
+    if export.is_dir():
+        for folder in sorted(export.iterdir()):
+            if not folder.is_dir() or "-" not in folder.name or not is_hf_model_folder(folder):
+                continue
+            system, lang = folder.name.rsplit("-", 1)
+            systems.setdefault(system, []).append((lang, ref(folder, lang)))
+    for system, refs in systems.items():
+        order = {l: i for i, l in enumerate(langs)}
+        refs.sort(key=lambda lr: (order.get(lr[0], len(order)), lr[0]))
+        label = f"{run.name} · {system} QA (" + ", ".join(l for l, _ in refs) + ")"
+        out.append(ModelChoice(f"run:{run.name}:export:{system}", label, tuple(refs), qa=True, run=run.name, group="export",
+                               short=f"{run.name} · {system}"))
+    return out
+
+
+def folder_choice(path: str | os.PathLike) -> ModelChoice:
+    """A choice for a typed-in local folder or hub id (one model for every language)."""
+    text = str(path).strip()
+    folder = Path(os.path.expanduser(text))
+    qa = folder.is_dir() and is_qa_folder(folder)
+    name = folder.name if folder.is_dir() else text
+    return ModelChoice(f"path:{text}", f"{name}" + (" (QA)" if qa else ""), any_language=ModelRef(text), qa=qa or not folder.is_dir(), group="typed")
+
+
+def discover_models(root: str | os.PathLike | None = None) -> list[ModelChoice]:
+    """All model choices under the checkpoints root: run stages, exports, plain HF folders."""
+    root = checkpoints_root(root)
+    out: list[ModelChoice] = []
+    for run in list_runs(root):
+        out += run_model_choices(run)
+    if root.is_dir():
+        for folder in sorted(root.iterdir()):
+            if folder.is_dir() and not (folder / "status.json").exists() and is_hf_model_folder(folder):
+                out.append(folder_choice(folder))
+    return out
+
+
+# --- QA data sets ------------------------------------------------------------------------------
+
+def qa_files(folder: str | os.PathLike) -> dict[str, Path]:
+    """``{language: file}`` for SQuAD-format files named ``<anything>.<lang>.json`` in a folder."""
+    folder = Path(folder)
+    out: dict[str, Path] = {}
+    if not folder.is_dir():
+        return out
+    for p in sorted(folder.glob("*.json")):
+        stem = p.name[: -len(".json")]
+        lang = stem.rsplit(".", 1)[-1] if "." in stem else None
+        if lang and re.fullmatch(r"[A-Za-z]{2,8}(?:[-_][A-Za-z0-9]{2,8})?", lang):
+            out[lang] = p
+    return out
+
+
+@dataclass(frozen=True)
+class QADataset:
+    key: str
+    label: str
+    folder: str
+    files: tuple[tuple[str, str], ...] = field(default=())
+
+    def languages(self) -> list[str]:
+        return [l for l, _ in self.files]
+
+    def file(self, lang: str) -> str | None:
+        return dict(self.files).get(lang)
+
+
+def _order_langs(langs: list[str], first: list[str]) -> list[str]:
+    order = {l: i for i, l in enumerate(first)}
+    return sorted(langs, key=lambda l: (order.get(l, len(order)), l))
+
+
+def discover_qa_datasets(root: str | os.PathLike | None = None, shared: Path | None = None) -> list[QADataset]:
+    """Every run's generated QA test set, then ``../shared/data/xquad`` when it exists."""
+    out: list[QADataset] = []
+    for run in list_runs(root):
+        files = {l: p for l, p in qa_files(run.path / "world" / "qa").items() if p.name.startswith("test.")}
+        if files:
+            langs = _order_langs(list(files), run_languages(run))
+            out.append(QADataset(f"run:{run.name}", f"{run.name} · generated test set", str(run.path / "world" / "qa"), tuple((l, str(files[l])) for l in langs)))
+    if shared is not None and (shared / "xquad").is_dir():
+        out.append(dataset_from_folder(shared / "xquad", label="XQuAD (../shared/data/xquad)"))
+    return out
+
+
+def dataset_from_folder(folder: str | os.PathLike, label: str | None = None) -> QADataset:
+    folder = Path(folder)
+    files = qa_files(folder)
+    langs = _order_langs(list(files), ["en"])
+    return QADataset(f"folder:{folder}", label or str(folder), str(folder), tuple((l, str(files[l])) for l in langs))

@@ -1,0 +1,202 @@
+"""Streamlit helpers every page uses: error display and cached loaders.
+
+Models are cached with ``st.cache_resource`` (one shared copy per process, keyed by path and the
+folder's modification time so a re-exported model is reloaded); computed results with
+``st.cache_data``. Anything that can fail because of input (a bad path, a hub id that cannot be
+reached, a malformed file) is shown with ``st.error`` and a clear message, never a traceback.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from pathlib import Path
+from typing import Iterator
+
+import streamlit as st
+
+from xlviz.errors import XlvizError
+from xlviz.ui.choices import ModelRef
+
+REPO = Path(__file__).resolve().parents[2]
+PLOTLY_CONFIG = {"displaylogo": False, "toImageButtonOptions": {"format": "png", "scale": 2}}
+
+
+class Shown(Exception):
+    """Raised by :func:`guard` users to stop a section after its error was displayed."""
+
+
+def message_of(e: BaseException) -> str:
+    """A one-paragraph message for people: XlvizError as is, others as ``Type: first line``."""
+    if isinstance(e, XlvizError):
+        return str(e)
+    text = str(e).strip() or repr(e)
+    lines = [l for l in text.splitlines() if l.strip()]
+    first = " ".join(lines[:3]) if lines else text
+    if len(first) > 500:
+        first = first[:497] + "..."
+    return f"{type(e).__name__}: {first}"
+
+
+@contextlib.contextmanager
+def guard(what: str, *, stop: bool = False) -> Iterator[None]:
+    """Show any exception inside as ``st.error("<what>: <message>")``; optionally stop the page.
+
+    Streamlit's own control-flow exceptions (rerun, stop) pass through.
+    """
+    try:
+        yield
+    except Shown:
+        if stop:
+            st.stop()
+    except Exception as e:  # noqa: BLE001 - the app must show a message, not a traceback
+        if type(e).__module__.startswith("streamlit"):
+            raise
+        st.error(f"{what}: {message_of(e)}", icon=":material/error:")
+        if stop:
+            st.stop()
+
+
+def shared_data_dir() -> Path | None:
+    """``../shared/data`` (real XQuAD, PUD, Tatoeba) when it exists; $XLVIZ_SHARED_DATA wins."""
+    try:
+        from xlviz.data.real import shared_data_dir as find
+    except ImportError:
+        find = None
+    if find is not None:
+        try:
+            found = find()
+            if found is not None and Path(found).is_dir():
+                return Path(found)
+        except XlvizError:
+            return None
+    env = os.environ.get("XLVIZ_SHARED_DATA")
+    for c in ([Path(env)] if env else []) + [REPO.parent / "shared" / "data", Path.cwd().parent / "shared" / "data"]:
+        if c.is_dir():
+            return c.resolve()
+    return None
+
+
+def _stamp(path: str) -> float:
+    p = Path(os.path.expanduser(path))
+    for f in (p / "config.json", p):
+        try:
+            return f.stat().st_mtime
+        except OSError:
+            continue
+    return 0.0
+
+
+def ref_stamp(ref: ModelRef) -> tuple[float, float]:
+    return _stamp(ref.path), _stamp(ref.tokenizer_path)
+
+
+@st.cache_resource(show_spinner=False, max_entries=8)
+def _load_model(path: str, tokenizer_path: str | None, task: str, stamp: tuple[float, float]):
+    from xlviz.models.loading import load_model
+
+    tok = os.path.expanduser(tokenizer_path) if tokenizer_path else None
+    # new_head="ok" for QA: a typed folder without a QA head still answers (badly) rather than
+    # failing; exports and fine-tuned folders have theirs.
+    model, tokenizer = load_model(os.path.expanduser(path), task=task, attn_implementation="eager", tokenizer=tok,
+                                  new_head="ok" if task == "qa" else None)
+    model.eval()
+    return model, tokenizer
+
+
+def load_model(ref: ModelRef, task: str = "base"):
+    """``(model, tokenizer)`` for a model reference, cached; raises XlvizError-like exceptions."""
+    with st.spinner(f"Loading {Path(ref.path).name or ref.path} …"):
+        return _load_model(ref.path, ref.tokenizer, task, ref_stamp(ref))
+
+
+def model_key(ref: ModelRef, task: str) -> str:
+    """A string that changes when the model's files change: the cache key for results."""
+    a, b = ref_stamp(ref)
+    return f"{ref.path}|{ref.tokenizer_path}|{task}|{a}|{b}"
+
+
+def file_stamp(path: str | os.PathLike) -> str:
+    p = Path(path)
+    try:
+        st_ = p.stat()
+        return f"{p.resolve()}|{st_.st_mtime_ns}|{st_.st_size}"
+    except OSError:
+        return str(p)
+
+
+def plotly(fig, *, key: str | None = None) -> None:
+    """Show a plotly figure with its modebar (PNG download) on."""
+    st.plotly_chart(fig, key=key, config=PLOTLY_CONFIG, width="stretch")
+
+
+# --- QA data and predictions ------------------------------------------------------------------
+
+CHUNK = 64
+
+
+@st.cache_data(show_spinner=False, max_entries=64)
+def load_examples(file: str, stamp: str):
+    """Examples of one SQuAD file (``stamp`` = path, mtime and size: reloads when it changes)."""
+    from xlviz.data.squad import load_squad
+
+    return load_squad(file)
+
+
+def examples_of(file: str):
+    return load_examples(file, file_stamp(file))
+
+
+@st.cache_data(show_spinner=False, max_entries=2048)
+def _predict_chunk(path: str, tokenizer: str | None, mkey: str, file: str, fstamp: str, ids: tuple[str, ...],
+                   max_length: int, doc_stride: int) -> dict:
+    from xlviz.evaluation.qa_predict import predict_qa
+
+    model, tok = _load_model(path, tokenizer, "qa", ref_stamp(ModelRef(path, tokenizer)))
+    by_id = {ex.id: ex for ex in load_examples(file, fstamp)}
+    examples = [by_id[i] for i in ids if i in by_id]
+    return predict_qa(model, tok, examples, max_length=max_length, doc_stride=doc_stride)
+
+
+def qa_lengths(ref: ModelRef) -> tuple[int, int]:
+    """(max_length, doc_stride): 384/128 as in the paper, capped by the model's positions."""
+    model, _ = load_model(ref, "qa")
+    max_pos = int(getattr(model.config, "max_position_embeddings", 512) or 512)
+    max_length = min(384, max_pos)
+    return max_length, max(16, min(128, max_length // 3))
+
+
+def predict(ref: ModelRef, file: str, ids: list[str], progress=None, done: int = 0, total: int | None = None) -> dict:
+    """Predictions of one QA model on the questions ``ids`` of one file, chunk by chunk.
+
+    Each chunk is cached (keyed by the model's files, the data file and the ids), so a second
+    look, or raising the number of questions, only computes what is new. ``progress`` is a
+    ``st.progress`` element updated per chunk over ``done .. total`` chunks of the page.
+    """
+    mkey = model_key(ref, "qa")
+    fstamp = file_stamp(file)
+    max_length, stride = qa_lengths(ref)
+    out: dict = {}
+    for lo in range(0, len(ids), CHUNK):
+        chunk = tuple(ids[lo : lo + CHUNK])
+        out.update(_predict_chunk(ref.path, ref.tokenizer, mkey, file, fstamp, chunk, max_length, stride))
+        done += 1
+        if progress is not None and total:
+            progress.progress(min(done / total, 1.0), text=f"Answering questions … {min(done, total)}/{total} batches")
+    return out
+
+
+# --- attention ----------------------------------------------------------------------------------
+
+@st.cache_data(show_spinner=False, max_entries=64)
+def _attention(path: str, tokenizer: str | None, mkey: str, text_a, text_b, max_length: int):
+    from xlviz.analysis.attention import attention_maps
+
+    model, tok = _load_model(path, tokenizer, "base", ref_stamp(ModelRef(path, tokenizer)))
+    return attention_maps(model, tok, text_a, text_b, max_length=max_length)
+
+
+def attention(ref: ModelRef, text_a, text_b=None, max_length: int = 128):
+    """All attention maps of one input (a sentence or a pair), cached per model and text."""
+    load_model(ref, "base")  # shows the loading spinner and errors once
+    return _attention(ref.path, ref.tokenizer, model_key(ref, "base"), text_a, text_b, int(max_length))

@@ -1,0 +1,166 @@
+"""XQuAD page logic without Streamlit: parallel questions, per-question scores, the
+model × language matrix (Artetxe et al. 2020, Table 3) and disagreement filters.
+
+Scores use the official SQuAD v1.1 metric from :mod:`xlviz.evaluation.squad_metric`
+(percent, max over gold answers).
+"""
+
+from __future__ import annotations
+
+from typing import Iterable, Mapping
+
+import pandas as pd
+
+from xlviz.data.squad import QAExample, load_squad
+from xlviz.errors import XlvizError
+
+ROW_COLUMNS = ["id", "language", "model", "question", "prediction", "start", "end", "score", "gold", "exact_match", "f1"]
+
+
+def load_languages(files: Mapping[str, str]) -> dict[str, list[QAExample]]:
+    """``{lang: examples}`` for ``{lang: SQuAD file}``."""
+    return {lang: load_squad(path) for lang, path in files.items()}
+
+
+def shared_ids(examples: Mapping[str, list[QAExample]]) -> list[str]:
+    """Question ids present in every language, in the first language's order."""
+    if not examples:
+        return []
+    langs = list(examples)
+    common = set.intersection(*({ex.id for ex in examples[l]} for l in langs))
+    return [ex.id for ex in examples[langs[0]] if ex.id in common]
+
+
+def index_by_id(examples: Iterable[QAExample]) -> dict[str, QAExample]:
+    return {ex.id: ex for ex in examples}
+
+
+def score(prediction: str | None, answers: list[dict]) -> tuple[float, float]:
+    """(EM, F1) in percent of one prediction against the gold answers (0, 0 when missing)."""
+    from xlviz.evaluation.squad_metric import exact_match_score, f1_score, metric_max_over_ground_truths
+
+    golds = [a["text"] for a in answers] or [""]
+    if prediction is None:
+        return 0.0, 0.0
+    em = metric_max_over_ground_truths(exact_match_score, prediction, golds)
+    f1 = metric_max_over_ground_truths(f1_score, prediction, golds)
+    return 100.0 * float(em), 100.0 * float(f1)
+
+
+def prediction_rows(
+    examples: Mapping[str, list[QAExample]],
+    predictions: Mapping[tuple[str, str], Mapping[str, dict]],
+    ids: list[str] | None = None,
+) -> pd.DataFrame:
+    """One row per (question, language, model) with the prediction and its EM/F1.
+
+    ``predictions[(model_label, lang)]`` is ``predict_qa``'s ``{id: {"text","start","end","score"}}``.
+    """
+    by_lang = {lang: index_by_id(exs) for lang, exs in examples.items()}
+    keep = set(ids) if ids is not None else None
+    rows = []
+    for (model, lang), preds in predictions.items():
+        for qid, ex in by_lang.get(lang, {}).items():
+            if keep is not None and qid not in keep:
+                continue
+            p = preds.get(qid)
+            text = p.get("text") if p else None
+            em, f1 = score(text, ex.answers)
+            rows.append({
+                "id": qid, "language": lang, "model": model, "question": ex.question,
+                "prediction": text, "start": p.get("start") if p else None, "end": p.get("end") if p else None,
+                "score": p.get("score") if p else None,
+                "gold": " | ".join(a["text"] for a in ex.answers),
+                "exact_match": em, "f1": f1,
+            })
+    return pd.DataFrame(rows, columns=ROW_COLUMNS)
+
+
+def score_matrix(rows: pd.DataFrame, metric: str, models: list[str] | None = None, languages: list[str] | None = None) -> pd.DataFrame:
+    """Mean ``metric`` as model × language, plus an ``avg`` column (the paper's Table 3 layout)."""
+    if rows.empty:
+        return pd.DataFrame()
+    m = rows.pivot_table(index="model", columns="language", values=metric, aggfunc="mean")
+    if languages:
+        m = m.reindex(columns=[l for l in languages if l in m.columns])
+    if models:
+        m = m.reindex(index=[x for x in models if x in m.index])
+    m["avg"] = m.mean(axis=1)
+    m.columns.name = None
+    return m.round(1)
+
+
+DISAGREEMENT_FILTERS = {
+    "all questions": None,
+    "models disagree (in some language)": "models",
+    "languages disagree (for some model)": "languages",
+    "any cell differs": "any",
+}
+
+
+def disagreeing_ids(rows: pd.DataFrame, how: str | None, metric: str = "exact_match") -> list[str]:
+    """Question ids whose cells differ in ``metric``.
+
+    ``models``: for some language the models' scores differ; ``languages``: for some model the
+    language scores differ; ``any``: not all cells are equal; None: every id.
+    """
+    if rows.empty:
+        return []
+    ids = list(dict.fromkeys(rows["id"]))
+    if how is None:
+        return ids
+    if how == "any":
+        spread = rows.groupby("id")[metric].nunique()
+    elif how == "models":
+        spread = rows.groupby(["id", "language"])[metric].nunique().groupby("id").max()
+    elif how == "languages":
+        spread = rows.groupby(["id", "model"])[metric].nunique().groupby("id").max()
+    else:
+        raise XlvizError(f"unknown disagreement filter {how!r}; choose from models, languages, any")
+    bad = set(spread[spread > 1].index)
+    return [i for i in ids if i in bad]
+
+
+def search_ids(examples: Mapping[str, list[QAExample]], ids: list[str], query: str) -> list[str]:
+    """Ids whose id, question or context (in any language) contains ``query`` (case-insensitive)."""
+    q = query.strip().lower()
+    if not q:
+        return ids
+    by_lang = [index_by_id(exs) for exs in examples.values()]
+    out = []
+    for qid in ids:
+        if q in qid.lower():
+            out.append(qid)
+            continue
+        for idx in by_lang:
+            ex = idx.get(qid)
+            if ex and (q in ex.question.lower() or q in ex.context.lower()):
+                out.append(qid)
+                break
+    return out
+
+
+def gold_span(ex: QAExample) -> tuple[int, int] | None:
+    """Character span of the first gold answer, if its offset points at its text."""
+    for a in ex.answers:
+        s = a["answer_start"]
+        if ex.context[s : s + len(a["text"])] == a["text"] and a["text"]:
+            return s, s + len(a["text"])
+        pos = ex.context.find(a["text"]) if a["text"] else -1
+        if pos >= 0:
+            return pos, pos + len(a["text"])
+    return None
+
+
+def prediction_span(ex: QAExample, pred: Mapping | None) -> tuple[int, int] | None:
+    """Character span of a prediction; falls back to finding its text in the context."""
+    if not pred:
+        return None
+    s, e, text = pred.get("start"), pred.get("end"), pred.get("text") or ""
+    if isinstance(s, int) and isinstance(e, int) and 0 <= s < e <= len(ex.context):
+        return s, e
+    if text:
+        pos = ex.context.find(text)
+        if pos >= 0:
+            return pos, pos + len(text)
+    return None

@@ -1,0 +1,271 @@
+"""Runs page logic without Streamlit: run summaries, progress and time left, loss curves,
+the transfer command line from the form, and the cross-run comparison of results."""
+
+from __future__ import annotations
+
+import datetime as _dt
+from dataclasses import dataclass
+from pathlib import Path
+
+import pandas as pd
+
+from xlviz import jobs
+from xlviz.errors import XlvizError
+from xlviz.runs import Run
+
+VARIANTS = ("base", "floor", "pos", "noise", "adapters")
+MODEL_SIZES = ("tiny", "small")
+L2_LANGUAGES = ("svo", "sov")
+
+
+@dataclass
+class TransferForm:
+    """What the Runs page's form collects; defaults finish in a few minutes on a laptop CPU."""
+
+    languages: tuple[str, ...] = ("sov",)
+    model_size: str = "tiny"
+    pretrain_steps: int = 300
+    transfer_steps: int = 200
+    finetune_steps: int = 200
+    variants: tuple[str, ...] = ("base", "floor")
+    seed: int = 0
+
+    def validate(self) -> None:
+        if not self.languages:
+            raise XlvizError("pick at least one target language", field="languages")
+        if self.model_size not in MODEL_SIZES:
+            raise XlvizError(f"model size must be one of {', '.join(MODEL_SIZES)}", field="model_size")
+        for name in ("pretrain_steps", "transfer_steps", "finetune_steps"):
+            if int(getattr(self, name)) < 1:
+                raise XlvizError("must be at least 1", field=name)
+        bad = [v for v in self.variants if v not in VARIANTS]
+        if bad or not self.variants:
+            raise XlvizError(f"variants must be some of {', '.join(VARIANTS)}", field="variants")
+
+    def argv(self, out: str | Path, name: str) -> list[str]:
+        """``xlviz transfer`` arguments for this form (without the program name)."""
+        self.validate()
+        return [
+            "transfer", "--out", str(out), "--name", name, "--seed", str(int(self.seed)),
+            "--languages", ",".join(self.languages), "--model-size", self.model_size,
+            "--pretrain-steps", str(int(self.pretrain_steps)), "--transfer-steps", str(int(self.transfer_steps)),
+            "--finetune-steps", str(int(self.finetune_steps)), "--variants", ",".join(self.variants),
+        ]
+
+
+def _parse_time(value) -> _dt.datetime | None:
+    if not isinstance(value, str):
+        return None
+    try:
+        t = _dt.datetime.fromisoformat(value)
+    except ValueError:
+        return None
+    return t if t.tzinfo else t.replace(tzinfo=_dt.timezone.utc)
+
+
+def _progress_fraction(status: dict) -> float | None:
+    p = status.get("progress")
+    if isinstance(p, dict):  # {"done": n, "total": m} or {"fraction": f}
+        if "fraction" in p:
+            p = p["fraction"]
+        elif p.get("total"):
+            p = p.get("done", p.get("step", 0)) / p["total"]
+        else:
+            return None
+    if isinstance(p, (int, float)):
+        p = float(p)
+        if p > 1.0 and p <= 100.0:
+            p /= 100.0
+        return min(max(p, 0.0), 1.0)
+    return None
+
+
+@dataclass
+class Progress:
+    fraction: float | None
+    elapsed_s: float | None
+    left_s: float | None
+    stage: str | None
+    text: str
+
+
+def run_progress(run: Run, state: str | None = None, now: _dt.datetime | None = None) -> Progress:
+    """Overall progress, elapsed time and an estimate of the time left (linear in progress)."""
+    try:
+        status = run.status()
+    except XlvizError:
+        status = {}
+    state = state or status.get("state", "pending")
+    now = now or _dt.datetime.now(_dt.timezone.utc)
+    frac = _progress_fraction(status)
+    if state == "completed":
+        frac = 1.0
+    started = _parse_time(status.get("started") or status.get("started_at") or status.get("created"))
+    if started is None:
+        started = _parse_time((jobs.job_info(run.path) or {}).get("started"))
+    end = now if state in ("running", "starting") else _parse_time(status.get("ended") or status.get("updated")) or now
+    elapsed = (end - started).total_seconds() if started else None
+    left = None
+    if state == "running" and frac and frac > 0.01 and elapsed is not None:
+        left = elapsed * (1.0 - frac) / frac
+    stage = status.get("stage")
+    bits = [state]
+    if stage:
+        bits.append(f"stage {stage}")
+    if frac is not None:
+        bits.append(f"{100 * frac:.0f}%")
+    if elapsed is not None:
+        bits.append(f"{format_duration(elapsed)} elapsed")
+    if left is not None:
+        bits.append(f"about {format_duration(left)} left")
+    return Progress(frac, elapsed, left, stage, " · ".join(bits))
+
+
+def format_duration(seconds: float) -> str:
+    seconds = int(round(max(seconds, 0)))
+    h, rem = divmod(seconds, 3600)
+    m, s = divmod(rem, 60)
+    if h:
+        return f"{h}h {m:02d}m"
+    if m:
+        return f"{m}m {s:02d}s"
+    return f"{s}s"
+
+
+def _config_value(cfg: dict, *names: str):
+    for n in names:
+        if n in cfg:
+            return cfg[n]
+    for v in cfg.values():
+        if isinstance(v, dict):
+            for n in names:
+                if n in v:
+                    return v[n]
+    return None
+
+
+def _short(value) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, (list, tuple)):
+        return ",".join(_short(v) if not isinstance(v, dict) else str(v.get("code", v)) for v in value)
+    if isinstance(value, dict):
+        return ", ".join(f"{k}={_short(v)}" for k, v in value.items())
+    return str(value)
+
+
+def run_table(runs: list[Run]) -> pd.DataFrame:
+    """One row per run: state, stage, the config that matters and its mean zero-shot scores."""
+    rows = []
+    for run in runs:
+        try:
+            cfg = run.config()
+        except XlvizError:
+            cfg = {}
+        state = jobs.effective_state(run.path)
+        try:
+            status = run.status()
+        except XlvizError:
+            status = {}
+        try:
+            results = run.results()
+        except XlvizError:
+            results = []
+        steps = _config_value(cfg, "steps")
+        row = {
+            "run": run.name,
+            "state": state,
+            "stage": status.get("stage") or "",
+            "languages": _short(_config_value(cfg, "languages")),
+            "model size": _short(_config_value(cfg, "model_size", "size")),
+            "steps": _short(steps) if steps is not None else "/".join(
+                _short(_config_value(cfg, k)) for k in ("pretrain_steps", "transfer_steps", "finetune_steps")
+            ).strip("/"),
+            "variants": _short(_config_value(cfg, "variants")),
+            "seed": _short(_config_value(cfg, "seed")),
+            "results": len(results),
+            "best F1": max((float(r.get("f1", 0)) for r in results), default=None),
+            "updated": status.get("updated", ""),
+        }
+        rows.append(row)
+    return pd.DataFrame(rows)
+
+
+def results_frame(runs: list[Run]) -> pd.DataFrame:
+    """Long table of results rows of several runs: run, system, language, exact_match, f1."""
+    rows = []
+    for run in runs:
+        try:
+            results = run.results()
+        except XlvizError:
+            continue
+        for r in results:
+            rows.append({"run": run.name, "system": r.get("system"), "language": r.get("language"),
+                         "exact_match": r.get("exact_match"), "f1": r.get("f1")})
+    return pd.DataFrame(rows, columns=["run", "system", "language", "exact_match", "f1"])
+
+
+def compare_table(long: pd.DataFrame) -> pd.DataFrame:
+    """(run, system) × (metric, language) — EM and F1 side by side like the paper's tables."""
+    if long.empty:
+        return pd.DataFrame()
+    wide = long.pivot_table(index=["run", "system"], columns="language", values=["exact_match", "f1"], aggfunc="mean")
+    wide = wide.rename(columns={"exact_match": "EM", "f1": "F1"}, level=0)
+    wide.columns = [f"{metric} {lang}" for metric, lang in wide.columns]
+    return wide.round(1).reset_index()
+
+
+def compare_figure(long: pd.DataFrame):
+    """Grouped bars: language on x, one bar per run · system, EM and F1 side by side."""
+    import plotly.express as px
+
+    df = long.melt(id_vars=["run", "system", "language"], value_vars=["exact_match", "f1"], var_name="metric", value_name="score")
+    df["metric"] = df["metric"].map({"exact_match": "EM", "f1": "F1"})
+    df["run · system"] = df["run"] + " · " + df["system"].astype(str)
+    fig = px.bar(df, x="language", y="score", color="run · system", barmode="group", facet_col="metric",
+                 range_y=[0, 100], labels={"score": "score (%)"})
+    fig.update_layout(height=380, margin=dict(l=10, r=10, t=40, b=10), legend=dict(orientation="h", y=-0.2))
+    return fig
+
+
+def loss_figure(metrics: list[dict]):
+    """Loss against step, one panel per stage (stages restart their step count)."""
+    import plotly.express as px
+
+    df = pd.DataFrame([m for m in metrics if "loss" in m and "step" in m and "stage" in m])
+    if df.empty:
+        return None
+    stages = list(dict.fromkeys(df["stage"]))
+    wrap = min(3, len(stages))
+    fig = px.line(df, x="step", y="loss", facet_col="stage", facet_col_wrap=wrap, category_orders={"stage": stages},
+                  color="stage", markers=len(df) < 40)
+    fig.update_xaxes(matches=None, showticklabels=True)
+    fig.update_yaxes(matches=None, showticklabels=True)
+    fig.for_each_annotation(lambda a: a.update(text=a.text.split("=")[-1]))
+    rows = (len(stages) + wrap - 1) // wrap
+    fig.update_layout(height=max(260, 230 * rows), showlegend=False, margin=dict(l=10, r=10, t=30, b=10))
+    return fig
+
+
+def all_runs(root=None) -> list[Run]:
+    """Run folders, newest first, including ones the app just started whose job has not
+    written ``config.json`` yet (``list_runs`` skips those)."""
+    from xlviz.runs import checkpoints_root
+
+    root = checkpoints_root(root)
+    if not root.is_dir():
+        return []
+    out = []
+    for p in root.iterdir():
+        if p.is_dir() and not p.name.startswith(".") and ((p / "config.json").exists() or (p / jobs.JOB_FILE).exists()):
+            out.append(Run(p))
+
+    def mtime(r: Run) -> float:
+        for f in (r.config_path, r.path / jobs.JOB_FILE, r.path):
+            try:
+                return f.stat().st_mtime
+            except OSError:
+                continue
+        return 0.0
+
+    return sorted(out, key=mtime, reverse=True)

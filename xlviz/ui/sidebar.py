@@ -1,0 +1,145 @@
+"""The shared sidebar: models and languages picked once, used by every page.
+
+Rendered by ``app.py`` on every rerun (before the page), so its widgets and their values live
+for the whole session whatever page is open. Pages read the choice with :func:`current`.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import streamlit as st
+
+from xlviz.runs import checkpoints_root, list_runs
+from xlviz.ui.choices import ModelChoice, discover_models, folder_choice, qa_files, run_languages
+from xlviz.ui.common import shared_data_dir
+
+MODELS_KEY = "xlviz_models"
+TYPED_KEY = "xlviz_typed_models"
+LANGS_KEY = "xlviz_languages"
+SELECTION_KEY = "_xlviz_selection"
+FALLBACK_LANGUAGES = ["en", "de"]
+
+
+@dataclass
+class Selection:
+    models: list[ModelChoice] = field(default_factory=list)
+    languages: list[str] = field(default_factory=list)
+    available: list[ModelChoice] = field(default_factory=list)
+
+    def qa_models(self) -> list[ModelChoice]:
+        return [m for m in self.models if m.qa]
+
+
+def _language_options() -> tuple[list[str], list[str]]:
+    """(all known languages, default choice): runs' languages, then the real data's."""
+    langs: list[str] = []
+    default: list[str] = []
+    for i, run in enumerate(list_runs()):
+        rl = run_languages(run)
+        if i == 0:
+            default = rl[:3]
+        langs += rl
+    shared = shared_data_dir()
+    if shared is not None:
+        langs += sorted(qa_files(shared / "xquad"), key=lambda l: (l != "en", l))
+        pud = shared / "pud"
+        if pud.is_dir():
+            langs += sorted(p.name.split("_")[0] for p in pud.glob("*_pud-ud-test.conllu"))
+    if not default:
+        default = FALLBACK_LANGUAGES
+    langs = list(dict.fromkeys(default + langs))
+    return langs, default
+
+
+def _add_typed() -> None:
+    text = (st.session_state.get("xlviz_model_path") or "").strip()
+    if not text:
+        return
+    typed = list(st.session_state.get(TYPED_KEY, []))
+    if text not in typed:
+        typed.append(text)
+    st.session_state[TYPED_KEY] = typed
+    key = folder_choice(text).key
+    chosen = list(st.session_state.get(MODELS_KEY, []))
+    if key not in chosen:
+        chosen.append(key)
+    st.session_state[MODELS_KEY] = chosen
+    st.session_state["xlviz_model_path"] = ""
+
+
+def render() -> Selection:
+    """Draw the sidebar's pickers and return (and remember) the selection."""
+    choices = discover_models()
+    typed = [folder_choice(t) for t in st.session_state.get(TYPED_KEY, [])]
+    by_key = {c.key: c for c in choices}
+    for t in typed:
+        by_key.setdefault(t.key, t)
+    options = list(by_key)
+
+    if MODELS_KEY not in st.session_state:
+        exports = [c.key for c in choices if c.group == "export"]
+        st.session_state[MODELS_KEY] = exports[:2]
+    else:  # a run folder may have been deleted since
+        st.session_state[MODELS_KEY] = [k for k in st.session_state[MODELS_KEY] if k in by_key]
+
+    lang_options, lang_default = _language_options()
+    if LANGS_KEY not in st.session_state:
+        st.session_state[LANGS_KEY] = lang_default
+    for lang in st.session_state[LANGS_KEY]:
+        if lang not in lang_options:
+            lang_options.append(lang)
+
+    with st.sidebar:
+        st.markdown("### Models and languages")
+        st.multiselect(
+            "Models",
+            options,
+            key=MODELS_KEY,
+            format_func=lambda k: by_key[k].label if k in by_key else k,
+            placeholder="pick run models or add one below",
+            help="Run models: one choice per language's embeddings (run · lang). "
+            "QA choices (run · system QA) are the zero-shot exports, one model per language. "
+            "Typed paths or hub ids read every language.",
+        )
+        with st.expander("Add a model folder or hub id"):
+            st.text_input(
+                "Local folder or Hugging Face id",
+                key="xlviz_model_path",
+                placeholder="e.g. checkpoints/run/export/monotrans-sov or bert-base-multilingual-cased",
+                on_change=_add_typed,
+            )
+            st.button("Add model", on_click=_add_typed, key="xlviz_add_model")
+        st.multiselect(
+            "Languages",
+            lang_options,
+            key=LANGS_KEY,
+            accept_new_options=True,
+            help="Languages shown side by side on the XQuAD page; the first two form the pair on the "
+            "Attention page. Type a code to add one.",
+        )
+        root = checkpoints_root()
+        st.caption(f"Runs folder: `{_display(root)}`")
+
+    selection = Selection(
+        models=[by_key[k] for k in st.session_state[MODELS_KEY] if k in by_key],
+        languages=list(st.session_state[LANGS_KEY]),
+        available=list(by_key.values()),
+    )
+    st.session_state[SELECTION_KEY] = selection
+    return selection
+
+
+def _display(path: Path) -> str:
+    try:
+        return str(path.resolve().relative_to(Path.cwd()))
+    except ValueError:
+        return str(path.resolve()).replace(os.path.expanduser("~"), "~")
+
+
+def current() -> Selection:
+    """The selection the sidebar made in this rerun (empty when a page runs on its own)."""
+    sel = st.session_state.get(SELECTION_KEY)
+    return sel if isinstance(sel, Selection) else Selection()
