@@ -1,0 +1,232 @@
+"""SQuAD v1.1 EM/F1 against hand-computed values and the real XQuAD files."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from xlviz.cli import main
+from xlviz.data.squad import read_squad_json
+from xlviz.errors import XlvizError
+from xlviz.evaluation.squad_metric import (
+    evaluate_squad,
+    exact_match_score,
+    f1_score,
+    metric_max_over_ground_truths,
+    normalize_answer,
+    per_question_scores,
+    read_predictions_json,
+)
+
+REPO = __import__("pathlib").Path(__file__).resolve().parents[1]
+
+
+# ------------------------------------------------------------------ normalisation
+
+
+@pytest.mark.parametrize(
+    "raw, normalized",
+    [
+        ("The  Cat!", "cat"),
+        ("An apple, the end.", "apple end"),
+        ("a theatre", "theatre"),  # articles only as whole words
+        ("Theory of Anarchy", "theory of anarchy"),
+        ("U.S.A.", "usa"),
+        ("  spaced\tout\n text ", "spaced out text"),
+        ("«cat»", "«cat»"),  # only string.punctuation is removed, like the official script
+        ("the", ""),
+        ("", ""),
+        ("A-team", "ateam"),  # punctuation removed before articles: 'ateam' is not an article
+    ],
+)
+def test_normalize_answer(raw, normalized):
+    assert normalize_answer(raw) == normalized
+
+
+def test_exact_match_uses_normalisation():
+    assert exact_match_score("The Cat.", "cat") is True
+    assert exact_match_score("cats", "cat") is False
+
+
+def test_f1_hand_computed():
+    # pred tokens [cat, sat], gold [cat, sat, down]: P = 2/2, R = 2/3, F1 = 2PR/(P+R) = 0.8
+    assert f1_score("the cat sat", "cat sat down") == pytest.approx(0.8)
+    # bag overlap counts repeats once per match: common = 1, P = 1/2, R = 1, F1 = 2/3
+    assert f1_score("cat cat", "cat") == pytest.approx(2 / 3)
+    assert f1_score("dog", "cat") == 0
+    assert f1_score("", "cat") == 0
+    assert f1_score("Cat!", "the cat") == 1.0
+
+
+def test_max_over_ground_truths():
+    golds = ["dog", "cat sat down", "cat sat"]
+    assert metric_max_over_ground_truths(f1_score, "cat sat", golds) == 1.0
+    assert metric_max_over_ground_truths(exact_match_score, "cat sat", golds) is True
+    assert metric_max_over_ground_truths(f1_score, "the cat sat", ["dog", "cat sat down"]) == pytest.approx(0.8)
+
+
+# ------------------------------------------------------------------ evaluate_squad on a hand-made set
+
+
+def _qa(qid, answers):
+    return {"id": qid, "question": f"question {qid}?", "answers": [{"text": a, "answer_start": 0} for a in answers]}
+
+
+DATA = [
+    {
+        "title": "t",
+        "paragraphs": [
+            {"context": "irrelevant here", "qas": [_qa("q1", ["Paris"]), _qa("q2", ["cat sat down"])]},
+            {"context": "irrelevant too", "qas": [_qa("q3", ["1990"]), _qa("q4", ["blue", "dark blue"])]},
+        ],
+    }
+]
+
+
+def test_evaluate_hand_computed():
+    preds = {"q1": "paris.", "q2": "the cat sat", "q4": "green", "extra": "ignored"}
+    messages = []
+    result = evaluate_squad(DATA, preds, on_unanswered=messages.append)
+    # EM: q1 only -> 1/4; F1: 1 + 0.8 + 0 (missing) + 0 -> 1.8/4
+    assert result == {"exact_match": 25.0, "f1": pytest.approx(45.0)}
+    assert messages == ["Unanswered question q3 will receive score 0."]
+    # a whole SQuAD dict is accepted too
+    assert evaluate_squad({"version": "1.1", "data": DATA}, preds) == result
+
+
+def test_max_over_gold_answers_in_evaluate():
+    result = evaluate_squad(DATA, {"q1": "Paris", "q2": "cat sat down", "q3": "1990", "q4": "dark blue"})
+    assert result == {"exact_match": 100.0, "f1": 100.0}
+
+
+def test_per_question_scores_rows_and_mean():
+    preds = {"q1": "paris.", "q2": "the cat sat", "q4": "green"}
+    rows = per_question_scores(DATA, preds)
+    assert [r["id"] for r in rows] == ["q1", "q2", "q3", "q4"]
+    assert rows[0] == {
+        "id": "q1", "question": "question q1?", "prediction": "paris.", "gold": ["Paris"], "exact_match": 100.0, "f1": 100.0
+    }
+    assert rows[1]["f1"] == pytest.approx(80.0) and rows[1]["exact_match"] == 0.0
+    assert rows[2]["prediction"] is None and rows[2]["f1"] == 0.0
+    assert rows[3]["gold"] == ["blue", "dark blue"]
+    overall = evaluate_squad(DATA, preds)
+    assert sum(r["exact_match"] for r in rows) / len(rows) == pytest.approx(overall["exact_match"])
+    assert sum(r["f1"] for r in rows) / len(rows) == pytest.approx(overall["f1"])
+
+
+def test_bad_predictions_and_data_raise_clear_errors():
+    with pytest.raises(XlvizError, match="q1"):
+        evaluate_squad(DATA, {"q1": ["Paris"]})
+    with pytest.raises(XlvizError, match="mapping question id"):
+        evaluate_squad(DATA, ["Paris"])
+    no_answers = [{"title": "t", "paragraphs": [{"context": "c", "qas": [_qa("q9", [])]}]}]
+    with pytest.raises(XlvizError, match=r"data\[0\]\.paragraphs\[0\]\.qas\[0\]\.answers"):
+        evaluate_squad(no_answers, {"q9": "x"})
+    with pytest.raises(XlvizError, match="no questions"):
+        evaluate_squad([], {})
+
+
+def test_read_predictions_names_file(tmp_path):
+    bad = tmp_path / "pred.json"
+    bad.write_text('{"q1": "Paris",', encoding="utf-8")
+    with pytest.raises(XlvizError, match="pred.json.*malformed JSON"):
+        read_predictions_json(bad)
+    bad.write_text('{"q1": 3}', encoding="utf-8")
+    with pytest.raises(XlvizError, match=r"pred.json.*q1.*must be a string"):
+        read_predictions_json(bad)
+
+
+# ------------------------------------------------------------------ CLI on small files
+
+
+def _write(path, obj):
+    path.write_text(json.dumps(obj), encoding="utf-8")
+    return path
+
+
+def test_cli_prints_like_official(tmp_path, capsys):
+    data = _write(tmp_path / "data.json", {"version": "1.1", "data": DATA})
+    pred = _write(tmp_path / "pred.json", {"q1": "paris.", "q2": "the cat sat", "q4": "green"})
+    assert main(["evaluate-qa", str(data), str(pred)]) == 0
+    out, err = capsys.readouterr()
+    assert out == json.dumps({"exact_match": 25.0, "f1": 45.0}) + "\n"
+    assert "Unanswered question q3 will receive score 0." in err
+
+
+def test_cli_errors_name_file_and_field(tmp_path, capsys):
+    broken = {"version": "1.1", "data": json.loads(json.dumps(DATA))}
+    del broken["data"][0]["paragraphs"][1]["qas"][0]["answers"][0]["text"]
+    data = _write(tmp_path / "broken.json", broken)
+    pred = _write(tmp_path / "pred.json", {})
+    assert main(["evaluate-qa", str(data), str(pred)]) == 2
+    err = capsys.readouterr().err
+    assert "broken.json" in err and "data[0].paragraphs[1].qas[0].answers[0].text" in err
+    assert "Traceback" not in err
+
+    good = _write(tmp_path / "good.json", {"version": "1.1", "data": DATA})
+    (tmp_path / "torn.json").write_text("{", encoding="utf-8")
+    assert main(["evaluate-qa", str(good), str(tmp_path / "torn.json")]) == 2
+    assert "torn.json" in capsys.readouterr().err
+    assert main(["evaluate-qa", str(good), str(tmp_path / "absent.json")]) == 2
+    assert "absent.json" in capsys.readouterr().err
+
+
+def test_cli_warns_on_other_version(tmp_path, capsys):
+    data = _write(tmp_path / "data.json", {"version": "2.0", "data": DATA})
+    pred = _write(tmp_path / "pred.json", {"q1": "Paris", "q2": "cat sat down", "q3": "1990", "q4": "blue"})
+    assert main(["evaluate-qa", str(data), str(pred)]) == 0
+    out, err = capsys.readouterr()
+    assert "Evaluation expects v-1.1, but got dataset with v-2.0" in err
+    assert json.loads(out) == {"exact_match": 100.0, "f1": 100.0}
+
+
+# ------------------------------------------------------------------ real XQuAD
+
+
+def _xquad_files(shared_data):
+    files = sorted((shared_data / "xquad").glob("xquad.*.json"))
+    if not files:
+        pytest.skip("no xquad.*.json files under ../shared/data/xquad")
+    return files
+
+
+def _question_ids_and_gold(data):
+    return [(qa["id"], qa["answers"][0]["text"]) for a in data for p in a["paragraphs"] for qa in p["qas"]]
+
+
+def test_xquad_gold_empty_and_partial(shared_data):
+    for path in _xquad_files(shared_data):
+        data = read_squad_json(path)["data"]
+        qs = _question_ids_and_gold(data)
+        n = len(qs)
+        gold = dict(qs)
+        assert evaluate_squad(data, gold) == {"exact_match": 100.0, "f1": 100.0}, path.name
+        assert evaluate_squad(data, {}) == {"exact_match": 0.0, "f1": 0.0}, path.name
+        # exactly k correct, the rest answered with tokens no gold answer contains
+        k = 100
+        partial = {qid: (text if i < k else "zzqx qqzx") for i, (qid, text) in enumerate(qs)}
+        result = evaluate_squad(data, partial)
+        assert result["exact_match"] == pytest.approx(100.0 * k / n), path.name
+        assert result["f1"] == pytest.approx(100.0 * k / n), path.name
+
+
+def test_cli_subprocess_on_xquad_en(shared_data, tmp_path):
+    path = shared_data / "xquad" / "xquad.en.json"
+    if not path.exists():
+        pytest.skip("xquad.en.json absent")
+    data = read_squad_json(path)["data"]
+    gold = dict(_question_ids_and_gold(data))
+    for preds in (gold, {}):
+        pred_file = _write(tmp_path / "pred.json", preds)
+        proc = subprocess.run(
+            [sys.executable, "-m", "xlviz", "evaluate-qa", str(path), str(pred_file)],
+            capture_output=True, text=True, cwd=REPO, timeout=60,
+        )
+        assert proc.returncode == 0, proc.stderr
+        assert proc.stdout == json.dumps(evaluate_squad(data, preds)) + "\n"
+    # the last run had no predictions: one official 'Unanswered' note per question
+    assert proc.stdout == '{"exact_match": 0.0, "f1": 0.0}\n'
+    assert proc.stderr.count("will receive score 0.") == len(gold)
