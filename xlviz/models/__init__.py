@@ -1,1 +1,7 @@
-"""xlviz.models"""
+"""xlviz.models: Hugging Face model construction, loading and MONOTRANS surgery.
+
+Importing this package registers the ``xlviz_bert`` (BERT + adapters) model type with the
+``AutoModel*`` classes, so exported adapter models load with ``from_pretrained``.
+"""
+
+from xlviz.models import adapters as _adapters  # noqa: F401  (registers xlviz_bert)

@@ -1,0 +1,35 @@
+"""``xlviz demo``: the whole offline pipeline on the generated world, ending with a table."""
+
+from __future__ import annotations
+
+import argparse
+
+from xlviz.commands.transfer import add_transfer_options, build_config
+
+
+def run(args: argparse.Namespace) -> int:
+    import time
+
+    from xlviz.runs import checkpoints_root, new_run_path
+    from xlviz.transfer.pipeline import Pipeline
+    from xlviz.transfer.report import results_table
+
+    args.variants = "all" if args.variants == "all" else (args.variants or "base,floor")
+    cfg = build_config(args, {"name": "demo"})
+    run_dir = new_run_path(checkpoints_root(args.out), cfg.name)
+    print(f"xlviz demo: MONOTRANS on the generated world ({', '.join(cfg.systems)}); run folder {run_dir}", flush=True)
+    t0 = time.time()
+    pipeline = Pipeline(cfg, run_dir)
+    rows = pipeline.run_all()
+    if pipeline.main:
+        print()
+        print(results_table(rows))
+        print(f"\nfinished in {time.time() - t0:.0f} s; open the app with `xlviz app` to explore {run_dir}")
+    return 0
+
+
+def register(sub) -> None:
+    p = sub.add_parser("demo", help="run the offline MONOTRANS demo on the generated world")
+    p.add_argument("--variants", help="'all' adds the paper's variants (pos, noise, adapters) to base and floor")
+    add_transfer_options(p)
+    p.set_defaults(handler=run)

@@ -1,0 +1,91 @@
+"""``xlviz transfer``: run one configured MONOTRANS pipeline into a run folder (or resume one)."""
+
+from __future__ import annotations
+
+import argparse
+
+
+def add_transfer_options(p: argparse.ArgumentParser) -> None:
+    """Flags shared by ``transfer`` and ``demo``; each overrides the config file's value."""
+    p.add_argument("--out", help="checkpoints root (default: $XLVIZ_CHECKPOINTS or ./checkpoints)")
+    p.add_argument("--name", help="run name prefix")
+    p.add_argument("--seed", type=int)
+    p.add_argument("--languages", help="L2s of the generated world, e.g. 'svo,sov' or 'sov:sov:greek' (code:order:script)")
+    p.add_argument("--model-size", dest="model_size", help="tiny | small | medium")
+    p.add_argument("--vocab-size", dest="vocab_size", type=int)
+    p.add_argument("--pretrain-steps", dest="pretrain_steps", type=int)
+    p.add_argument("--transfer-steps", dest="transfer_steps", type=int)
+    p.add_argument("--finetune-steps", dest="finetune_steps", type=int)
+    p.add_argument("--batch-size", dest="batch_size", type=int)
+    p.add_argument("--corpus-documents", dest="corpus_documents", type=int, help="documents per language corpus")
+    p.add_argument("--qa-train-paragraphs", dest="qa_train_paragraphs", type=int)
+    p.add_argument("--qa-test-paragraphs", dest="qa_test_paragraphs", type=int)
+    p.add_argument("--mixed-precision", dest="mixed_precision", help="no | bf16 | fp16")
+    p.add_argument("--grad-accum", dest="grad_accum", type=int)
+
+
+def build_config(args: argparse.Namespace, base: dict | None = None):
+    """Merge a config file (or defaults) with command-line overrides into a validated config."""
+    from xlviz.data.world import LanguageSpec
+    from xlviz.errors import XlvizError
+    from xlviz.transfer.config import TransferConfig
+
+    d = dict(base or {})
+    world = dict(d.get("world") or {})
+    for key in ("seed", "model_size", "vocab_size", "pretrain_steps", "transfer_steps", "finetune_steps", "batch_size", "mixed_precision", "grad_accum"):
+        if getattr(args, key, None) is not None:
+            d[key] = getattr(args, key)
+    if getattr(args, "name", None):
+        d["name"] = args.name
+    if getattr(args, "variants", None):
+        d["variants"] = args.variants
+    for key in ("corpus_documents", "qa_train_paragraphs", "qa_test_paragraphs"):
+        if getattr(args, key, None) is not None:
+            world[key] = getattr(args, key)
+    if getattr(args, "languages", None):
+        specs = []
+        for item in args.languages.split(","):
+            parts = item.strip().split(":")
+            if not parts[0]:
+                raise XlvizError("empty language code", field="languages")
+            order = parts[1] if len(parts) > 1 else ("sov" if parts[0] == "sov" else "svo")
+            script = parts[2] if len(parts) > 2 else ("cyrillic" if parts[0] == "sov" else "latin")
+            specs.append(LanguageSpec(parts[0], order, script).__dict__)
+        world["languages"] = specs
+    if "seed" in d:
+        world.setdefault("seed", d["seed"])
+    if world:
+        d["world"] = world
+    return TransferConfig.from_dict(d, path=getattr(args, "config", None))
+
+
+def run(args: argparse.Namespace) -> int:
+    from xlviz.io import read_json
+    from xlviz.runs import Run, checkpoints_root, new_run_path
+    from xlviz.transfer.pipeline import Pipeline
+    from xlviz.transfer.report import results_table
+
+    if args.resume:
+        pipeline = Pipeline.resume(args.resume)
+    else:
+        base = read_json(args.config, what="transfer config") if args.config else None
+        cfg = build_config(args, base)
+        run_dir = args.run_dir or new_run_path(checkpoints_root(args.out), cfg.name)
+        pipeline = Pipeline(cfg, run_dir)
+    if pipeline.main:
+        print(f"run folder: {pipeline.run.path}", flush=True)
+    rows = pipeline.run_all()
+    if pipeline.main:
+        print(results_table(rows))
+    return 0
+
+
+def register(sub) -> None:
+    p = sub.add_parser("transfer", help="run the MONOTRANS pipeline (steps 1-4) into a run folder",
+                       description="Run MONOTRANS on the generated world: pre-train on L1, learn L2 embeddings, fine-tune QA on L1, evaluate zero-shot.")
+    p.add_argument("--config", help="JSON file with transfer settings (see xlviz/transfer/config.py)")
+    p.add_argument("--resume", metavar="RUN_DIR", help="continue a killed run from its last completed stage")
+    p.add_argument("--run-dir", dest="run_dir", help="exact run folder to create (default: <out>/<name>-<timestamp>)")
+    p.add_argument("--variants", help="comma list of base,floor,pos,noise,adapters or 'all' (default base,floor)")
+    add_transfer_options(p)
+    p.set_defaults(handler=run)

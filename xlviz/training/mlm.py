@@ -1,0 +1,132 @@
+"""Masked-LM data and loss.
+
+Texts are streamed, tokenized in chunks, packed into full blocks (``[CLS] ... [SEP]``, no
+padding) and shuffled through a bounded buffer, so memory depends on the batch and buffer
+sizes, never on the corpus size. Each process of a multi-process run keeps every
+``world_size``-th block.
+
+The loss computes vocabulary logits only at masked positions (~15% of tokens), which is what
+makes it cheaper than a plain ``BertForMaskedLM`` forward with ``labels``.
+"""
+
+from __future__ import annotations
+
+import random
+from typing import Callable, Iterable, Iterator
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+
+def iter_blocks(
+    texts: Callable[[], Iterable[str]],
+    tokenizer,
+    block_size: int,
+    *,
+    seed: int = 0,
+    rank: int = 0,
+    world_size: int = 1,
+    shuffle_buffer: int = 2048,
+    chunk: int = 512,
+    epochs: int | None = None,
+) -> Iterator[list[int]]:
+    """Yield packed token blocks forever (or for ``epochs`` passes over ``texts()``)."""
+    cls, sep = tokenizer.cls_token_id, tokenizer.sep_token_id
+    body = block_size - 2
+    rng = random.Random(seed)
+    buffer: list[list[int]] = []
+    index = 0
+    epoch = 0
+    while epochs is None or epoch < epochs:
+        stream: list[int] = []
+        produced = False
+        batch: list[str] = []
+
+        def flush(lines: list[str]) -> None:
+            for ids in tokenizer(lines, add_special_tokens=False)["input_ids"]:
+                stream.extend(ids)
+                stream.append(sep)
+
+        for text in texts():
+            batch.append(text)
+            if len(batch) < chunk:
+                continue
+            flush(batch)
+            batch = []
+            while len(stream) >= body:
+                block, stream = [cls] + stream[:body] + [sep], stream[body:]
+                if index % world_size == rank:
+                    buffer.append(block)
+                    produced = True
+                index += 1
+                if len(buffer) >= shuffle_buffer:
+                    yield buffer.pop(rng.randrange(len(buffer)))
+        flush(batch)
+        while len(stream) >= body:
+            block, stream = [cls] + stream[:body] + [sep], stream[body:]
+            if index % world_size == rank:
+                buffer.append(block)
+                produced = True
+            index += 1
+        rng.shuffle(buffer)
+        while buffer:
+            yield buffer.pop()
+        if not produced:
+            raise ValueError(f"corpus too small: not one block of {block_size} tokens")
+        epoch += 1
+
+
+def iter_batches(blocks: Iterator[list[int]], batch_size: int) -> Iterator[torch.Tensor]:
+    while True:
+        rows = []
+        for _ in range(batch_size):
+            try:
+                rows.append(next(blocks))
+            except StopIteration:
+                if rows:
+                    yield torch.tensor(rows)
+                return
+        yield torch.tensor(rows)
+
+
+def mask_tokens(
+    input_ids: torch.Tensor, *, mask_id: int, vocab_size: int, n_special: int = 5, prob: float = 0.15, generator: torch.Generator | None = None
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """BERT masking: ``prob`` of the non-special tokens become targets; of those 80% -> [MASK],
+    10% -> a random token, 10% unchanged. Returns (inputs, labels with -100 elsewhere)."""
+    ids = input_ids.clone()
+    labels = input_ids.clone()
+    candidates = ids >= n_special
+    chosen = (torch.rand(ids.shape, generator=generator) < prob) & candidates
+    labels[~chosen] = -100
+    roll = torch.rand(ids.shape, generator=generator)
+    ids[chosen & (roll < 0.8)] = mask_id
+    rand_pos = chosen & (roll >= 0.8) & (roll < 0.9)
+    ids[rand_pos] = torch.randint(n_special, vocab_size, ids.shape, generator=generator)[rand_pos]
+    return ids, labels
+
+
+class MaskedOnlyMLM(nn.Module):
+    """Wraps a BERT-style ``*ForMaskedLM`` so the forward pass returns the MLM loss computed
+    from logits at masked positions only (gathered before the output layer). Wrapping (not
+    calling ``model.bert`` from outside) keeps DistributedDataParallel's gradient sync intact.
+    Falls back to the model's own full-logits loss for architectures without a BERT head."""
+
+    def __init__(self, model: nn.Module):
+        super().__init__()
+        self.model = model
+        self.fast = hasattr(model, "bert") and hasattr(model, "cls")
+
+    def forward(self, input_ids: torch.Tensor, labels: torch.Tensor, attention_mask: torch.Tensor | None = None) -> torch.Tensor:
+        if not self.fast:
+            return self.model(input_ids=input_ids, attention_mask=attention_mask, labels=labels).loss
+        hidden = self.model.bert(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
+        selected = labels != -100
+        logits = self.model.cls(hidden[selected])
+        return F.cross_entropy(logits.float(), labels[selected])
+
+
+def plain_mlm_loss(model: nn.Module, input_ids: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+    """The baseline: vocabulary logits at every position (what ``labels=`` does)."""
+    return model(input_ids=input_ids, labels=labels).loss

@@ -1,0 +1,1 @@
+"""Whole transfer runs: configuration, the resumable MONOTRANS pipeline, result tables."""

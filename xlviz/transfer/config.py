@@ -1,0 +1,121 @@
+"""The configuration of one transfer run: everything needed to reproduce it.
+
+Validated on load so a bad value stops the run at once with a message naming the field.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+
+from xlviz.data.world import WorldConfig
+from xlviz.errors import XlvizError
+from xlviz.models.monotrans import MODEL_SIZES
+
+# system name -> (step-2 stage suffix or None for "no step 2", step-3 stage suffix)
+SYSTEMS: dict[str, tuple[str | None, str]] = {
+    "monotrans": ("", ""),
+    "floor": (None, ""),
+    "monotrans+pos": ("-pos", "-pos"),
+    "monotrans+noise": ("", "-noise"),
+    "monotrans+adapters": ("-adapters", ""),
+}
+VARIANTS = {"base": "monotrans", "floor": "floor", "pos": "monotrans+pos", "noise": "monotrans+noise", "adapters": "monotrans+adapters"}
+MIXED_PRECISION = ("no", "bf16", "fp16")
+
+
+def parse_variants(text: str | list[str]) -> list[str]:
+    """"base,floor" or "all" -> variant names, validated."""
+    items = text if isinstance(text, list) else [t.strip() for t in str(text).split(",") if t.strip()]
+    if items == ["all"]:
+        return list(VARIANTS)
+    unknown = [v for v in items if v not in VARIANTS]
+    if unknown or not items:
+        raise XlvizError(f"unknown variant(s) {unknown}; choose from {list(VARIANTS)} or 'all'", field="variants")
+    return items
+
+
+@dataclass
+class TransferConfig:
+    name: str = "transfer"
+    seed: int = 0
+    world: WorldConfig = field(default_factory=WorldConfig)
+    variants: list[str] = field(default_factory=lambda: ["base", "floor"])
+    model_size: str = "small"
+    vocab_size: int = 400
+    tokenizer: str = "wordpiece"
+    block_size: int = 128
+    qa_max_length: int = 128
+    doc_stride: int = 64
+    batch_size: int = 32
+    pretrain_steps: int = 700
+    pretrain_lr: float = 1e-3
+    transfer_steps: int = 300
+    transfer_lr: float = 3e-3
+    finetune_steps: int = 400
+    finetune_lr: float = 3e-4
+    adapter_size: int = 32
+    mixed_precision: str = "bf16"
+    grad_accum: int = 1
+    log_every: int = 10
+
+    @property
+    def systems(self) -> list[str]:
+        return [VARIANTS[v] for v in self.variants]
+
+    @classmethod
+    def from_dict(cls, d: dict, *, path: str | None = None) -> "TransferConfig":
+        if not isinstance(d, dict):
+            raise XlvizError("a transfer config must be a JSON object", path=path)
+        d = dict(d)
+        d.pop("versions", None)
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(d) - known)
+        if unknown:
+            raise XlvizError(f"unknown setting(s) {unknown}; known: {sorted(known)}", path=path, field=unknown[0])
+        world = d.pop("world", None)
+        cfg = cls(**d)
+        if isinstance(world, WorldConfig):
+            cfg.world = world
+        elif world is not None:
+            if not isinstance(world, dict):
+                raise XlvizError("must be an object", path=path, field="world")
+            cfg.world = WorldConfig.from_dict(world, path=path)
+        cfg.validate(path=path)
+        return cfg
+
+    @classmethod
+    def from_file(cls, path: str | Path) -> "TransferConfig":
+        from xlviz.io import read_json
+
+        return cls.from_dict(read_json(path, what="transfer config"), path=str(path))
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    def validate(self, *, path: str | None = None) -> None:
+        for name in ("vocab_size", "block_size", "qa_max_length", "doc_stride", "batch_size", "pretrain_steps",
+                     "transfer_steps", "finetune_steps", "adapter_size", "grad_accum", "log_every"):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, int) or v <= 0:
+                raise XlvizError(f"must be a positive integer, got {v!r}", path=path, field=name)
+        for name in ("pretrain_lr", "transfer_lr", "finetune_lr"):
+            v = getattr(self, name)
+            if not isinstance(v, (int, float)) or not v > 0:
+                raise XlvizError(f"must be a positive number, got {v!r}", path=path, field=name)
+        if self.model_size not in MODEL_SIZES:
+            raise XlvizError(f"unknown model size {self.model_size!r}; choose from {list(MODEL_SIZES)}", path=path, field="model_size")
+        if self.mixed_precision not in MIXED_PRECISION:
+            raise XlvizError(f"choose from {list(MIXED_PRECISION)}", path=path, field="mixed_precision")
+        if self.doc_stride >= self.qa_max_length:
+            raise XlvizError("must be smaller than qa_max_length", path=path, field="doc_stride")
+        if self.vocab_size < 50:
+            raise XlvizError("must be at least 50", path=path, field="vocab_size")
+        self.variants = parse_variants(self.variants)
+        if not isinstance(self.seed, int):
+            raise XlvizError(f"must be an integer, got {self.seed!r}", path=path, field="seed")
+        self.world.validate(path=path)
+
+    def dumps(self) -> str:
+        return json.dumps(self.to_dict(), indent=2)
