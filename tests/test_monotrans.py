@@ -1,0 +1,199 @@
+"""MONOTRANS at the parameter level: what each step trains, freezes and swaps."""
+
+from __future__ import annotations
+
+import torch
+from transformers import AutoModelForQuestionAnswering, BertForMaskedLM
+
+from xlviz.models.monotrans import (
+    N_SPECIAL, add_embedding_noise, bert_config, drop_cls_position_and_segment, fold_cls_position, freeze_for_step2,
+    freeze_for_step3, make_l2_mlm, qa_from_mlm, zero_shot_model,
+)
+from xlviz.training.mlm import MaskedOnlyMLM, mask_tokens
+
+V1, V2 = 60, 45
+
+
+def l1_model() -> BertForMaskedLM:
+    torch.manual_seed(0)
+    return BertForMaskedLM(bert_config(V1, "tiny", max_position_embeddings=32))
+
+
+def snapshot(model) -> dict[str, torch.Tensor]:
+    return {n: p.detach().clone() for n, p in model.named_parameters()}
+
+
+def sgd_steps(module, make_batch, n=3, lr=0.5):
+    params = [p for p in module.parameters() if p.requires_grad]
+    opt = torch.optim.SGD(params, lr=lr)
+    for _ in range(n):
+        loss = module(**make_batch())
+        loss.backward()
+        opt.step()
+        opt.zero_grad()
+
+
+def mlm_batch(vocab):
+    g = torch.Generator().manual_seed(1)
+    ids = torch.randint(N_SPECIAL, vocab, (4, 16), generator=g)
+    ids[:, 0] = 2
+    inputs, labels = mask_tokens(ids, mask_id=4, vocab_size=vocab, prob=0.5, generator=g)
+    return lambda: {"input_ids": inputs, "labels": labels}
+
+
+def test_step2_trains_only_l2_embeddings_and_output_bias():
+    l1 = l1_model()
+    l2 = make_l2_mlm(l1, V2, seed=1)
+    assert l2.cls.predictions.decoder.weight is l2.bert.embeddings.word_embeddings.weight, "MLM output tied to L2 embeddings"
+    assert torch.equal(l2.bert.embeddings.word_embeddings.weight[:N_SPECIAL], l1.bert.embeddings.word_embeddings.weight[:N_SPECIAL])
+    trainable = freeze_for_step2(l2)
+    assert sorted(trainable) == ["bert.embeddings.word_embeddings.weight", "cls.predictions.bias"]
+    before = snapshot(l2)
+    sgd_steps(MaskedOnlyMLM(l2), mlm_batch(V2))
+    after = snapshot(l2)
+    changed = {n for n in before if not torch.equal(before[n], after[n])}
+    assert changed == {"bert.embeddings.word_embeddings.weight", "cls.predictions.bias"}
+    emb_b, emb_a = before["bert.embeddings.word_embeddings.weight"], after["bert.embeddings.word_embeddings.weight"]
+    assert torch.equal(emb_b[:N_SPECIAL], emb_a[:N_SPECIAL]), "special rows are shared with L1 and stay frozen"
+    assert not torch.equal(emb_b[N_SPECIAL:], emb_a[N_SPECIAL:])
+    # the body is still exactly L1's
+    l1_state = dict(l1.named_parameters())
+    for n, p in after.items():
+        if "word_embeddings" not in n and "predictions.bias" not in n:
+            assert torch.equal(p, l1_state[n]), n
+
+
+def test_step2_variants_add_positions_and_adapters():
+    l1 = l1_model()
+    l2 = make_l2_mlm(l1, V2, seed=1, adapter_size=4)
+    trainable = freeze_for_step2(l2, l2_positions=True)
+    assert "bert.embeddings.position_embeddings.weight" in trainable
+    assert any(".attention.output.adapter." in n for n in trainable) and any(".output.adapter." in n for n in trainable)
+    assert not any("query" in n or "LayerNorm" in n or "dense" in n.split("adapter")[0][-6:] for n in trainable if ".adapter." not in n)
+    # adapters start as the identity: same outputs as the adapter-free model
+    plain = make_l2_mlm(l1, V2, seed=1)
+    x = torch.randint(0, V2, (2, 10))
+    assert torch.allclose(l2.eval()(input_ids=x).logits, plain.eval()(input_ids=x).logits, atol=1e-5)
+
+
+def test_step3_freezes_l1_embeddings_but_fine_tunes_special_rows():
+    qa = qa_from_mlm(l1_model(), seed=0)
+    freeze_for_step3(qa)
+    before = snapshot(qa)
+    g = torch.Generator().manual_seed(2)
+    ids = torch.randint(N_SPECIAL, V1, (4, 16), generator=g)
+    ids[:, 0], ids[:, 8], ids[:, -1] = 2, 3, 3
+    batch = {"input_ids": ids, "start_positions": torch.tensor([1, 2, 3, 4]), "end_positions": torch.tensor([2, 3, 4, 5])}
+    opt = torch.optim.SGD([p for p in qa.parameters() if p.requires_grad], lr=0.5)
+    for _ in range(2):
+        qa(**batch).loss.backward()
+        opt.step()
+        opt.zero_grad()
+    after = snapshot(qa)
+    emb = "bert.embeddings.word_embeddings.weight"
+    assert torch.equal(before[emb][N_SPECIAL:], after[emb][N_SPECIAL:]), "L1 token embeddings frozen"
+    assert not torch.equal(before[emb][:N_SPECIAL], after[emb][:N_SPECIAL]), "shared special tokens fine-tuned"
+    assert not torch.equal(before["qa_outputs.weight"], after["qa_outputs.weight"])
+    assert not torch.equal(before["bert.encoder.layer.0.attention.self.query.weight"], after["bert.encoder.layer.0.attention.self.query.weight"])
+
+
+def test_step3_with_l2_positions_freezes_l1_positions():
+    qa = qa_from_mlm(l1_model(), seed=0)
+    trainable = freeze_for_step3(qa, freeze_positions=True)
+    assert "bert.embeddings.position_embeddings.weight" not in trainable
+
+
+def test_swap_changes_only_embeddings(tmp_path):
+    l1 = l1_model()
+    qa = qa_from_mlm(l1, seed=0)
+    l2 = make_l2_mlm(l1, V2, seed=1)
+    with torch.no_grad():
+        l2.bert.embeddings.word_embeddings.weight.add_(1.0)
+        qa.bert.embeddings.word_embeddings.weight[:N_SPECIAL].add_(5.0)  # as if fine-tuned in step 3
+    zs = zero_shot_model(qa, l2)
+    assert zs.config.vocab_size == V2
+    qa_state, zs_state = dict(qa.named_parameters()), dict(zs.named_parameters())
+    for n, p in zs_state.items():
+        if n == "bert.embeddings.word_embeddings.weight":
+            assert torch.equal(p[N_SPECIAL:], l2.bert.embeddings.word_embeddings.weight[N_SPECIAL:])
+            assert torch.equal(p[:N_SPECIAL], qa.bert.embeddings.word_embeddings.weight[:N_SPECIAL])
+        else:
+            assert torch.equal(p, qa_state[n]), f"{n} should come unchanged from the fine-tuned model"
+    zs.save_pretrained(tmp_path)
+    loaded = AutoModelForQuestionAnswering.from_pretrained(tmp_path, use_safetensors=True)
+    assert type(loaded).__name__ == "BertForQuestionAnswering"
+    x = torch.randint(0, V2, (1, 12))
+    assert torch.allclose(loaded(input_ids=x).start_logits, zs.eval()(input_ids=x).start_logits, atol=1e-6)
+
+
+def test_swap_with_positions_and_adapters_exports_and_reloads(tmp_path):
+    import xlviz.models  # noqa: F401  registers xlviz_bert
+
+    l1 = l1_model()
+    qa = qa_from_mlm(l1, seed=0)
+    l2 = make_l2_mlm(l1, V2, seed=1, adapter_size=4)
+    with torch.no_grad():
+        l2.bert.embeddings.position_embeddings.weight.add_(0.3)
+        for n, p in l2.named_parameters():
+            if ".adapter.up." in n:
+                p.add_(0.1)
+    zs = zero_shot_model(qa, l2, l2_positions=True, adapter_size=4)
+    assert torch.equal(zs.bert.embeddings.position_embeddings.weight, l2.bert.embeddings.position_embeddings.weight)
+    zs.save_pretrained(tmp_path)
+    loaded = AutoModelForQuestionAnswering.from_pretrained(tmp_path, use_safetensors=True)
+    x = torch.randint(0, V2, (1, 12))
+    assert torch.allclose(loaded(input_ids=x).end_logits, zs.eval()(input_ids=x).end_logits, atol=1e-6)
+
+
+def test_cls_without_position_and_segment_folds_exactly():
+    model = qa_from_mlm(l1_model(), seed=0).eval()
+    with torch.no_grad():
+        model.bert.embeddings.token_type_embeddings.weight.normal_()
+    x = torch.randint(N_SPECIAL, V1, (2, 10))
+    x[:, 0] = 2
+    tt = torch.zeros_like(x)
+    tt[:, 5:] = 1
+    handles = drop_cls_position_and_segment(model)
+    hooked = model.bert.embeddings(input_ids=x, token_type_ids=tt)
+    word = model.bert.embeddings.word_embeddings(x[:, :1])
+    ln = model.bert.embeddings.LayerNorm
+    assert torch.allclose(hooked[:, 0], ln(word)[:, 0], atol=1e-6), "[CLS] carries only its token embedding"
+    for h in handles:
+        h.remove()
+    fold_cls_position(model)
+    folded = model.bert.embeddings(input_ids=x, token_type_ids=tt)
+    # (w + t) - t is w up to float rounding, which LayerNorm scales up by 1/std(w) ~ 50
+    assert torch.allclose(hooked, folded, atol=1e-4)
+    assert torch.equal(hooked[:, 1:], folded[:, 1:])
+
+
+def test_noise_only_in_training_mode():
+    model = qa_from_mlm(l1_model(), seed=0)
+    add_embedding_noise(model, std=0.075)
+    x = torch.randint(0, V1, (2, 8))
+    model.eval()
+    assert torch.equal(model.bert.embeddings(input_ids=x), model.bert.embeddings(input_ids=x))
+    model.train()
+    a, b = model.bert.embeddings(input_ids=x), model.bert.embeddings(input_ids=x)
+    assert not torch.equal(a, b)
+
+
+def test_masking_proportions():
+    g = torch.Generator().manual_seed(0)
+    ids = torch.randint(N_SPECIAL, 100, (200, 100), generator=g)
+    ids[:, 0] = 2
+    inputs, labels = mask_tokens(ids, mask_id=4, vocab_size=100, generator=g)
+    chosen = labels != -100
+    assert abs(chosen.float().mean().item() - 0.15) < 0.01
+    assert not chosen[:, 0].any(), "special tokens are never targets"
+    masked = (inputs == 4) & chosen
+    assert abs(masked.sum().item() / chosen.sum().item() - 0.8) < 0.02
+    assert torch.equal(labels[chosen], ids[chosen])
+
+
+def test_masked_only_loss_equals_full_loss():
+    model = l1_model().eval()
+    batch = mlm_batch(V1)()
+    fast = MaskedOnlyMLM(model)(**batch)
+    full = model(**batch).loss
+    assert torch.allclose(fast, full, atol=1e-5)

@@ -1,0 +1,140 @@
+"""The generated world: determinism, independence of corpora, QA offsets, alignments, probes."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from xlviz.data.grammar import NP, PP, Clause, Language, Question, join_words
+from xlviz.data.lexicon import L2Lexicon
+from xlviz.data.tokenization import SPECIAL_TOKENS, train_tokenizer
+from xlviz.data.world import LanguageSpec, World, WorldConfig, load_world
+from xlviz.errors import XlvizError
+
+SMALL = dict(corpus_documents=200, qa_train_paragraphs=20, qa_dev_paragraphs=5, qa_test_paragraphs=10, parallel_pairs=50, agreement_pairs=30, sense_pairs=20)
+
+
+@pytest.fixture(scope="module")
+def world() -> World:
+    return World(WorldConfig(seed=3, **SMALL))
+
+
+def test_deterministic_from_seed(world):
+    again = World(WorldConfig(seed=3, **SMALL))
+    assert again.corpus("sov")[:20] == world.corpus("sov")[:20]
+    assert again.qa("test", "svo") == world.qa("test", "svo")
+    other = World(WorldConfig(seed=4, **SMALL))
+    assert other.corpus("en")[:20] != world.corpus("en")[:20]
+
+
+def test_lexicon_is_a_bijection_and_shares_no_word_with_english(world):
+    for l2 in world.l2s:
+        rows = world.dictionary(l2)
+        l2_forms = [r[l2] for r in rows]
+        assert len(set(l2_forms)) == len(l2_forms), "two English forms map to one L2 form"
+        english = {r["en"] for r in rows}
+        assert not english & set(l2_forms)
+
+
+def test_l2_corpus_never_translates_an_l1_sentence(world):
+    l1 = world.l1_clauses
+    for l2 in world.l2s:
+        items = [it.clause if isinstance(it, Question) else it for doc in world.corpus_items(l2) for it in doc]
+        assert items and not any(c in l1 for c in items)
+
+
+def test_qa_answers_match_their_offsets_in_every_language(world):
+    ids = None
+    for lang in world.languages:
+        data = world.qa("test", lang)
+        these = []
+        for article in data["data"]:
+            for p in article["paragraphs"]:
+                for qa in p["qas"]:
+                    a = qa["answers"][0]
+                    assert p["context"][a["answer_start"]: a["answer_start"] + len(a["text"])] == a["text"]
+                    these.append(qa["id"])
+        ids = ids or these
+        assert these == ids, "test sets must share question ids across languages, like XQuAD"
+
+
+def test_train_and_dev_exist_in_l1_only(world):
+    assert world.qa("train")["data"]
+    with pytest.raises(XlvizError, match="exists in en only"):
+        world.qa("train", "svo")
+    with pytest.raises(XlvizError, match="unknown language"):
+        world.qa("test", "klingon")
+
+
+def test_verb_final_order_postpositions_and_adjectives_after_nouns():
+    lex = L2Lexicon.generate(0)
+    sov = Language("x", "sov", lex)
+    c = Clause(NP("dog", "sg", "the", ("big",)), "see", NP("ball", "pl", "the"), PP("in", NP("garden")))
+    words = sov.render_statement(c)
+    slots = [s for _, s in words]
+    assert slots == ["subj/det", "subj/head", "subj/adj0", "loc/np/det", "loc/np/head", "loc/prep",
+                     "obj/det", "obj/head", "verb", "punct"]
+    en = Language("en").render_statement(c)
+    assert join_words([w for w, _ in en])[0] == "the big dog sees the balls in the garden."
+
+
+def test_agreement_in_both_languages():
+    lex = L2Lexicon.generate(0)
+    for lang in (Language("en"), Language("x", "sov", lex)):
+        sg = lang.render_statement(Clause(NP("dog", "sg"), "see", NP("ball")))
+        pl = lang.render_statement(Clause(NP("dog", "pl"), "see", NP("ball")))
+        verb = lambda ws: next(w for w, s in ws if s == "verb")  # noqa: E731
+        assert verb(sg) != verb(pl)
+
+
+def test_parallel_alignment_links_translations(world):
+    pair = world.parallel_pairs("sov", 5)[0]
+    rows = {r["en"]: r["sov"] for r in world.dictionary("sov")}
+    linked = [(pair["src_words"][i], pair["tgt_words"][j]) for i, j in pair["alignment"]]
+    content = [(a, b) for a, b in linked if a in rows]
+    assert content and all(rows[a] == b for a, b in content if a not in ("bat", "seal", "crane"))
+
+
+def test_minimal_pairs_differ_in_the_verb_only(world):
+    for lang in world.languages:
+        for p in world.agreement_pairs(lang, 9):
+            good, bad = p["good"].split(), p["bad"].split()
+            assert len(good) == len(bad) and sum(a != b for a, b in zip(good, bad)) == 1
+        assert {p["category"] for p in world.agreement_pairs(lang, 9)} == {"simple", "across_pp", "object_attractor"}
+
+
+def test_senses_are_different_words_in_l2(world):
+    pairs = world.sense_pairs("svo", 40)
+    diff = [p for p in pairs if not p["same_sense"]]
+    same = [p for p in pairs if p["same_sense"]]
+    assert diff and same
+    assert all(p["words1"][p["index1"]] != p["words2"][p["index2"]] for p in diff)
+    assert all(p["words1"][p["index1"]] == p["words2"][p["index2"]] for p in same)
+    en = world.sense_pairs("en", 40)
+    assert all(p["words1"][p["index1"]] == p["words2"][p["index2"]] for p in en)
+
+
+def test_save_and_load(tmp_path, world):
+    world.save(tmp_path)
+    assert json.loads((tmp_path / "qa" / "test.sov.json").read_text())["data"]
+    assert (tmp_path / "parallel" / "en-svo.jsonl").exists()
+    assert load_world(tmp_path).qa("test", "sov") == world.qa("test", "sov")
+
+
+def test_bad_config_names_the_field():
+    with pytest.raises(XlvizError, match="corpus_documents"):
+        WorldConfig(corpus_documents=0).validate()
+    with pytest.raises(XlvizError, match="word order"):
+        WorldConfig.from_dict({"languages": [{"code": "x", "order": "vso"}]})
+    with pytest.raises(XlvizError, match="unique"):
+        WorldConfig(languages=[LanguageSpec("x"), LanguageSpec("x")]).validate()
+
+
+def test_tokenizers_share_only_special_ids(world):
+    en = train_tokenizer(world.corpus("en"), 200)
+    sov = train_tokenizer(world.corpus("sov"), 200)
+    for i, t in enumerate(SPECIAL_TOKENS):
+        assert en.convert_tokens_to_ids(t) == i == sov.convert_tokens_to_ids(t)
+    enc = sov("a b", "c d")
+    assert enc["input_ids"][0] == 2 and enc["token_type_ids"][-1] == 1
