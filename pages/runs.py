@@ -5,6 +5,8 @@ process (xlviz.jobs) and the live view polls the run folder, so runs go on acros
 page switches, closed tabs and app restarts.
 """
 
+import re
+
 import streamlit as st
 
 from xlviz import jobs
@@ -14,6 +16,11 @@ from xlviz.ui.common import guard, plotly
 
 POLL_S = 2.0
 ACTIVE = ("running", "starting")
+STATE_ICONS = {
+    "running": ":green[:material/progress_activity:]", "starting": ":orange[:material/hourglass_top:]",
+    "completed": ":green[:material/check_circle:]", "failed": ":red[:material/error:]",
+    "cancelled": ":gray[:material/cancel:]", "stopped": ":orange[:material/pause_circle:]",
+}
 
 st.title("Runs")
 root = checkpoints_root().resolve()
@@ -36,19 +43,26 @@ with st.expander("Start a transfer run", expanded=not runs, icon=":material/play
         transfer = c2.number_input("Transfer steps (L2 embeddings)", min_value=1, value=defaults.transfer_steps, step=50)
         finetune = c3.number_input("Fine-tuning steps (L1 QA)", min_value=1, value=defaults.finetune_steps, step=50)
         variants = st.multiselect("Variants", runs_view.VARIANTS, default=list(defaults.variants),
-                                  help="base: MONOTRANS; floor: no pre-training (lower bound); pos: new position "
+                                  help="base: MONOTRANS; floor: no transfer step (lower bound); pos: new position "
                                   "embeddings too; noise: noisy fine-tuning; adapters: adapters in the transfer step.")
+        c1, c2, c3, c4 = st.columns(4)
+        batch = c1.number_input("Batch size", min_value=1, value=defaults.batch_size, step=8)
+        docs = c2.number_input("Corpus documents per language", min_value=10, value=defaults.corpus_documents, step=500)
+        qa_train = c3.number_input("QA training paragraphs (L1)", min_value=1, value=defaults.qa_train_paragraphs, step=100)
+        qa_test = c4.number_input("QA test paragraphs (per language)", min_value=1, value=defaults.qa_test_paragraphs, step=20)
         name = st.text_input("Run name (optional)", placeholder="transfer-<date>-<time>")
         submitted = st.form_submit_button("Start run", type="primary", icon=":material/rocket_launch:")
     if submitted:
         with guard("Could not start the run"):
             form = runs_view.TransferForm(tuple(languages), model_size, int(pretrain), int(transfer), int(finetune),
-                                          tuple(variants), int(seed))
+                                          tuple(variants), int(seed), int(batch), int(docs), int(qa_train), int(qa_test))
+            form.validate()
             run_dir = root / name.strip() if name.strip() else new_run_path(root, "transfer")
+            if name.strip() and not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]*", name.strip()):
+                raise ValueError("a run name may use letters, digits, '.', '_' and '-' only")
             if name.strip() and run_dir.exists():
                 raise ValueError(f"a run named {name.strip()!r} already exists; pick another name")
-            argv = form.argv(root, run_dir.name)
-            pid = jobs.start_job(argv, run_dir)
+            pid = jobs.start_job(form.argv(run_dir), run_dir)
             st.session_state["runs_watch"] = run_dir.name
             st.success(f"Started **{run_dir.name}** (process {pid}).", icon=":material/check_circle:")
             runs = runs_view.all_runs(root)
@@ -75,8 +89,7 @@ def live_view(path) -> None:
         st.rerun()  # finished: refresh the whole page (table, comparison, sidebar models)
     prog = runs_view.run_progress(run, state)
     head, b1, b2 = st.columns([6, 1, 1], vertical_alignment="center")
-    icon = {"running": "🟢", "starting": "🟡", "completed": "✅", "failed": "❌", "cancelled": "⏹️", "stopped": "⏸️"}.get(state, "⚪")
-    head.markdown(f"#### {icon} {run.name}")
+    head.markdown(f"#### {STATE_ICONS.get(state, ':gray[:material/radio_button_unchecked:]')} {run.name}")
     if state in ACTIVE:
         b1.button("Cancel", key=f"cancel_{run.name}", on_click=_cancel, args=(path,), icon=":material/stop:")
     if state in ("stopped", "failed", "cancelled") and run.exists():

@@ -9,6 +9,7 @@ second.
 
 from __future__ import annotations
 
+import datetime as _dt
 import json
 from pathlib import Path
 
@@ -46,7 +47,7 @@ def make_run(root: str | Path, name: str = "demo-run", *, models: bool = True, r
     stages = ["s1_pretrain", f"s2_transfer-{L2}", "s3_finetune"]
     run.update_status(state=state, stage=stages[-1] if state == "completed" else stages[1],
                       progress=1.0 if state == "completed" else 0.5, stages_done=stages if state == "completed" else stages[:1],
-                      started="2026-01-01T10:00:00+00:00")
+                      started=(_dt.datetime.now(_dt.timezone.utc) - _dt.timedelta(minutes=3)).isoformat(timespec="seconds"))
     for stage, n, base in ((stages[0], 30, 9.0), (stages[1], 20, 7.0), (stages[2], 20, 5.5)):
         for step in range(0, n, 5):
             run.log_metric(stage=stage, step=step, loss=base * (0.97 ** step), elapsed=float(step))

@@ -105,14 +105,14 @@ def heatmap(attn: np.ndarray, tokens: list[str], segment: list[int], title: str,
     fig = go.Figure(go.Heatmap(z=attn, x=list(range(T)), y=list(range(T)), colorscale="Blues", zmin=0,
                                zmax=float(np.nanmax(attn)) if attn.size else 1.0, hoverinfo="text", text=hover,
                                colorbar=dict(thickness=10)))
-    fig.update_xaxes(tickmode="array", tickvals=list(range(T)), ticktext=ticks, tickangle=-60, side="top", title="key")
-    fig.update_yaxes(tickmode="array", tickvals=list(range(T)), ticktext=ticks, autorange="reversed", title="query")
+    fig.update_xaxes(tickmode="array", tickvals=list(range(T)), ticktext=ticks, tickangle=-60, side="top")
+    fig.update_yaxes(tickmode="array", tickvals=list(range(T)), ticktext=ticks, autorange="reversed")
     for b in _boundaries(segment):  # lines between the two sentences
         fig.add_vline(x=b - 0.5, line_color="#D55E00", line_width=1)
         fig.add_hline(y=b - 0.5, line_color="#D55E00", line_width=1)
     size = height or int(min(900, max(360, 14 * T + 160)))
-    fig.update_layout(title=dict(text=html.escape(title), x=0.5, y=0.995, font=dict(size=13)), height=size,
-                      margin=dict(l=10, r=10, t=90, b=10))
+    fig.update_layout(title=dict(text=html.escape(title) + "<br><sup>rows: queries · columns: keys</sup>", x=0.5, y=0.99,
+                                 font=dict(size=13)), height=size, margin=dict(l=10, r=10, t=110, b=10))
     return fig
 
 

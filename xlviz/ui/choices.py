@@ -112,15 +112,15 @@ def run_languages(run: Run) -> list[str]:
         langs.append(l1)
     if isinstance(l2s, str):
         l2s = [s.strip() for s in l2s.split(",") if s.strip()]
-    if isinstance(l2s, list):
-        langs += [l for l in l2s if isinstance(l, str)]
+    if isinstance(l2s, list):  # ["sov"] or the world's [{"code": "sov", "order": ..., "script": ...}]
+        langs += [l if isinstance(l, str) else l.get("code") for l in l2s if isinstance(l, str) or (isinstance(l, dict) and l.get("code"))]
     tok_dir = run.path / "world" / "tokenizers"
     if tok_dir.is_dir():
         langs += sorted(p.name for p in tok_dir.iterdir() if p.is_dir() and not p.name.startswith("."))
     qa_dir = run.path / "world" / "qa"
     if qa_dir.is_dir():
         langs += [lang for lang, _ in sorted(qa_files(qa_dir).items())]
-    if not langs or (l1 is None and "en" in langs):
+    if l1 is None:  # the generated world's L1 is always English
         langs.insert(0, "en")
     return list(dict.fromkeys(langs))
 

@@ -14,42 +14,52 @@ from xlviz.errors import XlvizError
 from xlviz.runs import Run
 
 VARIANTS = ("base", "floor", "pos", "noise", "adapters")
-MODEL_SIZES = ("tiny", "small")
+MODEL_SIZES = ("tiny", "small", "medium")
 L2_LANGUAGES = ("svo", "sov")
 
 
 @dataclass
 class TransferForm:
-    """What the Runs page's form collects; defaults finish in a few minutes on a laptop CPU."""
+    """What the Runs page's form collects. The defaults (tiny model, a few hundred steps, a
+    small world) finish in a few minutes on a laptop CPU; the paper-like sizes are the CLI's."""
 
     languages: tuple[str, ...] = ("sov",)
     model_size: str = "tiny"
-    pretrain_steps: int = 300
-    transfer_steps: int = 200
-    finetune_steps: int = 200
+    pretrain_steps: int = 120
+    transfer_steps: int = 60
+    finetune_steps: int = 60
     variants: tuple[str, ...] = ("base", "floor")
     seed: int = 0
+    batch_size: int = 16
+    corpus_documents: int = 1000
+    qa_train_paragraphs: int = 300
+    qa_test_paragraphs: int = 40
 
     def validate(self) -> None:
         if not self.languages:
             raise XlvizError("pick at least one target language", field="languages")
         if self.model_size not in MODEL_SIZES:
             raise XlvizError(f"model size must be one of {', '.join(MODEL_SIZES)}", field="model_size")
-        for name in ("pretrain_steps", "transfer_steps", "finetune_steps"):
+        for name in ("pretrain_steps", "transfer_steps", "finetune_steps", "batch_size", "corpus_documents",
+                     "qa_train_paragraphs", "qa_test_paragraphs"):
             if int(getattr(self, name)) < 1:
                 raise XlvizError("must be at least 1", field=name)
         bad = [v for v in self.variants if v not in VARIANTS]
         if bad or not self.variants:
             raise XlvizError(f"variants must be some of {', '.join(VARIANTS)}", field="variants")
 
-    def argv(self, out: str | Path, name: str) -> list[str]:
+    def argv(self, run_dir: str | Path) -> list[str]:
         """``xlviz transfer`` arguments for this form (without the program name)."""
         self.validate()
+        run_dir = Path(run_dir)
         return [
-            "transfer", "--out", str(out), "--name", name, "--seed", str(int(self.seed)),
+            "transfer", "--run-dir", str(run_dir), "--name", run_dir.name, "--seed", str(int(self.seed)),
             "--languages", ",".join(self.languages), "--model-size", self.model_size,
             "--pretrain-steps", str(int(self.pretrain_steps)), "--transfer-steps", str(int(self.transfer_steps)),
             "--finetune-steps", str(int(self.finetune_steps)), "--variants", ",".join(self.variants),
+            "--batch-size", str(int(self.batch_size)), "--corpus-documents", str(int(self.corpus_documents)),
+            "--qa-train-paragraphs", str(int(self.qa_train_paragraphs)),
+            "--qa-test-paragraphs", str(int(self.qa_test_paragraphs)),
         ]
 
 
@@ -64,20 +74,28 @@ def _parse_time(value) -> _dt.datetime | None:
 
 
 def _progress_fraction(status: dict) -> float | None:
+    """Overall progress 0..1: finished stages plus the current stage's step fraction.
+
+    ``status["progress"]`` is the training loop's ``{"stage", "step", "total"}`` (or a plain
+    number); ``stage_index`` / ``n_stages`` place the current stage in the plan.
+    """
     p = status.get("progress")
-    if isinstance(p, dict):  # {"done": n, "total": m} or {"fraction": f}
+    inner = None
+    if isinstance(p, dict):
         if "fraction" in p:
-            p = p["fraction"]
-        elif p.get("total"):
-            p = p.get("done", p.get("step", 0)) / p["total"]
-        else:
-            return None
-    if isinstance(p, (int, float)):
-        p = float(p)
-        if p > 1.0 and p <= 100.0:
-            p /= 100.0
-        return min(max(p, 0.0), 1.0)
-    return None
+            inner = float(p["fraction"])
+        elif p.get("total") and (p.get("stage") in (None, status.get("stage"))):
+            inner = float(p.get("step", p.get("done", 0))) / float(p["total"])
+    elif isinstance(p, (int, float)) and not isinstance(p, bool):
+        inner = float(p) / 100.0 if 1.0 < float(p) <= 100.0 else float(p)
+        if "n_stages" not in status:
+            return min(max(inner, 0.0), 1.0)
+    n, i = status.get("n_stages"), status.get("stage_index")
+    if isinstance(n, int) and n > 0 and isinstance(i, int):
+        done = len(status.get("stages_done") or [])
+        base = max(i, done) if status.get("stage") else done
+        return min(max((base + (inner or 0.0)) / n, 0.0), 1.0)
+    return None if inner is None else min(max(inner, 0.0), 1.0)
 
 
 @dataclass
@@ -103,7 +121,8 @@ def run_progress(run: Run, state: str | None = None, now: _dt.datetime | None = 
     started = _parse_time(status.get("started") or status.get("started_at") or status.get("created"))
     if started is None:
         started = _parse_time((jobs.job_info(run.path) or {}).get("started"))
-    end = now if state in ("running", "starting") else _parse_time(status.get("ended") or status.get("updated")) or now
+    end = now if state in ("running", "starting") else _parse_time(
+        status.get("finished") or status.get("ended") or status.get("updated")) or now
     elapsed = (end - started).total_seconds() if started else None
     left = None
     if state == "running" and frac and frac > 0.01 and elapsed is not None:
