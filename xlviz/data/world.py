@@ -45,6 +45,7 @@ class WorldConfig:
     languages: list[LanguageSpec] = field(default_factory=lambda: [LanguageSpec("svo"), LanguageSpec("sov", "sov", "cyrillic")])
     corpus_documents: int = 4000
     question_share: float = 0.2
+    habit_share: float = 0.5
     qa_train_paragraphs: int = 1200
     qa_dev_paragraphs: int = 60
     qa_test_paragraphs: int = 100
@@ -86,11 +87,27 @@ class WorldConfig:
                 raise XlvizError(f"unknown script {l.script!r} for '{l.code}'; choose from {sorted(SCRIPTS)}", path=path, field="world.languages.script")
 
 
-class Sampler:
-    """Random clauses of the world, drawn from one seeded stream."""
+def make_habits(seed: int) -> dict[str, dict]:
+    """The world's facts: every subject has a habit (a verb and an object), a home place and a
+    characteristic adjective. Both languages' corpora talk about the same facts in different
+    sentences, which is what makes independent monolingual corpora alignable at all."""
+    rng = random.Random(f"habits-{seed}")
+    habits = {}
+    for head in NAMES + SUBJECT_NOUNS:
+        verb = rng.choice(VERBS)
+        obj = rng.choice([o for o in SELECTS.get(verb, OBJECT_NOUNS) if o != head])
+        habits[head] = {"verb": verb, "obj": obj, "place": rng.choice(PLACES), "adj": rng.choice(ADJECTIVES)}
+    return habits
 
-    def __init__(self, rng: random.Random):
+
+class Sampler:
+    """Random clauses of the world, drawn from one seeded stream. With ``habits``, a share of
+    clauses states a subject's habit (its verb, object and home place)."""
+
+    def __init__(self, rng: random.Random, habits: dict[str, dict] | None = None, habit_share: float = 0.0):
         self.rng = rng
+        self.habits = habits or {}
+        self.habit_share = habit_share
 
     def np(self, pool: list[str], *, name_share: float = 0.0, adj_max: int = 2, mod_share: float = 0.0, number: str | None = None) -> NP:
         r = self.rng
@@ -111,10 +128,19 @@ class Sampler:
         for _ in range(1000):
             verb = r.choice(verbs or VERBS)
             subj = self.np(SUBJECT_NOUNS, name_share=0.3, mod_share=mod_share)
+            habit = self.habits.get(subj.head) if not verbs and r.random() < self.habit_share else None
+            if habit:
+                verb = habit["verb"]
+                if not subj.is_name and r.random() < 0.5:
+                    subj = NP(subj.head, subj.number, subj.det, (habit["adj"],), subj.mod)
             obj = self.np(SELECTS.get(verb, OBJECT_NOUNS), name_share=0.0 if verb in SELECTS else 0.1, adj_max=1)
+            if habit:
+                obj = NP(habit["obj"], "sg", None) if habit["obj"] in NAMES else NP(habit["obj"], obj.number, obj.det, obj.adjs)
             if subj.head == obj.head or {subj.head, obj.head, verb} & avoid:
                 continue
             loc = PP(r.choice(PREPOSITIONS), self.np(PLACES, adj_max=1, number="sg")) if r.random() < loc_share else None
+            if habit and loc:
+                loc = PP(loc.prep, NP(habit["place"], "sg", loc.np.det, loc.np.adjs))
             if loc and loc.np.head in avoid:
                 loc = None
             return Clause(subj, verb, obj, loc)
@@ -147,6 +173,7 @@ class World:
         self.l1 = L1
         self.languages: list[str] = [L1] + [l.code for l in config.languages]
         self.specs = {l.code: l for l in config.languages}
+        self.habits = make_habits(config.seed)
         self.lang: dict[str, Language] = {L1: Language(L1)}
         for i, spec in enumerate(config.languages):
             lex = L2Lexicon.generate(config.seed * 1000 + i, spec.script)
@@ -166,7 +193,7 @@ class World:
 
     # --- corpora -----------------------------------------------------------------
     def _corpus_items(self, lang: str, forbidden: set) -> list[list[Clause | Question]]:
-        s = Sampler(self._rng("corpus", lang))
+        s = Sampler(self._rng("corpus", lang), self.habits, self.config.habit_share)
         docs = []
         for _ in range(self.config.corpus_documents):
             doc = []
@@ -250,7 +277,7 @@ class World:
     def parallel_pairs(self, l2: str, n: int | None = None) -> list[dict]:
         """Translation pairs (statements and questions) with gold word alignment (en index, l2 index)."""
         a, b = self.lang[L1], self._check(l2)
-        s = Sampler(self._rng("parallel"))
+        s = Sampler(self._rng("parallel"), self.habits, self.config.habit_share)
         out = []
         for i in range(n or self.config.parallel_pairs):
             c = s.clause(mod_share=0.1)
