@@ -1,0 +1,642 @@
+"""Whole analyses for models and runs: which models to compare, which data, tables of numbers.
+
+Why: the Alignment and Probing pages and ``xlviz analyse`` must compute the same numbers.
+This module turns "run X, language sov" or "these two HF folders on PUD en-de" into model
+specifications, parallel data and result tables (lists of flat dicts: one row per system and
+layer, or per model, language and category), which the CLI writes as JSON/CSV and the pages
+chart and cache. Models are described by :class:`ModelSpec` (hashable, cheap) and only
+loaded by :func:`load_spec`, so the pages can cache loading separately from computing.
+
+A run gives these models (see ``xlviz.transfer.pipeline``):
+
+- ``s1_pretrain``: the L1 masked LM with the L1 tokenizer;
+- ``s2_transfer-<l2>``: the same body with learned L2 token embeddings and the L2 tokenizer
+  ("transferred");
+- the floor: ``s1_pretrain`` with untrained L2 embeddings, rebuilt exactly as the pipeline's
+  floor system does (``make_l2_mlm(l1, len(l2 tokenizer), seed=config seed + 1)``).
+
+A run has no model trained on L2 directly (``xlviz transfer`` cannot train one), so the probing
+comparison is transferred vs. floor on L2, with the L1 model on L1 as the reference.
+
+Progress callbacks of the functions here are ``progress(fraction, text)`` (fraction in [0, 1]),
+ready for ``st.progress``; the lower-level functions use ``progress(done, total)``.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import warnings
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from xlviz.errors import XlvizError
+
+SOURCES = ("world", "pud", "tatoeba", "multi30k", "files")
+ReportProgress = Callable[[float, str], None] | None
+TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "vocab.txt", "vocab.json", "sentencepiece.bpe.model", "spiece.model")
+
+
+# --------------------------------------------------------------------------- models
+@dataclass(frozen=True)
+class ModelSpec:
+    """Where one model and its tokenizer come from.
+
+    ``path``: a ``save_pretrained`` folder or hub id; ``tokenizer``: another tokenizer folder
+    (None: the model's own, or the run's ``world/tokenizers/<lang>``). With ``floor_seed`` set,
+    the model is the floor: ``path`` is an L1 masked LM (``s1_pretrain``) whose token embeddings
+    are replaced by fresh random ones for ``tokenizer``'s vocabulary, seeded with ``floor_seed``.
+    """
+
+    path: str
+    tokenizer: str | None = None
+    floor_seed: int | None = None
+
+    def stamp(self) -> str:
+        """A string that changes when the files change (for cache keys)."""
+        parts = [self.path, str(self.tokenizer), str(self.floor_seed)]
+        for p in (self.path, self.tokenizer):
+            if p:
+                try:
+                    parts.append(str((Path(p) / "config.json").stat().st_mtime_ns if (Path(p) / "config.json").exists()
+                                     else Path(p).stat().st_mtime_ns))
+                except OSError:
+                    parts.append("-")
+        return "|".join(parts)
+
+
+def _has_tokenizer(folder: Path) -> bool:
+    return any((folder / f).is_file() for f in TOKENIZER_FILES)
+
+
+def load_tokenizer(folder: str | os.PathLike):
+    """A local tokenizer folder (never remote code), or an XlvizError naming it."""
+    from transformers import AutoTokenizer
+
+    folder = Path(folder)
+    if not folder.is_dir() or not _has_tokenizer(folder):
+        raise XlvizError("no tokenizer files here", path=folder)
+    try:
+        return AutoTokenizer.from_pretrained(str(folder), local_files_only=True, trust_remote_code=False)
+    except Exception as e:  # noqa: BLE001 - tokenizers raise assorted types on broken files
+        raise XlvizError(f"could not load the tokenizer: {str(e).splitlines()[0] if str(e) else type(e).__name__}",
+                         path=folder) from None
+
+
+def load_spec(spec: ModelSpec, task: str = "base"):
+    """``(model, tokenizer)`` for a spec, in eval mode. The floor is always a masked LM."""
+    from xlviz.models.loading import load_model
+
+    if spec.floor_seed is None:
+        return load_model(spec.path, task=task, tokenizer=spec.tokenizer)
+    from transformers import BertForMaskedLM
+
+    from xlviz.models.monotrans import make_l2_mlm
+
+    if not spec.tokenizer:
+        raise XlvizError("the floor needs the L2 tokenizer folder", field="tokenizer")
+    l1, _ = load_model(spec.path, task="mlm")
+    tok = load_tokenizer(spec.tokenizer)
+    if not isinstance(l1, BertForMaskedLM):
+        raise XlvizError(f"the floor is built from a BERT masked LM, got {type(l1).__name__}", path=spec.path)
+    model = make_l2_mlm(l1, len(tok), seed=int(spec.floor_seed))
+    model.eval()
+    return model, tok
+
+
+@dataclass(frozen=True)
+class System:
+    """The models that read language A and language B (one model for both, or one each)."""
+
+    name: str
+    lang_a: str
+    lang_b: str
+    a: ModelSpec
+    b: ModelSpec
+
+
+@dataclass(frozen=True)
+class ProbeModel:
+    """A masked LM probed in one language; ``role``: reference (L1 on L1), transferred, floor, model."""
+
+    name: str
+    language: str
+    spec: ModelSpec
+    role: str = "model"
+
+
+@dataclass
+class RunInfo:
+    path: Path
+    name: str
+    l1: str
+    l2s: list[str]
+    seed: int
+    transferred: dict[str, Path] = field(default_factory=dict)  # l2 -> s2_transfer-<l2>
+    l2_tokenizers: dict[str, Path] = field(default_factory=dict)
+
+    @property
+    def s1(self) -> Path:
+        return self.path / "s1_pretrain"
+
+    @property
+    def world_dir(self) -> Path:
+        return self.path / "world"
+
+
+def run_info(run_dir: str | os.PathLike) -> RunInfo:
+    """What a run folder offers for analysis: L1 model, transferred L2 models, tokenizers, seed."""
+    from xlviz.runs import Run
+
+    path = Path(run_dir).expanduser()
+    run = Run(path)
+    if not run.exists():
+        raise XlvizError("not a run folder (no config.json)", path=path)
+    cfg = run.config()
+    seed = cfg.get("seed", 0)
+    if not isinstance(seed, int):
+        raise XlvizError(f"seed must be an integer, got {seed!r}", path=run.config_path, field="seed")
+    l1 = cfg.get("l1") if isinstance(cfg.get("l1"), str) else "en"
+    if not (path / "s1_pretrain" / "config.json").is_file():
+        raise XlvizError("this run has no pre-trained L1 model yet (s1_pretrain); wait for stage 1 to finish", path=path)
+    transferred, toks = {}, {}
+    for folder in sorted(path.glob("s2_transfer-*")):
+        m = re.fullmatch(r"s2_transfer-([^-]+)", folder.name)
+        if m and (folder / "config.json").is_file():
+            transferred[m.group(1)] = folder
+            if _has_tokenizer(folder):
+                toks[m.group(1)] = folder
+    tok_root = path / "world" / "tokenizers"
+    if tok_root.is_dir():
+        for d in sorted(tok_root.iterdir()):
+            if d.is_dir() and d.name != l1 and _has_tokenizer(d):
+                toks.setdefault(d.name, d)
+    l2s = list(dict.fromkeys(list(transferred) + list(toks)))
+    return RunInfo(path, path.name, l1, l2s, seed, transferred, toks)
+
+
+def _l2_check(info: RunInfo, l2: str) -> None:
+    if l2 not in info.l2s:
+        raise XlvizError(f"the run has no language '{l2}'; it has {', '.join(info.l2s) or 'no L2 yet'}",
+                         path=info.path, field="l2")
+
+
+def run_systems(run_dir: str | os.PathLike, l2: str, floor: bool = True) -> list[System]:
+    """Alignment systems of a run for ``l1``-``l2``: "transferred" (s1 on L1, s2_transfer-l2 on
+    L2) when step 2 ran, and "floor" (s1 on L1, s1 with untrained L2 embeddings on L2)."""
+    info = run_info(run_dir)
+    _l2_check(info, l2)
+    l1_spec = ModelSpec(str(info.s1), None if _has_tokenizer(info.s1) else str(info.world_dir / "tokenizers" / info.l1))
+    out = []
+    if l2 in info.transferred:
+        s2 = info.transferred[l2]
+        out.append(System(f"{info.name} · transferred", info.l1, l2, l1_spec,
+                          ModelSpec(str(s2), None if _has_tokenizer(s2) else str(info.l2_tokenizers.get(l2, "")) or None)))
+    if floor and l2 in info.l2_tokenizers:
+        out.append(System(f"{info.name} · floor", info.l1, l2, l1_spec,
+                          ModelSpec(str(info.s1), str(info.l2_tokenizers[l2]), floor_seed=info.seed + 1)))
+    if not out:
+        raise XlvizError(f"no transferred model or L2 tokenizer for '{l2}' yet", path=info.path)
+    return out
+
+
+def run_probe_models(run_dir: str | os.PathLike, l2s: Sequence[str] | None = None, floor: bool = True) -> list[ProbeModel]:
+    """Masked LMs of a run to probe: the L1 model on L1 (reference), then per L2 the transferred
+    model and the floor."""
+    info = run_info(run_dir)
+    chosen = list(l2s) if l2s else info.l2s
+    for l2 in chosen:
+        _l2_check(info, l2)
+    l1_spec = ModelSpec(str(info.s1), None if _has_tokenizer(info.s1) else str(info.world_dir / "tokenizers" / info.l1))
+    out = [ProbeModel(f"{info.name} · L1 model", info.l1, l1_spec, "reference")]
+    for l2 in chosen:
+        if l2 in info.transferred:
+            s2 = info.transferred[l2]
+            out.append(ProbeModel(f"{info.name} · transferred", l2,
+                                  ModelSpec(str(s2), None if _has_tokenizer(s2) else str(info.l2_tokenizers.get(l2, "")) or None),
+                                  "transferred"))
+        if floor and l2 in info.l2_tokenizers:
+            out.append(ProbeModel(f"{info.name} · floor", l2, ModelSpec(str(info.s1), str(info.l2_tokenizers[l2]),
+                                                                       floor_seed=info.seed + 1), "floor"))
+    return out
+
+
+# --------------------------------------------------------------------------- data
+@dataclass
+class ParallelData:
+    """Paired sentences, row i of ``src`` translating row i of ``tgt``; for the generated world
+    also pre-split words, gold word alignment and the gold dictionary (``(a_word, b_word)``)."""
+
+    lang_a: str
+    lang_b: str
+    src: list[str]
+    tgt: list[str]
+    ids: list[str]
+    source: str
+    src_words: list[list[str]] | None = None
+    tgt_words: list[list[str]] | None = None
+    alignment: list[list[tuple[int, int]]] | None = None
+    dictionary: list[tuple[str, str]] | None = None
+
+    def __len__(self) -> int:
+        return len(self.src)
+
+    @property
+    def has_words(self) -> bool:
+        return self.src_words is not None and self.tgt_words is not None
+
+
+def _world_of(run_dir=None, world_dir=None):
+    from xlviz.data.world import load_world
+
+    if world_dir is None:
+        if run_dir is None:
+            raise XlvizError("the generated world needs --run DIR (or a world folder)", field="run")
+        world_dir = Path(run_dir) / "world"
+    if not (Path(world_dir) / "world.json").is_file():
+        raise XlvizError("no generated world here (world.json missing)", path=world_dir)
+    return load_world(world_dir)
+
+
+def world_data(run_dir=None, l2: str = "", limit: int | None = None, world_dir=None) -> ParallelData:
+    """The generated world's parallel pairs L1-``l2`` (first ``limit``), with words, gold
+    alignment and dictionary."""
+    world = _world_of(run_dir, world_dir)
+    if l2 not in world.l2s:
+        raise XlvizError(f"the world has no language '{l2}'; it has {', '.join(world.l2s)}", field="l2")
+    n = min(limit, world.config.parallel_pairs) if limit else world.config.parallel_pairs
+    pairs = world.parallel_pairs(l2, n=n)
+    gold = [(r[world.l1], r[l2]) for r in world.dictionary(l2)]
+    return ParallelData(
+        world.l1, l2, [p["src"] for p in pairs], [p["tgt"] for p in pairs], [p["id"] for p in pairs],
+        f"generated world ({world.l1}-{l2})", [p["src_words"] for p in pairs], [p["tgt_words"] for p in pairs],
+        [[tuple(a) for a in p["alignment"]] for p in pairs], gold,
+    )
+
+
+def parallel_data(
+    source: str,
+    *,
+    run_dir=None,
+    l2: str | None = None,
+    lang_a: str = "en",
+    lang_b: str | None = None,
+    limit: int | None = None,
+    files: tuple[str, str] | None = None,
+    data_dir=None,
+) -> ParallelData:
+    """Parallel sentences from one of ``SOURCES``.
+
+    world: ``run_dir`` + ``l2``; pud: ``lang_a``/``lang_b`` aligned by sentence id; tatoeba:
+    English + ``lang_b``; multi30k: task 1 validation, ``lang_a``/``lang_b`` among en, de, fr, cs;
+    files: two line-aligned files. ``data_dir`` overrides ``../shared/data/<source>``.
+    """
+    from xlviz.data import real
+
+    if limit is not None and limit < 1:
+        raise XlvizError(f"must be at least 1, got {limit}", field="limit")
+    if source == "world":
+        return world_data(run_dir, l2 or lang_b or "", limit)
+    if source == "pud":
+        if not lang_b:
+            raise XlvizError("PUD needs a second language", field="lang_b")
+        rows = real.read_pud_pairs(data_dir, lang_a, lang_b, limit=limit)
+        return ParallelData(lang_a, lang_b, [a.text for _, a, _ in rows], [b.text for _, _, b in rows],
+                            [i for i, _, _ in rows], f"PUD ({lang_a}-{lang_b})")
+    if source == "tatoeba":
+        other = lang_b if lang_a in ("en", "eng") else lang_a
+        if not other or (lang_a not in ("en", "eng") and lang_b not in ("en", "eng", None)):
+            raise XlvizError("Tatoeba pairs are English with one other language", field="lang_b")
+        rows = real.read_tatoeba(data_dir, other)[: limit or None]
+        lb = real.normalize_lang(other)
+        return ParallelData("en", lb, [en for _, en in rows], [xx for xx, _ in rows],
+                            [f"tatoeba-{i:05d}" for i in range(len(rows))], f"Tatoeba (en-{lb})")
+    if source == "multi30k":
+        if not lang_b:
+            raise XlvizError("Multi30k needs a second language (de, fr or cs)", field="lang_b")
+        fa = real.multi30k_files(data_dir, task=1, split="val", lang=lang_a)[0]
+        fb = real.multi30k_files(data_dir, task=1, split="val", lang=lang_b)[0]
+        rows = real.read_parallel_lines(fa, fb, max_lines=limit)
+        return ParallelData(lang_a, lang_b, [a for a, _ in rows], [b for _, b in rows],
+                            [f"multi30k-val-{i:04d}" for i in range(len(rows))], f"Multi30k task 1 val ({lang_a}-{lang_b})")
+    if source == "files":
+        if not files or len(files) != 2:
+            raise XlvizError("give two line-aligned files", field="files")
+        rows = real.read_parallel_lines(files[0], files[1], max_lines=limit)
+        if not rows:
+            raise XlvizError("no non-empty line pairs", path=files[0])
+        return ParallelData(lang_a, lang_b or "b", [a for a, _ in rows], [b for _, b in rows],
+                            [f"line-{i:05d}" for i in range(len(rows))], f"files ({Path(files[0]).name}, {Path(files[1]).name})")
+    raise XlvizError(f"unknown source '{source}'; use one of {', '.join(SOURCES)}", field="source")
+
+
+def parallel_from_texts(text_a: str, text_b: str, lang_a: str = "a", lang_b: str = "b", limit: int | None = None) -> ParallelData:
+    """Parallel data from two uploaded texts (one sentence per line, same number of lines)."""
+    a, b = [l.strip() for l in text_a.splitlines()], [l.strip() for l in text_b.splitlines()]
+    while a and not a[-1]:
+        a.pop()
+    while b and not b[-1]:
+        b.pop()
+    if len(a) != len(b):
+        raise XlvizError(f"the two files have {len(a)} and {len(b)} lines; they must be line-aligned", field="files")
+    rows = [(x, y) for x, y in zip(a, b) if x and y][: limit or None]
+    if not rows:
+        raise XlvizError("no non-empty line pairs", field="files")
+    return ParallelData(lang_a, lang_b, [x for x, _ in rows], [y for _, y in rows], [f"line-{i:05d}" for i in range(len(rows))],
+                        "uploaded files")
+
+
+# --------------------------------------------------------------------------- alignment
+def word_vectors(model, tokenizer, words: Sequence[Sequence[str]], max_length: int = 128) -> tuple[np.ndarray, list[int]]:
+    """Contextual vectors of every word of pre-split sentences, flattened: ([layers + 1, N, d],
+    offsets) where sentence s's word w is row ``offsets[s] + w`` (NaN when cut off)."""
+    from xlviz.analysis.representations import word_embeddings_in_context
+
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=".*have no tokens.*")
+        layers = word_embeddings_in_context(model, tokenizer, [list(w) for w in words], max_length=max_length)
+    offsets = np.cumsum([0] + [len(w) for w in words])[:-1].tolist()
+    return np.stack([np.concatenate(per_sent, axis=0) for per_sent in layers]), offsets
+
+
+def alignment_rows(emb_a, emb_b, center: bool = False, train_fraction: float | None = None, seed: int = 0) -> list[dict]:
+    """Per-layer retrieval (both directions), CKA and, with ``train_fraction``, held-out
+    retrieval before/after an orthogonal map (see ``layerwise_alignment``)."""
+    from xlviz.analysis.alignment import layerwise_alignment
+
+    A, B = np.asarray(emb_a), np.asarray(emb_b)
+    if A.shape[0] != B.shape[0]:
+        raise XlvizError(f"the two models have {A.shape[0] - 1} and {B.shape[0] - 1} layers; per-layer alignment needs "
+                         "the same depth (compare models of one architecture)")
+    return layerwise_alignment(A, B, center=center, train_fraction=train_fraction, seed=seed)
+
+
+def word_translation_rows(wa, wb, words_a: Sequence[str], words_b: Sequence[str], gold: Sequence[tuple[str, str]],
+                          center: bool = False) -> list[dict]:
+    """Per-layer word translation accuracy (both directions) against a gold dictionary, on
+    contextual word vectors averaged per word type (``word_translation_accuracy``)."""
+    from xlviz.analysis.alignment import word_translation_accuracy
+
+    rows = []
+    gold_ba = [(b, a) for a, b in gold]
+    for layer in range(wa.shape[0]):
+        if wa.shape[2] != wb.shape[2]:
+            rows.append({"layer": layer, "word_translation_a_to_b": None, "word_translation_b_to_a": None})
+            continue
+        ab = word_translation_accuracy(wa[layer], wb[layer], words_a, words_b, gold, center=center)
+        ba = word_translation_accuracy(wb[layer], wa[layer], words_b, words_a, gold_ba, center=center)
+        rows.append({"layer": layer, "word_translation_a_to_b": ab["accuracy"], "word_translation_b_to_a": ba["accuracy"],
+                     "n_words": ab["n_evaluated"]})
+    return rows
+
+
+def _flat(words: Sequence[Sequence[str]]) -> list[str]:
+    return [w for s in words for w in s]
+
+
+def system_alignment(
+    model_a, tok_a, model_b, tok_b,
+    data: ParallelData,
+    pooling: str = "mean",
+    center: bool = False,
+    train_fraction: float | None = None,
+    words: bool = True,
+    max_length: int = 128,
+    seed: int = 0,
+    progress: ReportProgress = None,
+) -> list[dict]:
+    """Per-layer alignment of one system on parallel data: ``{"layer", "retrieval_a_to_b",
+    "retrieval_b_to_a", "cka"}`` (+ before/after Procrustes with ``train_fraction``, + word
+    translation accuracy when the data has words and a dictionary and ``words``)."""
+    from xlviz.analysis.representations import sentence_embeddings
+
+    if len(data) == 0:
+        raise XlvizError("no parallel sentences", field="data")
+
+    def step(lo, hi, text):
+        return None if progress is None else (lambda d, t: progress(lo + (hi - lo) * d / max(t, 1), text))
+
+    do_words = words and data.has_words and data.dictionary
+    split = 0.4 if do_words else 0.5
+    ea = sentence_embeddings(model_a, tok_a, data.src, pooling=pooling, max_length=max_length,
+                             progress=step(0.0, split, f"Encoding {data.lang_a} sentences"))
+    eb = sentence_embeddings(model_b, tok_b, data.tgt, pooling=pooling, max_length=max_length,
+                             progress=step(split, 2 * split, f"Encoding {data.lang_b} sentences"))
+    rows = alignment_rows(ea, eb, center=center, train_fraction=train_fraction, seed=seed)
+    if do_words:
+        if progress:
+            progress(0.85, "Word vectors")
+        wa, _ = word_vectors(model_a, tok_a, data.src_words, max_length)
+        wb, _ = word_vectors(model_b, tok_b, data.tgt_words, max_length)
+        for row, wrow in zip(rows, word_translation_rows(wa, wb, _flat(data.src_words), _flat(data.tgt_words),
+                                                          data.dictionary, center=center)):
+            row.update({k: v for k, v in wrow.items() if k != "layer"})
+    if progress:
+        progress(1.0, "Done")
+    return rows
+
+
+def alignment_report(
+    systems: Sequence[System],
+    data: ParallelData,
+    pooling: str = "mean",
+    center: bool = False,
+    train_fraction: float | None = None,
+    words: bool = True,
+    max_length: int = 128,
+    seed: int = 0,
+    loader: Callable = load_spec,
+    progress: ReportProgress = None,
+) -> list[dict]:
+    """Rows ``{"system", "lang_a", "lang_b", "layer", ...}`` for several systems on one data set."""
+    out = []
+    for k, sysm in enumerate(systems):
+        sub = None if progress is None else (lambda f, t, k=k, n=sysm.name: progress((k + f) / len(systems), f"{n}: {t}"))
+        ma, ta = loader(sysm.a, "base")
+        mb, tb = loader(sysm.b, "base")
+        for row in system_alignment(ma, ta, mb, tb, data, pooling, center, train_fraction, words, max_length, seed, sub):
+            out.append({"system": sysm.name, "lang_a": data.lang_a, "lang_b": data.lang_b, **row})
+    return out
+
+
+def run_alignment(
+    run_dir,
+    l2: str,
+    source: str = "world",
+    limit: int | None = 1000,
+    pooling: str = "mean",
+    center: bool = False,
+    train_fraction: float | None = None,
+    floor: bool = True,
+    progress: ReportProgress = None,
+    **data_kw,
+) -> dict:
+    """Transferred vs. floor alignment of a run on its generated world (L1-``l2``):
+    ``{"meta": {...}, "rows": [...]}`` with one row per system and layer."""
+    systems = run_systems(run_dir, l2, floor=floor)
+    data = parallel_data(source, run_dir=run_dir, l2=l2, lang_b=l2, limit=limit, **data_kw)
+    rows = alignment_report(systems, data, pooling=pooling, center=center, train_fraction=train_fraction, progress=progress)
+    return {"meta": {"run": str(run_dir), "l2": l2, "source": data.source, "n_pairs": len(data), "pooling": pooling,
+                     "center": center, "train_fraction": train_fraction, "systems": [s.name for s in systems]},
+            "rows": rows}
+
+
+# --------------------------------------------------------------------------- projection
+def translation_projection(
+    points_a, points_b, labels_a: Sequence[str], labels_b: Sequence[str], lang_a: str, lang_b: str,
+    pairs: Sequence[tuple[int, int]] | None = None, method: str = "pca", seed: int = 0,
+) -> list[dict]:
+    """2-D coordinates of both languages' vectors projected together, for a scatter plot.
+
+    ``points_a`` [na, d] and ``points_b`` [nb, d] at one layer; ``pairs`` lists (i, j) with
+    ``points_a[i]`` translating ``points_b[j]`` (default: row i with row i). Returns rows
+    ``{"x", "y", "language", "text", "index", "pair"}``; ``pair`` numbers translation pairs
+    (None for unpaired points) so a plot can draw a line between the two ends.
+    """
+    from xlviz.analysis.projection import project
+
+    A, B = np.asarray(points_a, dtype=np.float64), np.asarray(points_b, dtype=np.float64)
+    if A.ndim != 2 or B.ndim != 2 or A.shape[1] != B.shape[1]:
+        raise XlvizError(f"both sides need vectors of one width, got {A.shape} and {B.shape}; "
+                         "project models of the same hidden size")
+    if pairs is None:
+        if len(A) != len(B):
+            raise XlvizError("without explicit pairs both sides need the same number of rows")
+        pairs = [(i, i) for i in range(len(A))]
+    coords = project(np.vstack([A, B]), method=method, seed=seed)
+    pa, pb = {}, {}
+    for k, (i, j) in enumerate(pairs):
+        pa.setdefault(int(i), k)
+        pb.setdefault(int(j), k)
+    rows = []
+    for i in range(len(A)):
+        rows.append({"x": float(coords[i, 0]), "y": float(coords[i, 1]), "language": lang_a, "text": labels_a[i],
+                     "index": i, "pair": pa.get(i)})
+    for j in range(len(B)):
+        c = coords[len(A) + j]
+        rows.append({"x": float(c[0]), "y": float(c[1]), "language": lang_b, "text": labels_b[j], "index": j, "pair": pb.get(j)})
+    return rows
+
+
+def aligned_words(data: ParallelData, n_sentences: int) -> tuple[list[int], list[int], list[str], list[str], list[tuple[int, int]]]:
+    """Flat word rows of the first ``n_sentences`` pairs and their gold alignment, for word plots:
+    (rows_a, rows_b, labels_a, labels_b, pairs) where rows index the flat arrays of
+    :func:`word_vectors` and pairs index into rows_a / rows_b."""
+    if not data.has_words or data.alignment is None:
+        raise XlvizError("word-level plots need pre-split words with gold alignment (the generated world)", field="level")
+    rows_a, rows_b, la, lb, pairs = [], [], [], [], []
+    off_a = off_b = 0
+    for s in range(min(n_sentences, len(data))):
+        wa, wb = data.src_words[s], data.tgt_words[s]
+        ia0, ib0 = len(rows_a), len(rows_b)
+        rows_a += [off_a + w for w in range(len(wa))]
+        rows_b += [off_b + w for w in range(len(wb))]
+        la += [f"{w}  ·  {data.src[s]}" for w in wa]
+        lb += [f"{w}  ·  {data.tgt[s]}" for w in wb]
+        pairs += [(ia0 + i, ib0 + j) for i, j in data.alignment[s]]
+        off_a += len(wa)
+        off_b += len(wb)
+    return rows_a, rows_b, la, lb, pairs
+
+
+# --------------------------------------------------------------------------- probing
+def agreement_data(data: str, run_dir=None, max_per_category: int | None = None, path=None) -> tuple[str, list[dict]]:
+    """(language, minimal pairs) for ``data``: ``"world:<lang>"`` (a run's generated world) or
+    ``"marvin-linzen"`` (English, ``../shared/data/syneval/marvin_linzen.tsv.gz`` or ``path``)."""
+    from xlviz.analysis.probing import marvin_linzen_pairs
+
+    if data.startswith("world:"):
+        lang = data.split(":", 1)[1]
+        world = _world_of(run_dir)
+        pairs = world.agreement_pairs(lang)
+        if max_per_category:
+            pairs = _cap_per_category(pairs, max_per_category)
+        return lang, pairs
+    if data in ("marvin-linzen", "marvin_linzen", "ml"):
+        from xlviz.data.real import read_marvin_linzen
+
+        return "en", marvin_linzen_pairs(read_marvin_linzen(path, max_per_category=max_per_category))
+    raise XlvizError(f"unknown agreement data '{data}'; use world:<lang> or marvin-linzen", field="data")
+
+
+def _cap_per_category(pairs: list[dict], n: int) -> list[dict]:
+    counts: dict[str, int] = {}
+    out = []
+    for p in pairs:
+        c = p.get("category", "all")
+        if counts.get(c, 0) < n:
+            counts[c] = counts.get(c, 0) + 1
+            out.append(p)
+    return out
+
+
+def sense_data(run_dir, lang: str, limit: int | None = None) -> list[dict]:
+    """The generated world's same-word-different-sense pairs in ``lang``."""
+    world = _world_of(run_dir)
+    if lang not in world.languages:
+        raise XlvizError(f"the world has no language '{lang}'; it has {', '.join(world.languages)}", field="lang")
+    pairs = world.sense_pairs(lang)
+    return pairs[:limit] if limit else pairs
+
+
+def agreement_rows(name: str, language: str, result: dict, role: str = "model", data: str = "") -> list[dict]:
+    """Flat grid rows (one per category plus "all") from ``agreement_accuracy``'s result."""
+    base = {"model": name, "role": role, "language": language, "data": data}
+    rows = [{**base, "category": "all", **{k: result[k] for k in ("accuracy", "n_scored", "n_total", "coverage")}}]
+    rows += [{**base, **c} for c in result["by_category"]]
+    return rows
+
+
+def wic_rows(name: str, language: str, result: dict, role: str = "model") -> list[dict]:
+    """Flat rows (one per layer) from ``word_in_context``'s result."""
+    return [{"model": name, "role": role, "language": language, **row} for row in result["layers"]]
+
+
+def run_probing(
+    run_dir,
+    l2s: Sequence[str] | None = None,
+    tasks: Sequence[str] = ("agreement", "wic"),
+    max_per_category: int | None = None,
+    n_senses: int | None = None,
+    unit: str = "word",
+    folds: int = 5,
+    floor: bool = True,
+    loader: Callable = load_spec,
+    progress: ReportProgress = None,
+) -> dict:
+    """Probe a run's masked LMs on its generated world: the L1 model on L1 (reference), the
+    transferred models and the floor on each L2. Returns ``{"meta", "agreement": rows,
+    "wic": rows, "agreement_items": {model|lang: items}}`` (rows as in :func:`agreement_rows`,
+    :func:`wic_rows`)."""
+    from xlviz.analysis.probing import agreement_accuracy, word_in_context
+
+    unknown = set(tasks) - {"agreement", "wic"}
+    if unknown:
+        raise XlvizError(f"unknown task(s) {sorted(unknown)}; use agreement, wic", field="tasks")
+    models = run_probe_models(run_dir, l2s, floor=floor)
+    out: dict = {"meta": {"run": str(run_dir), "models": [f"{m.name} ({m.language})" for m in models],
+                          "note": "the run has no model trained on L2 directly: transferred vs floor on L2, "
+                                  "the L1 model on L1 as reference"},
+                 "agreement": [], "wic": [], "agreement_items": {}}
+    steps = len(models) * len(tasks)
+    k = 0
+    for m in models:
+        model, tok = loader(m.spec, "mlm")
+        for task in tasks:
+            sub = None if progress is None else (lambda d, t, k=k, m=m, task=task: progress((k + d / max(t, 1)) / steps,
+                                                                                         f"{task}: {m.name} ({m.language})"))
+            if task == "agreement":
+                _, pairs = agreement_data(f"world:{m.language}", run_dir, max_per_category)
+                res = agreement_accuracy(model, tok, pairs, unit=unit, progress=sub)
+                out["agreement"] += agreement_rows(m.name, m.language, res, m.role, "generated world")
+                out["agreement_items"][f"{m.name}|{m.language}"] = res["items"]
+            else:
+                res = word_in_context(model, tok, sense_data(run_dir, m.language, n_senses), folds=folds, progress=sub)
+                out["wic"] += wic_rows(m.name, m.language, res, m.role)
+            k += 1
+    if progress:
+        progress(1.0, "Done")
+    return out
