@@ -26,6 +26,6 @@ PAGES = {
 }
 
 st.set_page_config(page_title="xlviz", page_icon=":material/translate:", layout="wide")
-page = st.navigation(PAGES)
 sidebar.render()
+page = st.navigation(PAGES)
 page.run()

@@ -13,6 +13,9 @@ from xlviz.runs import list_runs
 from xlviz.ui import attention_view as av
 from xlviz.ui.common import attention, guard, plotly, shared_data_dir
 from xlviz.ui.sidebar import current
+from xlviz.ui.sidebar import page_setup
+
+page_setup()
 
 TYPED, WORLD, PUD, TATOEBA = "Typed", "Generated world", "PUD", "Tatoeba"
 

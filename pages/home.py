@@ -5,6 +5,9 @@ import streamlit as st
 from xlviz.runs import list_runs
 from xlviz.ui import runs_view
 from xlviz.ui.common import guard
+from xlviz.ui.sidebar import page_setup
+
+page_setup()
 
 st.title("xlviz — cross-lingual transfer bench")
 st.markdown(

@@ -13,6 +13,9 @@ from xlviz import jobs
 from xlviz.runs import Run, checkpoints_root, new_run_path
 from xlviz.ui import runs_view
 from xlviz.ui.common import guard, plotly
+from xlviz.ui.sidebar import page_setup
+
+page_setup()
 
 POLL_S = 2.0
 ACTIVE = ("running", "starting")

@@ -17,6 +17,9 @@ from xlviz.ui.choices import dataset_from_folder, discover_qa_datasets
 from xlviz.ui.common import CHUNK, examples_of, guard, predict, shared_data_dir
 from xlviz.ui.highlight import RTL_LANGUAGES, Span, highlight, legend, model_colour, qa_card
 from xlviz.ui.sidebar import current
+from xlviz.ui.sidebar import page_setup
+
+page_setup()
 
 FOLDER = "folder"
 COLUMNS_PER_ROW = 3

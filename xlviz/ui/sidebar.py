@@ -143,3 +143,29 @@ def current() -> Selection:
     """The selection the sidebar made in this rerun (empty when a page runs on its own)."""
     sel = st.session_state.get(SELECTION_KEY)
     return sel if isinstance(sel, Selection) else Selection()
+
+
+def page_setup() -> None:
+    """First line of every page: draw the shared sidebar if ``app.py`` did not run.
+
+    Streamlit runs a file of a ``pages/`` folder on its own (its older multipage mode) until
+    some session has executed ``st.navigation``: e.g. the first request after a server restart
+    that goes straight to ``/runs``, and every AppTest rerun. Then ``app.py`` (which draws the
+    sidebar) is skipped, so draw it here, under the entrypoint's script hash so its widgets keep
+    their values across pages, and switch Streamlit to ``st.navigation`` mode for later runs.
+    """
+    try:
+        from streamlit.runtime.pages_manager import PagesManager
+        from streamlit.runtime.scriptrunner import get_script_run_ctx
+    except ImportError:  # pragma: no cover - Streamlit internals moved
+        return
+    if not PagesManager.uses_pages_directory:
+        return
+    PagesManager.uses_pages_directory = False
+    ctx = get_script_run_ctx()
+    st.set_page_config(page_title="xlviz", page_icon=":material/translate:", layout="wide")
+    if ctx is None:
+        render()
+        return
+    with ctx.run_with_active_hash(ctx.pages_manager.main_script_hash):
+        render()

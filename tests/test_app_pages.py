@@ -1,0 +1,288 @@
+"""Every app page under Streamlit's AppTest, on a fake run folder with tiny random models.
+
+The fake runs are written with xlviz.runs.Run (tests/app_fixtures.py): ``demo-run`` has a
+generated world and tiny exported QA models, ``second-run`` only records and results. Jobs are
+never really started here: ``xlviz.jobs.start_job`` is replaced by a recorder.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+from xlviz import jobs
+from xlviz.runs import Run
+
+APP = str(Path(__file__).resolve().parents[1] / "app.py")
+TIMEOUT = 120
+
+
+@pytest.fixture(scope="module")
+def fake_root(tmp_path_factory) -> Path:
+    from tests.app_fixtures import make_run
+
+    root = tmp_path_factory.mktemp("app") / "checkpoints"
+    make_run(root, "demo-run")
+    make_run(root, "second-run", models=False, results_shift=5.0)
+    return root
+
+
+def _new_app(models: list[str] | None = None) -> AppTest:
+    """A fresh session; ``models`` preselects the sidebar's model picker.
+
+    (AppTest only reports the sidebar's elements on a session's first run when the app uses
+    st.navigation, so tests choose sidebar values through session state up front.)
+    """
+    at = AppTest.from_file(APP, default_timeout=TIMEOUT)
+    if models is not None:
+        at.session_state["xlviz_models"] = models
+    at.run()
+    assert not at.exception, at.exception
+    return at
+
+
+@pytest.fixture()
+def app(fake_root, monkeypatch):
+    monkeypatch.setenv("XLVIZ_CHECKPOINTS", str(fake_root))
+    return _new_app()
+
+
+def _page(at: AppTest, name: str) -> AppTest:
+    at.switch_page(f"pages/{name}.py").run()
+    assert not at.exception, [e.message for e in at.exception]
+    return at
+
+
+def _texts(elements) -> str:
+    return "\n".join(str(e.value) for e in elements)
+
+
+# --- home and sidebar ---------------------------------------------------------------------------
+
+def test_home_explains_and_lists_recent_runs(app):
+    assert "cross-lingual transfer" in app.title[0].value
+    table = app.dataframe[0].value
+    assert set(table["run"]) == {"demo-run", "second-run"}
+    assert set(table["state"]) == {"completed"}
+
+
+def test_home_empty_state(tmp_path, monkeypatch):
+    monkeypatch.setenv("XLVIZ_CHECKPOINTS", str(tmp_path / "none"))
+    at = AppTest.from_file(APP, default_timeout=TIMEOUT).run()
+    assert not at.exception
+    assert "No runs yet" in _texts(at.info)
+
+
+def test_sidebar_offers_run_models_per_language_and_exports(app):
+    options = app.sidebar.multiselect(key="xlviz_models").options
+    labels = " | ".join(options)
+    assert "demo-run · en" in labels  # s1_pretrain: the L1 model
+    assert "demo-run · monotrans QA (en, sov)" in labels  # exports, one model per language
+    # default: the exported QA system, remembered across pages
+    assert app.sidebar.multiselect(key="xlviz_models").value == ["run:demo-run:export:monotrans"]
+    assert app.sidebar.multiselect(key="xlviz_languages").value[:2] == ["en", "sov"]
+    _page(app, "attention")  # the choice holds on another page
+    assert "demo-run · monotrans QA (en, sov)" in app.selectbox(key="att_model_a").options
+
+
+def test_sidebar_typed_model_that_cannot_load_shows_clear_error(app, tmp_path):
+    missing = str(tmp_path / "no-such-model")
+    app.sidebar.text_input(key="xlviz_model_path").set_value(missing)
+    app.sidebar.button(key="xlviz_add_model").click().run()
+    _page(app, "attention")
+    box = app.selectbox(key="att_model_a")
+    box.set_value(next(i for i, o in enumerate(box.options) if "no-such-model" in o)).run()
+    errors = _texts(app.error)
+    assert "model folder not found" in errors and missing in errors
+    assert "Traceback" not in errors
+
+
+# --- runs ---------------------------------------------------------------------------------------
+
+def test_runs_form_starts_the_transfer_cli(app, monkeypatch, fake_root):
+    calls = []
+    monkeypatch.setattr(jobs, "start_job", lambda argv, run_dir: calls.append((list(argv), Path(run_dir))) or 4242)
+    at = _page(app, "runs")
+    form_inputs = {ni.label: ni for ni in at.number_input}
+    form_inputs["Pre-training steps (L1 MLM)"].set_value(7)
+    form_inputs["Transfer steps (L2 embeddings)"].set_value(5)
+    form_inputs["Fine-tuning steps (L1 QA)"].set_value(3)
+    form_inputs["Seed"].set_value(11)
+    next(s for s in at.selectbox if s.label == "Model size").set_value("small")
+    next(m for m in at.multiselect if m.label == "Target languages").set_value(["svo", "sov"])
+    next(m for m in at.multiselect if m.label == "Variants").set_value(["base", "pos"])
+    next(t for t in at.text_input if t.label == "Run name (optional)").set_value("my-run")
+    next(b for b in at.button if b.label == "Start run").click().run()
+    assert not at.exception
+    assert len(calls) == 1, _texts(at.error)
+    argv, run_dir = calls[0]
+    assert run_dir == fake_root.resolve() / "my-run"
+    assert argv[0] == "transfer"
+    opts = dict(zip(argv[1::2], argv[2::2]))
+    assert opts["--run-dir"] == str(run_dir)
+    assert opts["--pretrain-steps"] == "7" and opts["--transfer-steps"] == "5" and opts["--finetune-steps"] == "3"
+    assert opts["--seed"] == "11" and opts["--model-size"] == "small"
+    assert opts["--languages"] == "svo,sov" and opts["--variants"] == "base,pos"
+    assert "Started **my-run**" in _texts(at.success)
+
+
+def test_runs_form_rejects_bad_input_with_a_message(app, monkeypatch):
+    calls = []
+    monkeypatch.setattr(jobs, "start_job", lambda argv, run_dir: calls.append(argv) or 1)
+    at = _page(app, "runs")
+    next(m for m in at.multiselect if m.label == "Target languages").set_value([])
+    next(b for b in at.button if b.label == "Start run").click().run()
+    assert not at.exception and not calls
+    assert "pick at least one target language" in _texts(at.error)
+    next(m for m in at.multiselect if m.label == "Target languages").set_value(["sov"])
+    next(t for t in at.text_input if t.label == "Run name (optional)").set_value("../escape")
+    next(b for b in at.button if b.label == "Start run").click().run()
+    assert not calls and "letters, digits" in _texts(at.error)
+
+
+def test_runs_live_view_and_compare_two_runs(app):
+    at = _page(app, "runs")
+    live = at.selectbox(key="runs_live_select")
+    assert set(live.options) >= {"demo-run (completed)", "second-run (completed)"}
+    assert any(getattr(e, "key", None) and str(e.key).startswith("loss_") for e in at.get("plotly_chart"))
+    assert "Select two or more" in _texts(at.info)
+    at.session_state["runs_table"] = {"selection": {"rows": [0, 1], "columns": [], "cells": []}}
+    at.run()
+    assert not at.exception
+    compare = at.dataframe[-1].value
+    assert set(compare["run"]) == {"demo-run", "second-run"}
+    assert {"EM en", "F1 en", "EM sov", "F1 sov"} <= set(compare.columns)
+    row = compare[(compare["run"] == "second-run") & (compare["system"] == "monotrans")].iloc[0]
+    assert row["F1 en"] == pytest.approx(55.0)
+    assert any(getattr(e, "key", None) == "runs_compare_fig" for e in at.get("plotly_chart"))
+
+
+def test_runs_cancel_and_resume_buttons(app, fake_root, monkeypatch):
+    run = Run(fake_root / "live-run")
+    run.write_config({"name": "live-run", "world": {"languages": [{"code": "sov"}]}})
+    run.update_status(state="running", stage="s1_pretrain", stage_index=1, n_stages=5,
+                      progress={"stage": "s1_pretrain", "step": 5, "total": 10}, started="2026-01-01T00:00:00+00:00")
+    run.log_metric(stage="s1_pretrain", step=5, loss=3.0, elapsed=1.0)
+    alive = {"live-run": True}
+    monkeypatch.setattr(jobs, "is_alive", lambda d: alive.get(Path(d).name, False))
+    cancelled = []
+
+    def fake_cancel(path):
+        cancelled.append(Path(path).name)
+        alive["live-run"] = False
+        st = run.status()
+        st["state"] = "cancelled"
+        from xlviz.io import atomic_write_json
+
+        atomic_write_json(run.status_path, st)
+        return True
+
+    monkeypatch.setattr(jobs, "cancel", fake_cancel)
+    resumed = []
+    monkeypatch.setattr(jobs, "resume", lambda path: resumed.append(Path(path).name) or 1)
+    try:
+        at = _page(app, "runs")
+        at.selectbox(key="runs_live_select").set_value("live-run").run()
+        assert "running · stage s1_pretrain · 30%" in _texts(at.get("progress")) or any(
+            "30%" in str(p.proto.text) for p in at.get("progress"))
+        at.button(key="cancel_live-run").click().run()
+        assert cancelled == ["live-run"]
+        at.run()
+        assert not at.exception
+        at.button(key="resume_live-run").click().run()
+        assert resumed == ["live-run"]
+    finally:
+        import shutil
+
+        shutil.rmtree(run.path)
+
+
+def test_runs_empty_state(tmp_path, monkeypatch):
+    monkeypatch.setenv("XLVIZ_CHECKPOINTS", str(tmp_path / "empty"))
+    at = AppTest.from_file(APP, default_timeout=TIMEOUT).run()
+    _page(at, "runs")
+    assert "No runs yet — start one above." in _texts(at.info)
+
+
+# --- XQuAD --------------------------------------------------------------------------------------
+
+def test_xquad_side_by_side_with_scores_and_highlights(app):
+    at = _page(app, "xquad")
+    assert not at.error, _texts(at.error)
+    em, f1 = at.dataframe[0].value, at.dataframe[1].value  # EM matrix, F1 matrix
+    assert list(em.index) == ["demo-run · monotrans"]
+    assert {"en", "sov", "avg"} <= set(em.columns) and {"en", "sov"} <= set(f1.columns)
+    html = "\n".join(h.proto.body for h in at.get("html"))
+    assert html.count('class="xlviz-qa"') == 2 and 'data-lang="sov"' in html
+    assert "background:#c8f0c8" in html  # gold span
+    first = at.selectbox(key="xq_pick").value
+    at.button(key="xq_next").click().run()
+    assert at.selectbox(key="xq_pick").value != first
+    at.button(key="xq_prev").click().run()
+    assert at.selectbox(key="xq_pick").value == first
+    assert any(b.proto.label.startswith("Download predictions") for b in at.get("download_button"))
+
+
+def test_xquad_search_and_disagreement_filter(app):
+    at = _page(app, "xquad")
+    ids = at.selectbox(key="xq_pick").options
+    target = ids[3].split(" — ")[0]
+    at.text_input(key="xq_search").set_value(target).run()
+    assert [o.split(" — ")[0] for o in at.selectbox(key="xq_pick").options] == [target]
+    at.text_input(key="xq_search").set_value("").run()
+    at.selectbox(key="xq_filter").set_value("languages disagree (for some model)").run()
+    assert not at.exception
+
+
+def test_xquad_folder_of_squad_files(app, tmp_path):
+    from tests.app_fixtures import make_qa_folder
+
+    folder = make_qa_folder(tmp_path)
+    at = _page(app, "xquad")
+    at.selectbox(key="xq_source").set_value("folder").run()
+    at.text_input(key="xq_folder").set_value(str(folder)).run()
+    assert not at.exception and not at.error, _texts(at.error)
+    assert "xlviz-qa" in "\n".join(h.proto.body for h in at.get("html"))
+    at.text_input(key="xq_folder").set_value(str(tmp_path / "nope")).run()
+    assert "Folder not found" in _texts(at.error)
+
+
+def test_xquad_without_models_shows_gold_only(app):
+    at = _page(_new_app(models=[]), "xquad")
+    assert "Pick one or more QA models" in _texts(at.info)
+    assert "xlviz-qa" in "\n".join(h.proto.body for h in at.get("html"))
+
+
+# --- attention ----------------------------------------------------------------------------------
+
+def test_attention_each_alone_for_monotrans_exports(app):
+    at = _page(app, "attention")
+    assert not at.error, _texts(at.error)
+    charts = [e.key for e in at.get("plotly_chart")]
+    assert "att_heat_A (en)" in charts and "att_heat_B (sov)" in charts
+    assert any(k.startswith("att_ov_") for k in charts)
+    assert "Feed the pair as one input" in _texts(at.info)
+
+
+def test_attention_pair_with_gold_alignment_and_truncation(app):
+    at = _page(_new_app(models=["run:demo-run:s1_pretrain"]), "attention")
+    assert at.radio(key="att_mode").value == "as one pair"
+    charts = [e.key for e in at.get("plotly_chart")]
+    assert "att_share_cross" in charts and "att_share_aligned" in charts, (charts, _texts(at.error))
+    assert any(b.proto.label.startswith("Download layer × head shares") for b in at.get("download_button"))
+    at.number_input(key="att_max_len").set_value(8).run()
+    assert "only the first 8 are shown" in _texts(at.warning)
+    at.toggle(key="att_hide").set_value(False).run()
+    at.selectbox(key="att_head").set_value(1).run()
+    assert not at.exception and not at.error
+
+
+def test_attention_typed_pair(app):
+    at = _page(_new_app(models=["run:demo-run:s1_pretrain"]), "attention")
+    at.segmented_control(key="att_source").set_value("Typed").run()
+    at.text_area(key="att_text_a").set_value("the cat sat on the mat.").run()
+    assert not at.exception and not at.error, _texts(at.error)
+    assert "att_heat_A + B" in [e.key for e in at.get("plotly_chart")]
+    assert "needs a gold word alignment" in "\n".join(c.value for c in at.caption)
