@@ -1,5 +1,5 @@
 """Model surgery for MONOTRANS (Artetxe et al. 2020, §2): what each step trains, freezes and
-swaps, on plain Hugging Face BERT classes.
+swaps, on plain Hugging Face encoders (BERT, RoBERTa / XLM-R, DistilBERT, ELECTRA generator).
 
 - Step 2 builds an L2 masked LM from the L1 one: same body, a new token-embedding matrix for
   the L2 vocabulary (the MLM decoder tied to it), special-token rows shared with L1.
@@ -7,20 +7,33 @@ swaps, on plain Hugging Face BERT classes.
 - Step 4 plugs the L2 embeddings (and L2 position embeddings / adapters for those variants)
   into the fine-tuned model.
 Variants: L2 position embeddings with [CLS] carrying no position/segment embedding, Gaussian
-noise on the embeddings while fine-tuning, Houlsby adapters learned in step 2.
+noise on the embeddings while fine-tuning, Houlsby adapters learned in step 2 (BERT only).
+
+Special rows: by default the first ``N_SPECIAL`` ids ([PAD] [UNK] [CLS] [SEP] [MASK], the
+xlviz convention) are shared and identical in both vocabularies. For a pre-trained L1 model
+whose special ids differ (an English BERT: [CLS]=101), pass ``special_rows={l2 id: l1 id}``
+(:func:`xlviz.data.vocabulary.special_row_map`) and the L1 ``special_ids`` to step 3.
+Parts are found through :mod:`xlviz.models.surgery`, so every function here works on every
+supported architecture; a model without an MLM head raises :class:`XlvizError`.
 """
 
 from __future__ import annotations
 
+from typing import Iterable, Mapping
+
 import torch
 from torch import nn
-from transformers import BertConfig, BertForMaskedLM, BertForQuestionAnswering, PreTrainedModel
+from transformers import BertConfig, BertForMaskedLM, BertForQuestionAnswering, PretrainedConfig, PreTrainedModel
 
 from xlviz.errors import XlvizError
 from xlviz.models.adapters import XlvizBertConfig, XlvizBertForMaskedLM, XlvizBertForQuestionAnswering, add_adapters, adapter_parameters
+from xlviz.models.surgery import (
+    copy_matching, first_position_row, names_of, output_layer, position_embeddings, segment_embeddings, word_embeddings,
+)
 
 N_SPECIAL = 5  # [PAD] [UNK] [CLS] [SEP] [MASK] share ids 0-4 in every language's vocabulary
 NOISE_STD = 0.075  # Appendix A
+TOKEN_ID_KEYS = ("pad_token_id", "bos_token_id", "eos_token_id")
 
 MODEL_SIZES = {
     # name: (layers, hidden, heads, intermediate)
@@ -43,157 +56,230 @@ def bert_config(vocab_size: int, size: str = "small", max_position_embeddings: i
     )
 
 
-def _config_for(base: BertConfig, vocab_size: int, adapter_size: int = 0) -> BertConfig:
+def _config_for(base: PretrainedConfig, vocab_size: int, adapter_size: int = 0, **overrides) -> PretrainedConfig:
+    """``base`` for another vocabulary (same class; BERT + adapters when ``adapter_size``)."""
     d = base.to_dict()
     for k in ("model_type", "architectures", "transformers_version", "adapter_size"):
         d.pop(k, None)
     d["vocab_size"] = vocab_size
+    d.update(overrides)
     if adapter_size:
+        if base.model_type not in ("bert", XlvizBertConfig.model_type):
+            raise XlvizError(f"adapters are implemented for BERT models only, not {base.model_type}", field="variants")
         return XlvizBertConfig(adapter_size=adapter_size, **d)
-    return BertConfig(**d)
+    cls = BertConfig if isinstance(base, XlvizBertConfig) else type(base)
+    return cls(**d)
+
+
+def _mlm_class(config: PretrainedConfig):
+    if isinstance(config, XlvizBertConfig):
+        return XlvizBertForMaskedLM
+    if type(config) is BertConfig:
+        return BertForMaskedLM
+    from transformers import AutoModelForMaskedLM
+
+    return lambda c: AutoModelForMaskedLM.from_config(c)
+
+
+def _qa_class(config: PretrainedConfig):
+    if isinstance(config, XlvizBertConfig):
+        return XlvizBertForQuestionAnswering
+    if type(config) is BertConfig:
+        return BertForQuestionAnswering
+    from transformers import AutoModelForQuestionAnswering
+
+    return lambda c: AutoModelForQuestionAnswering.from_config(c)
+
+
+def _default_rows(special_rows: Mapping[int, int] | None) -> dict[int, int]:
+    return dict(special_rows) if special_rows is not None else {i: i for i in range(N_SPECIAL)}
 
 
 def _copy_body(src: PreTrainedModel, dst: PreTrainedModel, skip: tuple[str, ...]) -> None:
     """Copy every parameter/buffer with a matching name and shape, except names containing ``skip``."""
-    src_state = src.state_dict()
-    dst_state = dst.state_dict()
-    with torch.no_grad():
-        for name, t in dst_state.items():
-            if any(s in name for s in skip) or name not in src_state:
-                continue
-            if src_state[name].shape != t.shape:
-                raise XlvizError(f"shape mismatch for {name}: {tuple(src_state[name].shape)} vs {tuple(t.shape)}")
-            t.copy_(src_state[name])
+    copy_matching(src, dst, skip_parts=skip, require_all=False)
 
 
-def new_l2_embeddings(l1_embeddings: nn.Embedding, vocab_size: int, seed: int, std: float = 0.02) -> torch.Tensor:
-    """A fresh L2 embedding matrix (BERT init, seeded) whose special rows are L1's."""
+def new_l2_embeddings(
+    l1_embeddings: nn.Embedding, vocab_size: int, seed: int, std: float = 0.02, special_rows: Mapping[int, int] | None = None
+) -> torch.Tensor:
+    """A fresh L2 embedding matrix (BERT init, seeded) whose special rows are L1's
+    (``special_rows``: {l2 id: l1 id}, default the first ``N_SPECIAL`` ids)."""
     g = torch.Generator().manual_seed(seed)
     weight = torch.randn(vocab_size, l1_embeddings.embedding_dim, generator=g) * std
-    weight[:N_SPECIAL] = l1_embeddings.weight.detach()[:N_SPECIAL]
-    return weight
+    l1 = l1_embeddings.weight.detach().float()
+    for l2_id, l1_id in _default_rows(special_rows).items():
+        weight[l2_id] = l1[l1_id]
+    return weight.to(l1_embeddings.weight.dtype)
 
 
-def make_l2_mlm(l1_model: BertForMaskedLM, vocab_size: int, *, seed: int, adapter_size: int = 0, l2_positions: bool = False) -> BertForMaskedLM:
+def make_l2_mlm(
+    l1_model: PreTrainedModel, vocab_size: int, *, seed: int, adapter_size: int = 0, l2_positions: bool = False,
+    special_rows: Mapping[int, int] | None = None, config_overrides: Mapping | None = None,
+) -> PreTrainedModel:
     """Step 2's starting point: the L1 masked LM with a new, randomly initialised L2 vocabulary.
 
     Copies the whole body and MLM transform; the decoder stays tied to the new embeddings and
-    gets a zero bias for the new vocabulary. ``l2_positions`` starts L2 position embeddings as
-    a copy of L1's (they then train in step 2).
+    gets a zero bias for the new vocabulary (special rows' bias from L1). ``l2_positions`` is
+    accepted for symmetry: L2 position embeddings start as a copy of L1's in any case and train
+    in step 2 when :func:`freeze_for_step2` is told so. ``config_overrides`` sets e.g. the L2
+    tokenizer's ``pad_token_id``. Any supported ``*ForMaskedLM``; no MLM head -> XlvizError.
     """
-    config = _config_for(l1_model.config, vocab_size, adapter_size)
-    model = (XlvizBertForMaskedLM if adapter_size else BertForMaskedLM)(config)
-    _copy_body(l1_model, model, skip=("word_embeddings", "cls.predictions.decoder", "cls.predictions.bias", ".adapter."))
+    l1_out = output_layer(l1_model)
+    rows = _default_rows(special_rows)
+    bad = [i for i in rows if not 0 <= i < vocab_size] + [j for j in rows.values() if not 0 <= j < l1_model.config.vocab_size]
+    if bad:
+        raise XlvizError(f"special rows {rows} do not fit vocabularies of {vocab_size} (L2) and {l1_model.config.vocab_size} (L1)")
+    config = _config_for(l1_model.config, vocab_size, adapter_size, **dict(config_overrides or {}))
+    model = _mlm_class(config)(config)
+    out = output_layer(model)
+    emb = word_embeddings(model)
+    skip = set(names_of(model, emb.weight)) | set(names_of(model, out.weight))
+    if out.bias is not None:
+        skip |= set(names_of(model, out.bias))
+    copy_matching(l1_model, model, skip_names=skip, skip_parts=(".adapter.",))
     with torch.no_grad():
-        model.bert.embeddings.word_embeddings.weight.copy_(new_l2_embeddings(l1_model.bert.embeddings.word_embeddings, vocab_size, seed))
-        model.cls.predictions.bias.zero_()
+        emb.weight.copy_(new_l2_embeddings(word_embeddings(l1_model), vocab_size, seed, getattr(config, "initializer_range", 0.02), rows))
+        if out.weight is not emb.weight:  # untied decoder: start it as the new embeddings
+            out.weight.copy_(emb.weight)
+        if out.bias is not None:
+            out.bias.zero_()
+            if l1_out.bias is not None:
+                for l2_id, l1_id in rows.items():
+                    out.bias[l2_id] = l1_out.bias[l1_id]
     model.tie_weights()
     return model
 
 
 class _RowMask:
-    """Gradient hook that zeroes the gradient of some embedding rows (they stay frozen)."""
+    """Gradient hook that zeroes the gradient of some embedding rows (they stay frozen).
 
-    def __init__(self, n_rows: int, train_special: bool):
-        self.mask = torch.zeros(n_rows, 1)
-        if train_special:
-            self.mask[:N_SPECIAL] = 1.0
-        else:
-            self.mask[N_SPECIAL:] = 1.0
+    ``train_special``: only the ``special`` rows train (step 3); else all rows but them (step 2).
+    """
+
+    def __init__(self, n_rows: int, train_special: bool, special: Iterable[int] | None = None):
+        special = list(range(N_SPECIAL)) if special is None else list(special)
+        self.mask = torch.zeros(n_rows, 1) if train_special else torch.ones(n_rows, 1)
+        self.mask[special] = 1.0 if train_special else 0.0
 
     def __call__(self, grad: torch.Tensor) -> torch.Tensor:
         return grad * self.mask.to(grad.device, grad.dtype)
 
 
-def freeze_for_step2(model: BertForMaskedLM, *, l2_positions: bool = False) -> list[str]:
-    """Train only the L2 token embeddings (special rows stay shared with L1), the MLM output
-    bias of the new vocabulary, and, for those variants, L2 position embeddings and adapters.
+def freeze_for_step2(model: PreTrainedModel, *, l2_positions: bool = False, special_ids: Iterable[int] | None = None) -> list[str]:
+    """Train only the L2 token embeddings (special rows, ``special_ids`` of the L2 vocabulary,
+    stay shared with L1), the MLM output bias of the new vocabulary (and an untied decoder),
+    and, for those variants, L2 position embeddings and adapters.
     Returns the names of trainable parameters."""
+    out = output_layer(model)
     for p in model.parameters():
         p.requires_grad_(False)
-    emb = model.bert.embeddings
-    emb.word_embeddings.weight.requires_grad_(True)
-    emb.word_embeddings.weight.register_hook(_RowMask(emb.word_embeddings.num_embeddings, train_special=False))
-    model.cls.predictions.bias.requires_grad_(True)
+    emb = word_embeddings(model)
+    emb.weight.requires_grad_(True)
+    emb.weight.register_hook(_RowMask(emb.num_embeddings, train_special=False, special=special_ids))
+    if out.bias is not None:
+        out.bias.requires_grad_(True)
+    if out.weight is not emb.weight:
+        out.weight.requires_grad_(True)
+        out.weight.register_hook(_RowMask(emb.num_embeddings, train_special=False, special=special_ids))
     if l2_positions:
-        emb.position_embeddings.weight.requires_grad_(True)
+        pos = position_embeddings(model)
+        if pos is None:
+            raise XlvizError(f"{type(model).__name__} has no learned position embeddings to make language-specific")
+        pos.weight.requires_grad_(True)
     for p in adapter_parameters(model):
         p.requires_grad_(True)
     return [n for n, p in model.named_parameters() if p.requires_grad]
 
 
-def freeze_for_step3(model: PreTrainedModel, *, freeze_positions: bool = False) -> list[str]:
+def freeze_for_step3(model: PreTrainedModel, *, freeze_positions: bool = False, special_ids: Iterable[int] | None = None) -> list[str]:
     """Fine-tune everything except the L1 token embeddings, whose shared special-token rows
-    still train (footnote 2); with L2 position embeddings, L1's are frozen too (footnote 3)."""
+    (``special_ids`` of the L1 vocabulary) still train (footnote 2); with L2 position
+    embeddings, L1's are frozen too (footnote 3)."""
     for p in model.parameters():
         p.requires_grad_(True)
-    emb = model.bert.embeddings
-    emb.word_embeddings.weight.register_hook(_RowMask(emb.word_embeddings.num_embeddings, train_special=True))
+    emb = word_embeddings(model)
+    emb.weight.register_hook(_RowMask(emb.num_embeddings, train_special=True, special=special_ids))
     if freeze_positions:
-        emb.position_embeddings.weight.requires_grad_(False)
+        pos = position_embeddings(model)
+        if pos is not None:
+            pos.weight.requires_grad_(False)
     return [n for n, p in model.named_parameters() if p.requires_grad]
+
+
+def _embedding_parts(model: PreTrainedModel) -> list[nn.Module]:
+    return [m for m in (word_embeddings(model), position_embeddings(model), segment_embeddings(model)) if m is not None]
 
 
 def add_embedding_noise(model: PreTrainedModel, std: float = NOISE_STD) -> list:
     """Noised fine-tuning: Gaussian noise N(0, std^2) on word, position and segment embeddings,
     in training mode only. Returns hook handles (``h.remove()`` to undo)."""
-    emb = model.bert.embeddings
 
     def hook(module, inputs, output):
         return output + torch.randn_like(output) * std if module.training else output
 
-    return [m.register_forward_hook(hook) for m in (emb.word_embeddings, emb.position_embeddings, emb.token_type_embeddings)]
+    return [m.register_forward_hook(hook) for m in _embedding_parts(model)]
 
 
 def drop_cls_position_and_segment(model: PreTrainedModel) -> list:
-    """[CLS] (always at position 0) gets no position or segment embedding (§2). Hooks zero those
-    embeddings at position 0; :func:`fold_cls_position` makes the change permanent for export."""
+    """[CLS] (always the first token) gets no position or segment embedding (§2). Hooks zero
+    those embeddings at the first position; :func:`fold_cls_position` makes it permanent."""
 
     def hook(module, inputs, output):
         keep = torch.ones(output.shape[-2], 1, device=output.device, dtype=output.dtype)
         keep[0] = 0
         return output * keep
 
-    emb = model.bert.embeddings
-    return [emb.position_embeddings.register_forward_hook(hook), emb.token_type_embeddings.register_forward_hook(hook)]
+    parts = [m for m in (position_embeddings(model), segment_embeddings(model)) if m is not None]
+    return [m.register_forward_hook(hook) for m in parts]
 
 
 def fold_cls_position(model: PreTrainedModel) -> None:
-    """Bake "no position/segment embedding for [CLS]" into plain BERT weights: position 0 only
-    ever holds [CLS] with segment 0, so setting pos[0] = -seg[0] makes their sum vanish exactly."""
-    emb = model.bert.embeddings
+    """Bake "no position/segment embedding for [CLS]" into plain weights: the first position
+    only ever holds [CLS] with segment 0, so setting pos[first] = -seg[0] makes their sum
+    vanish exactly (pos[first] = 0 for models without segment embeddings)."""
+    pos, seg = position_embeddings(model), segment_embeddings(model)
+    if pos is None:
+        return
     with torch.no_grad():
-        emb.position_embeddings.weight[0] = -emb.token_type_embeddings.weight[0]
+        row = first_position_row(model)
+        pos.weight[row] = -seg.weight[0] if seg is not None else 0.0
 
 
-def qa_from_mlm(mlm: BertForMaskedLM, seed: int) -> BertForQuestionAnswering:
+def qa_from_mlm(mlm: PreTrainedModel, seed: int) -> PreTrainedModel:
     """Step 3's starting point: the pre-trained body with a fresh span-prediction head."""
     torch.manual_seed(seed)
     config = _config_for(mlm.config, mlm.config.vocab_size)
-    qa = BertForQuestionAnswering(config)
-    _copy_body(mlm, qa, skip=("qa_outputs",))
+    qa = _qa_class(config)(config)
+    copy_matching(mlm, qa, skip_parts=("qa_outputs",))
     return qa
 
 
 def zero_shot_model(
-    qa_l1: BertForQuestionAnswering, l2_mlm: BertForMaskedLM, *, l2_positions: bool = False, adapter_size: int = 0
-) -> BertForQuestionAnswering:
+    qa_l1: PreTrainedModel, l2_mlm: PreTrainedModel, *, l2_positions: bool = False, adapter_size: int = 0,
+    special_rows: Mapping[int, int] | None = None,
+) -> PreTrainedModel:
     """Step 4: the fine-tuned L1 model with L2 token embeddings swapped in.
 
     Special-token rows come from the fine-tuned L1 matrix (they were shared and fine-tuned in
-    step 3); L2 position embeddings and adapters come from ``l2_mlm`` for those variants. The
-    result is a plain ``BertForQuestionAnswering`` (or the adapter subclass) for the L2 vocabulary.
+    step 3; ``special_rows`` = {l2 id: l1 id}); L2 position embeddings and adapters come from
+    ``l2_mlm`` for those variants. The result is a plain ``*ForQuestionAnswering`` of the L1
+    architecture (or the adapter subclass) for the L2 vocabulary.
     """
     vocab = l2_mlm.config.vocab_size
-    config = _config_for(qa_l1.config, vocab, adapter_size)
-    model = (XlvizBertForQuestionAnswering if adapter_size else BertForQuestionAnswering)(config)
-    _copy_body(qa_l1, model, skip=("word_embeddings", ".adapter."))
+    ids = {k: getattr(l2_mlm.config, k) for k in TOKEN_ID_KEYS if hasattr(l2_mlm.config, k)}
+    config = _config_for(qa_l1.config, vocab, adapter_size, **ids)
+    model = _qa_class(config)(config)
+    emb = word_embeddings(model)
+    copy_matching(qa_l1, model, skip_names=names_of(model, emb.weight), skip_parts=(".adapter.",))
     with torch.no_grad():
-        weight = l2_mlm.bert.embeddings.word_embeddings.weight.detach().clone()
-        weight[:N_SPECIAL] = qa_l1.bert.embeddings.word_embeddings.weight.detach()[:N_SPECIAL]
-        model.bert.embeddings.word_embeddings.weight.copy_(weight)
+        weight = word_embeddings(l2_mlm).weight.detach().clone()
+        l1_weight = word_embeddings(qa_l1).weight.detach()
+        for l2_id, l1_id in _default_rows(special_rows).items():
+            weight[l2_id] = l1_weight[l1_id]
+        emb.weight.copy_(weight)
         if l2_positions:
-            model.bert.embeddings.position_embeddings.weight.copy_(l2_mlm.bert.embeddings.position_embeddings.weight)
+            position_embeddings(model).weight.copy_(position_embeddings(l2_mlm).weight)
         if adapter_size:
             src = {n: p for n, p in l2_mlm.named_parameters() if ".adapter." in n}
             for n, p in model.named_parameters():
@@ -205,5 +291,5 @@ def zero_shot_model(
 __all__ = [
     "MODEL_SIZES", "N_SPECIAL", "NOISE_STD", "bert_config", "make_l2_mlm", "freeze_for_step2", "freeze_for_step3",
     "add_embedding_noise", "drop_cls_position_and_segment", "fold_cls_position", "qa_from_mlm", "zero_shot_model",
-    "add_adapters",
+    "add_adapters", "new_l2_embeddings",
 ]
