@@ -551,26 +551,36 @@ def agreement_data(data: str, run_dir=None, max_per_category: int | None = None,
     if data.startswith("world:"):
         lang = data.split(":", 1)[1]
         world = _world_of(run_dir)
+        if lang not in world.languages:
+            raise XlvizError(f"the world has no language '{lang}'; it has {', '.join(world.languages)}", field="data")
         pairs = world.agreement_pairs(lang)
         if max_per_category:
-            pairs = _cap_per_category(pairs, max_per_category)
+            pairs = spread_per_category(pairs, max_per_category)
         return lang, pairs
     if data in ("marvin-linzen", "marvin_linzen", "ml"):
         from xlviz.data.real import read_marvin_linzen
 
-        return "en", marvin_linzen_pairs(read_marvin_linzen(path, max_per_category=max_per_category))
+        pairs = marvin_linzen_pairs(read_marvin_linzen(path))
+        return "en", spread_per_category(pairs, max_per_category) if max_per_category else pairs
     raise XlvizError(f"unknown agreement data '{data}'; use world:<lang> or marvin-linzen", field="data")
 
 
-def _cap_per_category(pairs: list[dict], n: int) -> list[dict]:
-    counts: dict[str, int] = {}
-    out = []
-    for p in pairs:
-        c = p.get("category", "all")
-        if counts.get(c, 0) < n:
-            counts[c] = counts.get(c, 0) + 1
-            out.append(p)
-    return out
+def spread_per_category(pairs: list[dict], n: int) -> list[dict]:
+    """At most ``n`` pairs per category, evenly spaced through each category (deterministic).
+
+    Why not the first ``n``: Marvin & Linzen's file lists each category condition by condition
+    (all singular subjects first), so a prefix would test one number only.
+    """
+    by_cat: dict[str, list[int]] = {}
+    for i, p in enumerate(pairs):
+        by_cat.setdefault(p.get("category", "all"), []).append(i)
+    keep: set[int] = set()
+    for idx in by_cat.values():
+        if len(idx) <= n:
+            keep.update(idx)
+        else:
+            keep.update(idx[int(k)] for k in np.linspace(0, len(idx) - 1, n).round().astype(int))
+    return [p for i, p in enumerate(pairs) if i in keep]
 
 
 def sense_data(run_dir, lang: str, limit: int | None = None) -> list[dict]:

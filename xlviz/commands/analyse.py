@@ -1,0 +1,295 @@
+"""``xlviz analyse ...``: the Alignment and Probing pages' analyses on the command line.
+
+Subcommands (each writes its numbers with ``--out FILE.json`` and/or ``--csv FILE.csv`` and
+prints a short table):
+
+- ``alignment``: per-layer sentence retrieval (both directions), linear CKA, word translation
+  accuracy (generated world) and, with ``--train-fraction``, retrieval before/after an
+  orthogonal map; for a run's transferred model and floor, or for any HF encoder(s).
+- ``agreement``: Goldberg's masked-LM agreement probe, per category, with coverage.
+- ``wic``: word-in-context probe and contextual similarity per layer.
+- ``probing``: agreement + wic for a run's L1 model (on L1), transferred models and floor.
+
+Accuracies are fractions in [0, 1].
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("analyse", aliases=["analyze"], help="alignment and probing analyses of models and runs",
+                       description=__doc__.splitlines()[0])
+    asub = p.add_subparsers(dest="analysis", metavar="ANALYSIS")
+    p.set_defaults(handler=lambda args: _help(p))
+
+    a = asub.add_parser("alignment", help="retrieval, CKA, word translation per layer (transferred vs floor, or any encoders)")
+    a.add_argument("--run", help="run folder: compare its transferred model and floor on L1-L2")
+    a.add_argument("--l2", help="the run's target language (e.g. sov)")
+    a.add_argument("--source", default="world", choices=["world", "pud", "tatoeba", "multi30k", "files"],
+                   help="parallel data: the run's generated world, ../shared/data/{pud,tatoeba,multi30k} or --files")
+    a.add_argument("--model", help="one HF encoder (folder or hub id) reading both languages")
+    a.add_argument("--model-a", dest="model_a", help="the model reading language A")
+    a.add_argument("--model-b", dest="model_b", help="the model reading language B")
+    a.add_argument("--tokenizer-a", dest="tokenizer_a")
+    a.add_argument("--tokenizer-b", dest="tokenizer_b")
+    a.add_argument("--lang-a", dest="lang_a", default="en")
+    a.add_argument("--lang-b", dest="lang_b", help="second language (pud, multi30k, tatoeba)")
+    a.add_argument("--files", nargs=2, metavar=("A.txt", "B.txt"), help="two line-aligned files (--source files)")
+    a.add_argument("--limit", type=int, default=1000, help="number of sentence pairs (default 1000)")
+    a.add_argument("--pooling", default="mean", choices=["mean", "mean_no_special", "cls"])
+    a.add_argument("--center", action="store_true", help="subtract each language's mean vector first")
+    a.add_argument("--train-fraction", dest="train_fraction", type=float,
+                   help="fit an orthogonal map on this share of the pairs; report retrieval on the rest before/after")
+    a.add_argument("--no-floor", dest="floor", action="store_false", help="skip the floor system of a run")
+    a.add_argument("--no-words", dest="words", action="store_false", help="skip word translation accuracy")
+    _outputs(a)
+    a.set_defaults(handler=run_alignment_cmd)
+
+    g = asub.add_parser("agreement", help="masked-LM agreement on minimal pairs (Goldberg 2019), per category")
+    _model_options(g)
+    g.add_argument("--data", default="marvin-linzen", help="world:LANG (a run's generated world) or marvin-linzen")
+    g.add_argument("--ml-file", dest="ml_file", help="Marvin & Linzen TSV (default ../shared/data/syneval/marvin_linzen.tsv.gz)")
+    g.add_argument("--max-per-category", dest="max_per_category", type=int, help="first N pairs of each category")
+    g.add_argument("--unit", default="word", choices=["word", "token"],
+                   help="word: both forms must be single tokens (Goldberg, the paper's coverage); token: the "
+                   "tokenizations may differ in one sub-word")
+    g.add_argument("--items", help="also write every pair (masked sentence, log-probabilities, choice) to this CSV")
+    _outputs(g)
+    g.set_defaults(handler=run_agreement_cmd)
+
+    w = asub.add_parser("wic", help="word-in-context probe and contextual similarity per layer (generated world)")
+    _model_options(w)
+    w.add_argument("--data", required=True, help="world:LANG (a run's same-word-different-sense pairs)")
+    w.add_argument("--limit", type=int, help="first N sense pairs")
+    w.add_argument("--folds", type=int, default=5, help="cross-validation folds (default 5)")
+    w.add_argument("--test-fraction", dest="test_fraction", type=float, help="one train/test split instead of CV")
+    w.add_argument("--items", help="also write every pair (cosine and prediction per layer) to this CSV")
+    _outputs(w)
+    w.set_defaults(handler=run_wic_cmd)
+
+    r = asub.add_parser("probing", help="agreement + wic for a run: L1 model on L1, transferred and floor on each L2")
+    r.add_argument("--run", required=True)
+    r.add_argument("--l2", help="comma-separated target languages (default: all of the run's)")
+    r.add_argument("--tasks", default="agreement,wic")
+    r.add_argument("--max-per-category", dest="max_per_category", type=int)
+    r.add_argument("--limit", type=int, help="first N sense pairs")
+    r.add_argument("--no-floor", dest="floor", action="store_false")
+    _outputs(r)
+    r.set_defaults(handler=run_probing_cmd)
+
+
+def _help(p: argparse.ArgumentParser) -> int:
+    p.print_help()
+    return 2
+
+
+def _model_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--model", help="masked LM folder or hub id")
+    p.add_argument("--tokenizer", help="tokenizer folder when it is not beside the model")
+    p.add_argument("--run", help="run folder: its generated world, and its models when --model is not given")
+
+
+def _outputs(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--out", help="write the result as JSON here")
+    p.add_argument("--csv", help="write the table as CSV here")
+    p.add_argument("--quiet", action="store_true", help="no progress on stderr")
+
+
+# --------------------------------------------------------------------------- helpers
+def _progress(args):
+    if getattr(args, "quiet", False) or not sys.stderr.isatty():
+        return None
+    last = [""]
+
+    def show(fraction: float, text: str) -> None:
+        line = f"\r[{int(fraction * 100):3d}%] {text[:70]:<70}"
+        if line != last[0]:
+            sys.stderr.write(line)
+            sys.stderr.flush()
+            last[0] = line
+        if fraction >= 1.0:
+            sys.stderr.write("\n")
+
+    return show
+
+
+def _write(args, result: dict, rows: list[dict], items: list[dict] | None = None) -> None:
+    from xlviz.io import atomic_write_json
+
+    if args.out:
+        atomic_write_json(args.out, result)
+    if args.csv:
+        write_csv(args.csv, rows)
+    if items is not None and getattr(args, "items", None):
+        write_csv(args.items, items)
+
+
+def write_csv(path, rows: list[dict]) -> None:
+    """Rows of dicts as CSV (columns in first-seen order; lists joined with ';')."""
+    import csv
+    import io
+
+    from xlviz.io import atomic_write_text
+
+    cols: list[str] = []
+    for r in rows:
+        for k in r:
+            if k not in cols:
+                cols.append(k)
+    buf = io.StringIO()
+    wr = csv.DictWriter(buf, fieldnames=cols)
+    wr.writeheader()
+    for r in rows:
+        wr.writerow({k: ";".join(map(str, v)) if isinstance(v, (list, tuple)) else v for k, v in r.items()})
+    atomic_write_text(path, buf.getvalue())
+
+
+def format_table(rows: list[dict], cols: list[str], percent: tuple[str, ...] = ()) -> str:
+    """A plain-text table; columns in ``percent`` (fractions) are shown as percentages."""
+    def cell(r, c):
+        v = r.get(c)
+        if v is None:
+            return "-"
+        if c in percent and isinstance(v, (int, float)):
+            return f"{100 * v:.1f}"
+        if isinstance(v, float):
+            return f"{v:.3f}"
+        return str(v)
+
+    body = [[cell(r, c) for c in cols] for r in rows]
+    widths = [max([len(c)] + [len(b[i]) for b in body]) for i, c in enumerate(cols)]
+    lines = ["  ".join(c.ljust(w) for c, w in zip(cols, widths))]
+    lines += ["  ".join(x.ljust(w) for x, w in zip(b, widths)) for b in body]
+    return "\n".join(lines)
+
+
+def _probe_models(args, lang: str):
+    """[(ProbeModel)] for --model, or the run's models reading ``lang``."""
+    from xlviz.analysis.reports import ModelSpec, ProbeModel, run_info, run_probe_models
+    from xlviz.errors import XlvizError
+
+    if args.model:
+        return [ProbeModel(args.model, lang, ModelSpec(args.model, args.tokenizer))]
+    if not args.run:
+        raise XlvizError("give --model DIR or --run DIR", field="model")
+    info = run_info(args.run)
+    if lang == info.l1:
+        return [m for m in run_probe_models(args.run, []) if m.language == lang]
+    return [m for m in run_probe_models(args.run, [lang]) if m.language == lang]
+
+
+# --------------------------------------------------------------------------- commands
+def run_alignment_cmd(args: argparse.Namespace) -> int:
+    from xlviz.analysis.reports import ModelSpec, System, alignment_report, parallel_data, run_systems
+    from xlviz.errors import XlvizError
+
+    systems = []
+    if args.run:
+        if args.source != "world":
+            raise XlvizError("a run's models read the generated world's invented languages; use --source world "
+                             "(or compare HF encoders with --model / --model-a --model-b on real data)", field="source")
+        if not args.l2:
+            raise XlvizError("give --l2 (the run's target language)", field="l2")
+        systems += run_systems(args.run, args.l2, floor=args.floor)
+    lang_b = args.l2 if args.source == "world" else args.lang_b
+    if args.model or args.model_a or args.model_b:
+        a = args.model_a or args.model
+        b = args.model_b or args.model
+        if not a or not b:
+            raise XlvizError("give --model (one model for both languages) or both --model-a and --model-b", field="model")
+        name = a if a == b else f"{a} + {b}"
+        systems.append(System(name, args.lang_a, lang_b or "b", ModelSpec(a, args.tokenizer_a), ModelSpec(b, args.tokenizer_b)))
+    if not systems:
+        raise XlvizError("nothing to compare: give --run DIR --l2 L2, --model, or --model-a and --model-b", field="run")
+    data = parallel_data(args.source, run_dir=args.run, l2=args.l2, lang_a=args.lang_a, lang_b=lang_b, limit=args.limit,
+                         files=tuple(args.files) if args.files else None)
+    rows = alignment_report(systems, data, pooling=args.pooling, center=args.center, train_fraction=args.train_fraction,
+                            words=args.words, progress=_progress(args))
+    result = {"analysis": "alignment",
+              "meta": {"source": data.source, "lang_a": data.lang_a, "lang_b": data.lang_b, "n_pairs": len(data),
+                       "pooling": args.pooling, "center": args.center, "train_fraction": args.train_fraction,
+                       "systems": [{"name": s.name, "a": s.a.__dict__, "b": s.b.__dict__} for s in systems]},
+              "rows": rows}
+    _write(args, result, rows)
+    cols = ["system", "layer", "retrieval_a_to_b", "retrieval_b_to_a", "cka"]
+    pct = ("retrieval_a_to_b", "retrieval_b_to_a", "retrieval_before", "retrieval_after", "word_translation_a_to_b")
+    if args.train_fraction:
+        cols += ["retrieval_before", "retrieval_after"]
+    if any(r.get("word_translation_a_to_b") is not None for r in rows):
+        cols.append("word_translation_a_to_b")
+    print(f"{data.source}: {len(data)} pairs, A = {data.lang_a}, B = {data.lang_b}; retrieval/word translation in %")
+    print(format_table(rows, cols, pct))
+    return 0
+
+
+def run_agreement_cmd(args: argparse.Namespace) -> int:
+    from xlviz.analysis.probing import agreement_accuracy
+    from xlviz.analysis.reports import agreement_data, agreement_rows, load_spec
+
+    lang, pairs = agreement_data(args.data, run_dir=args.run, max_per_category=args.max_per_category, path=args.ml_file)
+    rows, all_items, results = [], [], {}
+    progress = _progress(args)
+    for m in _probe_models(args, lang):
+        model, tok = load_spec(m.spec, "mlm")
+        res = agreement_accuracy(model, tok, pairs, unit=args.unit,
+                                 progress=None if progress is None else (lambda d, t, m=m: progress(d / max(t, 1), m.name)))
+        rows += agreement_rows(m.name, lang, res, m.role, args.data)
+        all_items += [{"model": m.name, "language": lang, **it} for it in res["items"]]
+        results[m.name] = {k: v for k, v in res.items() if k != "items"}
+    result = {"analysis": "agreement", "meta": {"data": args.data, "language": lang, "unit": args.unit,
+                                               "n_pairs": len(pairs)}, "rows": rows, "items": all_items}
+    _write(args, result, rows, all_items)
+    print(f"agreement on {args.data} ({lang}), {len(pairs)} pairs; accuracy and coverage in %")
+    print(format_table(rows, ["model", "category", "accuracy", "n_scored", "n_total", "coverage"], ("accuracy", "coverage")))
+    return 0
+
+
+def run_wic_cmd(args: argparse.Namespace) -> int:
+    from xlviz.analysis.probing import word_in_context
+    from xlviz.analysis.reports import load_spec, sense_data, wic_rows
+    from xlviz.errors import XlvizError
+
+    if not args.data.startswith("world:"):
+        raise XlvizError("word-in-context pairs come from a run's generated world: --data world:LANG", field="data")
+    if not args.run:
+        raise XlvizError("give --run DIR (the run whose generated world holds the sense pairs)", field="run")
+    lang = args.data.split(":", 1)[1]
+    pairs = sense_data(args.run, lang, args.limit)
+    rows, items = [], []
+    progress = _progress(args)
+    for m in _probe_models(args, lang):
+        model, tok = load_spec(m.spec, "base")
+        res = word_in_context(model, tok, pairs, folds=args.folds, test_fraction=args.test_fraction,
+                              progress=None if progress is None else (lambda d, t, m=m: progress(d / max(t, 1), m.name)))
+        rows += wic_rows(m.name, lang, res, m.role)
+        items += [{"model": m.name, "language": lang, **it} for it in res["items"]]
+    result = {"analysis": "wic", "meta": {"data": args.data, "language": lang, "n_pairs": len(pairs),
+                                         "gold_similarity": "binary: same sense = 1, different sense = 0"},
+              "rows": rows, "items": items}
+    _write(args, result, rows, items)
+    print(f"word in context on {args.data}: {len(pairs)} pairs; gold similarity is binary (same sense = 1, different = 0)")
+    print(format_table(rows, ["model", "layer", "accuracy", "majority", "spearman", "auc"], ("accuracy", "majority")))
+    return 0
+
+
+def run_probing_cmd(args: argparse.Namespace) -> int:
+    from xlviz.analysis.reports import run_probing
+
+    l2s = [s.strip() for s in args.l2.split(",") if s.strip()] if args.l2 else None
+    tasks = [t.strip() for t in args.tasks.split(",") if t.strip()]
+    res = run_probing(args.run, l2s, tasks=tasks, max_per_category=args.max_per_category, n_senses=args.limit,
+                      floor=args.floor, progress=_progress(args))
+    rows = [{"task": "agreement", **r} for r in res["agreement"]] + [{"task": "wic", **r} for r in res["wic"]]
+    _write(args, {"analysis": "probing", **res}, rows)
+    if res["agreement"]:
+        print("agreement (generated world); accuracy and coverage in %")
+        print(format_table(res["agreement"], ["model", "language", "category", "accuracy", "n_scored", "coverage"],
+                           ("accuracy", "coverage")))
+    if res["wic"]:
+        print("word in context (generated world); accuracy in %, gold similarity binary")
+        print(format_table(res["wic"], ["model", "language", "layer", "accuracy", "majority", "spearman"], ("accuracy", "majority")))
+    print(res["meta"]["note"])
+    return 0
