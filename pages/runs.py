@@ -67,6 +67,7 @@ with st.expander("Start a transfer run", expanded=not runs, icon=":material/play
                 raise ValueError(f"a run named {name.strip()!r} already exists; pick another name")
             pid = jobs.start_job(form.argv(run_dir), run_dir)
             st.session_state["runs_watch"] = run_dir.name
+            st.session_state["runs_live_select"] = run_dir.name  # show the new run in the live view
             st.success(f"Started **{run_dir.name}** (process {pid}).", icon=":material/check_circle:")
             runs = runs_view.all_runs(root)
 

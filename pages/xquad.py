@@ -52,10 +52,12 @@ if not dataset.languages():
     st.stop()
 
 langs = [l for l in sel.languages if l in dataset.languages()]
-if not langs:
-    langs = dataset.languages()[:2]
-    c2.caption(f"None of the sidebar's languages is in this data set; showing {', '.join(langs)}. "
-               f"It has: {', '.join(dataset.languages())}.")
+missing = [l for l in dataset.languages() if l not in langs]
+if len(langs) < 2 and missing:  # side by side needs two languages: fill up from the data set
+    added = missing[: 2 - len(langs)]
+    langs += added
+    c2.caption(f"Languages: {', '.join(langs)} ({', '.join(added)} added: the sidebar's languages are not all in "
+               f"this data set, which has {', '.join(dataset.languages())}).")
 else:
     c2.caption(f"Languages (from the sidebar): {', '.join(langs)} — this data set has {', '.join(dataset.languages())}.")
 
@@ -98,9 +100,9 @@ if not rows.empty:
     st.subheader("Scores: model × language")
     e, f = st.columns(2)
     e.markdown("**Exact match (%)**")
-    e.dataframe(qa.score_matrix(rows, "exact_match", names, langs), width="stretch", key="xq_em")
+    e.dataframe(qa.score_matrix(rows, "exact_match", names, langs).style.format(precision=1, na_rep="—"), width="stretch", key="xq_em")
     f.markdown("**F1 (%)**")
-    f.dataframe(qa.score_matrix(rows, "f1", names, langs), width="stretch", key="xq_f1")
+    f.dataframe(qa.score_matrix(rows, "f1", names, langs).style.format(precision=1, na_rep="—"), width="stretch", key="xq_f1")
     uncovered = [f"{m.name} has no {lang} model" for m in models for lang in langs if not m.covers(lang)]
     if uncovered:
         st.caption("Not scored: " + "; ".join(uncovered) + ".")

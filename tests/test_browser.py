@@ -1,0 +1,212 @@
+"""The app in a real browser: Debian chromium driven by Playwright, against `streamlit run app.py`.
+
+Opens every page (no Streamlit exception box anywhere), starts a tiny transfer run from the
+Runs page and watches it finish, answers real XQuAD questions in two languages (when
+../shared/data is present) and draws attention heatmaps. Screenshots go to screenshots/.
+
+    pytest -m browser tests/test_browser.py
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.browser
+
+REPO = Path(__file__).resolve().parents[1]
+SHOTS = REPO / "screenshots"
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
+                 "--disable-component-update", "--disable-sync"]
+EXCEPTION = '[data-testid="stException"]'
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    if not Path(CHROMIUM).exists():
+        pytest.skip(f"{CHROMIUM} is missing (apt-get install chromium); the browser test needs Debian's chromium")
+    pytest.importorskip("playwright.sync_api", reason="the playwright Python package is not installed")
+    from tests.app_fixtures import make_run
+
+    root = tmp_path_factory.mktemp("browser") / "checkpoints"
+    make_run(root, "demo-run")
+    port = _free_port()
+    env = dict(os.environ, XLVIZ_CHECKPOINTS=str(root), PYTHONUNBUFFERED="1")
+    log = open(root.parent / "streamlit.log", "w")
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless", "true", "--server.port", str(port),
+         "--server.fileWatcherType", "none", "--browser.gatherUsageStats", "false"],
+        cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
+    )
+    deadline = time.time() + 90
+    while time.time() < deadline:
+        try:
+            socket.create_connection(("127.0.0.1", port), 0.5).close()
+            break
+        except OSError:
+            time.sleep(0.3)
+    else:
+        proc.kill()
+        pytest.fail("streamlit did not start: " + (root.parent / "streamlit.log").read_text()[-2000:])
+    yield f"http://127.0.0.1:{port}", root
+    os.killpg(proc.pid, 15)
+    proc.wait(timeout=20)
+    log.close()
+
+
+@pytest.fixture(scope="module")
+def browser(server):
+    from playwright.sync_api import sync_playwright
+
+    SHOTS.mkdir(exist_ok=True)
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        yield b
+        b.close()
+
+
+@pytest.fixture()
+def page(browser):
+    ctx = browser.new_context(viewport={"width": 1500, "height": 1000})
+    pg = ctx.new_page()
+    yield pg
+    ctx.close()
+
+
+def wait_idle(page, timeout_s: float = 120, quiet_s: float = 1.5) -> None:
+    """Wait until Streamlit has stopped running the script for ``quiet_s`` seconds."""
+    page.wait_for_selector("h1", timeout=timeout_s * 1000)
+    end, quiet = time.time() + timeout_s, 0.0
+    while time.time() < end and quiet < quiet_s:
+        busy = page.locator('[data-testid="stStatusWidget"]').count() > 0
+        quiet = 0.0 if busy else quiet + 0.25
+        page.wait_for_timeout(250)
+
+
+def shot(page, name: str) -> None:
+    """Full-height screenshot (Streamlit scrolls inside its own container, so grow the viewport)."""
+    height = page.evaluate(
+        "() => Math.max(...Array.from(document.querySelectorAll('section, [data-testid=stMain]'))"
+        ".map(e => e.scrollHeight), 1000)")
+    page.set_viewport_size({"width": 1500, "height": min(int(height) + 40, 6000)})
+    page.wait_for_timeout(600)
+    page.screenshot(path=str(SHOTS / f"{name}.png"))
+    page.set_viewport_size({"width": 1500, "height": 1000})
+
+
+def assert_no_exception(page) -> None:
+    n = page.locator(EXCEPTION).count()
+    assert n == 0, page.locator(EXCEPTION).first.inner_text()
+
+
+def test_every_page_renders_and_the_sidebar_choice_follows(server, page):
+    url, _ = server
+    for name, path in (("home", ""), ("runs", "runs"), ("xquad", "xquad"), ("attention", "attention")):
+        page.goto(f"{url}/{path}")
+        wait_idle(page)
+        assert_no_exception(page)
+        shot(page, f"page-{name}")
+    # navigate through the sidebar: the picked models stay
+    page.goto(url)
+    wait_idle(page)
+    page.get_by_test_id("stSidebarNavLink").filter(has_text="XQuAD").click()
+    wait_idle(page)
+    assert "demo-run · monotrans" in page.locator('[data-testid="stSidebar"]').inner_text()
+    assert page.locator(".xlviz-qa").count() == 2
+    assert_no_exception(page)
+
+
+def test_start_a_tiny_run_and_watch_it_finish(server, page):
+    url, root = server
+    page.goto(f"{url}/runs")
+    wait_idle(page)
+    page.get_by_text("Start a transfer run").click()
+    sizes = {
+        "Pre-training steps (L1 MLM)": 6, "Transfer steps (L2 embeddings)": 4, "Fine-tuning steps (L1 QA)": 4,
+        "Batch size": 4, "Corpus documents per language": 60, "QA training paragraphs (L1)": 12,
+        "QA test paragraphs (per language)": 4,
+    }
+    for label, value in sizes.items():
+        page.get_by_label(label, exact=True).fill(str(value))
+    page.get_by_label("Run name (optional)").fill("browser-run")
+    page.get_by_role("button", name="Start run").click()
+    page.get_by_text("Started browser-run").wait_for(timeout=30_000)
+    run_dir = root / "browser-run"
+    page.locator("h4", has_text="browser-run").first.wait_for(timeout=30_000)  # the live view follows the new run
+    page.wait_for_timeout(8000)
+    shot(page, "runs-running")
+    deadline = time.time() + 420
+    state = None
+    while time.time() < deadline:
+        try:
+            state = json.loads((run_dir / "status.json").read_text()).get("state")
+        except (OSError, ValueError):
+            state = None
+        if state in ("completed", "failed", "cancelled"):
+            break
+        time.sleep(2)
+    assert state == "completed", (run_dir / "job-output.txt").read_text()[-3000:]
+    # the live view (polling fragment) shows it finished without a reload
+    assert page.locator("h4", has_text="demo-run").count() == 0
+    page.locator('[data-testid="stProgress"]', has_text="completed").first.wait_for(timeout=30_000)
+    wait_idle(page)
+    assert_no_exception(page)
+    shot(page, "runs-finished")
+    assert json.loads((run_dir / "results.json").read_text())
+
+
+def test_xquad_on_real_data_in_two_languages(server, page, shared_data):
+    url, root = server
+    export_en = root / "demo-run" / "export" / "monotrans-en"
+    page.goto(f"{url}/xquad")
+    wait_idle(page)
+    # a typed model folder reads every language
+    page.locator('[data-testid="stSidebar"]').get_by_text("Add a model folder or hub id").click()
+    box = page.get_by_label("Local folder or Hugging Face id")
+    box.fill(str(export_en))
+    box.press("Enter")
+    wait_idle(page)
+    page.get_by_label("Questions from").click()
+    page.get_by_role("option", name="a folder of SQuAD files …").click()
+    wait_idle(page)
+    limit = page.locator('input[aria-label^="Questions to answer"]')
+    limit.fill("40")
+    limit.press("Enter")
+    wait_idle(page, timeout_s=240)
+    assert_no_exception(page)
+    cards = page.locator(".xlviz-qa")
+    assert cards.count() == 2
+    langs = [cards.nth(i).get_attribute("data-lang") for i in range(2)]
+    assert langs[0] == "en" and langs[1] != "en"
+    for i in range(2):  # the gold span and the typed model's span are highlighted in both languages
+        assert cards.nth(i).locator(".xlviz-span").count() >= 1
+    assert page.locator(".xlviz-qa .xlviz-span[style*='box-shadow']").count() >= 2
+    shot(page, "xquad-real")
+
+
+def test_attention_heatmaps_render(server, page):
+    url, _ = server
+    page.goto(f"{url}/attention")
+    wait_idle(page)
+    assert_no_exception(page)
+    page.locator(".js-plotly-plot").first.wait_for(timeout=30_000)
+    assert page.locator(".js-plotly-plot").count() >= 3  # A and B heatmaps + overview
+    shot(page, "attention-alone")
+    page.get_by_text("Typed").click()
+    wait_idle(page)
+    assert_no_exception(page)
+    shot(page, "attention-typed")
