@@ -22,6 +22,8 @@ PAGES = {
     "Compare": [
         st.Page(HERE / "pages/xquad.py", title="XQuAD", icon=":material/quiz:"),
         st.Page(HERE / "pages/attention.py", title="Attention", icon=":material/grid_on:"),
+        st.Page(HERE / "pages/alignment.py", title="Alignment", icon=":material/join_inner:"),
+        st.Page(HERE / "pages/probing.py", title="Probing", icon=":material/science:"),
     ],
 }
 

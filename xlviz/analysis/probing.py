@@ -215,6 +215,13 @@ def agreement_accuracy(
     return {**_summary(items), "unit": unit, "by_category": _by_category(items), "items": items}
 
 
+def agreement_summary(items: Sequence[dict]) -> dict:
+    """Overall and per-category accuracy/coverage of scored items (e.g. items of several
+    ``agreement_accuracy`` calls on chunks of one data set, joined)."""
+    items = list(items)
+    return {**_summary(items), "by_category": _by_category(items)}
+
+
 def _summary(items: list[dict]) -> dict:
     scored = [it for it in items if it["covered"]]
     n_ok = sum(1 for it in scored if it["correct"])

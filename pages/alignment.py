@@ -1,0 +1,302 @@
+"""Alignment: do translations sit near each other in the model's representation space, layer by layer?
+
+Data: parallel sentences from a run's generated world (with gold dictionary and word alignment),
+PUD (by sentence id), Tatoeba, Multi30k task 1 validation, or two uploaded files. Systems: a run's
+transferred model (L1 model on L1, L2 embeddings on L2) and its floor (untrained L2 embeddings),
+the sidebar's models, or any two models. Shows per-layer retrieval (both directions), linear CKA
+and word translation accuracy, a 2-D projection with lines between translations, and post-hoc
+orthogonal alignment (Wu et al. 2020). Numbers come from ``xlviz.analysis`` (as ``xlviz analyse
+alignment``). Opens preset to a run with ``?run=NAME&l2=L2``.
+"""
+
+import pandas as pd
+import streamlit as st
+
+from xlviz.analysis.reports import ModelSpec, System, aligned_words, run_systems
+from xlviz.ui import analysis as ua
+from xlviz.ui.common import guard, plotly, shared_data_dir
+from xlviz.ui.sidebar import current, page_setup
+
+page_setup()
+
+WORLD, PUD, TATOEBA, MULTI30K, UPLOAD = "Generated world", "PUD", "Tatoeba", "Multi30k", "Upload"
+POOLINGS = {"mean": "mean of all tokens", "mean_no_special": "mean without special tokens", "cls": "first token ([CLS])"}
+PAGE = "alignment"
+
+st.title("Alignment across languages")
+st.caption("Per layer: does a sentence's nearest neighbour (cosine) in the other language turn out to be its "
+           "translation, how similar are the two languages' representations (linear CKA), and does a word's nearest "
+           "word in the other language match the gold dictionary. Accuracies in %.")
+sel = current()
+runs = ua.analysable_runs()
+shared = shared_data_dir()
+
+# --- preset from the Runs page's link: ?run=NAME&l2=L2 -----------------------------------------------
+p_run, p_l2, p_msg = ua.query_preset(PAGE, runs)
+if p_msg:
+    st.warning(p_msg, icon=":material/link_off:")
+if p_run is not None:
+    st.session_state["al_source"] = WORLD
+    st.session_state["al_run"] = p_run.name
+    if p_l2:
+        st.session_state["al_l2"] = p_l2
+    st.session_state.pop("al_systems", None)  # defaults: transferred and floor of that run
+
+# --- data --------------------------------------------------------------------------------------------
+sources = ([WORLD] if runs else []) + ([PUD] if shared and (shared / "pud").is_dir() else []) \
+    + ([TATOEBA] if shared and (shared / "tatoeba").is_dir() else []) \
+    + ([MULTI30K] if shared and (shared / "multi30k" / "task1").is_dir() else []) + [UPLOAD]
+if st.session_state.get("al_source") not in sources:
+    st.session_state["al_source"] = sources[0]
+source = st.segmented_control("Parallel sentences from", sources, key="al_source", required=True)
+
+run = None
+data = None
+with guard("Could not read the parallel sentences", stop=True):
+    if source == WORLD:
+        c1, c2, c3 = st.columns([3, 1, 1])
+        names = [r.name for r in runs]
+        if st.session_state.get("al_run") not in names:
+            st.session_state["al_run"] = names[0]
+        run_name = c1.selectbox("Run", names, key="al_run", help="Runs with a pre-trained L1 model and a generated world.")
+        run = next(r for r in runs if r.name == run_name)
+        if st.session_state.get("al_l2") not in run.l2s:
+            st.session_state["al_l2"] = run.l2s[0]
+        l2 = c2.selectbox("Target language", run.l2s, key="al_l2")
+        limit = c3.number_input("Pairs", min_value=4, max_value=5000, value=500, step=100, key="al_limit_world")
+        data = ua.parallel("world", str(run.path), l2, limit=int(limit))
+        ua.sync_query(PAGE, run.name, l2)
+    elif source == PUD:
+        from xlviz.data.real import available_pud_languages
+
+        langs = available_pud_languages(shared / "pud")
+        c1, c2, c3 = st.columns([1, 1, 1])
+        la = c1.selectbox("Language A", langs, index=langs.index("en") if "en" in langs else 0, key="al_pud_a")
+        others = [l for l in langs if l != la]
+        lb = c2.selectbox("Language B", others, index=others.index("de") if "de" in others else 0, key="al_pud_b")
+        limit = c3.number_input("Pairs (by sentence id)", min_value=4, max_value=1000, value=300, step=100, key="al_limit_pud")
+        data = ua.parallel("pud", lang_a=la, lang_b=lb, limit=int(limit))
+    elif source == TATOEBA:
+        from xlviz.data.real import available_tatoeba_languages
+
+        langs = available_tatoeba_languages(shared / "tatoeba")
+        c1, c2 = st.columns([1, 2])
+        lb = c1.selectbox("Language (paired with English)", langs, index=langs.index("deu") if "deu" in langs else 0,
+                          key="al_tat_lang")
+        limit = c2.number_input("Pairs", min_value=4, max_value=1000, value=300, step=100, key="al_limit_tat")
+        data = ua.parallel("tatoeba", lang_a="en", lang_b=lb, limit=int(limit))
+    elif source == MULTI30K:
+        c1, c2, c3 = st.columns(3)
+        la = c1.selectbox("Language A", ["en", "de", "fr", "cs"], key="al_m30_a")
+        lb = c2.selectbox("Language B", [l for l in ["de", "en", "fr", "cs"] if l != la], key="al_m30_b")
+        limit = c3.number_input("Pairs (task 1 validation)", min_value=4, max_value=1014, value=300, step=100, key="al_limit_m30")
+        data = ua.parallel("multi30k", lang_a=la, lang_b=lb, limit=int(limit))
+    else:
+        c1, c2 = st.columns(2)
+        up_a = c1.file_uploader("Sentences in language A (one per line)", type=["txt"], key="al_up_a")
+        up_b = c2.file_uploader("Their translations in language B (same lines)", type=["txt"], key="al_up_b")
+        la = c1.text_input("Language A code", value="a", key="al_up_la")
+        lb = c2.text_input("Language B code", value="b", key="al_up_lb")
+        if up_a is None or up_b is None:
+            st.info("Upload two line-aligned text files: line i of one translates line i of the other.")
+            st.stop()
+        data = ua.parallel_uploaded(up_a.getvalue().decode("utf-8", "replace"), up_b.getvalue().decode("utf-8", "replace"),
+                                    la.strip() or "a", lb.strip() or "b", 2000)
+
+st.caption(f"{data.source}: {len(data)} pairs. A = **{data.lang_a}**, B = **{data.lang_b}**. "
+           f"Example: “{data.src[0][:90]}” ↔ “{data.tgt[0][:90]}”")
+
+# --- systems -----------------------------------------------------------------------------------------
+options: dict[str, System] = {}
+defaults: list[str] = []
+if run is not None:
+    with guard("Could not find the run's models"):
+        for s in run_systems(run.path, data.lang_b):
+            key = f"run:{run.name}:{s.name.rsplit(' · ', 1)[-1]}"
+            options[key] = s
+            defaults.append(key)
+
+
+def _spec(ref) -> ModelSpec:
+    return ModelSpec(ref.path, ref.tokenizer)
+
+
+per_run: dict[str, list] = {}
+for m in sel.models:
+    if m.covers(data.lang_a) and m.covers(data.lang_b):
+        options[f"sidebar:{m.key}"] = System(m.name, data.lang_a, data.lang_b, _spec(m.ref_for(data.lang_a)),
+                                             _spec(m.ref_for(data.lang_b)))
+    elif m.run:
+        per_run.setdefault(m.run, []).append(m)
+for rname, ms in per_run.items():  # a run's per-language models picked in the sidebar: pair them up
+    ma = next((m for m in ms if m.covers(data.lang_a)), None)
+    mb = next((m for m in ms if m.covers(data.lang_b)), None)
+    if ma and mb:
+        options[f"sidebar-run:{rname}"] = System(f"{rname} · sidebar ({ma.name} + {mb.name})", data.lang_a, data.lang_b,
+                                                 _spec(ma.ref_for(data.lang_a)), _spec(mb.ref_for(data.lang_b)))
+for k, s in st.session_state.get("al_custom", {}).items():
+    options[k] = System(s.name, data.lang_a, data.lang_b, s.a, s.b)
+if not defaults:
+    defaults = [k for k in options if k.startswith("sidebar")][:3]
+
+ctx = f"{source}|{run.name if run else ''}|{data.lang_a}|{data.lang_b}"
+if st.session_state.get("_al_ctx") != ctx or "al_systems" not in st.session_state:
+    st.session_state["_al_ctx"] = ctx
+    st.session_state["al_systems"] = defaults
+else:
+    st.session_state["al_systems"] = [k for k in st.session_state["al_systems"] if k in options]
+
+c1, c2 = st.columns([4, 2], vertical_alignment="bottom")
+chosen = c1.multiselect("Systems to compare (overlaid)", list(options), key="al_systems",
+                        format_func=lambda k: options[k].name if k in options else k,
+                        help="A system is the model reading language A and the model reading language B. A run's "
+                        "“transferred” system reads L1 with the L1 model and L2 with the learned L2 embeddings; "
+                        "its “floor” reads L2 with untrained L2 embeddings (no transfer step). Multilingual models "
+                        "from the sidebar read both languages.")
+with c2.popover("Compare two other models", icon=":material/add:", width="stretch"):
+    avail = sel.available
+    if not avail:
+        st.caption("No models found. Add a folder or hub id in the sidebar.")
+    else:
+        labels = [m.label for m in avail]
+        ia = st.selectbox(f"Model reading {data.lang_a}", range(len(avail)), format_func=labels.__getitem__, key="al_custom_a")
+        ib = st.selectbox(f"Model reading {data.lang_b}", range(len(avail)), format_func=labels.__getitem__, key="al_custom_b")
+        if st.button("Add system", key="al_custom_add"):
+            ma, mb = avail[ia], avail[ib]
+            ra, rb = ma.ref_for(data.lang_a) or ma.ref_for(None), mb.ref_for(data.lang_b) or mb.ref_for(None)
+            name = ma.name if ia == ib else f"{ma.name} + {mb.name}"
+            key = f"custom:{ra.path}|{rb.path}"
+            custom = dict(st.session_state.get("al_custom", {}))
+            custom[key] = System(name, data.lang_a, data.lang_b, _spec(ra), _spec(rb))
+            st.session_state["al_custom"] = custom
+            st.session_state["al_systems"] = list(dict.fromkeys(chosen + [key]))
+            st.rerun()
+
+if not chosen:
+    st.info("Pick at least one system: a run's transferred model and floor (generated world), models from the "
+            "sidebar, or “Compare two other models”.", icon=":material/info:")
+    st.stop()
+
+c1, c2, c3, c4 = st.columns([2, 1, 1, 1], vertical_alignment="bottom")
+pooling = c1.selectbox("Sentence vector", list(POOLINGS), format_func=POOLINGS.get, key="al_pooling")
+center = c2.toggle("Centre each language", value=False, key="al_center",
+                   help="Subtract each language's mean vector before cosine similarity: removes the offset that "
+                   "separates the two languages' clouds.")
+words_on = c3.toggle("Word translation", value=data.has_words, disabled=not data.has_words, key="al_words",
+                     help="Nearest word type in the other language vs. the gold dictionary (generated world only).")
+max_length = c4.number_input("Max tokens", min_value=8, max_value=512, value=128, step=8, key="al_max_len")
+words_on = bool(words_on and data.has_words and data.dictionary)
+
+# --- compute -------------------------------------------------------------------------------------------
+systems = [options[k] for k in chosen]
+n_ch = ua.n_chunks(len(data))
+progress = ua.Progress(len(systems) * n_ch * (4 if words_on else 2), "Encoding …")
+vectors: dict[str, dict] = {}
+rows: list[dict] = []
+for s in systems:
+    with guard(f"Could not compute {s.name}"):
+        ea = ua.sentence_vectors(s.a, data.src, pooling, max_length, progress, f"{s.name}: {data.lang_a} sentences")
+        eb = ua.sentence_vectors(s.b, data.tgt, pooling, max_length, progress, f"{s.name}: {data.lang_b} sentences")
+        vec = {"a": ea, "b": eb}
+        table = ua.alignment_table(ea, eb, bool(center), None)
+        if words_on:
+            wa = ua.word_vectors(s.a, data.src_words, max_length, progress, f"{s.name}: {data.lang_a} words")
+            wb = ua.word_vectors(s.b, data.tgt_words, max_length, progress, f"{s.name}: {data.lang_b} words")
+            vec.update(wa=wa, wb=wb)
+            wt = ua.word_table(wa, wb, tuple(w for x in data.src_words for w in x), tuple(w for x in data.tgt_words for w in x),
+                               tuple(data.dictionary), bool(center))
+            table = [{**r, **{k: v for k, v in w.items() if k != "layer"}} for r, w in zip(table, wt)]
+        vectors[s.name] = vec
+        rows += [{"system": s.name, "lang_a": data.lang_a, "lang_b": data.lang_b, **r} for r in table]
+progress.close()
+if not rows:
+    st.stop()
+
+# --- per-layer charts ---------------------------------------------------------------------------------------
+ab, ba = f"{data.lang_a} → {data.lang_b}", f"{data.lang_b} → {data.lang_a}"
+long_ret = [{"system": r["system"], "layer": r["layer"], "direction": d, "retrieval": r[k]}
+            for r in rows for d, k in ((ab, "retrieval_a_to_b"), (ba, "retrieval_b_to_a")) if r.get(k) is not None]
+tabs = st.tabs(["Retrieval", "CKA"] + (["Word translation"] if words_on else []) + ["Table"])
+with tabs[0]:
+    if long_ret:
+        plotly(ua.layer_lines(long_ret, "retrieval", "Sentence retrieval accuracy (nearest neighbour is the translation)",
+                              dash="direction", y_label="accuracy (%)"), key="al_fig_retrieval")
+        st.caption(f"Chance is 1/{len(data)} = {100 / len(data):.2f}%. Different hidden sizes cannot be compared by cosine "
+                   "(no retrieval for such systems; CKA still works).")
+    else:
+        st.info("The chosen systems read the two languages with vectors of different sizes: no cosine retrieval.")
+with tabs[1]:
+    plotly(ua.layer_lines(rows, "cka", "Linear CKA between the two languages' sentence vectors", percent=False,
+                          y_label="linear CKA"), key="al_fig_cka")
+    st.caption("1 = the same representation up to rotation and scale; computed on the paired sentences.")
+if words_on:
+    with tabs[2]:
+        long_wt = [{"system": r["system"], "layer": r["layer"], "direction": d, "accuracy": r[k]}
+                   for r in rows for d, k in ((ab, "word_translation_a_to_b"), (ba, "word_translation_b_to_a"))
+                   if r.get(k) is not None]
+        plotly(ua.layer_lines(long_wt, "accuracy", "Word translation accuracy against the gold dictionary",
+                              dash="direction", y_label="accuracy (%)"), key="al_fig_words")
+        n_words = next((r.get("n_words") for r in rows if r.get("n_words")), None)
+        st.caption(f"Contextual vectors of each word averaged per word type; {n_words} source word types with a gold "
+                   "translation among the target words.")
+with tabs[-1]:
+    df = pd.DataFrame(rows)
+    st.dataframe(df, hide_index=True, key="al_table")
+    st.download_button("Download alignment table (CSV)", ua.csv_bytes(rows), file_name="xlviz-alignment.csv",
+                       mime="text/csv", icon=":material/download:", key="al_dl")
+
+# --- projection -----------------------------------------------------------------------------------------
+st.subheader("Projection")
+names = [s.name for s in systems if s.name in vectors]
+n_layers = vectors[names[0]]["a"].shape[0]
+c1, c2, c3, c4, c5 = st.columns([3, 2, 1, 1, 1], vertical_alignment="bottom")
+p_sys = c1.selectbox("System", names, key="al_proj_system")
+vec = vectors[p_sys]
+n_layers = vec["a"].shape[0]
+p_layer = c2.slider("Layer", 0, n_layers - 1, n_layers - 1, key="al_proj_layer")
+p_method = c3.radio("Method", ["PCA", "UMAP"], key="al_proj_method", horizontal=True,
+                    help="UMAP needs a few seconds the first time (numba compiles).")
+levels = ["sentences"] + (["words"] if "wa" in vec else [])
+p_level = c4.radio("Points", levels, key="al_proj_level", horizontal=True)
+p_n = c5.number_input("Sentences", min_value=2, max_value=len(data), value=min(150 if p_level == "sentences" else 15, len(data)),
+                      key="al_proj_n")
+with guard("Could not project"):
+    if vec["a"].shape[2] != vec["b"].shape[2]:
+        st.info("The two sides have different hidden sizes, so they cannot share one projection.")
+    else:
+        n = int(p_n)
+        if p_level == "sentences":
+            pts = ua.projection(vec["a"][p_layer, :n], vec["b"][p_layer, :n], tuple(data.src[:n]), tuple(data.tgt[:n]),
+                                data.lang_a, data.lang_b, None, p_method.lower())
+        else:
+            ra, rb, la, lb, pairs = aligned_words(data, n)
+            pts = ua.projection(vec["wa"][p_layer][ra], vec["wb"][p_layer][rb], tuple(la), tuple(lb), data.lang_a,
+                                data.lang_b, tuple(pairs), p_method.lower())
+        plotly(ua.projection_figure(pts, f"{p_sys} · layer {p_layer} · {p_method} of {p_level}"), key="al_fig_proj")
+        st.caption("Coloured by language; grey lines join translations (for words: gold word alignments). Hover shows "
+                   "the text.")
+
+# --- post-hoc alignment ------------------------------------------------------------------------------------
+st.subheader("Post-hoc alignment (orthogonal map)")
+st.caption("Wu et al. (2020): fit an orthogonal (Procrustes) map from language A's vectors to language B's on part of "
+           "the pairs, then retrieve the held-out rest before and after applying it. A big gain means the languages "
+           "share structure that is only rotated apart.")
+c1, _ = st.columns([2, 3])
+frac = c1.slider("Share of pairs to fit the map on", 0.1, 0.9, 0.5, 0.05, key="al_train_frac")
+post = []
+for s in systems:
+    vec = vectors.get(s.name)
+    if vec is None or vec["a"].shape[2] != vec["b"].shape[2]:
+        continue
+    with guard(f"Could not fit the map for {s.name}"):
+        for r in ua.alignment_table(vec["a"], vec["b"], bool(center), float(frac)):
+            post.append({"system": s.name, "layer": r["layer"], "when": "before map", "retrieval": r["retrieval_before"],
+                         "n_test": r["n_test"]})
+            post.append({"system": s.name, "layer": r["layer"], "when": "after map", "retrieval": r["retrieval_after"],
+                         "n_test": r["n_test"]})
+if post:
+    plotly(ua.layer_lines(post, "retrieval", f"Held-out retrieval {ab}, before and after the orthogonal map",
+                          dash="when", y_label="accuracy (%)"), key="al_fig_posthoc")
+    st.caption(f"Map fitted on {round(len(data) * frac)} pairs, retrieval on the other {post[0]['n_test']}.")
+    st.download_button("Download post-hoc alignment (CSV)", ua.csv_bytes(post), file_name="xlviz-posthoc-alignment.csv",
+                       mime="text/csv", icon=":material/download:", key="al_dl_post")

@@ -1,0 +1,243 @@
+"""Probing: what the transferred model learned, per language, category and layer.
+
+- Agreement (Goldberg 2019): mask the word where a minimal pair differs and compare the masked LM's
+  probabilities of the two forms; on the generated world's agreement pairs of every language and on
+  Marvin & Linzen (English; with coverage: pairs whose two forms are single tokens, the paper's Table 10).
+- Word in context: a logistic-regression probe on fixed vectors of a word in two contexts (same sense
+  or not), cross-validated per layer, and contextual similarity (cosine vs. binary gold similarity,
+  Spearman) on the generated world's same-word-different-sense pairs.
+
+The paper's probing direction: the model trained on L1 and transferred into L2, probed in L2, next to
+the floor (untrained L2 embeddings), with the L1 model on L1 as reference. A run has no model trained
+on L2 directly (``xlviz transfer`` cannot train one). Results as grids (model · language × category or
+layer), with a drill-down to single pairs and CSV export. Numbers come from ``xlviz.analysis`` (as
+``xlviz analyse agreement|wic|probing``). Opens preset to a run with ``?run=NAME&l2=L2``.
+"""
+
+import pandas as pd
+import streamlit as st
+
+from xlviz.analysis.reports import ModelSpec, ProbeModel, agreement_rows, run_probe_models
+from xlviz.ui import analysis as ua
+from xlviz.ui.common import guard, plotly, shared_data_dir
+from xlviz.ui.sidebar import current, page_setup
+
+page_setup()
+
+PAGE = "probing"
+AGREEMENT, WIC = "Agreement", "Word in context"
+WORLD_DATA, ML_DATA = "Generated world", "Marvin & Linzen (English)"
+ROLE_NOTE = {"reference": "L1 model on L1", "transferred": "transferred", "floor": "floor", "model": "model"}
+
+st.title("Probing: what the transferred model learned")
+st.caption("Does the transferred model (L1 body, learned L2 embeddings) know L2's agreement and word senses, "
+           "compared with the floor (same body, untrained L2 embeddings)? The L1 model on L1 is the reference. "
+           "Accuracies in %.")
+sel = current()
+runs = ua.analysable_runs()
+shared = shared_data_dir()
+has_ml = bool(shared and (shared / "syneval" / "marvin_linzen.tsv.gz").is_file())
+
+# --- preset from the Runs page's link: ?run=NAME&l2=L2 -----------------------------------------------
+p_run, p_l2, p_msg = ua.query_preset(PAGE, runs)
+if p_msg:
+    st.warning(p_msg, icon=":material/link_off:")
+if p_run is not None:
+    st.session_state["pr_run"] = p_run.name
+    st.session_state["pr_l2s"] = [p_l2] if p_l2 else list(p_run.l2s)
+
+# --- models ------------------------------------------------------------------------------------------
+probe = st.segmented_control("Probe", [AGREEMENT, WIC], key="pr_probe", required=True, default=AGREEMENT)
+run = None
+models: list[ProbeModel] = []
+c1, c2, c3 = st.columns([3, 2, 1], vertical_alignment="bottom")
+if runs:
+    names = [r.name for r in runs]
+    if st.session_state.get("pr_run") not in names:
+        st.session_state["pr_run"] = names[0]
+    run_name = c1.selectbox("Run", names, key="pr_run")
+    run = next(r for r in runs if r.name == run_name)
+    if "pr_l2s" not in st.session_state or not all(l in run.l2s for l in st.session_state["pr_l2s"]):
+        st.session_state["pr_l2s"] = list(run.l2s)
+    l2s = c2.multiselect("Target languages", run.l2s, key="pr_l2s")
+    floor = c3.toggle("Floor", value=True, key="pr_floor", help="Also probe the floor: the L1 body with untrained L2 "
+                      "embeddings (what the transferred model was before the transfer step).")
+    ua.sync_query(PAGE, run.name, l2s[0] if len(l2s) == 1 else None)
+    with guard("Could not find the run's models"):
+        models = run_probe_models(run.path, l2s or [], floor=floor) if l2s else run_probe_models(run.path, [], floor=floor)[:1]
+else:
+    c1.caption("No run with trained models yet: start one on the Runs page. English models from the sidebar can be "
+               "probed on Marvin & Linzen.")
+english = [m for m in sel.models if m.covers("en") and not (run and m.run == run.name)]
+for m in english:
+    ref = m.ref_for("en")
+    models.append(ProbeModel(m.name, "en", ModelSpec(ref.path, ref.tokenizer), "model"))
+st.caption("A run has no model trained on L2 directly (`xlviz transfer` cannot train one), so L2 is probed in the "
+           "transferred model and the floor, next to the L1 model on L1. English models picked in the sidebar are "
+           "probed on English data.")
+if not models:
+    st.info("Pick a run, or English masked LMs in the sidebar.", icon=":material/info:")
+    st.stop()
+
+
+def label(m: ProbeModel) -> str:
+    return f"{m.name} · {m.language}"
+
+
+# --- agreement -----------------------------------------------------------------------------------------
+if probe == AGREEMENT:
+    data_opts = ([WORLD_DATA] if run else []) + ([ML_DATA] if has_ml else [])
+    if not data_opts:
+        st.info("No agreement data: a run's generated world or ../shared/data/syneval/marvin_linzen.tsv.gz.")
+        st.stop()
+    if "pr_agr_data" not in st.session_state or not set(st.session_state["pr_agr_data"]) <= set(data_opts):
+        st.session_state["pr_agr_data"] = data_opts[:1]
+    c1, c2, c3 = st.columns([3, 1, 2], vertical_alignment="bottom")
+    data_sel = c1.multiselect("Minimal pairs from", data_opts, key="pr_agr_data")
+    max_cat = c2.number_input("Pairs per category", min_value=1, max_value=20000, value=100, step=50, key="pr_agr_max",
+                              help="Evenly spread through each category (Marvin & Linzen lists singular subjects first).")
+    unit = c3.radio("Scored pairs", ["word", "token"], key="pr_agr_unit", horizontal=True,
+                    format_func={"word": "both forms single tokens", "token": "differ in one sub-word"}.get,
+                    help="Goldberg (2019) scores only pairs whose two forms are single tokens of the vocabulary; "
+                    "coverage says how many qualify. “Differ in one sub-word” also scores e.g. walk ##s / walk ##ed.")
+    jobs = []
+    for m in models:
+        if WORLD_DATA in data_sel and run is not None and (m.role != "model" or m.language == "en"):
+            jobs.append((m, f"world:{m.language}", WORLD_DATA))
+        if ML_DATA in data_sel and m.language == "en":
+            jobs.append((m, "marvin-linzen", "Marvin & Linzen"))
+    if not jobs:
+        st.info("Nothing to probe with this choice (Marvin & Linzen is English: it needs an English model).")
+        st.stop()
+    run_path = str(run.path) if run else None
+    sizes = {}
+    with guard("Could not read the minimal pairs", stop=True):
+        for _, d, _ in jobs:
+            if d not in sizes:
+                with st.spinner("Reading minimal pairs …"):
+                    sizes[d] = len(ua.agreement_pairs(d, run_path, int(max_cat), ua.data_stamp(d, run_path))[1])
+    progress = ua.Progress(sum(ua.n_chunks(sizes[d]) for _, d, _ in jobs), "Scoring minimal pairs …")
+    results = {}
+    grid_rows = []
+    for m, d, dname in jobs:
+        with guard(f"Could not probe {label(m)} on {dname}"):
+            res = ua.agreement(m.spec, d, run_path, int(max_cat), unit, progress, f"{label(m)} on {dname}")
+            results[f"{label(m)} · {dname}"] = (m, dname, res)
+            grid_rows += agreement_rows(m.name, m.language, res, m.role, dname)
+    progress.close()
+    if not results:
+        st.stop()
+
+    for dname in dict.fromkeys(d for _, _, d in jobs):
+        rows = [r for r in grid_rows if r["data"] == dname]
+        if not rows:
+            continue
+        st.subheader(f"{dname}: accuracy per category")
+        df = pd.DataFrame(rows)
+        df["row"] = df["model"] + " · " + df["language"] + " (" + df["role"].map(ROLE_NOTE) + ")"
+        cats = list(dict.fromkeys(df["category"]))
+        acc = df.pivot(index="row", columns="category", values="accuracy")[cats] * 100
+        acc = acc.loc[list(dict.fromkeys(df["row"]))]
+        st.dataframe(acc, key=f"pr_grid_{dname}",
+                     column_config={c: st.column_config.NumberColumn(c, format="%.1f") for c in cats})
+        cov = df.pivot(index="row", columns="category", values="coverage")[cats] * 100
+        cov = cov.loc[list(dict.fromkeys(df["row"]))]
+        overall = df[df["category"] == "all"].set_index("row")
+        st.caption("Coverage (pairs scored): " + "; ".join(
+            f"{r}: {int(overall.loc[r, 'n_scored'])}/{int(overall.loc[r, 'n_total'])} ({overall.loc[r, 'coverage'] * 100:.1f}%)"
+            for r in overall.index))
+        if dname != WORLD_DATA or (cov < 100).any().any():
+            with st.expander("Coverage per category (%)", expanded=dname != WORLD_DATA):
+                st.dataframe(cov, key=f"pr_cov_{dname}",
+                             column_config={c: st.column_config.NumberColumn(c, format="%.1f") for c in cats})
+        import plotly.express as px
+
+        bar = df[df["category"] != "all"].assign(accuracy=lambda x: 100 * x["accuracy"])
+        fig = px.bar(bar, x="category", y="accuracy", color="row", barmode="group", labels={"accuracy": "accuracy (%)",
+                     "row": ""}, title=f"{dname}: agreement accuracy per category")
+        fig.add_hline(y=50, line_dash="dot", line_color="gray", annotation_text="chance")
+        fig.update_layout(height=380, margin=dict(t=50, b=10, l=10, r=10), yaxis_range=[0, 102])
+        plotly(fig, key=f"pr_fig_agr_{dname}")
+    st.download_button("Download agreement grid (CSV)", ua.csv_bytes(grid_rows), file_name="xlviz-agreement.csv",
+                       mime="text/csv", icon=":material/download:", key="pr_dl_agr")
+
+    st.subheader("Pairs")
+    keys = list(results)
+    c1, c2, c3 = st.columns([3, 2, 2])
+    pick = c1.selectbox("Model and data", keys, key="pr_agr_drill")
+    m, dname, res = results[pick]
+    cat = c2.selectbox("Category", ["all"] + [c["category"] for c in res["by_category"]], key="pr_agr_cat")
+    show = c3.radio("Show", ["all", "wrong", "not scored"], key="pr_agr_filter", horizontal=True)
+    items = [it for it in res["items"] if cat == "all" or it["category"] == cat]
+    if show == "wrong":
+        items = [it for it in items if it["covered"] and not it["correct"]]
+    elif show == "not scored":
+        items = [it for it in items if not it["covered"]]
+    table = pd.DataFrame(items, columns=["id", "category", "masked", "sentence", "good_word", "bad_word", "logp_good",
+                                         "logp_bad", "preferred", "correct", "top_prediction", "reason"])
+    st.dataframe(table, hide_index=True, key="pr_agr_items", column_config={
+        "masked": st.column_config.TextColumn("masked sentence", width="large"),
+        "logp_good": st.column_config.NumberColumn("log P(good)", format="%.2f"),
+        "logp_bad": st.column_config.NumberColumn("log P(bad)", format="%.2f"),
+        "preferred": "model preferred", "top_prediction": "top prediction at [MASK]"})
+    st.caption(f"{len(items)} pairs. A pair is right when the grammatical form is more probable at the masked position.")
+    st.download_button("Download these pairs (CSV)", ua.csv_bytes(items), file_name="xlviz-agreement-pairs.csv",
+                       mime="text/csv", icon=":material/download:", key="pr_dl_agr_items")
+
+# --- word in context -------------------------------------------------------------------------------------
+else:
+    if run is None:
+        st.info("Word-in-context pairs come from a run's generated world: start a run on the Runs page.")
+        st.stop()
+    st.caption("Same-word-different-sense pairs of the generated world (bat, seal, crane: animal or thing). In English "
+               "both contexts contain the same word form, so only context can tell the senses apart; in the invented "
+               "L2s the two senses are different words, so the probe is easy from the embeddings (layer 0) on.")
+    c1, c2 = st.columns(2)
+    n_pairs = c1.number_input("Sense pairs per language", min_value=10, max_value=2000, value=200, step=50, key="pr_wic_n")
+    folds = c2.number_input("Cross-validation folds", min_value=2, max_value=10, value=5, key="pr_wic_folds")
+    wic_models = [m for m in models if m.role != "model" or m.language == "en"]
+    progress = ua.Progress(len(wic_models), "Word in context …")
+    results = {}
+    rows = []
+    for m in wic_models:
+        with guard(f"Could not probe {label(m)}"):
+            res = ua.word_in_context(m.spec, str(run.path), m.language, int(n_pairs), int(folds))
+            results[label(m)] = (m, res)
+            rows += [{"model": label(m), "role": m.role, **r} for r in res["layers"]]
+        progress.step(label(m))
+    progress.close()
+    if not rows:
+        st.stop()
+    c1, c2 = st.columns(2)
+    with c1:
+        plotly(ua.layer_lines(rows, "accuracy", "Word-in-context probe accuracy (cross-validated)", color="model",
+                              y_label="accuracy (%)", baseline=rows[0]["majority"]), key="pr_fig_wic")
+    with c2:
+        plotly(ua.layer_lines(rows, "spearman", "Contextual similarity: Spearman ρ of cosine vs. gold", percent=False,
+                              color="model", y_label="Spearman ρ"), key="pr_fig_sim")
+    st.caption("Gold similarity is binary here (same sense = 1, different sense = 0), so ρ is a rank-biserial "
+               "correlation; the table also has ROC AUC and the mean cosine of each class.")
+    df = pd.DataFrame(rows)
+    grid = (df.pivot(index="model", columns="layer", values="accuracy") * 100).loc[list(dict.fromkeys(df["model"]))]
+    grid.columns = [f"layer {c}" for c in grid.columns]
+    st.dataframe(grid, key="pr_wic_grid", column_config={c: st.column_config.NumberColumn(c, format="%.1f") for c in grid.columns})
+    st.download_button("Download word-in-context table (CSV)", ua.csv_bytes(rows), file_name="xlviz-wic.csv",
+                       mime="text/csv", icon=":material/download:", key="pr_dl_wic")
+
+    st.subheader("Pairs")
+    c1, c2, c3 = st.columns([3, 2, 2])
+    pick = c1.selectbox("Model", list(results), key="pr_wic_drill")
+    m, res = results[pick]
+    n_layers = len(res["layers"])
+    layer = c2.slider("Layer", 0, n_layers - 1, n_layers - 1, key="pr_wic_layer")
+    show = c3.radio("Show", ["all", "wrong"], key="pr_wic_filter", horizontal=True)
+    items = [{"id": it["id"], "word": it["word"], "sentence 1": it["sentence1"], "sentence 2": it["sentence2"],
+              "same sense": it["same_sense"], "cosine": it["cosine"][layer], "probe says same": it["predicted"][layer],
+              "correct": it["predicted"][layer] == it["same_sense"]} for it in res["items"]]
+    if show == "wrong":
+        items = [it for it in items if not it["correct"]]
+    st.dataframe(pd.DataFrame(items), hide_index=True, key="pr_wic_items",
+                 column_config={"cosine": st.column_config.NumberColumn("cosine", format="%.3f")})
+    st.caption(f"{len(items)} pairs at layer {layer}; predictions are held-out (cross-validation).")
+    st.download_button("Download these pairs (CSV)", ua.csv_bytes(items), file_name="xlviz-wic-pairs.csv",
+                       mime="text/csv", icon=":material/download:", key="pr_dl_wic_items")

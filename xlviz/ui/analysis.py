@@ -1,0 +1,362 @@
+"""Cached loaders, chunked computations and figures for the Alignment and Probing pages.
+
+Why chunks: each piece of work (64 sentences encoded, 64 minimal pairs scored) is one
+``st.cache_data`` entry keyed by the model's files, the data and the settings, so a progress
+bar advances between chunks, a second look is instant and raising the number of pairs only
+computes the new ones. The numbers come from ``xlviz.analysis`` (the same functions as
+``xlviz analyse``); nothing here computes a metric itself.
+
+Also: the runs these pages can analyse, and presets from the URL (``?run=NAME&l2=sov``, the
+"analyse this run" link of the Runs page).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import streamlit as st
+
+from xlviz.analysis.reports import ModelSpec, ParallelData, RunInfo
+from xlviz.errors import XlvizError
+
+CHUNK = 64
+LANG_COLOURS = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd"]
+
+
+# --------------------------------------------------------------------------- runs and presets
+def analysable_runs() -> list[RunInfo]:
+    """Runs with a pre-trained L1 model, a generated world and at least one L2 (newest first)."""
+    from xlviz.analysis.reports import run_info
+    from xlviz.runs import list_runs
+
+    out = []
+    for run in list_runs():
+        try:
+            info = run_info(run.path)
+        except (XlvizError, OSError):
+            continue
+        if (info.world_dir / "world.json").is_file() and info.l2s:
+            out.append(info)
+    return out
+
+
+def query_preset(page: str, runs: list[RunInfo]) -> tuple[RunInfo | None, str | None, str | None]:
+    """``(run, l2, message)`` from ``?run=NAME&l2=L2`` the first time this page sees that query.
+
+    Returns ``(None, None, None)`` when there is no (new) query; a message when the run named in
+    the link cannot be analysed (not found, or still without models).
+    """
+    qp = st.query_params
+    name = qp.get("run")
+    if not name:
+        return None, None, None
+    l2 = qp.get("l2") or None
+    sig = f"{name}|{l2}"
+    marker = f"_xlviz_preset_{page}"
+    if st.session_state.get(marker) == sig:
+        return None, None, None
+    st.session_state[marker] = sig
+    info = next((r for r in runs if r.name == name), None)
+    if info is None:
+        return None, None, f"The run “{name}” from the link was not found or has no trained models to analyse yet."
+    if l2 is not None and l2 not in info.l2s:
+        return info, None, f"The run “{name}” has no language “{l2}”; it has {', '.join(info.l2s)}."
+    return info, l2, None
+
+
+def sync_query(page: str, run: str | None, l2: str | None) -> None:
+    """Keep the URL on the current run/L2 (shareable) without re-applying it as a preset."""
+    if not run:
+        return
+    want = {"run": run, **({"l2": l2} if l2 else {})}
+    if dict(st.query_params) != want:
+        st.query_params.clear()
+        st.query_params.update(want)
+    st.session_state[f"_xlviz_preset_{page}"] = f"{run}|{l2}"
+
+
+# --------------------------------------------------------------------------- models
+@st.cache_resource(show_spinner=False, max_entries=8)
+def _load(path: str, tokenizer: str | None, floor_seed: int | None, task: str, stamp: str):
+    from xlviz.analysis.reports import load_spec
+
+    return load_spec(ModelSpec(path, tokenizer, floor_seed), task)
+
+
+def load(spec: ModelSpec, task: str = "base"):
+    """``(model, tokenizer)`` of a spec, cached per process (reloaded when its files change)."""
+    what = "the floor (untrained L2 embeddings)" if spec.floor_seed is not None else Path(spec.path).name or spec.path
+    with st.spinner(f"Loading {what} …"):
+        return _load(spec.path, spec.tokenizer, spec.floor_seed, task, spec.stamp())
+
+
+def _args(spec: ModelSpec) -> tuple:
+    return spec.path, spec.tokenizer, spec.floor_seed, spec.stamp()
+
+
+# --------------------------------------------------------------------------- data
+def _world_stamp(run_path: str | None) -> str:
+    try:
+        return str((Path(run_path) / "world" / "world.json").stat().st_mtime_ns) if run_path else ""
+    except OSError:
+        return ""
+
+
+@st.cache_data(show_spinner=False, max_entries=32)
+def _parallel(source: str, run_path: str | None, l2: str | None, lang_a: str, lang_b: str | None, limit: int | None,
+              stamp: str) -> ParallelData:
+    from xlviz.analysis.reports import parallel_data
+
+    return parallel_data(source, run_dir=run_path, l2=l2, lang_a=lang_a, lang_b=lang_b, limit=limit)
+
+
+def parallel(source: str, run_path: str | None = None, l2: str | None = None, lang_a: str = "en",
+             lang_b: str | None = None, limit: int | None = None) -> ParallelData:
+    return _parallel(source, run_path, l2, lang_a, lang_b, limit, _world_stamp(run_path))
+
+
+@st.cache_data(show_spinner=False, max_entries=8)
+def parallel_uploaded(text_a: str, text_b: str, lang_a: str, lang_b: str, limit: int | None) -> ParallelData:
+    from xlviz.analysis.reports import parallel_from_texts
+
+    return parallel_from_texts(text_a, text_b, lang_a, lang_b, limit)
+
+
+# --------------------------------------------------------------------------- alignment
+@st.cache_data(show_spinner=False, max_entries=1024)
+def _embed(path, tokenizer, floor_seed, stamp, texts: tuple, pooling: str, max_length: int) -> np.ndarray:
+    from xlviz.analysis.representations import sentence_embeddings
+
+    model, tok = _load(path, tokenizer, floor_seed, "base", stamp)
+    return sentence_embeddings(model, tok, list(texts), pooling=pooling, max_length=max_length)
+
+
+@st.cache_data(show_spinner=False, max_entries=1024)
+def _words(path, tokenizer, floor_seed, stamp, words: tuple, max_length: int) -> np.ndarray:
+    from xlviz.analysis.reports import word_vectors
+
+    model, tok = _load(path, tokenizer, floor_seed, "base", stamp)
+    return word_vectors(model, tok, [list(w) for w in words], max_length)[0]
+
+
+class Progress:
+    """A ``st.progress`` bar over a known number of chunks; ``step(text)`` after each."""
+
+    def __init__(self, total: int, text: str = "Working …"):
+        self.total, self.done = max(total, 1), 0
+        self.bar = st.progress(0.0, text=text)
+
+    def step(self, text: str) -> None:
+        self.done += 1
+        self.bar.progress(min(self.done / self.total, 1.0), text=f"{text} ({min(self.done, self.total)}/{self.total})")
+
+    def close(self) -> None:
+        self.bar.empty()
+
+
+def n_chunks(n: int) -> int:
+    return (n + CHUNK - 1) // CHUNK
+
+
+def sentence_vectors(spec: ModelSpec, texts: list[str], pooling: str, max_length: int, progress: Progress | None = None,
+                     text: str = "Encoding") -> np.ndarray:
+    """[layers + 1, n, d] sentence vectors, computed (and cached) 64 sentences at a time."""
+    load(spec)  # spinner and errors once, outside the cached chunks
+    parts = []
+    for lo in range(0, len(texts), CHUNK):
+        parts.append(_embed(*_args(spec), tuple(texts[lo : lo + CHUNK]), pooling, int(max_length)))
+        if progress:
+            progress.step(text)
+    return np.concatenate(parts, axis=1)
+
+
+def word_vectors(spec: ModelSpec, words: list[list[str]], max_length: int, progress: Progress | None = None,
+                 text: str = "Word vectors") -> np.ndarray:
+    """[layers + 1, N words, d] contextual word vectors of pre-split sentences, flattened in order."""
+    load(spec)
+    parts = []
+    for lo in range(0, len(words), CHUNK):
+        parts.append(_words(*_args(spec), tuple(tuple(w) for w in words[lo : lo + CHUNK]), int(max_length)))
+        if progress:
+            progress.step(text)
+    return np.concatenate(parts, axis=1)
+
+
+@st.cache_data(show_spinner=False, max_entries=128)
+def alignment_table(emb_a: np.ndarray, emb_b: np.ndarray, center: bool, train_fraction: float | None, seed: int = 0) -> list[dict]:
+    from xlviz.analysis.reports import alignment_rows
+
+    return alignment_rows(emb_a, emb_b, center=center, train_fraction=train_fraction, seed=seed)
+
+
+@st.cache_data(show_spinner=False, max_entries=64)
+def word_table(wa: np.ndarray, wb: np.ndarray, words_a: tuple, words_b: tuple, gold: tuple, center: bool) -> list[dict]:
+    from xlviz.analysis.reports import word_translation_rows
+
+    return word_translation_rows(wa, wb, list(words_a), list(words_b), list(gold), center=center)
+
+
+@st.cache_data(show_spinner=False, max_entries=32)
+def projection(points_a: np.ndarray, points_b: np.ndarray, labels_a: tuple, labels_b: tuple, lang_a: str, lang_b: str,
+               pairs: tuple | None, method: str, seed: int = 0) -> list[dict]:
+    from xlviz.analysis.reports import translation_projection
+
+    return translation_projection(points_a, points_b, list(labels_a), list(labels_b), lang_a, lang_b,
+                                  list(pairs) if pairs is not None else None, method=method, seed=seed)
+
+
+# --------------------------------------------------------------------------- probing
+@st.cache_data(show_spinner=False, max_entries=16)
+def agreement_pairs(data: str, run_path: str | None, max_per_category: int | None, stamp: str) -> tuple[str, list[dict]]:
+    from xlviz.analysis.reports import agreement_data
+
+    return agreement_data(data, run_dir=run_path, max_per_category=max_per_category)
+
+
+def data_stamp(data: str, run_path: str | None) -> str:
+    if data.startswith("world:"):
+        return _world_stamp(run_path)
+    from xlviz.data.real import shared_data_dir
+
+    root = shared_data_dir()
+    f = root / "syneval" / "marvin_linzen.tsv.gz" if root else None
+    try:
+        return f"{f}|{f.stat().st_mtime_ns}" if f else ""
+    except OSError:
+        return ""
+
+
+@st.cache_data(show_spinner=False, max_entries=4096)
+def _agreement_chunk(path, tokenizer, floor_seed, stamp, data: str, run_path, max_per_category, dstamp: str,
+                     lo: int, hi: int, unit: str) -> list[dict]:
+    from xlviz.analysis.probing import agreement_accuracy
+
+    model, tok = _load(path, tokenizer, floor_seed, "mlm", stamp)
+    _, pairs = agreement_pairs(data, run_path, max_per_category, dstamp)
+    return agreement_accuracy(model, tok, pairs[lo:hi], unit=unit)["items"]
+
+
+def agreement(spec: ModelSpec, data: str, run_path: str | None, max_per_category: int | None, unit: str,
+              progress: Progress | None = None, text: str = "Scoring") -> dict:
+    """``agreement_accuracy``'s result (summary, by_category, items), chunk by chunk."""
+    from xlviz.analysis.probing import agreement_summary
+
+    load(spec, "mlm")
+    dstamp = data_stamp(data, run_path)
+    _, pairs = agreement_pairs(data, run_path, max_per_category, dstamp)
+    items: list[dict] = []
+    for lo in range(0, len(pairs), CHUNK):
+        items += _agreement_chunk(*_args(spec), data, run_path, max_per_category, dstamp, lo, lo + CHUNK, unit)
+        if progress:
+            progress.step(text)
+    return {**agreement_summary(items), "unit": unit, "items": items}
+
+
+@st.cache_data(show_spinner=False, max_entries=64)
+def _sense_vectors(path, tokenizer, floor_seed, stamp, run_path: str, lang: str, n: int | None, wstamp: str):
+    from xlviz.analysis.probing import sense_pair_vectors
+    from xlviz.analysis.reports import sense_data
+
+    model, tok = _load(path, tokenizer, floor_seed, "mlm", stamp)
+    pairs = sense_data(run_path, lang, n)
+    U, V, y, kept = sense_pair_vectors(model, tok, pairs)
+    return pairs, U, V, y, kept
+
+
+@st.cache_data(show_spinner=False, max_entries=64)
+def _wic_numbers(U: np.ndarray, V: np.ndarray, y: np.ndarray, folds: int) -> tuple[dict, dict]:
+    from xlviz.analysis.probing import contextual_similarity, wic_probe
+
+    return wic_probe(U, V, y, folds=folds), contextual_similarity(U, V, y)
+
+
+def word_in_context(spec: ModelSpec, run_path: str, lang: str, n: int | None, folds: int) -> dict:
+    """``xlviz.analysis.probing.word_in_context``'s result, with vectors and numbers cached apart."""
+    load(spec, "mlm")
+    pairs, U, V, y, kept = _sense_vectors(*_args(spec), run_path, lang, n, _world_stamp(run_path))
+    probe, sim = _wic_numbers(U, V, y, int(folds))
+    layers = [{**a, **{k: v for k, v in b.items() if k != "layer"}} for a, b in zip(probe["layers"], sim["layers"])]
+    items = []
+    for j, i in enumerate(kept):
+        p = pairs[i]
+        w1, w2 = p["words1"][p["index1"]], p["words2"][p["index2"]]
+        items.append({"id": p["id"], "word": w1 if w1 == w2 else f"{w1} / {w2}", "sentence1": p["sentence1"],
+                      "sentence2": p["sentence2"], "same_sense": bool(p["same_sense"]),
+                      "cosine": [c[j] for c in sim["cosines"]], "predicted": [pr[j] for pr in probe["predictions"]]})
+    return {"layers": layers, "items": items, "n_pairs": len(pairs), "n_dropped": len(pairs) - len(kept)}
+
+
+# --------------------------------------------------------------------------- figures
+def layer_lines(rows: list[dict], y: str, title: str, *, percent: bool = True, color: str = "system",
+                dash: str | None = None, y_label: str | None = None, baseline: float | None = None):
+    """A line chart over layers, one line per ``color`` (and ``dash``) value."""
+    import pandas as pd
+    import plotly.express as px
+
+    df = pd.DataFrame(rows)
+    df = df[df[y].notna()] if y in df else df
+    if percent and y in df:
+        df = df.assign(**{y: 100 * df[y].astype(float)})
+    fig = px.line(df, x="layer", y=y, color=color, line_dash=dash, markers=True, title=title,
+                  labels={y: y_label or y, "layer": "layer (0 = embeddings)"})
+    fig.update_xaxes(dtick=1)
+    if percent:
+        fig.update_yaxes(range=[-2, 102])
+    if baseline is not None:
+        fig.add_hline(y=100 * baseline if percent else baseline, line_dash="dot", line_color="gray",
+                      annotation_text="majority class", annotation_position="bottom right")
+    fig.update_layout(legend_title_text="", margin=dict(t=50, b=10, l=10, r=10), height=360)
+    return fig
+
+
+def projection_figure(rows: list[dict], title: str, lines: bool = True):
+    """Scatter of projected points coloured by language, with grey lines between translations."""
+    import plotly.graph_objects as go
+
+    fig = go.Figure()
+    if lines:
+        ends: dict[int, list[dict]] = {}
+        for r in rows:
+            if r["pair"] is not None:
+                ends.setdefault(r["pair"], []).append(r)
+        xs: list[Any] = []
+        ys: list[Any] = []
+        for pts in ends.values():
+            if len(pts) >= 2:
+                xs += [pts[0]["x"], pts[1]["x"], None]
+                ys += [pts[0]["y"], pts[1]["y"], None]
+        fig.add_trace(go.Scattergl(x=xs, y=ys, mode="lines", line=dict(color="rgba(120,120,120,0.35)", width=1),
+                                   hoverinfo="skip", name="translation", showlegend=True))
+    langs = list(dict.fromkeys(r["language"] for r in rows))
+    for k, lang in enumerate(langs):
+        pts = [r for r in rows if r["language"] == lang]
+        fig.add_trace(go.Scattergl(
+            x=[r["x"] for r in pts], y=[r["y"] for r in pts], mode="markers", name=lang,
+            marker=dict(size=7, color=LANG_COLOURS[k % len(LANG_COLOURS)], opacity=0.8),
+            text=[_wrap(r["text"]) for r in pts], hovertemplate="%{text}<extra>" + lang + "</extra>"))
+    fig.update_layout(title=title, height=520, margin=dict(t=50, b=10, l=10, r=10), legend_title_text="")
+    fig.update_xaxes(showticklabels=False)
+    fig.update_yaxes(showticklabels=False, scaleanchor="x", scaleratio=1)
+    return fig
+
+
+def _wrap(text: str, width: int = 70) -> str:
+    words, lines, line = text.split(), [], ""
+    for w in words:
+        if len(line) + len(w) + 1 > width and line:
+            lines.append(line)
+            line = w
+        else:
+            line = f"{line} {w}".strip()
+    lines.append(line)
+    return "<br>".join(lines)
+
+
+def csv_bytes(rows: list[dict]) -> bytes:
+    """Rows of dicts as UTF-8 CSV (lists joined with ';'), for st.download_button."""
+    import pandas as pd
+
+    df = pd.DataFrame([{k: ";".join(map(str, v)) if isinstance(v, (list, tuple)) else v for k, v in r.items()} for r in rows])
+    return df.to_csv(index=False).encode("utf-8")
