@@ -43,10 +43,12 @@ def make_batches(args) -> tuple[list[dict], int]:
     return batches, len(tok)
 
 
-def runner(name: str, vocab: int, args, *, masked_only: bool, bf16: bool):
+def runner(name: str, vocab: int, args, *, masked_only: bool, bf16: bool, compiled: bool = False):
     torch.manual_seed(0)
     model = BertForMaskedLM(bert_config(vocab, args.size, max_position_embeddings=args.block))
     model.train()
+    if compiled:
+        model.bert.compile()
     wrapped = MaskedOnlyMLM(model)
     opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
 
@@ -69,6 +71,7 @@ def main() -> None:
     p.add_argument("--block", type=int, default=128)
     p.add_argument("--steps", type=int, default=15)
     p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--compile", action="store_true", help="also time torch.compile'd bodies")
     args = p.parse_args()
     batches, vocab = make_batches(args)
     runners = [
@@ -77,6 +80,11 @@ def main() -> None:
         runner("plain, bf16 autocast", vocab, args, masked_only=False, bf16=True),
         runner("xlviz: masked-only logits + bf16", vocab, args, masked_only=True, bf16=True),
     ]
+    if args.compile:
+        runners += [
+            runner("masked-only + compiled body, fp32", vocab, args, masked_only=True, bf16=False, compiled=True),
+            runner("masked-only + compiled body, bf16", vocab, args, masked_only=True, bf16=True, compiled=True),
+        ]
     times: dict[str, list[float]] = {name: [] for name, _ in runners}
     for name, step in runners:  # warm-up (allocator, oneDNN kernels)
         for b in batches[:3]:

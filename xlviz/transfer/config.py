@@ -45,9 +45,9 @@ class TransferConfig:
     model_size: str = "small"
     vocab_size: int = 400
     tokenizer: str = "wordpiece"
-    block_size: int = 128
-    qa_max_length: int = 128
-    doc_stride: int = 64
+    block_size: int = 80
+    qa_max_length: int = 96
+    doc_stride: int = 48
     batch_size: int = 32
     pretrain_steps: int = 700
     pretrain_lr: float = 1e-3

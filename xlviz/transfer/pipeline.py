@@ -229,7 +229,7 @@ class Pipeline:
                 order = torch.randperm(n, generator=gen)[rank::world_size]
                 for i in range(0, len(order) - self.cfg.batch_size + 1, self.cfg.batch_size):
                     idx = order[i: i + self.cfg.batch_size]
-                    yield {k: v[idx] for k, v in feats.items()}
+                    yield trim_padding({k: v[idx] for k, v in feats.items()})
 
         stage = "s3_finetune" + (f"-{variant}" if variant else "")
         loop, on_log = self._loop(stage, self.cfg.finetune_steps, self.cfg.finetune_lr)
@@ -272,6 +272,12 @@ class Pipeline:
             rows.append({"system": system, "language": lang, "exact_match": round(scores["exact_match"], 2), "f1": round(scores["f1"], 2)})
             self._log(f"  {system} {lang}: EM {scores['exact_match']:.1f} F1 {scores['f1']:.1f}")
         self.run.add_results(rows)
+
+
+def trim_padding(batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """Cut a right-padded batch to its longest sequence (features are padded to max_length)."""
+    width = int(batch["attention_mask"].sum(1).max())
+    return {k: (v[:, :width] if v.ndim == 2 else v) for k, v in batch.items()}
 
 
 class _QALoss(torch.nn.Module):
