@@ -154,3 +154,40 @@ def test_attention_maps_needs_eager():
     model, tok = EAGER["bert"]
     with pytest.raises(XlvizError, match="both"):
         attention_maps(model, tok, ["the", "cat"], "le chat")
+
+
+def test_mixed_pair_attention_through_a_transferred_body():
+    """An L1 sentence and its L2 translation fed as one input with per-language embeddings."""
+    import torch
+    from transformers import BertConfig, BertModel, PreTrainedTokenizerFast
+    from tokenizers import Tokenizer, models, pre_tokenizers
+
+    from xlviz.analysis.attention import aligned_attention_share, cross_attention_share, mixed_pair_attention_maps
+
+    def tok(words):
+        vocab = {w: i for i, w in enumerate(["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"] + words)}
+        t = Tokenizer(models.WordLevel(vocab, unk_token="[UNK]"))
+        t.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+        return PreTrainedTokenizerFast(tokenizer_object=t, unk_token="[UNK]", cls_token="[CLS]", sep_token="[SEP]", pad_token="[PAD]", mask_token="[MASK]")
+
+    tok_a, tok_b = tok(["the", "dog", "runs"]), tok(["ma", "kobu", "tira", "zo"])
+    torch.manual_seed(0)
+    model = BertModel(BertConfig(vocab_size=8, hidden_size=16, num_hidden_layers=2, num_attention_heads=2, intermediate_size=32), add_pooling_layer=False)
+    model.config._attn_implementation = "eager"
+    emb_b = torch.nn.Embedding(9, 16)
+    res = mixed_pair_attention_maps(model, tok_a, tok_b, emb_b, ["the", "dog", "runs"], ["ma", "kobu", "tira"])
+    assert res.tokens == ["[CLS]", "the", "dog", "runs", "[SEP]", "ma", "kobu", "tira", "[SEP]"]
+    assert res.segment == [-1, 0, 0, 0, -1, 1, 1, 1, -1]
+    assert res.attentions.shape == (2, 2, 9, 9)
+    np.testing.assert_allclose(res.attentions.sum(-1), 1.0, atol=1e-5)
+    share = cross_attention_share(res)
+    assert share.shape == (2, 2) and ((share > 0) & (share < 1)).all()
+    aligned = aligned_attention_share(res, [(0, 0), (1, 1), (2, 2)])
+    assert aligned.shape == (2, 2)
+    # the L2 half really goes through the L2 embedding module: changing it changes attention
+    with torch.no_grad():
+        emb_b.weight.mul_(3.0)
+    res2 = mixed_pair_attention_maps(model, tok_a, tok_b, emb_b, ["the", "dog", "runs"], ["ma", "kobu", "tira"])
+    assert not np.allclose(res.attentions, res2.attentions)
+    short = mixed_pair_attention_maps(model, tok_a, tok_b, emb_b, ["the", "dog", "runs"], ["ma", "kobu", "tira"], max_length=6)
+    assert short.truncated and len(short.tokens) == 6

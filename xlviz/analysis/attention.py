@@ -299,3 +299,56 @@ def _indices(sel, n: int, name: str) -> list[int]:
     if not out:
         raise XlvizError("select at least one", field=name)
     return out
+
+
+def mixed_pair_attention_maps(
+    model, tokenizer_a, tokenizer_b, embeddings_b, text_a, text_b, max_length: int = 128
+) -> AttentionResult:
+    """Attention of ``[CLS] a [SEP] b [SEP]`` through one body where each sentence is embedded
+    with its own language's vocabulary: MONOTRANS models share everything but the token
+    embeddings, so an L1 sentence (``tokenizer_a`` + the model's own embeddings) and its L2
+    translation (``tokenizer_b`` + ``embeddings_b``, the L2 model's input embedding module) can
+    be fed as one input, the way VECO (Fig. 1) feeds a pair to a joint model.
+
+    ``text_a``/``text_b`` are strings or pre-split word lists (then ``word_ids`` follow them,
+    so gold word alignments apply). The model must use eager attention.
+    """
+    import torch
+
+    if getattr(model.config, "_attn_implementation", "eager") != "eager":
+        raise XlvizError("attention weights need attn_implementation='eager'; reload the model with it", field="model")
+    pre_split = _is_words(text_a)
+    enc_a = tokenizer_a(text_a, add_special_tokens=False, is_split_into_words=pre_split)
+    enc_b = tokenizer_b(text_b, add_special_tokens=False, is_split_into_words=pre_split)
+    ids_a, ids_b = list(enc_a["input_ids"]), list(enc_b["input_ids"])
+    words_a = enc_a.word_ids() if pre_split else [None] * len(ids_a)
+    words_b = enc_b.word_ids() if pre_split else [None] * len(ids_b)
+    total = len(ids_a) + len(ids_b) + 3
+    budget = max_length - 3
+    while len(ids_a) + len(ids_b) > budget:  # longest-first truncation
+        if len(ids_a) >= len(ids_b):
+            ids_a, words_a = ids_a[:-1], words_a[:-1]
+        else:
+            ids_b, words_b = ids_b[:-1], words_b[:-1]
+    cls, sep = tokenizer_a.cls_token_id, tokenizer_a.sep_token_id
+    model.eval()
+    emb_a = model.get_input_embeddings()
+    device = emb_a.weight.device
+    with torch.no_grad():
+        parts = [
+            emb_a(torch.tensor([[cls] + ids_a + [sep]], device=device)),
+            embeddings_b(torch.tensor([ids_b], device=device)),
+            emb_a(torch.tensor([[sep]], device=device)),
+        ]
+        inputs_embeds = torch.cat(parts, dim=1)
+        n = inputs_embeds.shape[1]
+        token_type_ids = torch.tensor([[0] * (len(ids_a) + 2) + [1] * (len(ids_b) + 1)], device=device)
+        out = model(inputs_embeds=inputs_embeds, token_type_ids=token_type_ids, attention_mask=torch.ones(1, n, dtype=torch.long, device=device), output_attentions=True)
+    if not out.attentions or out.attentions[0] is None:
+        raise XlvizError("the model returned no attention weights; load it with attn_implementation='eager'", field="model")
+    att = np.stack([a[0].float().cpu().numpy() for a in out.attentions])
+    tokens = [tokenizer_a.cls_token] + tokenizer_a.convert_ids_to_tokens(ids_a) + [tokenizer_a.sep_token] + tokenizer_b.convert_ids_to_tokens(ids_b) + [tokenizer_a.sep_token]
+    segment = [SPECIAL] + [0] * len(ids_a) + [SPECIAL] + [1] * len(ids_b) + [SPECIAL]
+    word_ids = [None] + list(words_a) + [None] + list(words_b) + [None]
+    n_words = (len(text_a), len(text_b)) if pre_split else (len(str(text_a).split()), len(str(text_b).split()))
+    return AttentionResult(tokens, segment, word_ids, att, total > max_length, total, n_words)
