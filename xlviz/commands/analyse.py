@@ -96,9 +96,21 @@ def _outputs(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out", help="write the result as JSON here")
     p.add_argument("--csv", help="write the table as CSV here")
     p.add_argument("--quiet", action="store_true", help="no progress on stderr")
+    p.add_argument("--threads", type=int, help="torch and BLAS threads (1 is often fastest for small models on a "
+                   "busy CPU: extra threads spin; default: torch's choice)")
 
 
 # --------------------------------------------------------------------------- helpers
+def _threads(args) -> None:
+    n = getattr(args, "threads", None)
+    if n:
+        import torch
+        from threadpoolctl import threadpool_limits
+
+        torch.set_num_threads(n)
+        threadpool_limits(n)
+
+
 def _progress(args):
     if getattr(args, "quiet", False) or not sys.stderr.isatty():
         return None
@@ -186,6 +198,8 @@ def run_alignment_cmd(args: argparse.Namespace) -> int:
     from xlviz.analysis.reports import ModelSpec, System, alignment_report, parallel_data, run_systems
     from xlviz.errors import XlvizError
 
+    _threads(args)
+
     systems = []
     if args.run:
         if args.source != "world":
@@ -229,6 +243,8 @@ def run_agreement_cmd(args: argparse.Namespace) -> int:
     from xlviz.analysis.probing import agreement_accuracy
     from xlviz.analysis.reports import agreement_data, agreement_rows, load_spec
 
+    _threads(args)
+
     lang, pairs = agreement_data(args.data, run_dir=args.run, max_per_category=args.max_per_category, path=args.ml_file)
     rows, all_items, results = [], [], {}
     progress = _progress(args)
@@ -251,6 +267,8 @@ def run_wic_cmd(args: argparse.Namespace) -> int:
     from xlviz.analysis.probing import word_in_context
     from xlviz.analysis.reports import load_spec, sense_data, wic_rows
     from xlviz.errors import XlvizError
+
+    _threads(args)
 
     if not args.data.startswith("world:"):
         raise XlvizError("word-in-context pairs come from a run's generated world: --data world:LANG", field="data")
@@ -277,6 +295,8 @@ def run_wic_cmd(args: argparse.Namespace) -> int:
 
 def run_probing_cmd(args: argparse.Namespace) -> int:
     from xlviz.analysis.reports import run_probing
+
+    _threads(args)
 
     l2s = [s.strip() for s in args.l2.split(",") if s.strip()] if args.l2 else None
     tasks = [t.strip() for t in args.tasks.split(",") if t.strip()]
