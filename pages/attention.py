@@ -11,7 +11,7 @@ import streamlit as st
 
 from xlviz.runs import list_runs
 from xlviz.ui import attention_view as av
-from xlviz.ui.common import attention, guard, plotly, shared_data_dir
+from xlviz.ui.common import attention, guard, mixed_attention, plotly, shares_body, shared_data_dir
 from xlviz.ui.sidebar import current
 from xlviz.ui.sidebar import page_setup
 
@@ -103,18 +103,26 @@ ma, mb = sel.models[ia], sel.models[ib]
 ref_a = ma.ref_for(pair.lang_a) or ma.ref_for(None)
 ref_b = mb.ref_for(pair.lang_b) or mb.ref_for(None)
 same = ref_a == ref_b
-modes = ["as one pair", "each alone"] if same else ["each alone"]
-mode = c3.radio("Feed the sentences", modes, key="att_mode", horizontal=False,
-                help="One pair: [CLS] A [SEP] B [SEP] through one model, so attention can cross. Each alone: two inputs.")
+MIXED = "as one pair (each language's embeddings)"
+mixed_ok = False
 if not same:
-    c3.caption("A and B are read by different models/vocabularies (e.g. a MONOTRANS run's per-language "
-               "embeddings), so they can only be fed alone.")
+    with guard("Could not compare the two models"):
+        mixed_ok = shares_body(ref_a, ref_b)
+modes = ["as one pair", "each alone"] if same else ([MIXED, "each alone"] if mixed_ok else ["each alone"])
+mode = c3.radio("Feed the sentences", modes, key="att_mode", horizontal=False,
+                help="One pair: [CLS] A [SEP] B [SEP] through one model, so attention can cross. For the two "
+                     "languages of a MONOTRANS model (same body, different embeddings) the pair goes through the "
+                     "shared body with A embedded in A's vocabulary and B in B's. Each alone: two inputs.")
+if not same and not mixed_ok:
+    c3.caption("A and B are read by different models, so they can only be fed alone.")
 max_length = c4.number_input("Max tokens", min_value=8, max_value=512, value=128, step=8, key="att_max_len")
 
 inputs = []
 with guard("Could not compute attention", stop=True):
     if mode == "as one pair":
         inputs.append(("A + B", attention(ref_a, pair.input_a(), pair.input_b(), max_length)))
+    elif mode == MIXED:
+        inputs.append(("A + B", mixed_attention(ref_a, ref_b, pair.input_a(), pair.input_b(), max_length)))
     else:
         inputs.append((f"A ({pair.lang_a})", attention(ref_a, pair.input_a(), None, max_length)))
         inputs.append((f"B ({pair.lang_b})", attention(ref_b, pair.input_b(), None, max_length)))
@@ -163,7 +171,7 @@ if ov_layers:
 # --- VECO Fig. 1: attention to the other sentence / the aligned word ----------------------------
 st.subheader("How much attention crosses languages")
 shares = {}
-if mode != "as one pair":
+if mode not in ("as one pair", MIXED):
     st.info("Feed the pair as one input (same model for A and B) to measure attention to the other sentence.",
             icon=":material/info:")
 else:

@@ -74,9 +74,27 @@ def make_run(root: str | Path, name: str = "demo-run", *, models: bool = True, r
     if models:
         words = {"en": _words(contexts["en"] + [p["src"] for p in pairs]), L2: _words(contexts[L2] + [p["tgt"] for p in pairs])}
         make_tiny("bert", path / "s1_pretrain", task="mlm", words=words["en"])
+        _make_transferred(path, words[L2])
         for lang in ("en", L2):
             make_tiny("bert", path / "export" / f"monotrans-{lang}", task="qa", words=words[lang], seed=1)
     return path
+
+
+def _make_transferred(path: Path, l2_words: list[str]) -> None:
+    """``s2_transfer-<L2>``: the s1 body with new L2 embeddings, as step 2 leaves it."""
+    import tempfile
+
+    from transformers import AutoModelForMaskedLM, AutoTokenizer
+
+    from tests.tiny_models import make_tiny
+    from xlviz.models.monotrans import make_l2_mlm
+
+    with tempfile.TemporaryDirectory() as tmp:
+        tok = AutoTokenizer.from_pretrained(make_tiny("bert", Path(tmp) / "l2", task="mlm", words=l2_words))
+    l1 = AutoModelForMaskedLM.from_pretrained(path / "s1_pretrain", use_safetensors=True)
+    l2 = make_l2_mlm(l1, len(tok), seed=1)
+    l2.save_pretrained(path / f"s2_transfer-{L2}")
+    tok.save_pretrained(path / f"s2_transfer-{L2}")
 
 
 def make_qa_folder(root: str | Path) -> Path:

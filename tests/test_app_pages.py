@@ -279,6 +279,16 @@ def test_attention_pair_with_gold_alignment_and_truncation(app):
     assert not at.exception and not at.error
 
 
+def test_attention_mixed_pair_through_the_transferred_body(app):
+    at = _page(_new_app(models=["run:demo-run:s1_pretrain", f"run:demo-run:s2_transfer-sov"]), "attention")
+    assert not at.exception and not at.error, _texts(at.error)
+    assert at.radio(key="att_mode").options[0] == "as one pair (each language's embeddings)"
+    at.radio(key="att_mode").set_value("as one pair (each language's embeddings)").run()
+    assert not at.exception and not at.error, _texts(at.error)
+    charts = [e.key for e in at.get("plotly_chart")]
+    assert "att_heat_A + B" in charts and "att_share_cross" in charts and "att_share_aligned" in charts
+
+
 def test_attention_typed_pair(app):
     at = _page(_new_app(models=["run:demo-run:s1_pretrain"]), "attention")
     at.segmented_control(key="att_source").set_value("Typed").run()

@@ -352,3 +352,16 @@ def mixed_pair_attention_maps(
     word_ids = [None] + list(words_a) + [None] + list(words_b) + [None]
     n_words = (len(text_a), len(text_b)) if pre_split else (len(str(text_a).split()), len(str(text_b).split()))
     return AttentionResult(tokens, segment, word_ids, att, total > max_length, total, n_words)
+
+
+def same_body(model_a, model_b, atol: float = 1e-6) -> bool:
+    """True when two models have identical parameters apart from their token embeddings (and
+    output layers tied to them): the L1 and L2 models of one MONOTRANS transfer step."""
+    import torch
+
+    a, b = model_a.base_model.state_dict(), model_b.base_model.state_dict()
+    skip = ("word_embeddings", "position_embeddings", "pooler")  # pooler: absent from MLM checkpoints, random on load
+    names = [n for n in a if not any(s in n for s in skip)]
+    if set(names) != {n for n in b if not any(s in n for s in skip)}:
+        return False
+    return all(a[n].shape == b[n].shape and torch.allclose(a[n].float(), b[n].float(), atol=atol) for n in names)

@@ -200,3 +200,28 @@ def attention(ref: ModelRef, text_a, text_b=None, max_length: int = 128):
     """All attention maps of one input (a sentence or a pair), cached per model and text."""
     load_model(ref, "base")  # shows the loading spinner and errors once
     return _attention(ref.path, ref.tokenizer, model_key(ref, "base"), text_a, text_b, int(max_length))
+
+
+@st.cache_data(show_spinner=False, max_entries=64)
+def _mixed_attention(path_a: str, tok_a: str | None, path_b: str, tok_b: str | None, keys: str, text_a, text_b, max_length: int):
+    from xlviz.analysis.attention import mixed_pair_attention_maps
+
+    model_a, tokenizer_a = _load_model(path_a, tok_a, "base", ref_stamp(ModelRef(path_a, tok_a)))
+    model_b, tokenizer_b = _load_model(path_b, tok_b, "base", ref_stamp(ModelRef(path_b, tok_b)))
+    return mixed_pair_attention_maps(model_a, tokenizer_a, tokenizer_b, model_b.get_input_embeddings(), text_a, text_b, max_length=max_length)
+
+
+def shares_body(ref_a: ModelRef, ref_b: ModelRef) -> bool:
+    """Whether two models differ only in their token embeddings (a MONOTRANS run's languages),
+    so a pair can go through one body with each sentence embedded in its own vocabulary."""
+    from xlviz.analysis.attention import same_body
+
+    model_a, _ = load_model(ref_a, "base")
+    model_b, _ = load_model(ref_b, "base")
+    return same_body(model_a, model_b)
+
+
+def mixed_attention(ref_a: ModelRef, ref_b: ModelRef, text_a, text_b, max_length: int = 128):
+    """Attention of A + B through A's body, B embedded with B's vocabulary; cached."""
+    keys = model_key(ref_a, "base") + "||" + model_key(ref_b, "base")
+    return _mixed_attention(ref_a.path, ref_a.tokenizer, ref_b.path, ref_b.tokenizer, keys, text_a, text_b, int(max_length))
