@@ -36,39 +36,35 @@ def iter_blocks(
     body = block_size - 2
     rng = random.Random(seed)
     buffer: list[list[int]] = []
-    index = 0
+    index = 0  # global block counter: block i belongs to process i % world_size
     epoch = 0
+
+    def chunks() -> Iterator[list[str]]:
+        lines: list[str] = []
+        for text in texts():
+            lines.append(text)
+            if len(lines) == chunk:
+                yield lines
+                lines = []
+        if lines:
+            yield lines
+
     while epochs is None or epoch < epochs:
         stream: list[int] = []
         produced = False
-        batch: list[str] = []
-
-        def flush(lines: list[str]) -> None:
+        for lines in chunks():
             for ids in tokenizer(lines, add_special_tokens=False)["input_ids"]:
                 stream.extend(ids)
                 stream.append(sep)
-
-        for text in texts():
-            batch.append(text)
-            if len(batch) < chunk:
-                continue
-            flush(batch)
-            batch = []
-            while len(stream) >= body:
-                block, stream = [cls] + stream[:body] + [sep], stream[body:]
+            n_blocks = len(stream) // body
+            for k in range(n_blocks):
                 if index % world_size == rank:
-                    buffer.append(block)
+                    buffer.append([cls] + stream[k * body:(k + 1) * body] + [sep])
                     produced = True
                 index += 1
                 if len(buffer) >= shuffle_buffer:
                     yield buffer.pop(rng.randrange(len(buffer)))
-        flush(batch)
-        while len(stream) >= body:
-            block, stream = [cls] + stream[:body] + [sep], stream[body:]
-            if index % world_size == rank:
-                buffer.append(block)
-                produced = True
-            index += 1
+            stream = stream[n_blocks * body:]
         rng.shuffle(buffer)
         while buffer:
             yield buffer.pop()
