@@ -258,8 +258,9 @@ p_method = c3.radio("Method", ["PCA", "UMAP"], key="al_proj_method", horizontal=
                     help="UMAP needs a few seconds the first time (numba compiles).")
 levels = ["sentences"] + (["words"] if "wa" in vec else [])
 p_level = c4.radio("Points", levels, key="al_proj_level", horizontal=True)
-p_n = c5.number_input("Sentences", min_value=2, max_value=len(data), value=min(150 if p_level == "sentences" else 15, len(data)),
-                      key="al_proj_n")
+p_n = c5.number_input("Sentences" if p_level == "sentences" else "Sentences (all their words)", min_value=2,
+                      max_value=len(data), value=min(150 if p_level == "sentences" else 15, len(data)),
+                      key=f"al_proj_n_{p_level}")
 with guard("Could not project"):
     if vec["a"].shape[2] != vec["b"].shape[2]:
         st.info("The two sides have different hidden sizes, so they cannot share one projection.")

@@ -27,7 +27,6 @@ page_setup()
 PAGE = "probing"
 AGREEMENT, WIC = "Agreement", "Word in context"
 WORLD_DATA, ML_DATA = "Generated world", "Marvin & Linzen (English)"
-ROLE_NOTE = {"reference": "L1 model on L1", "transferred": "transferred", "floor": "floor", "model": "model"}
 
 st.title("Probing: what the transferred model learned")
 st.caption("Does the transferred model (L1 body, learned L2 embeddings) know L2's agreement and word senses, "
@@ -134,14 +133,14 @@ if probe == AGREEMENT:
             continue
         st.subheader(f"{dname}: accuracy per category")
         df = pd.DataFrame(rows)
-        df["row"] = df["model"] + " · " + df["language"] + " (" + df["role"].map(ROLE_NOTE) + ")"
+        df["row"] = df["model"] + " · " + df["language"]
         cats = list(dict.fromkeys(df["category"]))
         acc = df.pivot(index="row", columns="category", values="accuracy")[cats] * 100
-        acc = acc.loc[list(dict.fromkeys(df["row"]))]
+        acc = acc.loc[list(dict.fromkeys(df["row"]))].rename_axis("model · language")
         st.dataframe(acc, key=f"pr_grid_{dname}",
                      column_config={c: st.column_config.NumberColumn(c, format="%.1f") for c in cats})
         cov = df.pivot(index="row", columns="category", values="coverage")[cats] * 100
-        cov = cov.loc[list(dict.fromkeys(df["row"]))]
+        cov = cov.loc[list(dict.fromkeys(df["row"]))].rename_axis("model · language")
         overall = df[df["category"] == "all"].set_index("row")
         st.caption("Coverage (pairs scored): " + "; ".join(
             f"{r}: {int(overall.loc[r, 'n_scored'])}/{int(overall.loc[r, 'n_total'])} ({overall.loc[r, 'coverage'] * 100:.1f}%)"
@@ -154,7 +153,8 @@ if probe == AGREEMENT:
 
         bar = df[df["category"] != "all"].assign(accuracy=lambda x: 100 * x["accuracy"])
         fig = px.bar(bar, x="category", y="accuracy", color="row", barmode="group", labels={"accuracy": "accuracy (%)",
-                     "row": ""}, title=f"{dname}: agreement accuracy per category")
+                     "row": ""}, title=f"{dname}: agreement accuracy per category",
+                     color_discrete_sequence=ua.PALETTE)
         fig.add_hline(y=50, line_dash="dot", line_color="gray", annotation_text="chance")
         fig.update_layout(height=380, margin=dict(t=50, b=10, l=10, r=10), yaxis_range=[0, 102])
         plotly(fig, key=f"pr_fig_agr_{dname}")

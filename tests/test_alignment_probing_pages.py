@@ -135,7 +135,7 @@ def test_probing_agreement_grid_and_drill_down(fake_root, monkeypatch):
     at.number_input(key="pr_agr_max").set_value(5).run()
     grid = _frames(at, "simple")[0]
     assert list(grid.columns) == ["all", "simple", "across_pp", "object_attractor"]
-    assert [r.split(" (")[1] for r in grid.index] == ["L1 model on L1)", "transferred)", "floor)"]
+    assert list(grid.index) == ["demo-run · L1 model · en", f"demo-run · transferred · {L2}", f"demo-run · floor · {L2}"]
     assert grid.map(lambda v: 0 <= v <= 100).all().all()
     # the grid is the package's numbers
     from xlviz.analysis.probing import agreement_accuracy
@@ -168,7 +168,7 @@ def test_probing_floor_toggle_and_languages(fake_root, monkeypatch):
     assert len(rows) == 2 and not any("floor" in r for r in rows)
     at.multiselect(key="pr_l2s").set_value([]).run()
     rows = list(_frames(at, "simple")[0].index)
-    assert len(rows) == 1 and "L1 model on L1" in rows[0]
+    assert rows == ["demo-run · L1 model · en"]
 
 
 def test_probing_word_in_context(fake_root, monkeypatch):
@@ -202,7 +202,7 @@ def test_probing_marvin_linzen_coverage(fake_root, monkeypatch, shared_data):
     at.multiselect(key="pr_agr_data").set_value(["Marvin & Linzen (English)"]).run()
     assert not at.exception
     grid = _frames(at, "simple_agrmt")[0]
-    assert len(grid) == 1 and "L1 model on L1" in grid.index[0]  # English only: the run's L1 model
+    assert list(grid.index) == ["demo-run · L1 model · en"]  # English only: the run's L1 model
     cov = _frames(at, "simple_agrmt")[1]
     assert cov.map(lambda v: 0 <= v <= 100).all().all()
     assert "Coverage (pairs scored)" in _texts(at.caption)

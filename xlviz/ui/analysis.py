@@ -23,6 +23,8 @@ from xlviz.errors import XlvizError
 
 CHUNK = 64
 LANG_COLOURS = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd"]
+# One clearly different colour per system/model (Streamlit's theme would give near-identical blues).
+PALETTE = ["#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf"]
 
 
 # --------------------------------------------------------------------------- runs and presets
@@ -300,6 +302,7 @@ def layer_lines(rows: list[dict], y: str, title: str, *, percent: bool = True, c
     if percent and y in df:
         df = df.assign(**{y: 100 * df[y].astype(float)})
     fig = px.line(df, x="layer", y=y, color=color, line_dash=dash, markers=True, title=title,
+                  color_discrete_sequence=PALETTE,
                   labels={y: y_label or y, "layer": "layer (0 = embeddings)"})
     fig.update_xaxes(dtick=1)
     if percent:
