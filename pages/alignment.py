@@ -146,6 +146,20 @@ if st.session_state.get("_al_ctx") != ctx or "al_systems" not in st.session_stat
 else:
     st.session_state["al_systems"] = [k for k in st.session_state["al_systems"] if k in options]
 
+
+
+def _add_custom(avail, lang_a: str, lang_b: str) -> None:
+    """Button callback (runs before the widgets): add the pair of models picked in the popover."""
+    ia, ib = st.session_state["al_custom_a"], st.session_state["al_custom_b"]
+    ma, mb = avail[ia], avail[ib]
+    ra, rb = ma.ref_for(lang_a) or ma.ref_for(None), mb.ref_for(lang_b) or mb.ref_for(None)
+    key = f"custom:{ra.path}|{rb.path}"
+    custom = dict(st.session_state.get("al_custom", {}))
+    custom[key] = System(ma.name if ia == ib else f"{ma.name} + {mb.name}", lang_a, lang_b, _spec(ra), _spec(rb))
+    st.session_state["al_custom"] = custom
+    st.session_state["al_systems"] = list(dict.fromkeys(list(st.session_state.get("al_systems", [])) + [key]))
+
+
 c1, c2 = st.columns([4, 2], vertical_alignment="bottom")
 chosen = c1.multiselect("Systems to compare (overlaid)", list(options), key="al_systems",
                         format_func=lambda k: options[k].name if k in options else k,
@@ -159,18 +173,9 @@ with c2.popover("Compare two other models", icon=":material/add:", width="stretc
         st.caption("No models found. Add a folder or hub id in the sidebar.")
     else:
         labels = [m.label for m in avail]
-        ia = st.selectbox(f"Model reading {data.lang_a}", range(len(avail)), format_func=labels.__getitem__, key="al_custom_a")
-        ib = st.selectbox(f"Model reading {data.lang_b}", range(len(avail)), format_func=labels.__getitem__, key="al_custom_b")
-        if st.button("Add system", key="al_custom_add"):
-            ma, mb = avail[ia], avail[ib]
-            ra, rb = ma.ref_for(data.lang_a) or ma.ref_for(None), mb.ref_for(data.lang_b) or mb.ref_for(None)
-            name = ma.name if ia == ib else f"{ma.name} + {mb.name}"
-            key = f"custom:{ra.path}|{rb.path}"
-            custom = dict(st.session_state.get("al_custom", {}))
-            custom[key] = System(name, data.lang_a, data.lang_b, _spec(ra), _spec(rb))
-            st.session_state["al_custom"] = custom
-            st.session_state["al_systems"] = list(dict.fromkeys(chosen + [key]))
-            st.rerun()
+        st.selectbox(f"Model reading {data.lang_a}", range(len(avail)), format_func=labels.__getitem__, key="al_custom_a")
+        st.selectbox(f"Model reading {data.lang_b}", range(len(avail)), format_func=labels.__getitem__, key="al_custom_b")
+        st.button("Add system", key="al_custom_add", on_click=_add_custom, args=(avail, data.lang_a, data.lang_b))
 
 if not chosen:
     st.info("Pick at least one system: a run's transferred model and floor (generated world), models from the "

@@ -206,3 +206,21 @@ def test_probing_marvin_linzen_coverage(fake_root, monkeypatch, shared_data):
     cov = _frames(at, "simple_agrmt")[1]
     assert cov.map(lambda v: 0 <= v <= 100).all().all()
     assert "Coverage (pairs scored)" in _texts(at.caption)
+
+
+def test_alignment_real_data_with_a_custom_system(fake_root, monkeypatch, shared_data):
+    at = _page(_app(fake_root, monkeypatch), "alignment")
+    at.segmented_control(key="al_source").set_value("PUD").run()
+    at.number_input(key="al_limit_pud").set_value(6).run()
+    assert "PUD (en-de): 6 pairs" in _texts(at.caption)
+    # no sidebar model reads both en and de: add one (the run's L1 model reads both sides)
+    box = at.selectbox(key="al_custom_a")
+    i = next(k for k, o in enumerate(box.options) if o == "demo-run · en")
+    box.set_value(i)
+    at.selectbox(key="al_custom_b").set_value(i)
+    at.button(key="al_custom_add").click().run()
+    assert not at.exception, [e.message for e in at.exception]
+    assert len(at.multiselect(key="al_systems").value) == 1
+    table = _frames(at, "cka")[0]
+    assert len(table) == 3 and set(table["lang_b"]) == {"de"}
+    assert "al_fig_retrieval" in _charts(at) and "al_fig_words" not in _charts(at)  # no gold dictionary for PUD
