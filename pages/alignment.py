@@ -19,7 +19,7 @@ from xlviz.ui.sidebar import current, page_setup
 
 page_setup()
 
-WORLD, PUD, TATOEBA, MULTI30K, UPLOAD = "Generated world", "PUD", "Tatoeba", "Multi30k", "Upload"
+WORLD, PUD, TATOEBA, MULTI30K, UPLOAD = "Run's parallel pairs", "PUD", "Tatoeba", "Multi30k", "Upload"
 POOLINGS = {"mean": "mean of all tokens", "mean_no_special": "mean without special tokens", "cls": "first token ([CLS])"}
 PAGE = "alignment"
 
@@ -58,11 +58,14 @@ with guard("Could not read the parallel sentences", stop=True):
         names = [r.name for r in runs]
         if st.session_state.get("al_run") not in names:
             st.session_state["al_run"] = names[0]
-        run_name = c1.selectbox("Run", names, key="al_run", help="Runs with a pre-trained L1 model and a generated world.")
+        run_name = c1.selectbox("Run", names, key="al_run", help="Runs with a pre-trained L1 model and parallel pairs: "
+                                "the generated world's (with gold dictionary and word alignment), or those a run on "
+                                "real corpora saved.")
         run = next(r for r in runs if r.name == run_name)
-        if st.session_state.get("al_l2") not in run.l2s:
-            st.session_state["al_l2"] = run.l2s[0]
-        l2 = c2.selectbox("Target language", run.l2s, key="al_l2")
+        l2_opts = [l for l in run.l2s if run.has_parallel(l)]
+        if st.session_state.get("al_l2") not in l2_opts:
+            st.session_state["al_l2"] = l2_opts[0]
+        l2 = c2.selectbox("Target language", l2_opts, key="al_l2")
         limit = c3.number_input("Pairs", min_value=4, max_value=5000, value=500, step=100, key="al_limit_world")
         data = ua.parallel("world", str(run.path), l2, limit=int(limit))
         ua.sync_query(PAGE, run.name, l2)
@@ -115,6 +118,12 @@ if run is not None:
             key = f"run:{run.name}:{s.name.rsplit(' · ', 1)[-1]}"
             options[key] = s
             defaults.append(key)
+else:  # real data: runs trained on these very languages (xlviz transfer-corpus), e.g. en -> de
+    for r in runs:
+        if r.l1 == data.lang_a and data.lang_b in r.l2s:
+            with guard(f"Could not find the models of {r.name}"):
+                for s in run_systems(r.path, data.lang_b):
+                    options[f"run:{r.name}:{s.name.rsplit(' · ', 1)[-1]}"] = s
 
 
 def _spec(ref) -> ModelSpec:
@@ -187,10 +196,11 @@ pooling = c1.selectbox("Sentence vector", list(POOLINGS), format_func=POOLINGS.g
 center = c2.toggle("Centre each language", value=False, key="al_center",
                    help="Subtract each language's mean vector before cosine similarity: removes the offset that "
                    "separates the two languages' clouds.")
-words_on = c3.toggle("Word translation", value=data.has_words, disabled=not data.has_words, key="al_words",
+can_words = bool(data.has_words and data.dictionary)
+words_on = c3.toggle("Word translation", value=can_words, disabled=not can_words, key="al_words",
                      help="Nearest word type in the other language vs. the gold dictionary (generated world only).")
 max_length = c4.number_input("Max tokens", min_value=8, max_value=512, value=128, step=8, key="al_max_len")
-words_on = bool(words_on and data.has_words and data.dictionary)
+words_on = bool(words_on and can_words)
 
 # --- compute -------------------------------------------------------------------------------------------
 systems = [options[k] for k in chosen]

@@ -85,9 +85,9 @@ def label(m: ProbeModel) -> str:
 
 # --- agreement -----------------------------------------------------------------------------------------
 if probe == AGREEMENT:
-    data_opts = ([WORLD_DATA] if run else []) + ([ML_DATA] if has_ml else [])
+    data_opts = ([WORLD_DATA] if run and run.has_world else []) + ([ML_DATA] if has_ml else [])
     if not data_opts:
-        st.info("No agreement data: a run's generated world or ../shared/data/syneval/marvin_linzen.tsv.gz.")
+        st.info("No agreement data: a run with a generated world, or ../shared/data/syneval/marvin_linzen.tsv.gz.")
         st.stop()
     if "pr_agr_data" not in st.session_state or not set(st.session_state["pr_agr_data"]) <= set(data_opts):
         st.session_state["pr_agr_data"] = data_opts[:1]
@@ -186,8 +186,9 @@ if probe == AGREEMENT:
 
 # --- word in context -------------------------------------------------------------------------------------
 else:
-    if run is None:
-        st.info("Word-in-context pairs come from a run's generated world: start a run on the Runs page.")
+    if run is None or not run.has_world:
+        st.info("Word-in-context pairs come from a run's generated world (a run on real corpora has none): start a "
+                "run on the Runs page.")
         st.stop()
     st.caption("Same-word-different-sense pairs of the generated world (bat, seal, crane: animal or thing). In English "
                "both contexts contain the same word form, so only context can tell the senses apart; in the invented "

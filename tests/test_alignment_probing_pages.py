@@ -23,6 +23,8 @@ TIMEOUT = 180
 @pytest.fixture(scope="module")
 def fake_root(tmp_path_factory) -> Path:
     root = tmp_path_factory.mktemp("analysis-app") / "checkpoints"
+    corpus = make_analysis_run(root, "corpus-run")  # like xlviz transfer-corpus: pairs saved, no generated world
+    (corpus / "world" / "world.json").unlink()
     make_analysis_run(root, "other-run")
     make_analysis_run(root, "demo-run")  # newest: the pages' default run
     return root
@@ -62,7 +64,7 @@ def _texts(elements) -> str:
 
 def test_alignment_page_world_transferred_vs_floor(fake_root, monkeypatch):
     at = _page(_app(fake_root, monkeypatch), "alignment")
-    assert at.segmented_control(key="al_source").value == "Generated world"
+    assert at.segmented_control(key="al_source").value == "Run's parallel pairs"
     assert at.selectbox(key="al_run").value == "demo-run" and at.selectbox(key="al_l2").value == L2
     assert at.multiselect(key="al_systems").value == ["run:demo-run:transferred", "run:demo-run:floor"]
     assert {"al_fig_retrieval", "al_fig_cka", "al_fig_words", "al_fig_proj", "al_fig_posthoc"} <= set(_charts(at))
@@ -113,6 +115,14 @@ def test_alignment_preset_from_link(fake_root, monkeypatch):
     assert at.query_params.get("run") in ("demo-run", ["demo-run"])
 
 
+def test_alignment_corpus_run(fake_root, monkeypatch):
+    at = _page(_app(fake_root, monkeypatch), "alignment", {"run": "corpus-run", "l2": L2})
+    assert at.multiselect(key="al_systems").value == ["run:corpus-run:transferred", "run:corpus-run:floor"]
+    assert "corpus-run parallel pairs (en-sov): 12 pairs" in _texts(at.caption)
+    assert "al_fig_retrieval" in _charts(at) and "al_fig_words" not in _charts(at)  # no dictionary
+    assert at.toggle(key="al_words").proto.disabled
+
+
 def test_alignment_preset_unknown_run(fake_root, monkeypatch):
     at = _page(_app(fake_root, monkeypatch), "alignment", {"run": "nope", "l2": L2})
     assert "“nope” from the link was not found" in _texts(at.warning)
@@ -122,7 +132,7 @@ def test_alignment_preset_unknown_run(fake_root, monkeypatch):
 def test_alignment_without_runs(tmp_path, monkeypatch):
     at = _page(_app(tmp_path / "none", monkeypatch), "alignment")
     source = at.segmented_control(key="al_source")
-    assert "Generated world" not in source.options and source.value in ("PUD", "Upload")  # PUD when ../shared/data exists
+    assert "Run's parallel pairs" not in source.options and source.value in ("PUD", "Upload")  # PUD when ../shared/data exists
     # no run and no model in the sidebar: the page says what to do
     assert "Pick at least one system" in _texts(at.info) or "Upload two line-aligned" in _texts(at.info)
 
@@ -186,6 +196,13 @@ def test_probing_word_in_context(fake_root, monkeypatch):
     assert len(items) == 20 and "20 pairs at layer 0" in _texts(at.caption)
     at.radio(key="pr_wic_filter").set_value("wrong").run()
     assert (~_frames(at, "cosine")[0]["correct"].astype(bool)).all()
+
+
+def test_probing_corpus_run_has_no_world_probes(fake_root, monkeypatch):
+    at = _page(_app(fake_root, monkeypatch), "probing", {"run": "corpus-run", "l2": L2})
+    assert "Generated world" not in at.multiselect(key="pr_agr_data").options if at.multiselect else True
+    at.segmented_control(key="pr_probe").set_value("Word in context").run()
+    assert "a run on real corpora has none" in _texts(at.info)
 
 
 def test_probing_preset_from_link(fake_root, monkeypatch):

@@ -54,10 +54,11 @@ class ModelSpec:
     path: str
     tokenizer: str | None = None
     floor_seed: int | None = None
+    floor_init: str = "random"
 
     def stamp(self) -> str:
         """A string that changes when the files change (for cache keys)."""
-        parts = [self.path, str(self.tokenizer), str(self.floor_seed)]
+        parts = [self.path, str(self.tokenizer), str(self.floor_seed), self.floor_init]
         for p in (self.path, self.tokenizer):
             if p:
                 try:
@@ -92,19 +93,42 @@ def load_spec(spec: ModelSpec, task: str = "base"):
 
     if spec.floor_seed is None:
         return load_model(spec.path, task=task, tokenizer=spec.tokenizer)
-    from transformers import BertForMaskedLM
-
-    from xlviz.models.monotrans import make_l2_mlm
-
     if not spec.tokenizer:
         raise XlvizError("the floor needs the L2 tokenizer folder", field="tokenizer")
-    l1, _ = load_model(spec.path, task="mlm")
+    l1, l1_tok = load_model(spec.path, task="mlm")
     tok = load_tokenizer(spec.tokenizer)
-    if not isinstance(l1, BertForMaskedLM):
-        raise XlvizError(f"the floor is built from a BERT masked LM, got {type(l1).__name__}", path=spec.path)
-    model = make_l2_mlm(l1, len(tok), seed=int(spec.floor_seed))
+    model = floor_model(l1, l1_tok, tok, seed=int(spec.floor_seed), init=spec.floor_init)
     model.eval()
     return model, tok
+
+
+def floor_model(l1, l1_tok, l2_tok, seed: int, init: str = "random"):
+    """The floor: the L1 masked LM with fresh, untrained L2 token embeddings, built as step 2's
+    starting point is (``make_l2_mlm`` with special rows matched by role and the L2 padding id;
+    ``init="l1_stats"`` draws the new rows from the L1 embeddings' per-dimension mean and std
+    with seed + 1, as ``xlviz transfer-corpus --embedding-init l1_stats`` does)."""
+    import torch
+
+    from xlviz.data.vocabulary import special_ids_of, special_row_map
+    from xlviz.models.monotrans import make_l2_mlm
+    from xlviz.models.surgery import word_embeddings
+
+    if init not in ("random", "l1_stats"):
+        raise XlvizError(f"unknown embedding init '{init}'; use random or l1_stats", field="embedding_init")
+    overrides = {"pad_token_id": l2_tok.pad_token_id} if l2_tok.pad_token_id is not None else {}
+    model = make_l2_mlm(l1, len(l2_tok), seed=seed, special_rows=special_row_map(l1_tok, l2_tok), config_overrides=overrides)
+    if init == "l1_stats":
+        src = word_embeddings(l1).weight.detach().float()
+        keep = torch.ones(len(src), dtype=torch.bool)
+        keep[special_ids_of(l1_tok)] = False
+        mean, std = src[keep].mean(0), src[keep].std(0)
+        g = torch.Generator().manual_seed(seed + 1)
+        w = word_embeddings(model).weight
+        special = set(special_ids_of(l2_tok))
+        rows = [i for i in range(w.shape[0]) if i not in special]
+        with torch.no_grad():
+            w[rows] = (mean + std * torch.randn(len(rows), w.shape[1], generator=g)).to(w.dtype)
+    return model
 
 
 @dataclass(frozen=True)
@@ -137,10 +161,24 @@ class RunInfo:
     seed: int
     transferred: dict[str, Path] = field(default_factory=dict)  # l2 -> s2_transfer-<l2>
     l2_tokenizers: dict[str, Path] = field(default_factory=dict)
+    floor_init: str = "random"
 
     @property
     def s1(self) -> Path:
         return self.path / "s1_pretrain"
+
+    @property
+    def has_world(self) -> bool:
+        """A generated world (``world/world.json``): agreement and sense pairs exist."""
+        return (self.path / "world" / "world.json").is_file()
+
+    def parallel_file(self, l2: str) -> Path | None:
+        """A corpus run's parallel evaluation pairs ``world/parallel/<l1>-<l2>.jsonl``, if any."""
+        f = self.path / "world" / "parallel" / f"{self.l1}-{l2}.jsonl"
+        return f if f.is_file() else None
+
+    def has_parallel(self, l2: str) -> bool:
+        return self.has_world or self.parallel_file(l2) is not None
 
     @property
     def world_dir(self) -> Path:
@@ -160,6 +198,7 @@ def run_info(run_dir: str | os.PathLike) -> RunInfo:
     if not isinstance(seed, int):
         raise XlvizError(f"seed must be an integer, got {seed!r}", path=run.config_path, field="seed")
     l1 = cfg.get("l1") if isinstance(cfg.get("l1"), str) else "en"
+    floor_init = cfg.get("embedding_init") if cfg.get("embedding_init") in ("random", "l1_stats") else "random"
     if not (path / "s1_pretrain" / "config.json").is_file():
         raise XlvizError("this run has no pre-trained L1 model yet (s1_pretrain); wait for stage 1 to finish", path=path)
     transferred, toks = {}, {}
@@ -175,7 +214,7 @@ def run_info(run_dir: str | os.PathLike) -> RunInfo:
             if d.is_dir() and d.name != l1 and _has_tokenizer(d):
                 toks.setdefault(d.name, d)
     l2s = list(dict.fromkeys(list(transferred) + list(toks)))
-    return RunInfo(path, path.name, l1, l2s, seed, transferred, toks)
+    return RunInfo(path, path.name, l1, l2s, seed, transferred, toks, floor_init)
 
 
 def _l2_check(info: RunInfo, l2: str) -> None:
@@ -197,7 +236,8 @@ def run_systems(run_dir: str | os.PathLike, l2: str, floor: bool = True) -> list
                           ModelSpec(str(s2), None if _has_tokenizer(s2) else str(info.l2_tokenizers.get(l2, "")) or None)))
     if floor and l2 in info.l2_tokenizers:
         out.append(System(f"{info.name} · floor", info.l1, l2, l1_spec,
-                          ModelSpec(str(info.s1), str(info.l2_tokenizers[l2]), floor_seed=info.seed + 1)))
+                          ModelSpec(str(info.s1), str(info.l2_tokenizers[l2]), floor_seed=info.seed + 1,
+                                    floor_init=info.floor_init)))
     if not out:
         raise XlvizError(f"no transferred model or L2 tokenizer for '{l2}' yet", path=info.path)
     return out
@@ -220,7 +260,8 @@ def run_probe_models(run_dir: str | os.PathLike, l2s: Sequence[str] | None = Non
                                   "transferred"))
         if floor and l2 in info.l2_tokenizers:
             out.append(ProbeModel(f"{info.name} · floor", l2, ModelSpec(str(info.s1), str(info.l2_tokenizers[l2]),
-                                                                       floor_seed=info.seed + 1), "floor"))
+                                                                       floor_seed=info.seed + 1, floor_init=info.floor_init),
+                                  "floor"))
     return out
 
 
@@ -261,6 +302,36 @@ def _world_of(run_dir=None, world_dir=None):
     return load_world(world_dir)
 
 
+def run_pairs(run_dir, l2: str, limit: int | None = None) -> ParallelData:
+    """A run's parallel pairs L1-``l2``: the generated world's (with words, gold alignment and
+    dictionary) or, for a run on real corpora (``xlviz transfer-corpus``), the pairs it saved
+    in ``world/parallel/<l1>-<l2>.jsonl`` (``{"id", "src", "tgt"}`` per line)."""
+    from xlviz.io import read_jsonl
+
+    info = run_info(run_dir)
+    if info.has_world:
+        return world_data(run_dir, l2, limit)
+    f = info.parallel_file(l2)
+    if f is None:
+        raise XlvizError(f"the run has no parallel pairs for {info.l1}-{l2} (no generated world, no "
+                         f"world/parallel/{info.l1}-{l2}.jsonl)", path=info.path)
+    rows = []
+    for i, r in enumerate(read_jsonl(f)):
+        if limit and len(rows) >= limit:
+            break
+        if not isinstance(r, dict) or not isinstance(r.get("src"), str) or not isinstance(r.get("tgt"), str):
+            raise XlvizError(f"line {i + 1}: expected {{\"src\": text, \"tgt\": text}}", path=f)
+        if r["src"].strip() and r["tgt"].strip():
+            rows.append(r)
+    if not rows:
+        raise XlvizError("no parallel pairs", path=f)
+    words = all(isinstance(r.get("src_words"), list) and isinstance(r.get("tgt_words"), list) for r in rows)
+    return ParallelData(info.l1, l2, [r["src"] for r in rows], [r["tgt"] for r in rows],
+                        [str(r.get("id", i)) for i, r in enumerate(rows)], f"{info.name} parallel pairs ({info.l1}-{l2})",
+                        [r["src_words"] for r in rows] if words else None, [r["tgt_words"] for r in rows] if words else None,
+                        [[tuple(a) for a in r.get("alignment", [])] for r in rows] if words else None)
+
+
 def world_data(run_dir=None, l2: str = "", limit: int | None = None, world_dir=None) -> ParallelData:
     """The generated world's parallel pairs L1-``l2`` (first ``limit``), with words, gold
     alignment and dictionary."""
@@ -290,7 +361,7 @@ def parallel_data(
 ) -> ParallelData:
     """Parallel sentences from one of ``SOURCES``.
 
-    world: ``run_dir`` + ``l2``; pud: ``lang_a``/``lang_b`` aligned by sentence id; tatoeba:
+    world: the run's pairs (``run_dir`` + ``l2``, see :func:`run_pairs`); pud: ``lang_a``/``lang_b`` aligned by sentence id; tatoeba:
     English + ``lang_b``; multi30k: task 1 validation, ``lang_a``/``lang_b`` among en, de, fr, cs;
     files: two line-aligned files. ``data_dir`` overrides ``../shared/data/<source>``.
     """
@@ -299,7 +370,9 @@ def parallel_data(
     if limit is not None and limit < 1:
         raise XlvizError(f"must be at least 1, got {limit}", field="limit")
     if source == "world":
-        return world_data(run_dir, l2 or lang_b or "", limit)
+        if run_dir is None:
+            raise XlvizError("the run's parallel pairs need --run DIR", field="run")
+        return run_pairs(run_dir, l2 or lang_b or "", limit)
     if source == "pud":
         if not lang_b:
             raise XlvizError("PUD needs a second language", field="lang_b")

@@ -26,7 +26,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(handler=lambda args: _help(p))
 
     a = asub.add_parser("alignment", help="retrieval, CKA, word translation per layer (transferred vs floor, or any encoders)")
-    a.add_argument("--run", help="run folder: compare its transferred model and floor on L1-L2")
+    a.add_argument("--run", help="run folder: compare its transferred model and floor on L1-L2 (with --source world: "
+                   "the run's own parallel pairs, generated world or a corpus run's world/parallel/<l1>-<l2>.jsonl)")
     a.add_argument("--l2", help="the run's target language (e.g. sov)")
     a.add_argument("--source", default="world", choices=["world", "pud", "tatoeba", "multi30k", "files"],
                    help="parallel data: the run's generated world, ../shared/data/{pud,tatoeba,multi30k} or --files")
@@ -202,13 +203,12 @@ def run_alignment_cmd(args: argparse.Namespace) -> int:
 
     systems = []
     if args.run:
-        if args.source != "world":
-            raise XlvizError("a run's models read the generated world's invented languages; use --source world "
-                             "(or compare HF encoders with --model / --model-a --model-b on real data)", field="source")
         if not args.l2:
             raise XlvizError("give --l2 (the run's target language)", field="l2")
         systems += run_systems(args.run, args.l2, floor=args.floor)
-    lang_b = args.l2 if args.source == "world" else args.lang_b
+    # a run's L2 is the data's language B (a generated world's invented L2, or e.g. "de" for a corpus run on
+    # real data, which can then be compared on --source pud/tatoeba/multi30k too)
+    lang_b = args.l2 if (args.source == "world" or args.run) else args.lang_b
     if args.model or args.model_a or args.model_b:
         a = args.model_a or args.model
         b = args.model_b or args.model

@@ -29,7 +29,8 @@ PALETTE = ["#1f77b4", "#d62728", "#2ca02c", "#ff7f0e", "#9467bd", "#8c564b", "#e
 
 # --------------------------------------------------------------------------- runs and presets
 def analysable_runs() -> list[RunInfo]:
-    """Runs with a pre-trained L1 model, a generated world and at least one L2 (newest first)."""
+    """Runs with a pre-trained L1 model, at least one L2 and parallel pairs (a generated world, or a
+    corpus run's ``world/parallel/<l1>-<l2>.jsonl``), newest first."""
     from xlviz.analysis.reports import run_info
     from xlviz.runs import list_runs
 
@@ -39,7 +40,7 @@ def analysable_runs() -> list[RunInfo]:
             info = run_info(run.path)
         except (XlvizError, OSError):
             continue
-        if (info.world_dir / "world.json").is_file() and info.l2s:
+        if info.l2s and any(info.has_parallel(l2) for l2 in info.l2s):
             out.append(info)
     return out
 
