@@ -9,7 +9,7 @@ import pytest
 from xlviz.data.grammar import NP, PP, Clause, Language, Question, join_words
 from xlviz.data.lexicon import L2Lexicon
 from xlviz.data.tokenization import SPECIAL_TOKENS, train_tokenizer
-from xlviz.data.world import LanguageSpec, World, WorldConfig, load_world
+from xlviz.data.world import LanguageSpec, World, WorldConfig, clause_of, load_world
 from xlviz.errors import XlvizError
 
 SMALL = dict(corpus_documents=200, qa_train_paragraphs=20, qa_dev_paragraphs=5, qa_test_paragraphs=10, parallel_pairs=50, agreement_pairs=30, sense_pairs=20)
@@ -40,7 +40,7 @@ def test_lexicon_is_a_bijection_and_shares_no_word_with_english(world):
 def test_l2_corpus_never_translates_an_l1_sentence(world):
     l1 = world.l1_clauses
     for l2 in world.l2s:
-        items = [it.clause if isinstance(it, Question) else it for doc in world.corpus_items(l2) for it in doc]
+        items = [clause_of(it) for doc in world.corpus_items(l2) for it in doc]
         assert items and not any(c in l1 for c in items)
 
 
@@ -57,6 +57,17 @@ def test_qa_answers_match_their_offsets_in_every_language(world):
                     these.append(qa["id"])
         ids = ids or these
         assert these == ids, "test sets must share question ids across languages, like XQuAD"
+
+
+def test_corpora_hold_questions_answered_from_their_own_document(world):
+    docs = world.corpus("en")[:200]
+    exchanges = [d for d in docs if "?" in d]
+    assert len(exchanges) > 50
+    for doc in exchanges[:30]:
+        statements, _, rest = doc.partition("?")
+        head, _, tail = statements.rpartition(". ")
+        answer = rest.split(".")[0].strip()
+        assert answer and answer in head, (answer, doc)
 
 
 def test_train_and_dev_exist_in_l1_only(world):

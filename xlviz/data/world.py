@@ -44,7 +44,7 @@ class WorldConfig:
     seed: int = 0
     languages: list[LanguageSpec] = field(default_factory=lambda: [LanguageSpec("svo"), LanguageSpec("sov", "sov", "cyrillic")])
     corpus_documents: int = 4000
-    question_share: float = 0.2
+    question_share: float = 0.6
     habit_share: float = 0.5
     qa_train_paragraphs: int = 1200
     qa_dev_paragraphs: int = 60
@@ -135,7 +135,7 @@ class Sampler:
                     subj = NP(subj.head, subj.number, subj.det, (habit["adj"],), subj.mod)
             obj = self.np(SELECTS.get(verb, OBJECT_NOUNS), name_share=0.0 if verb in SELECTS else 0.1, adj_max=1)
             if habit:
-                obj = NP(habit["obj"], "sg", None) if habit["obj"] in NAMES else NP(habit["obj"], obj.number, obj.det, obj.adjs)
+                obj = NP(habit["obj"], "sg", None) if habit["obj"] in NAMES else NP(habit["obj"], obj.number, obj.det or "the", obj.adjs)
             if subj.head == obj.head or {subj.head, obj.head, verb} & avoid:
                 continue
             loc = PP(r.choice(PREPOSITIONS), self.np(PLACES, adj_max=1, number="sg")) if r.random() < loc_share else None
@@ -158,8 +158,31 @@ class Rendered:
     spans: list[tuple[int, int]]
 
 
-def render(lang: Language, item: Clause | Question, verb_number: str | None = None) -> Rendered:
-    words = lang.render_question(item) if isinstance(item, Question) else lang.render_statement(item, verb_number)
+@dataclass(frozen=True)
+class Answer:
+    """The short answer to a question, as people write it after one: "who sees the dog? anna."."""
+
+    question: Question
+
+
+Item = Clause | Question | Answer
+
+
+def clause_of(item: Item) -> Clause:
+    if isinstance(item, Answer):
+        return item.question.clause
+    return item.clause if isinstance(item, Question) else item
+
+
+def render(lang: Language, item: Item, verb_number: str | None = None) -> Rendered:
+    if isinstance(item, Answer):
+        statement = lang.render_statement(item.question.clause)
+        target = item.question.target
+        words = [(w, slot) for w, slot in statement if slot == target or slot.startswith(target + "/")] + [(".", "punct")]
+    elif isinstance(item, Question):
+        words = lang.render_question(item)
+    else:
+        words = lang.render_statement(item, verb_number)
     text, spans = join_words([w for w, _ in words])
     return Rendered(text, words, spans)
 
@@ -192,28 +215,34 @@ class World:
         return random.Random("-".join(map(str, (self.config.seed,) + parts)))
 
     # --- corpora -----------------------------------------------------------------
-    def _corpus_items(self, lang: str, forbidden: set) -> list[list[Clause | Question]]:
+    def _corpus_items(self, lang: str, forbidden: set) -> list[list[Item]]:
+        """Documents of 3-7 statements; ``question_share`` of them end with one to three
+        question-answer exchanges about their own statements, so that predicting a masked
+        answer means finding it earlier in the document (reading, learned without labels)."""
         s = Sampler(self._rng("corpus", lang), self.habits, self.config.habit_share)
         docs = []
         for _ in range(self.config.corpus_documents):
-            doc = []
+            doc: list[Item] = []
             for _ in range(s.rng.randint(3, 7)):
                 c = s.clause(mod_share=0.15)
-                if c in forbidden:
-                    continue
-                doc.append(s.question(c) if s.rng.random() < self.config.question_share else c)
+                if c not in forbidden:
+                    doc.append(c)
+            if doc and s.rng.random() < self.config.question_share:
+                for c in s.rng.sample(doc, min(len(doc), s.rng.randint(1, 3))):
+                    q = s.question(c)
+                    doc += [q, Answer(q)]
             docs.append(doc)
         return docs
 
     @cached_property
-    def _l1_corpus_items(self) -> list[list[Clause | Question]]:
+    def _l1_corpus_items(self) -> list[list[Item]]:
         return self._corpus_items(L1, set())
 
     @cached_property
     def l1_clauses(self) -> set[Clause]:
-        return {it.clause if isinstance(it, Question) else it for doc in self._l1_corpus_items for it in doc}
+        return {clause_of(it) for doc in self._l1_corpus_items for it in doc}
 
-    def corpus_items(self, lang: str) -> list[list[Clause | Question]]:
+    def corpus_items(self, lang: str) -> list[list[Item]]:
         """Documents of clauses/questions. L2 corpora are drawn independently of L1's and never
         contain a clause that the L1 corpus contains: no sentence of one translates the other."""
         self._check(lang)
