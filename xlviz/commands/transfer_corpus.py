@@ -20,7 +20,7 @@ OPTIONS = {
     "--parallel-max": ("parallel_max", int), "--init-model": ("init_model", str), "--model-size": ("model_size", str),
     "--dropout": ("dropout", float), "--vocab-size": ("vocab_size", int), "--l2-vocab-size": ("l2_vocab_size", int),
     "--tokenizer": ("tokenizer", str), "--tokenizer-lines": ("tokenizer_lines", int), "--max-lines": ("max_lines", int),
-    "--block-size": ("block_size", int), "--shuffle-buffer": ("shuffle_buffer", int), "--batch-size": ("batch_size", int),
+    "--block-size": ("block_size", int), "--shuffle-buffer": ("shuffle_buffer", int), "--mask-prob": ("mask_prob", float), "--batch-size": ("batch_size", int),
     "--pretrain-steps": ("pretrain_steps", int), "--pretrain-lr": ("pretrain_lr", float),
     "--transfer-steps": ("transfer_steps", int), "--transfer-lr": ("transfer_lr", float),
     "--embedding-init": ("embedding_init", str), "--eval-pooling": ("eval_pooling", str),

@@ -99,6 +99,7 @@ class CorpusTransferConfig(ConfigMixin):
     max_lines: int | None = None  # lines per language streamed for MLM (None: whole corpus, epoch after epoch)
     block_size: int = 64
     shuffle_buffer: int = 4096  # blocks held for shuffling (memory bound)
+    mask_prob: float = 0.15  # share of tokens predicted in MLM (steps 1 and 2)
     batch_size: int = 64  # global blocks per optimizer step
     pretrain_steps: int = 1000
     pretrain_lr: float = 5e-4
@@ -151,12 +152,34 @@ class CorpusTransferConfig(ConfigMixin):
             raise XlvizError(f"choose from {list(POOLINGS)}", path=path, field="eval_pooling")
         if self.embedding_init not in EMBEDDING_INITS:
             raise XlvizError(f"choose from {list(EMBEDDING_INITS)}", path=path, field="embedding_init")
+        if not 0.0 < float(self.mask_prob) < 1.0:
+            raise XlvizError("must be between 0 and 1", path=path, field="mask_prob")
         if not 0.0 <= float(self.dropout) < 1.0:
             raise XlvizError("must be in [0, 1)", path=path, field="dropout")
         if self.doc_stride >= self.qa_max_length:
             raise XlvizError("must be smaller than qa_max_length", path=path, field="doc_stride")
         if self.qa_train and not self.qa_eval:
             raise XlvizError("qa_train needs qa_eval files (L1 and/or L2 SQuAD-format files)", path=path, field="qa_eval")
+
+
+def retrieval_ranks(X, Y) -> tuple:
+    """Rank (1 = nearest) of each row's translation among all rows of the other side, by
+    cosine after centring, in both directions: (ranks X->Y, ranks Y->X). For top-k and MRR."""
+    import numpy as np
+
+    X = np.asarray(X, dtype=np.float64)
+    Y = np.asarray(Y, dtype=np.float64)
+    X = X - X.mean(0)
+    Y = Y - Y.mean(0)
+    X /= np.maximum(np.linalg.norm(X, axis=1, keepdims=True), 1e-12)
+    Y /= np.maximum(np.linalg.norm(Y, axis=1, keepdims=True), 1e-12)
+    sims = X @ Y.T
+    gold = np.diag(sims)
+
+    def ranks(s):  # ties count half: the expected rank under random tie-breaking
+        return 1 + (s > gold[:, None]).sum(1) + 0.5 * ((s == gold[:, None]).sum(1) - 1)
+
+    return ranks(sims), ranks(sims.T)
 
 
 def _streamed(blocks: Iterator[list[int]], lang: str) -> Iterator[list[int]]:
@@ -296,7 +319,7 @@ class CorpusPipeline(StagedPipeline):
         batches = masked_lm_batches(
             blocks, batch_size=cfg.batch_size, rank=self.acc.process_index, world_size=self.acc.num_processes,
             grad_accum=cfg.grad_accum, mask_id=tok.mask_token_id, vocab_size=min(len(tok), model.config.vocab_size),
-            special_ids=special_ids_of(tok), seed=cfg.seed * 2 + salt,
+            special_ids=special_ids_of(tok), seed=cfg.seed * 2 + salt, prob=cfg.mask_prob,
         )
         loop, on_log = self._loop(stage, steps, lr)
         wrapped = train(MaskedOnlyLoss(model), batches, loop, self.acc, on_log=on_log, desc=stage)
@@ -345,6 +368,8 @@ class CorpusPipeline(StagedPipeline):
         """Sentence retrieval per layer on the parallel set: transferred vs untrained L2 embeddings."""
         if not self.main:
             return
+        import numpy as np
+
         from xlviz.analysis.alignment import layerwise_alignment
         from xlviz.analysis.representations import sentence_embeddings
 
@@ -363,15 +388,21 @@ class CorpusPipeline(StagedPipeline):
             raw = layerwise_alignment(emb_l1, emb, center=False)
             layers = []
             for c, r in zip(centred, raw):
+                ranks = retrieval_ranks(emb_l1[c["layer"]], emb[c["layer"]])
                 layers.append({"layer": c["layer"], "l1_to_l2": c["retrieval_a_to_b"], "l2_to_l1": c["retrieval_b_to_a"],
                                "mean": (c["retrieval_a_to_b"] + c["retrieval_b_to_a"]) / 2, "cka": c["cka"],
+                               "top10": float(sum((rk <= 10).mean() for rk in ranks) / 2),
+                               "mrr": float(sum((1.0 / rk).mean() for rk in ranks) / 2),
+                               "median_rank": float(sum(float(np.median(rk)) for rk in ranks) / 2),
                                "l1_to_l2_uncentred": r["retrieval_a_to_b"], "l2_to_l1_uncentred": r["retrieval_b_to_a"]})
             out["systems"][system] = layers
             best = max(layers, key=lambda x: x["mean"])
             rows.append({"system": system, "language": cfg.l2, "retrieval": round(100 * best["mean"], 2),
-                         "retrieval_layer": best["layer"], "retrieval_per_layer": [round(100 * x["mean"], 2) for x in layers]})
+                         "retrieval_layer": best["layer"], "retrieval_per_layer": [round(100 * x["mean"], 2) for x in layers],
+                         "retrieval_top10_per_layer": [round(100 * x["top10"], 2) for x in layers]})
             self._log(f"  {system}: retrieval (mean of both directions, centred) per layer "
-                      + " ".join(f"{100 * x['mean']:.1f}" for x in layers) + f"; best {100 * best['mean']:.1f} at layer {best['layer']}")
+                      + " ".join(f"{100 * x['mean']:.1f}" for x in layers) + f"; best {100 * best['mean']:.1f} at layer {best['layer']}; "
+                      + "top-10 " + " ".join(f"{100 * x['top10']:.1f}" for x in layers))
         atomic_write_json(self.path("alignment.json"), out)
         self.add_result_fields(rows)
 

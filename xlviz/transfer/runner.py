@@ -198,6 +198,16 @@ def mask_for_mlm(
     return inputs, labels
 
 
+def trim_right_padding(batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """Cut a right-padded batch (features padded to max_length) to its longest row."""
+    if "attention_mask" not in batch:
+        return batch
+    width = max(1, int(batch["attention_mask"].sum(1).max()))
+    if batch["attention_mask"][:, width:].any():  # left padding: leave as is
+        return batch
+    return {k: (v[:, :width] if v.ndim == 2 else v) for k, v in batch.items()}
+
+
 def feature_batches(
     features: dict[str, torch.Tensor], *, batch_size: int, rank: int, world_size: int, grad_accum: int, seed: int
 ) -> Iterator[dict]:
@@ -214,7 +224,7 @@ def feature_batches(
             batch = order[lo: lo + batch_size]
             for k in range(grad_accum):
                 idx = batch[(k * world_size + rank) * m: (k * world_size + rank + 1) * m]
-                yield {key: v[idx].long() for key, v in features.items()}
+                yield trim_right_padding({key: v[idx].long() for key, v in features.items()})
         epoch += 1
 
 

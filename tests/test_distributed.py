@@ -1,0 +1,145 @@
+"""Scale-out: training commands run unchanged under ``accelerate launch`` on two CPU processes
+(torch gloo backend), and two processes give the same step 2 as one process on the same
+global batches.
+
+``accelerate launch --cpu --num_processes 2`` starts a single process (its multi-CPU path
+expects mpirun), so the tests launch with ``--multi_gpu --num_processes 2``, which on a
+machine without GPUs runs two CPU processes that join a gloo process group.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from safetensors.torch import load_file
+
+from xlviz.cli import main as cli
+from xlviz.runs import Run
+
+REPO = Path(__file__).resolve().parents[1]
+LAUNCH = [sys.executable, "-m", "accelerate.commands.launch", "--multi_gpu", "--num_processes", "2", "--num_machines", "1",
+          "--mixed_precision", "no", "--dynamo_backend", "no"]
+
+
+def launch_env() -> dict:
+    env = dict(os.environ, OMP_NUM_THREADS="1", TOKENIZERS_PARALLELISM="false", PYTHONPATH=str(REPO), HF_HUB_OFFLINE="1")
+    env.pop("CUDA_VISIBLE_DEVICES", None)
+    return env
+
+
+def run_launched(args: list[str], cwd: Path, timeout: int = 240) -> subprocess.CompletedProcess:
+    proc = subprocess.run(LAUNCH + args, cwd=cwd, env=launch_env(), capture_output=True, text=True, timeout=timeout)
+    assert proc.returncode == 0, f"accelerate launch failed ({proc.returncode}):\n{proc.stdout[-3000:]}\n{proc.stderr[-5000:]}"
+    return proc
+
+
+def write_world_corpora(folder: Path, documents: int = 150) -> dict[str, Path]:
+    """The generated world's two independent corpora as gzipped text files (a stand-in for real corpora)."""
+    from xlviz.data.world import LanguageSpec, WorldConfig, generate_world
+
+    world = generate_world(WorldConfig(seed=3, corpus_documents=documents, languages=[LanguageSpec("svo")]))
+    folder.mkdir(parents=True, exist_ok=True)
+    files = {}
+    for lang in ("en", "svo"):
+        files[lang] = folder / f"{lang}.txt.gz"
+        with gzip.open(files[lang], "wt", encoding="utf-8") as f:
+            f.write("\n".join(world.corpus(lang)) + "\n")
+    return files
+
+
+@pytest.mark.slow
+def test_two_process_step2_matches_one_process(tmp_path):
+    files = write_world_corpora(tmp_path / "corpora")
+    one, two = tmp_path / "one", tmp_path / "two"
+    args = ["transfer-corpus", "--l1", "en", "--l2", "svo", "--l1-corpus", str(files["en"]), "--l2-corpus", str(files["svo"]),
+            "--model-size", "tiny", "--vocab-size", "200", "--block-size", "32", "--batch-size", "8", "--shuffle-buffer", "16",
+            "--pretrain-steps", "3", "--transfer-steps", "8", "--transfer-lr", "0.01", "--log-every", "1", "--mixed-precision", "no"]
+    assert cli(args + ["--run-dir", str(one), "--stop-after", "s1_pretrain"]) == 0
+    assert Run(one).status()["state"] == "cancelled" and Run(one).status()["stages_done"] == ["world", "s1_pretrain"]
+    shutil.copytree(one, two)  # the same vocabularies and step-1 model for both runs
+
+    assert cli(["transfer-corpus", "--resume", str(one)]) == 0  # 1 process x 8 blocks
+    run_launched(["-m", "xlviz", "transfer-corpus", "--resume", str(two)], cwd=tmp_path)  # 2 processes x 4 blocks
+    for run, n in ((Run(one), 1), (Run(two), 2)):
+        assert run.status()["state"] == "completed" and run.status()["num_processes"] == n
+
+    a = load_file(one / "s2_transfer-svo" / "model.safetensors")
+    b = load_file(two / "s2_transfer-svo" / "model.safetensors")
+    s1 = load_file(one / "s1_pretrain" / "model.safetensors")
+    emb = "bert.embeddings.word_embeddings.weight"
+    assert a.keys() == b.keys()
+    moved = (a[emb][5:] - b[emb][5:]).abs().max().item()
+    assert torch.allclose(a[emb], b[emb], atol=2e-5, rtol=1e-4), f"L2 embeddings differ by up to {moved}"
+    for name in a:
+        vocab_part = "word_embeddings" in name or "decoder" in name or name.endswith("predictions.bias")
+        if not vocab_part and name in s1:
+            assert torch.equal(a[name], b[name]) and torch.equal(a[name], s1[name]), f"{name}: the body stays L1's in both runs"
+    curve = lambda run: [m["loss"] for m in run.metrics() if m["stage"] == "s2_transfer-svo"]  # noqa: E731
+    la, lb = curve(Run(one)), curve(Run(two))
+    assert len(la) == len(lb) == 8
+    assert max(abs(x - y) for x, y in zip(la, lb)) < 1e-3, (la, lb)
+    assert la[-1] < la[0], "step 2 learns"
+
+
+@pytest.mark.slow
+def test_generated_world_transfer_runs_on_two_processes(tmp_path):
+    """``xlviz transfer`` (the demo pipeline, step 1 included) unchanged under accelerate launch."""
+    probe = tmp_path / "probe.py"
+    probe.write_text(
+        "import json, os, sys\n"
+        "from xlviz.cli import main\n"
+        "rc = main(sys.argv[1:])\n"
+        "from accelerate import PartialState\n"
+        "s = PartialState()\n"
+        "open(os.path.join(os.environ['XLVIZ_PROBE'], f'rank{s.process_index}.json'), 'w').write(json.dumps({'n': s.num_processes, 'rc': rc}))\n"
+        "sys.exit(rc)\n"
+    )
+    env_dir = tmp_path / "ranks"
+    env_dir.mkdir()
+    os.environ["XLVIZ_PROBE"] = str(env_dir)
+    try:
+        run_launched([str(probe), "transfer", "--run-dir", str(tmp_path / "run"), "--model-size", "tiny", "--vocab-size", "200",
+                      "--pretrain-steps", "4", "--transfer-steps", "2", "--finetune-steps", "2", "--batch-size", "4",
+                      "--corpus-documents", "80", "--qa-train-paragraphs", "12", "--qa-test-paragraphs", "3",
+                      "--languages", "svo", "--mixed-precision", "no"], cwd=tmp_path)
+    finally:
+        del os.environ["XLVIZ_PROBE"]
+    ranks = sorted(json.loads(p.read_text())["n"] for p in env_dir.glob("rank*.json"))
+    assert ranks == [2, 2], "both processes ran the command to the end"
+    run = Run(tmp_path / "run")
+    assert run.status()["state"] == "completed"
+    assert "s1_pretrain" in run.status()["stages_done"] and (run.path / "s1_pretrain" / "model.safetensors").is_file()
+    assert {m["stage"] for m in run.metrics()} >= {"s1_pretrain", "s2_transfer-svo", "s3_finetune"}
+    assert {(r["system"], r["language"]) for r in run.results()} == {(s, l) for s in ("monotrans", "floor") for l in ("en", "svo")}
+
+
+@pytest.mark.slow
+def test_finetune_qa_on_two_processes_gathers_predictions(tmp_path):
+    """QA fine-tuning and sharded evaluation under accelerate launch: every question is scored."""
+    try:
+        from test_real_transfer import write_world_qa
+    except ImportError:
+        from tests.test_real_transfer import write_world_qa
+    from tests.tiny_models import make_tiny
+
+    qa_dir = write_world_qa(tmp_path / "qa")
+    model = make_tiny("bert", tmp_path / "bert", task="mlm", max_position_embeddings=128)
+    run_launched(["-m", "xlviz", "finetune-qa", "--model", str(model), "--train", str(qa_dir / "qa.en.json"),
+                  "--train-paragraphs", "6", "--eval-dir", str(qa_dir), "--steps", "3", "--batch-size", "4",
+                  "--max-length", "64", "--doc-stride", "24", "--run-dir", str(tmp_path / "run")], cwd=tmp_path)
+    run = Run(tmp_path / "run")
+    assert run.status()["num_processes"] == 2 and run.status()["state"] == "completed"
+    split = json.loads((run.path / "qa_split.json").read_text())
+    total = sum(len(p["qas"]) for a in json.loads((qa_dir / "qa.en.json").read_text())["data"] for p in a["paragraphs"])
+    for row in run.results():
+        preds = json.loads((run.path / "predictions" / f"{row['system']}-{row['language']}.json").read_text())
+        assert row["n_questions"] == total - len(split["train_ids"]) == len(preds), "predictions of both shards gathered"
+        assert not set(preds) & set(split["train_ids"])
