@@ -6,7 +6,10 @@ routes to one file per page under ``pages/``. Adding a page is one line in ``PAG
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
+
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # see xlviz/cli.py: training runs share the cores
 
 import streamlit as st
 

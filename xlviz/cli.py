@@ -9,8 +9,14 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import pkgutil
 import sys
+
+# OpenMP threads that spin while waiting make torch several times slower whenever another
+# process shares the cores (the app's server beside a training run, two runs at once); a
+# passive wait costs little when the machine is idle. Must be set before torch is imported.
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 import xlviz.commands
 from xlviz import __version__
