@@ -12,6 +12,7 @@ import streamlit as st
 from xlviz import jobs
 from xlviz.runs import Run, checkpoints_root, new_run_path
 from xlviz.ui import runs_view
+from xlviz.ui.choices import run_languages
 from xlviz.ui.common import guard, plotly
 from xlviz.ui.sidebar import page_setup
 
@@ -120,6 +121,27 @@ def live_view(path) -> None:
         st.code(log or "(empty)", language=None)
     if state == "failed" and not run.log_tail(1):
         st.code(jobs.job_output_tail(path, 25) or "(no output)", language=None)
+    if state == "completed":
+        finished_run_panel(run)
+
+
+def finished_run_panel(run: Run) -> None:
+    """Results of a finished run and links that open the analysis pages preset to it."""
+    with guard("Could not read the results"):
+        table = runs_view.results_frame([run])
+        if not table.empty:
+            wide = table.pivot_table(index="system", columns="language", values="f1", aggfunc="first")
+            st.caption("F1 by system and language (EM/F1 of every run in the comparison below)")
+            st.dataframe(wide, width="stretch")
+    l2s = [l for l in run_languages(run)[1:]]
+    if not l2s:
+        return
+    cols = st.columns(2 * len(l2s))
+    for i, l2 in enumerate(l2s):
+        cols[2 * i].page_link("pages/alignment.py", label=f"Analyse this run · {l2}", icon=":material/join_inner:",
+                              query_params={"run": run.name, "l2": l2})
+        cols[2 * i + 1].page_link("pages/probing.py", label=f"Probe this run · {l2}", icon=":material/science:",
+                                  query_params={"run": run.name, "l2": l2})
 
 
 st.subheader("Live view")

@@ -148,6 +148,8 @@ def test_runs_live_view_and_compare_two_runs(app):
     assert set(live.options) >= {"demo-run (completed)", "second-run (completed)"}
     assert any(getattr(e, "key", None) and str(e.key).startswith("loss_") for e in at.get("plotly_chart"))
     assert "Select two or more" in _texts(at.info)
+    links = [e.proto for e in at.get("page_link")]
+    assert any(l.label == "Analyse this run · sov" and "l2=sov" in l.query_string and "run=" in l.query_string for l in links), links
     at.session_state["runs_table"] = {"selection": {"rows": [0, 1], "columns": [], "cells": []}}
     at.run()
     assert not at.exception
