@@ -47,7 +47,7 @@ def main() -> int:
     p.add_argument("--threads", type=int, default=1)
     p.add_argument("--qa", action="store_true", help="also the XQuAD slice (finetune-qa on the English model)")
     p.add_argument("--qa-paragraphs", type=int, default=48)
-    p.add_argument("--qa-steps", type=int, default=300)
+    p.add_argument("--qa-steps", type=int, default=250)
     p.add_argument("--json", help="write the numbers here")
     p.add_argument("--override", nargs="*", default=[], metavar="KEY=VALUE", help="config overrides (JSON values)")
     args = p.parse_args()
@@ -88,11 +88,12 @@ def main() -> int:
     systems = report["alignment"]["systems"]
     print(f"\nMulti30k {cfg.l1}->{cfg.l2}: sentence retrieval on {report['alignment']['n_pairs']} parallel pairs "
           f"(chance {100 * report['alignment']['chance']:.2f}%), centred, percent")
-    print(f"{'layer':>5} | {'monotrans en->de':>16} {'de->en':>7} {'mean':>6} | {'floor en->de':>12} {'de->en':>7} {'mean':>6} | {'CKA mono':>8} {'floor':>6}")
+    print(f"{'layer':>5} | {'monotrans en->de':>16} {'de->en':>6} {'top-10':>6} {'med.rank':>8} | "
+          f"{'floor en->de':>12} {'de->en':>6} {'top-10':>6} {'med.rank':>8}")
     for mono, floor in zip(systems["monotrans"], systems["floor"]):
-        print(f"{mono['layer']:>5} | {100 * mono['l1_to_l2']:>16.1f} {100 * mono['l2_to_l1']:>7.1f} {100 * mono['mean']:>6.1f} | "
-              f"{100 * floor['l1_to_l2']:>12.1f} {100 * floor['l2_to_l1']:>7.1f} {100 * floor['mean']:>6.1f} | "
-              f"{mono['cka']:>8.3f} {floor['cka']:>6.3f}")
+        cells = [f"{100 * x['l1_to_l2']:>{w}.1f} {100 * x['l2_to_l1']:>6.1f} {100 * x['top10']:>6.1f} {x['median_rank']:>8.1f}"
+                 for x, w in ((mono, 16), (floor, 12))]
+        print(f"{mono['layer']:>5} | {cells[0]} | {cells[1]}")
     print("stage seconds:", report["stage_seconds"], "total", report["transfer_seconds"])
     print("MLM loss first/last:", report["loss"])
 

@@ -31,7 +31,7 @@ LAUNCH = [sys.executable, "-m", "accelerate.commands.launch", "--multi_gpu", "--
 
 def launch_env() -> dict:
     env = dict(os.environ, OMP_NUM_THREADS="1", TOKENIZERS_PARALLELISM="false", PYTHONPATH=str(REPO), HF_HUB_OFFLINE="1")
-    env.pop("CUDA_VISIBLE_DEVICES", None)
+    env["CUDA_VISIBLE_DEVICES"] = ""  # CPU processes with gloo, also on a machine with GPUs
     return env
 
 

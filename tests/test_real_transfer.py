@@ -282,6 +282,7 @@ def test_init_model_without_mlm_head_is_a_clear_error(tmp_path, capsys):
     assert "ELECTRA discriminator" in err and "Traceback" not in err
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("arch", ["bert", "roberta", "xlm-roberta", "distilbert", "electra"])
 def test_finetune_qa_any_encoder(arch, tmp_path):
     qa_dir = write_world_qa(tmp_path / "qa", paragraphs=4)

@@ -25,7 +25,6 @@ import torch
 
 from xlviz.errors import XlvizError
 from xlviz.runs import Run
-from xlviz.training.loop import make_accelerator
 from xlviz.transfer.pipeline import Pipeline
 
 
@@ -69,6 +68,19 @@ def check_positive(cfg, names: Sequence[str], path: str | None, *, number: bool 
             raise XlvizError(f"must be a positive {'number' if number else 'integer'}, got {v!r}", path=path, field=name)
 
 
+def make_global_batch_accelerator(mixed_precision: str = "no", grad_accum: int = 1):
+    """An Accelerator whose LR scheduler steps once per optimizer step whatever the number of
+    processes. (accelerate's default, ``split_batches=False``, assumes the batch grows with the
+    processes and steps a prepared scheduler ``num_processes`` times per step, so with N
+    processes a linear schedule would reach zero after steps / N. Here batches are global.)
+    No dataloader is prepared, so ``split_batches`` changes nothing else."""
+    from accelerate import Accelerator
+    from accelerate.utils import DataLoaderConfiguration
+
+    return Accelerator(mixed_precision=mixed_precision, gradient_accumulation_steps=grad_accum, cpu=not torch.cuda.is_available(),
+                       dataloader_config=DataLoaderConfiguration(split_batches=True))
+
+
 class StagedPipeline(Pipeline):
     """A :class:`Pipeline` with its own config class and stages (``stages()``/``_run_stage``)."""
 
@@ -91,7 +103,7 @@ class StagedPipeline(Pipeline):
         self.cfg = config
         self.run = Run(Path(run_dir))
         mp = config.mixed_precision if config.mixed_precision != "fp16" or torch.cuda.is_available() else "no"
-        self.acc = make_accelerator(mp, config.grad_accum)
+        self.acc = make_global_batch_accelerator(mp, config.grad_accum)
         self.main = self.acc.is_main_process
         self.t0 = time.time()
         self.micro_batch(config.batch_size)
