@@ -1,9 +1,10 @@
-"""Mixed precision and the accelerator path on a GPU machine: ``transfer-corpus`` (steps 1-2 +
-alignment) and ``finetune-qa`` with ``--mixed-precision no|bf16|fp16`` on the generated world's
-corpora written to files (no shared data needed), each in its own process (accelerate's state
-is per process). Prints one line per run: device, precision, loss first/last, seconds.
+"""Mixed precision end to end: ``transfer-corpus`` (steps 1-2 + alignment) and ``finetune-qa``
+with ``--mixed-precision no|bf16|fp16`` on the generated world's corpora written to files (no
+shared data needed), each in its own process (accelerate's state is per process). Prints one
+line per run: device, the precision actually used (fp16 falls back to no on a CPU), loss
+first/last, seconds. Meant for a GPU machine; on a CPU it checks the bf16 autocast path.
 
-    python bench/gpu_check.py [--steps 200] [--out /tmp/xlviz-gpu-check]
+    python bench/precision_check.py [--steps 200] [--out /tmp/xlviz-precision-check]
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ sys.path.insert(0, str(REPO))
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--steps", type=int, default=200)
-    p.add_argument("--out", default="/tmp/xlviz-gpu-check")
+    p.add_argument("--out", default="/tmp/xlviz-precision-check")
     p.add_argument("--precisions", default="no,bf16,fp16")
     args = p.parse_args()
     from tests.test_real_transfer import write_world_corpora, write_world_qa
@@ -66,7 +67,7 @@ def main() -> int:
                    "results": results}
             rows.append(row)
             print(json.dumps(row), flush=True)
-    (out / "gpu_check.json").write_text(json.dumps(rows, indent=2))
+    (out / "precision_check.json").write_text(json.dumps(rows, indent=2))
     return 1 if any("failed" in r for r in rows) else 0
 
 
