@@ -314,3 +314,29 @@ def test_finetune_qa_real_xquad_slice_setup(shared_data):
     de = squad_subset(json.loads(files["de"].read_text()), lambda q: q not in ids)
     n_de = sum(len(p["qas"]) for a in de["data"] for p in a["paragraphs"])
     assert n_de == 1190 - len(ids) and 150 < len(ids) < 300
+
+
+@pytest.mark.slow
+def test_gradient_accumulation_matches_the_full_batch(tmp_path):
+    """--grad-accum 2 splits each global batch into two micro-batches: same step 2 as one pass."""
+    import shutil
+
+    from safetensors.torch import load_file
+
+    files = write_world_corpora(tmp_path / "c", documents=60)
+    base = ["transfer-corpus", "--l1", "en", "--l2", "svo", "--l1-corpus", str(files["en"]), "--l2-corpus", str(files["svo"]),
+            *TINY, "--transfer-steps", "5", "--transfer-lr", "0.01"]
+    one, two = tmp_path / "one", tmp_path / "two"
+    assert cli(base + ["--run-dir", str(one), "--stop-after", "s1_pretrain"]) == 0
+    shutil.copytree(one, two)
+    cfg = json.loads((two / "config.json").read_text())
+    cfg["grad_accum"] = 2
+    (two / "config.json").write_text(json.dumps(cfg))
+    assert cli(["transfer-corpus", "--resume", str(one)]) == 0
+    assert cli(["transfer-corpus", "--resume", str(two)]) == 0
+    emb = "bert.embeddings.word_embeddings.weight"
+    a, b = (load_file(r / "s2_transfer-svo" / "model.safetensors")[emb] for r in (one, two))
+    assert torch.allclose(a, b, atol=1e-5), (a - b).abs().max()
+    la = [m["loss"] for m in Run(one).metrics() if m["stage"] == "s2_transfer-svo"]
+    lb = [m["loss"] for m in Run(two).metrics() if m["stage"] == "s2_transfer-svo"]
+    assert la == pytest.approx(lb, abs=1e-4)
