@@ -5,6 +5,9 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+# Before torch loads: spinning OpenMP threads slow every test several-fold when the cores are shared.
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
 import pytest
 
 REPO = Path(__file__).resolve().parents[1]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pytest
 import torch
 from transformers import AutoModelForQuestionAnswering, BertForMaskedLM
 
@@ -197,3 +198,34 @@ def test_masked_only_loss_equals_full_loss():
     fast = MaskedOnlyMLM(model)(**batch)
     full = model(**batch).loss
     assert torch.allclose(fast, full, atol=1e-5)
+
+
+def test_schedule_reaches_zero_exactly_at_the_last_step():
+    from xlviz.training.loop import LoopConfig, make_accelerator, train
+
+    model = torch.nn.Linear(2, 1)
+    lrs = []
+
+    class Probe(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = model
+
+        def forward(self, x):
+            return self.lin(x).pow(2).mean()
+
+    probe = Probe()
+    batches = iter(lambda: {"x": torch.ones(4, 2)}, None)
+    acc = make_accelerator("no")
+    orig = torch.optim.AdamW.step
+
+    def spy(self, *a, **k):
+        lrs.append(self.param_groups[0]["lr"])
+        return orig(self, *a, **k)
+
+    torch.optim.AdamW.step = spy
+    try:
+        train(probe, batches, LoopConfig(steps=10, lr=1.0, warmup_ratio=0.1), acc)
+    finally:
+        torch.optim.AdamW.step = orig
+    assert len(lrs) == 10 and lrs[0] == 1.0 and lrs[-1] == pytest.approx(1 / 9) and all(a >= b for a, b in zip(lrs, lrs[1:]))

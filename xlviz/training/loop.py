@@ -76,7 +76,9 @@ def train(
     main process with the loss averaged over processes and the last ``log_every`` steps."""
     optimizer = torch.optim.AdamW(param_groups(module, config.weight_decay), lr=config.lr)
     scheduler = linear_schedule(optimizer, config.steps, config.warmup_ratio)
-    module, optimizer, scheduler = accelerator.prepare(module, optimizer, scheduler)
+    # The scheduler is stepped here once per optimizer step: a prepared scheduler would be
+    # stepped once per process, ending the schedule after steps / num_processes.
+    module, optimizer = accelerator.prepare(module, optimizer)
     module.train()
     bar = tqdm(total=config.steps, desc=desc, disable=not accelerator.is_local_main_process, dynamic_ncols=True)
     t0 = time.time()
@@ -91,7 +93,8 @@ def train(
                 if accelerator.sync_gradients and config.max_grad_norm:
                     accelerator.clip_grad_norm_(module.parameters(), config.max_grad_norm)
                 optimizer.step()
-                scheduler.step()
+                if accelerator.sync_gradients:
+                    scheduler.step()
                 optimizer.zero_grad(set_to_none=True)
             running += loss.detach().float().item() / config.grad_accum
         count += 1

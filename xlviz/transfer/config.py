@@ -48,6 +48,9 @@ class TransferConfig:
     block_size: int = 80
     qa_max_length: int = 96
     doc_stride: int = 48
+    # Longest answer span (tokens) considered when decoding predictions. SQuAD's 30 suits
+    # Wikipedia; the generated world's answers are noun phrases of at most ~7 tokens.
+    max_answer_length: int = 12
     batch_size: int = 32
     pretrain_steps: int = 700
     pretrain_lr: float = 1e-3
@@ -96,7 +99,7 @@ class TransferConfig:
 
     def validate(self, *, path: str | None = None) -> None:
         for name in ("vocab_size", "block_size", "qa_max_length", "doc_stride", "batch_size", "pretrain_steps",
-                     "transfer_steps", "finetune_steps", "adapter_size", "grad_accum", "log_every"):
+                     "transfer_steps", "finetune_steps", "adapter_size", "grad_accum", "log_every", "max_answer_length"):
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, int) or v <= 0:
                 raise XlvizError(f"must be a positive integer, got {v!r}", path=path, field=name)

@@ -265,7 +265,7 @@ class Pipeline:
         for lang in self.world.languages:
             model, tok = self.zero_shot(system, lang)
             data = self.world.qa("test", lang)
-            preds = predictions_to_text(predict_qa(model, tok, squad_examples(data), max_length=self.cfg.qa_max_length, doc_stride=self.cfg.doc_stride, batch_size=64))
+            preds = predictions_to_text(predict_qa(model, tok, squad_examples(data), max_length=self.cfg.qa_max_length, doc_stride=self.cfg.doc_stride, batch_size=64, max_answer_length=self.cfg.max_answer_length))
             scores = evaluate_squad(data, preds)
             atomic_write_json(self.path("predictions", f"{system}-{lang}.json"), preds)
             self._save(model, self.path("export", f"{system}-{lang}"), tok)
