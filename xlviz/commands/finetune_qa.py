@@ -40,20 +40,12 @@ def build_config(args: argparse.Namespace, base: dict | None = None):
 
 
 def run(args: argparse.Namespace) -> int:
-    from xlviz.io import read_json
-    from xlviz.runs import checkpoints_root, new_run_path
+    from xlviz.commands.transfer import open_pipeline
     from xlviz.transfer.qa import QAPipeline
     from xlviz.transfer.report import results_table
 
-    if args.resume:
-        pipeline = QAPipeline.resume(args.resume)
-    else:
-        base = read_json(args.config, what="finetune-qa config") if args.config else None
-        cfg = build_config(args, base)
-        pipeline = QAPipeline(cfg, args.run_dir or new_run_path(checkpoints_root(args.out), cfg.name))
+    pipeline = open_pipeline(QAPipeline, args, build_config, "finetune-qa config")
     pipeline.stop_after = args.stop_after
-    if pipeline.main:
-        print(f"run folder: {pipeline.run.path}", flush=True)
     rows = pipeline.run_all()
     if pipeline.main and rows:
         print(results_table(rows, l1="en"))

@@ -59,21 +59,28 @@ def build_config(args: argparse.Namespace, base: dict | None = None):
     return TransferConfig.from_dict(d, path=getattr(args, "config", None))
 
 
-def run(args: argparse.Namespace) -> int:
+def open_pipeline(pipeline_cls, args: argparse.Namespace, build, what: str):
+    """The run command's pipeline: resumed from ``--resume``, or configured from ``--config``
+    plus flags (``build(args, base)``) into ``--run-dir`` or a fresh folder under ``--out``."""
     from xlviz.io import read_json
-    from xlviz.runs import Run, checkpoints_root, new_run_path
+    from xlviz.runs import checkpoints_root, new_run_path
+
+    if args.resume:
+        pipeline = pipeline_cls.resume(args.resume)
+    else:
+        base = read_json(args.config, what=what) if args.config else None
+        cfg = build(args, base)
+        pipeline = pipeline_cls(cfg, args.run_dir or new_run_path(checkpoints_root(args.out), cfg.name))
+    if pipeline.main:
+        print(f"run folder: {pipeline.run.path}", flush=True)
+    return pipeline
+
+
+def run(args: argparse.Namespace) -> int:
     from xlviz.transfer.pipeline import Pipeline
     from xlviz.transfer.report import results_table
 
-    if args.resume:
-        pipeline = Pipeline.resume(args.resume)
-    else:
-        base = read_json(args.config, what="transfer config") if args.config else None
-        cfg = build_config(args, base)
-        run_dir = args.run_dir or new_run_path(checkpoints_root(args.out), cfg.name)
-        pipeline = Pipeline(cfg, run_dir)
-    if pipeline.main:
-        print(f"run folder: {pipeline.run.path}", flush=True)
+    pipeline = open_pipeline(Pipeline, args, build_config, "transfer config")
     rows = pipeline.run_all()
     if pipeline.main:
         print(results_table(rows))

@@ -53,20 +53,12 @@ def build_config(args: argparse.Namespace, base: dict | None = None):
 
 
 def run(args: argparse.Namespace) -> int:
-    from xlviz.io import read_json
-    from xlviz.runs import checkpoints_root, new_run_path
+    from xlviz.commands.transfer import open_pipeline
     from xlviz.transfer.corpus import CorpusPipeline
     from xlviz.transfer.report import results_table
 
-    if args.resume:
-        pipeline = CorpusPipeline.resume(args.resume)
-    else:
-        base = read_json(args.config, what="transfer-corpus config") if args.config else None
-        cfg = build_config(args, base)
-        pipeline = CorpusPipeline(cfg, args.run_dir or new_run_path(checkpoints_root(args.out), cfg.name))
+    pipeline = open_pipeline(CorpusPipeline, args, build_config, "transfer-corpus config")
     pipeline.stop_after = args.stop_after
-    if pipeline.main:
-        print(f"run folder: {pipeline.run.path}", flush=True)
     rows = pipeline.run_all()
     if pipeline.main:
         qa_rows = [r for r in rows if "f1" in r]

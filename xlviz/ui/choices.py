@@ -106,8 +106,8 @@ def run_languages(run: Run) -> list[str]:
         cfg = run.config()
     except Exception:  # noqa: BLE001 - a half-written run must not break discovery
         cfg = {}
-    l1 = _find_key(cfg, ("l1", "source_language", "lang1")) or None
-    l2s = _find_key(cfg, ("languages", "target_languages", "l2"))
+    l1 = config_value(cfg, "l1", "source_language", "lang1") or None
+    l2s = config_value(cfg, "languages", "target_languages", "l2")
     if isinstance(l1, str):
         langs.append(l1)
     if isinstance(l2s, str):
@@ -125,7 +125,7 @@ def run_languages(run: Run) -> list[str]:
     return list(dict.fromkeys(langs))
 
 
-def _find_key(cfg: dict, names: tuple[str, ...]):
+def config_value(cfg: dict, *names: str):
     """First value for one of ``names`` at the top level or one level down."""
     if not isinstance(cfg, dict):
         return None

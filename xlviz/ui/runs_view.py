@@ -12,6 +12,7 @@ import pandas as pd
 from xlviz import jobs
 from xlviz.errors import XlvizError
 from xlviz.runs import Run
+from xlviz.ui.choices import config_value
 
 VARIANTS = ("base", "floor", "pos", "noise", "adapters")
 MODEL_SIZES = ("tiny", "small", "medium")
@@ -151,18 +152,6 @@ def format_duration(seconds: float) -> str:
     return f"{s}s"
 
 
-def _config_value(cfg: dict, *names: str):
-    for n in names:
-        if n in cfg:
-            return cfg[n]
-    for v in cfg.values():
-        if isinstance(v, dict):
-            for n in names:
-                if n in v:
-                    return v[n]
-    return None
-
-
 def _short(value) -> str:
     if value is None:
         return ""
@@ -190,18 +179,18 @@ def run_table(runs: list[Run]) -> pd.DataFrame:
             results = run.results()
         except XlvizError:
             results = []
-        steps = _config_value(cfg, "steps")
+        steps = config_value(cfg, "steps")
         row = {
             "run": run.name,
             "state": state,
             "stage": status.get("stage") or "",
-            "languages": _short(_config_value(cfg, "languages")),
-            "model size": _short(_config_value(cfg, "model_size", "size")),
+            "languages": _short(config_value(cfg, "languages")),
+            "model size": _short(config_value(cfg, "model_size", "size")),
             "steps": _short(steps) if steps is not None else "/".join(
-                _short(_config_value(cfg, k)) for k in ("pretrain_steps", "transfer_steps", "finetune_steps")
+                _short(config_value(cfg, k)) for k in ("pretrain_steps", "transfer_steps", "finetune_steps")
             ).strip("/"),
-            "variants": _short(_config_value(cfg, "variants")),
-            "seed": _short(_config_value(cfg, "seed")),
+            "variants": _short(config_value(cfg, "variants")),
+            "seed": _short(config_value(cfg, "seed")),
             "results": len(results),
             "best F1": max((float(r.get("f1", 0)) for r in results), default=None),
             "updated": status.get("updated", ""),
