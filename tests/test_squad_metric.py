@@ -231,3 +231,36 @@ def test_cli_subprocess_on_xquad_en(shared_data, tmp_path):
     # the last run had no predictions: one official 'Unanswered' note per question
     assert proc.stdout == '{"exact_match": 0.0, "f1": 0.0}\n'
     assert proc.stderr.count("will receive score 0.") == len(gold)
+
+
+# ------------------------------------------------------------------ MLQA-style articles
+
+
+def test_language_articles_replace_english_ones():
+    # Hand-computed: with the L2's article "ма" stripped, "ма лобазо" vs "лобазо" is exact;
+    # under v1.1 only English articles go, so it is F1 2*(1*0.5)/(1.5) = 2/3.
+    assert normalize_answer("Ма лобазо.", ["ма", "кен"]) == "лобазо"
+    assert normalize_answer("the лобазо", ["ма"]) == "the лобазо"  # English ones stay
+    assert exact_match_score("лобазо", "ма лобазо", ["ма"])
+    assert not exact_match_score("лобазо", "ма лобазо")
+    assert f1_score("лобазо", "ма лобазо") == pytest.approx(2 / 3)
+    # a shared article no longer earns partial credit: "ма капано" vs "ма лобазо"
+    assert f1_score("ма капано", "ма лобазо") == pytest.approx(0.5)
+    assert f1_score("ма капано", "ма лобазо", ["ма"]) == 0
+    assert normalize_answer("мак ма", ["ма"]) == "мак"  # whole words only
+    assert normalize_answer("The cat", []) == "the cat"  # an article-less language
+
+
+def test_evaluate_with_articles_and_cli_option(tmp_path, capsys):
+    data = {"version": "1.1", "data": [{"title": "t", "paragraphs": [{"context": "ма лобазо нобеху. кен капано.", "qas": [
+        {"id": "a", "question": "?", "answers": [{"text": "ма лобазо", "answer_start": 0}]},
+        {"id": "b", "question": "?", "answers": [{"text": "кен капано", "answer_start": 18}]}]}]}]}
+    preds = {"a": "лобазо", "b": "кен нобеху"}
+    assert evaluate_squad(data, preds) == {"exact_match": 0.0, "f1": pytest.approx(100 * (2 / 3 + 0.5) / 2)}
+    assert evaluate_squad(data, preds, articles=["ма", "кен"]) == {"exact_match": 50.0, "f1": 50.0}
+    rows = per_question_scores(data, preds, ["ма", "кен"])
+    assert [r["exact_match"] for r in rows] == [100.0, 0.0] and [r["f1"] for r in rows] == [100.0, 0.0]
+    d = _write(tmp_path / "d.json", data)
+    p = _write(tmp_path / "p.json", preds)
+    assert main(["evaluate-qa", str(d), str(p), "--articles", "ма,кен"]) == 0
+    assert json.loads(capsys.readouterr().out) == {"exact_match": 50.0, "f1": 50.0}

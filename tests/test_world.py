@@ -149,3 +149,25 @@ def test_tokenizers_share_only_special_ids(world):
         assert en.convert_tokens_to_ids(t) == i == sov.convert_tokens_to_ids(t)
     enc = sov("a b", "c d")
     assert enc["input_ids"][0] == 2 and enc["token_type_ids"][-1] == 1
+
+
+def test_articles_per_language(world):
+    assert world.articles("en") is None  # v1.1 already strips a/an/the
+    for l2 in world.l2s:
+        arts = world.articles(l2)
+        rows = {r["lemma"]: r[l2] for r in world.dictionary(l2) if r["pos"] == "function"}
+        assert arts == [rows["the"], rows["a"]]
+    with pytest.raises(XlvizError):
+        world.articles("xx")
+
+
+def test_qa_facts_sets_paragraph_length():
+    w = World(WorldConfig(seed=1, **{**SMALL, "qa_facts": (2, 3)}))
+    for art in w.qa("test")["data"]:
+        for p in art["paragraphs"]:
+            assert 2 <= p["context"].count(".") <= 3
+    cfg = WorldConfig.from_dict({"qa_facts": [1, 1]})
+    assert cfg.qa_facts == (1, 1)
+    for bad in ([3, 2], [0, 2], [1], "2-3", [1, 9]):
+        with pytest.raises(XlvizError, match="qa_facts"):
+            WorldConfig.from_dict({"qa_facts": bad})

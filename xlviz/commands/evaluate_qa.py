@@ -20,6 +20,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("dataset_file", metavar="DATASET.json", help="SQuAD/XQuAD data file")
     p.add_argument("prediction_file", metavar="PREDICTIONS.json", help="JSON object {question id: answer text}")
+    p.add_argument("--articles", default=None, metavar="WORD,WORD",
+                   help="the answer language's article words, replacing a/an/the (MLQA-style); default: official v1.1")
     p.set_defaults(handler=run)
 
 
@@ -36,7 +38,8 @@ def run(args: argparse.Namespace) -> int:
         )
     predictions = read_predictions_json(args.prediction_file)
     result = evaluate_squad(
-        dataset_json["data"], predictions, on_unanswered=lambda msg: print(msg, file=sys.stderr)
+        dataset_json["data"], predictions, on_unanswered=lambda msg: print(msg, file=sys.stderr),
+        articles=[w.strip() for w in args.articles.split(",") if w.strip()] if args.articles is not None else None,
     )
     print(json.dumps(result))
     return 0

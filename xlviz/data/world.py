@@ -46,6 +46,10 @@ class WorldConfig:
     corpus_documents: int = 4000
     question_share: float = 0.6
     habit_share: float = 0.5
+    # Facts (sentences) per QA paragraph, inclusive range. Small models learn to match a
+    # question to its sentence among two or three quickly; with more they stall on type
+    # heuristics for thousands of steps (docs/world.md has the measurements).
+    qa_facts: tuple[int, int] = (4, 6)
     qa_train_paragraphs: int = 1200
     qa_dev_paragraphs: int = 60
     qa_test_paragraphs: int = 100
@@ -61,6 +65,11 @@ class WorldConfig:
         if unknown:
             raise XlvizError(f"unknown world setting(s) {sorted(unknown)}; known: {sorted(known)}", path=path, field="world")
         langs = d.pop("languages", None)
+        if "qa_facts" in d:
+            f = d["qa_facts"]
+            if not (isinstance(f, (list, tuple)) and len(f) == 2 and all(isinstance(x, int) and not isinstance(x, bool) for x in f) and 1 <= f[0] <= f[1] <= 8):
+                raise XlvizError(f"must be [min, max] with 1 <= min <= max <= 8, got {f!r}", path=path, field="world.qa_facts")
+            d["qa_facts"] = tuple(f)
         cfg = cls(**d)
         if langs is not None:
             cfg.languages = [LanguageSpec(**l) if isinstance(l, dict) else LanguageSpec(str(l)) for l in langs]
@@ -255,6 +264,12 @@ class World:
         language = self._check(lang)
         return [" ".join(render(language, it).text for it in doc) for doc in self.corpus_items(lang)]
 
+    def articles(self, lang: str) -> list[str] | None:
+        """The language's article words for MLQA-style answer normalisation; None for English,
+        which the official v1.1 normalisation already covers."""
+        language = self._check(lang)
+        return None if language.is_english else [language.fn("the"), language.fn("a")]
+
     # --- QA ------------------------------------------------------------------------
     def _paragraphs(self, split: str, n: int) -> list[list[tuple[Clause, list[Question]]]]:
         s = Sampler(self._rng("qa", split))
@@ -262,7 +277,7 @@ class World:
         for _ in range(n):
             used: set[str] = set()
             facts = []
-            for _ in range(s.rng.randint(4, 6)):
+            for _ in range(s.rng.randint(*self.config.qa_facts)):
                 c = s.clause(avoid=used)
                 used |= {c.subj.head, c.obj.head, c.verb} | ({c.loc.np.head} if c.loc else set())
                 targets = ["subj", "obj"] + (["loc"] if c.loc else [])

@@ -6,6 +6,12 @@ the official script step by step: the same normalisation (lower case, drop
 ``string.punctuation``, drop the words a/an/the, collapse whitespace), the same token-bag F1,
 the maximum over gold answers, a missing prediction counting 0, and 100 x the mean over every
 question of the data set, summed in file order so even the floating-point result is identical.
+
+One option departs from v1.1 on request: ``articles``, the article words of the answer's
+language, replace English's a/an/the, as MLQA's evaluation does per language (Lewis et al.
+2020). English F1 forgives a missing "the"; an L2 F1 under English normalisation does not
+forgive its own article, so the L2/L1 ratio would compare unlike scores. Without ``articles``
+every function is the official script.
 """
 
 from __future__ import annotations
@@ -13,6 +19,7 @@ from __future__ import annotations
 import re
 import string
 from collections import Counter
+from functools import lru_cache
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
@@ -25,11 +32,25 @@ _PUNCTUATION = set(string.punctuation)
 _ARTICLES = re.compile(r"\b(a|an|the)\b")
 
 
-def normalize_answer(s: str) -> str:
-    """Lower text and remove punctuation, articles and extra whitespace (official order)."""
+def _article_pattern(articles: Sequence[str] | None) -> re.Pattern:
+    if articles is None:
+        return _ARTICLES
+    return _compiled_articles(tuple(articles))
+
+
+@lru_cache(maxsize=64)
+def _compiled_articles(articles: tuple[str, ...]) -> re.Pattern:
+    words = sorted({a.lower() for a in articles if a}, key=len, reverse=True)
+    return re.compile(r"\b(" + "|".join(map(re.escape, words)) + r")\b") if words else re.compile(r"(?!x)x")
+
+
+def normalize_answer(s: str, articles: Sequence[str] | None = None) -> str:
+    """Lower text and remove punctuation, articles and extra whitespace (official order).
+    ``articles``: the language's article words instead of a/an/the (MLQA-style)."""
+    pattern = _article_pattern(articles)
 
     def remove_articles(text: str) -> str:
-        return _ARTICLES.sub(" ", text)
+        return pattern.sub(" ", text)
 
     def white_space_fix(text: str) -> str:
         return " ".join(text.split())
@@ -43,10 +64,10 @@ def normalize_answer(s: str) -> str:
     return white_space_fix(remove_articles(remove_punc(lower(s))))
 
 
-def f1_score(prediction: str, ground_truth: str) -> float:
+def f1_score(prediction: str, ground_truth: str, articles: Sequence[str] | None = None) -> float:
     """Token-bag F1 between normalised strings; 0 when no token is shared (as official)."""
-    prediction_tokens = normalize_answer(prediction).split()
-    ground_truth_tokens = normalize_answer(ground_truth).split()
+    prediction_tokens = normalize_answer(prediction, articles).split()
+    ground_truth_tokens = normalize_answer(ground_truth, articles).split()
     common = Counter(prediction_tokens) & Counter(ground_truth_tokens)
     num_same = sum(common.values())
     if num_same == 0:
@@ -57,9 +78,9 @@ def f1_score(prediction: str, ground_truth: str) -> float:
     return f1
 
 
-def exact_match_score(prediction: str, ground_truth: str) -> bool:
+def exact_match_score(prediction: str, ground_truth: str, articles: Sequence[str] | None = None) -> bool:
     """True when the normalised strings are identical."""
-    return normalize_answer(prediction) == normalize_answer(ground_truth)
+    return normalize_answer(prediction, articles) == normalize_answer(ground_truth, articles)
 
 
 def metric_max_over_ground_truths(metric_fn: Callable[[str, str], Any], prediction: str, ground_truths: Sequence[str]):
@@ -115,13 +136,18 @@ def evaluate_squad(
     predictions: Mapping[str, str],
     *,
     on_unanswered: Callable[[str], None] | None = None,
+    articles: Sequence[str] | None = None,
 ) -> dict[str, float]:
     """Official v1.1 ``evaluate``: {"exact_match", "f1"} in percent over all questions.
 
     ``dataset`` is the JSON's ``data`` list (a whole SQuAD dict is accepted too). A question
     with no prediction scores 0; the official script prints ``Unanswered question <id> will
-    receive score 0.`` for each, which ``on_unanswered`` receives when given.
+    receive score 0.`` for each, which ``on_unanswered`` receives when given. ``articles``
+    switches to MLQA-style normalisation with the language's own article words.
     """
+    language_articles = articles
+    em_fn = lambda p, g: exact_match_score(p, g, language_articles)  # noqa: E731
+    f1_fn = lambda p, g: f1_score(p, g, language_articles)  # noqa: E731
     articles = _articles(dataset)
     _check_predictions(predictions)
     f1 = exact_match = total = 0
@@ -132,8 +158,8 @@ def evaluate_squad(
                 on_unanswered("Unanswered question " + qa["id"] + " will receive score 0.")
             continue
         prediction = predictions[qa["id"]]
-        exact_match += metric_max_over_ground_truths(exact_match_score, prediction, ground_truths)
-        f1 += metric_max_over_ground_truths(f1_score, prediction, ground_truths)
+        exact_match += metric_max_over_ground_truths(em_fn, prediction, ground_truths)
+        f1 += metric_max_over_ground_truths(f1_fn, prediction, ground_truths)
     if total == 0:
         raise XlvizError("the data set has no questions to score", field="data")
     exact_match = 100.0 * exact_match / total
@@ -141,7 +167,7 @@ def evaluate_squad(
     return {"exact_match": exact_match, "f1": f1}
 
 
-def per_question_scores(dataset: Any, predictions: Mapping[str, str]) -> list[dict]:
+def per_question_scores(dataset: Any, predictions: Mapping[str, str], language_articles: Sequence[str] | None = None) -> list[dict]:
     """One row per question, for browsing errors: scores in percent (0 or 100 for EM).
 
     The mean of the rows' ``exact_match`` / ``f1`` equals :func:`evaluate_squad`. A missing
@@ -155,8 +181,8 @@ def per_question_scores(dataset: Any, predictions: Mapping[str, str]) -> list[di
         if prediction is None:
             em, f1 = 0.0, 0.0
         else:
-            em = 100.0 * metric_max_over_ground_truths(exact_match_score, prediction, ground_truths)
-            f1 = 100.0 * metric_max_over_ground_truths(f1_score, prediction, ground_truths)
+            em = 100.0 * metric_max_over_ground_truths(lambda p, g: exact_match_score(p, g, language_articles), prediction, ground_truths)
+            f1 = 100.0 * metric_max_over_ground_truths(lambda p, g: f1_score(p, g, language_articles), prediction, ground_truths)
         rows.append(
             {
                 "id": qa["id"],
