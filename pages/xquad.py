@@ -14,7 +14,7 @@ import streamlit as st
 
 from xlviz.ui import qa
 from xlviz.ui.choices import dataset_from_folder, discover_qa_datasets
-from xlviz.ui.common import CHUNK, examples_of, guard, predict, shared_data_dir
+from xlviz.ui.common import CHUNK, articles_of, examples_of, guard, predict, shared_data_dir
 from xlviz.ui.highlight import RTL_LANGUAGES, Span, highlight, legend, model_colour, qa_card
 from xlviz.ui.sidebar import current
 from xlviz.ui.sidebar import page_setup
@@ -91,13 +91,17 @@ for m, lang in jobs:
     done += math.ceil(len(ids) / CHUNK)
 if bar is not None:
     bar.empty()
-rows = qa.prediction_rows(examples, predictions, ids)
+rows = qa.prediction_rows(examples, predictions, ids, articles={lang: articles_of(dataset.file(lang)) for lang in langs})
 names = [m.name for m in models]
 colours = {m.name: model_colour(i) for i, m in enumerate(models)}
 
 # --- aggregate matrix (Table 3 layout) -------------------------------------------------------
 if not rows.empty:
     st.subheader("Scores: model × language")
+    own = [lang for lang in langs if articles_of(dataset.file(lang))]
+    if own:
+        st.caption(f"{', '.join(own)}: the answer language's own articles are stripped before scoring (MLQA-style), "
+                   "as in the run's results; other languages use the official SQuAD v1.1 normalisation.")
     e, f = st.columns(2)
     e.markdown("**Exact match (%)**")
     e.dataframe(qa.score_matrix(rows, "exact_match", names, langs).style.format(precision=1, na_rep="—"), width="stretch", key="xq_em")

@@ -171,3 +171,35 @@ def test_qa_facts_sets_paragraph_length():
     for bad in ([3, 2], [0, 2], [1], "2-3", [1, 9]):
         with pytest.raises(XlvizError, match="qa_facts"):
             WorldConfig.from_dict({"qa_facts": bad})
+
+
+def test_l2_test_sets_declare_their_articles(world):
+    from xlviz.data.squad import language_articles
+
+    assert "articles" not in world.qa("test", "en")
+    for l2 in world.l2s:
+        data = world.qa("test", l2)
+        assert language_articles(data) == world.articles(l2)
+    with pytest.raises(XlvizError, match="articles"):
+        language_articles({"data": [], "articles": "the"}, "x.json")
+
+
+def test_preference_skews_choices_per_word():
+    from collections import Counter
+
+    def top_share(cfg: WorldConfig) -> float:
+        w = World(cfg)
+        verbs: dict[str, Counter] = {}
+        for doc in w.corpus_items("en"):
+            for it in doc:
+                c = clause_of(it)
+                verbs.setdefault(c.subj.head, Counter())[c.verb] += 1
+        counts = [v for v in verbs.values() if sum(v.values()) >= 30]
+        return sum(v.most_common(1)[0][1] / sum(v.values()) for v in counts) / len(counts)
+
+    base = dict(SMALL, corpus_documents=400, habit_share=0.0)
+    uniform, skewed = top_share(WorldConfig(**base)), top_share(WorldConfig(**base, preference=1.5))
+    # 16 verbs: uniform tops out near 1/16 plus sampling noise; 1/rank**1.5 gives the top verb ~0.4
+    assert uniform < 0.25 < skewed
+    again = World(WorldConfig(**base, preference=1.5))
+    assert again.corpus("svo")[:5] == World(WorldConfig(**base, preference=1.5)).corpus("svo")[:5]

@@ -134,6 +134,18 @@ def read_squad_json(path: str | Path) -> dict:
     return obj
 
 
+def language_articles(obj: dict, path: str | Path | None = None) -> list[str] | None:
+    """The optional top-level ``"articles"`` of a SQuAD dict: the answer language's article
+    words for MLQA-style scoring (the generated world writes them into its L2 test sets).
+    None when absent: score with the official v1.1 normalisation."""
+    value = obj.get("articles") if isinstance(obj, dict) else None
+    if value is None:
+        return None
+    if not isinstance(value, list) or not all(isinstance(w, str) for w in value):
+        raise XlvizError("must be a list of words", path=path, field="articles")
+    return value
+
+
 # ---------------------------------------------------------------- examples
 
 

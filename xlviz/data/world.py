@@ -46,10 +46,15 @@ class WorldConfig:
     corpus_documents: int = 4000
     question_share: float = 0.6
     habit_share: float = 0.5
+    # Skew of the corpora's word choices: each word gets its own fixed preferences (a verb
+    # for its objects, a noun for its adjectives, a place for its prepositions...), weights
+    # 1 / rank**preference over a seeded ranking. 0 draws uniformly. Without it, words of one
+    # class are interchangeable in context, so nothing ties an L2 word to its L1 counterpart.
+    preference: float = 0.0
     # Facts (sentences) per QA paragraph, inclusive range. Small models learn to match a
     # question to its sentence among two or three quickly; with more they stall on type
     # heuristics for thousands of steps (docs/world.md has the measurements).
-    qa_facts: tuple[int, int] = (4, 6)
+    qa_facts: tuple[int, int] = (2, 3)
     qa_train_paragraphs: int = 1200
     qa_dev_paragraphs: int = 60
     qa_test_paragraphs: int = 100
@@ -111,43 +116,70 @@ def make_habits(seed: int) -> dict[str, dict]:
 
 class Sampler:
     """Random clauses of the world, drawn from one seeded stream. With ``habits``, a share of
-    clauses states a subject's habit (its verb, object and home place)."""
+    clauses states a subject's habit (its verb, object and home place). With ``preference``,
+    choices follow per-word skewed distributions fixed by ``seed`` (the same in every language)."""
 
-    def __init__(self, rng: random.Random, habits: dict[str, dict] | None = None, habit_share: float = 0.0):
+    def __init__(self, rng: random.Random, habits: dict[str, dict] | None = None, habit_share: float = 0.0,
+                 preference: float = 0.0, seed: int = 0):
         self.rng = rng
         self.habits = habits or {}
         self.habit_share = habit_share
+        self.preference = preference
+        self.seed = seed
+        self._weights: dict[tuple, list[float]] = {}
 
-    def np(self, pool: list[str], *, name_share: float = 0.0, adj_max: int = 2, mod_share: float = 0.0, number: str | None = None) -> NP:
+    def pick(self, pool: list[str], key: str = "") -> str:
+        """One of ``pool``: uniform, or by ``key``'s fixed preference ranking."""
+        if not self.preference:
+            return self.rng.choice(pool)
+        cache = (key, tuple(pool))
+        if cache not in self._weights:
+            ranks = list(range(len(pool)))
+            random.Random(f"pref-{self.seed}-{key}").shuffle(ranks)
+            self._weights[cache] = [1.0 / (r + 1) ** self.preference for r in ranks]
+        return self.rng.choices(pool, weights=self._weights[cache])[0]
+
+    def pick_sample(self, pool: list[str], k: int, key: str = "") -> tuple[str, ...]:
+        if not self.preference:
+            return tuple(self.rng.sample(pool, k))
+        out: list[str] = []
+        while len(out) < k:
+            w = self.pick(pool, key)
+            if w not in out:
+                out.append(w)
+        return tuple(out)
+
+    def np(self, pool: list[str], *, name_share: float = 0.0, adj_max: int = 2, mod_share: float = 0.0, number: str | None = None, key: str = "") -> NP:
         r = self.rng
         if name_share and r.random() < name_share:
-            return NP(r.choice(NAMES), "sg", None)
-        head = r.choice(pool)
+            return NP(self.pick(NAMES, key + "/name"), "sg", None)
+        head = self.pick(pool, key)
         number = number or ("pl" if r.random() < 0.35 else "sg")
         det = "the" if number == "pl" or r.random() < 0.7 else "a"
         n_adj = r.choices(range(adj_max + 1), weights=[5, 4, 1][: adj_max + 1])[0]
-        adjs = tuple(r.sample(ADJECTIVES, n_adj))
+        adjs = self.pick_sample(ADJECTIVES, n_adj, "adj/" + head)
         mod = None
         if mod_share and r.random() < mod_share:
-            mod = PP(r.choice(PREPOSITIONS), self.np(SUBJECT_NOUNS + PLACES, adj_max=1))
+            mod = PP(self.pick(PREPOSITIONS, "mod/" + head), self.np(SUBJECT_NOUNS + PLACES, adj_max=1, key="modnp/" + head))
         return NP(head, number, det, adjs, mod)
 
     def clause(self, *, loc_share: float = 0.6, mod_share: float = 0.0, avoid: set[str] = frozenset(), verbs: list[str] | None = None) -> Clause:
         r = self.rng
         for _ in range(1000):
-            verb = r.choice(verbs or VERBS)
-            subj = self.np(SUBJECT_NOUNS, name_share=0.3, mod_share=mod_share)
+            subj = self.np(SUBJECT_NOUNS, name_share=0.3, mod_share=mod_share, key="subj")
+            verb = self.pick(verbs or VERBS, "verb/" + subj.head)
             habit = self.habits.get(subj.head) if not verbs and r.random() < self.habit_share else None
             if habit:
                 verb = habit["verb"]
                 if not subj.is_name and r.random() < 0.5:
                     subj = NP(subj.head, subj.number, subj.det, (habit["adj"],), subj.mod)
-            obj = self.np(SELECTS.get(verb, OBJECT_NOUNS), name_share=0.0 if verb in SELECTS else 0.1, adj_max=1)
+            obj = self.np(SELECTS.get(verb, OBJECT_NOUNS), name_share=0.0 if verb in SELECTS else 0.1, adj_max=1, key="obj/" + verb)
             if habit:
                 obj = NP(habit["obj"], "sg", None) if habit["obj"] in NAMES else NP(habit["obj"], obj.number, obj.det or "the", obj.adjs)
             if subj.head == obj.head or {subj.head, obj.head, verb} & avoid:
                 continue
-            loc = PP(r.choice(PREPOSITIONS), self.np(PLACES, adj_max=1, number="sg")) if r.random() < loc_share else None
+            place = self.np(PLACES, adj_max=1, number="sg", key="place/" + verb)
+            loc = PP(self.pick(PREPOSITIONS, "prep/" + place.head), place) if r.random() < loc_share else None
             if habit and loc:
                 loc = PP(loc.prep, NP(habit["place"], "sg", loc.np.det, loc.np.adjs))
             if loc and loc.np.head in avoid:
@@ -228,7 +260,7 @@ class World:
         """Documents of 3-7 statements; ``question_share`` of them end with one to three
         question-answer exchanges about their own statements, so that predicting a masked
         answer means finding it earlier in the document (reading, learned without labels)."""
-        s = Sampler(self._rng("corpus", lang), self.habits, self.config.habit_share)
+        s = Sampler(self._rng("corpus", lang), self.habits, self.config.habit_share, self.config.preference, self.config.seed)
         docs = []
         for _ in range(self.config.corpus_documents):
             doc: list[Item] = []
@@ -315,13 +347,16 @@ class World:
                         "answers": [{"text": answer, "answer_start": off + start}],
                     })
             articles[-1]["paragraphs"].append({"context": context, "qas": qas})
-        return {"version": f"xlviz-world-{split}-{lang}", "data": articles}
+        out = {"version": f"xlviz-world-{split}-{lang}", "data": articles}
+        if self.articles(lang) is not None:
+            out["articles"] = self.articles(lang)  # for MLQA-style scoring (xlviz.data.squad.language_articles)
+        return out
 
     # --- analysis material -------------------------------------------------------------
     def parallel_pairs(self, l2: str, n: int | None = None) -> list[dict]:
         """Translation pairs (statements and questions) with gold word alignment (en index, l2 index)."""
         a, b = self.lang[L1], self._check(l2)
-        s = Sampler(self._rng("parallel"), self.habits, self.config.habit_share)
+        s = Sampler(self._rng("parallel"), self.habits, self.config.habit_share, self.config.preference, self.config.seed)
         out = []
         for i in range(n or self.config.parallel_pairs):
             c = s.clause(mod_share=0.1)
@@ -388,8 +423,8 @@ class World:
 
         def context(sense: str) -> tuple[list[str], int]:
             if sense.endswith("#animal") and s.rng.random() < 0.5:
-                c = s.clause(loc_share=0.3)
-                c = Clause(NP(sense, "sg", "the", ()), c.verb, c.obj, c.loc) if c.obj.head != sense else c
+                c = s.clause(loc_share=0.3, avoid={sense})
+                c = Clause(NP(sense, "sg", "the", ()), c.verb, c.obj, c.loc)
                 slot = "subj/head"
             else:
                 verb = "feed" if sense.endswith("#animal") else s.rng.choice(["swing", "carry", "hold", "find"])

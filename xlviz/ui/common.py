@@ -147,6 +147,18 @@ def examples_of(file: str):
     return load_examples(file, file_stamp(file))
 
 
+@st.cache_data(show_spinner=False, max_entries=64)
+def load_articles(file: str, stamp: str) -> list[str] | None:
+    """The file's own article words when it declares them (generated L2 test sets)."""
+    from xlviz.data.squad import language_articles, read_squad_json
+
+    return language_articles(read_squad_json(file), file)
+
+
+def articles_of(file: str) -> list[str] | None:
+    return load_articles(file, file_stamp(file))
+
+
 @st.cache_data(show_spinner=False, max_entries=2048)
 def _predict_chunk(path: str, tokenizer: str | None, mkey: str, file: str, fstamp: str, ids: tuple[str, ...],
                    max_length: int, doc_stride: int) -> dict:

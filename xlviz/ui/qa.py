@@ -35,15 +35,16 @@ def index_by_id(examples: Iterable[QAExample]) -> dict[str, QAExample]:
     return {ex.id: ex for ex in examples}
 
 
-def score(prediction: str | None, answers: list[dict]) -> tuple[float, float]:
-    """(EM, F1) in percent of one prediction against the gold answers (0, 0 when missing)."""
+def score(prediction: str | None, answers: list[dict], articles: list[str] | None = None) -> tuple[float, float]:
+    """(EM, F1) in percent of one prediction against the gold answers (0, 0 when missing);
+    ``articles``: the language's own article words (MLQA-style), else official v1.1."""
     from xlviz.evaluation.squad_metric import exact_match_score, f1_score, metric_max_over_ground_truths
 
     golds = [a["text"] for a in answers] or [""]
     if prediction is None:
         return 0.0, 0.0
-    em = metric_max_over_ground_truths(exact_match_score, prediction, golds)
-    f1 = metric_max_over_ground_truths(f1_score, prediction, golds)
+    em = metric_max_over_ground_truths(lambda p, g: exact_match_score(p, g, articles), prediction, golds)
+    f1 = metric_max_over_ground_truths(lambda p, g: f1_score(p, g, articles), prediction, golds)
     return 100.0 * float(em), 100.0 * float(f1)
 
 
@@ -51,8 +52,10 @@ def prediction_rows(
     examples: Mapping[str, list[QAExample]],
     predictions: Mapping[tuple[str, str], Mapping[str, dict]],
     ids: list[str] | None = None,
+    articles: Mapping[str, list[str] | None] | None = None,
 ) -> pd.DataFrame:
-    """One row per (question, language, model) with the prediction and its EM/F1.
+    """One row per (question, language, model) with the prediction and its EM/F1
+    (``articles[lang]``: that language's article words for MLQA-style scoring).
 
     ``predictions[(model_label, lang)]`` is ``predict_qa``'s ``{id: {"text","start","end","score"}}``.
     """
@@ -65,7 +68,7 @@ def prediction_rows(
                 continue
             p = preds.get(qid)
             text = p.get("text") if p else None
-            em, f1 = score(text, ex.answers)
+            em, f1 = score(text, ex.answers, (articles or {}).get(lang))
             rows.append({
                 "id": qid, "language": lang, "model": model, "question": ex.question,
                 "prediction": text, "start": p.get("start") if p else None, "end": p.get("end") if p else None,
