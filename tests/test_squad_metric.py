@@ -264,3 +264,16 @@ def test_evaluate_with_articles_and_cli_option(tmp_path, capsys):
     p = _write(tmp_path / "p.json", preds)
     assert main(["evaluate-qa", str(d), str(p), "--articles", "ма,кен"]) == 0
     assert json.loads(capsys.readouterr().out) == {"exact_match": 50.0, "f1": 50.0}
+
+
+def test_results_table_ratio_and_v11_column():
+    from xlviz.transfer.report import results_table
+
+    rows = [{"system": "monotrans", "language": "en", "exact_match": 30.0, "f1": 40.0, "f1_v11": 40.0},
+            {"system": "monotrans", "language": "svo", "exact_match": 10.0, "f1": 20.0, "f1_v11": 28.0}]
+    table = results_table(rows)
+    svo = next(l for l in table.splitlines() if " svo " in l)
+    assert svo.split()[-2:] == ["0.50", "28.0"]  # 20 / 40, then the official-normalisation F1
+    assert "F1 v1.1" in table.splitlines()[0]
+    plain = results_table([{k: v for k, v in r.items() if k != "f1_v11"} for r in rows])
+    assert "v1.1" not in plain and plain.splitlines()[-1].split()[-1] == "0.50"
