@@ -127,6 +127,32 @@ def test_swap_changes_only_embeddings(tmp_path):
     assert torch.allclose(loaded(input_ids=x).start_logits, zs.eval()(input_ids=x).start_logits, atol=1e-6)
 
 
+def test_dictionary_oracle_copies_translation_rows_from_l1():
+    l1 = l1_model()
+    qa = qa_from_mlm(l1, seed=0)
+    l2 = make_l2_mlm(l1, V2, seed=1)
+    rows = {7: 9, 8: 12}  # l2 id -> l1 id of its gold translation
+    zs = zero_shot_model(qa, l2, dictionary_rows=rows)
+    w, l1w, l2w = zs.bert.embeddings.word_embeddings.weight, qa.bert.embeddings.word_embeddings.weight, l2.bert.embeddings.word_embeddings.weight
+    assert torch.equal(w[7], l1w[9]) and torch.equal(w[8], l1w[12])
+    others = [i for i in range(N_SPECIAL, V2) if i not in rows]
+    assert torch.equal(w[others], l2w[others])
+
+
+def test_translation_rows_keep_whole_tokens_only():
+    from xlviz.data.vocabulary import translation_rows
+
+    class Vocab:
+        def __init__(self, words):
+            self.v = {w: i for i, w in enumerate(words)}
+
+        def get_vocab(self):
+            return self.v
+
+    en, l2 = Vocab(["[PAD]", "dog", "cat", "."]), Vocab(["[PAD]", "toge", "##ke", "."])
+    assert translation_rows([("dog", "toge"), ("cat", "fuke"), (".", ".")], en, l2) == {1: 1, 3: 3}
+
+
 def test_swap_with_positions_and_adapters_exports_and_reloads(tmp_path):
     import xlviz.models  # noqa: F401  registers xlviz_bert
 

@@ -37,7 +37,7 @@ def write_config(path: Path, **overrides) -> Path:
 @pytest.fixture(scope="module")
 def finished_run(tmp_path_factory) -> Run:
     root = tmp_path_factory.mktemp("runs")
-    config = write_config(root / "tiny.json", variants=["base", "floor"])
+    config = write_config(root / "tiny.json", variants=["base", "floor", "oracle"])
     assert cli(["transfer", "--config", str(config), "--run-dir", str(root / "run")]) == 0
     return Run(root / "run")
 
@@ -49,12 +49,14 @@ def test_run_folder_holds_the_whole_record(finished_run):
     assert cfg["seed"] == 0 and cfg["versions"]["torch"].startswith("2.13")
     status = run.status()
     assert status["state"] == "completed"
-    assert status["stages_done"] == ["world", "s1_pretrain", "s2_transfer-svo", "s2_transfer-sov", "s3_finetune", "s4_monotrans", "s4_floor"]
+    assert status["stages_done"] == ["world", "s1_pretrain", "s2_transfer-svo", "s2_transfer-sov", "s3_finetune", "s4_monotrans", "s4_floor",
+                                     "s4_dictionary-oracle"]
     stages = {m["stage"] for m in run.metrics()}
     assert {"s1_pretrain", "s2_transfer-svo", "s3_finetune"} <= stages
     assert all({"stage", "step", "loss", "elapsed"} <= set(m) for m in run.metrics())
     rows = run.results()
-    assert {(r["system"], r["language"]) for r in rows} == {(s, l) for s in ("monotrans", "floor") for l in ("en", "svo", "sov")}
+    assert {(r["system"], r["language"]) for r in rows} == {(s, l) for s in ("monotrans", "floor", "dictionary-oracle") for l in ("en", "svo", "sov")}
+    assert all({"exact_match_v11", "f1_v11"} <= set(r) for r in rows)
     assert all(0 <= r["f1"] <= 100 and 0 <= r["exact_match"] <= r["f1"] + 1e-9 for r in rows)
     for stage in ("s1_pretrain", "s2_transfer-sov", "s3_finetune"):
         assert (run.path / stage / "model.safetensors").exists()
@@ -80,6 +82,14 @@ def test_exported_zero_shot_model_loads_and_answers(finished_run):
     a, b = dict(l1.named_parameters()), dict(model.named_parameters())
     differ = {n for n in a if a[n].shape != b[n].shape or not torch.equal(a[n], b[n])}
     assert differ == {"bert.embeddings.word_embeddings.weight"}
+    # the dictionary oracle: monotrans's sov embeddings, with gold translations' rows from L1
+    oracle = AutoModelForQuestionAnswering.from_pretrained(finished_run.path / "export" / "dictionary-oracle-sov", use_safetensors=True)
+    en_tok = AutoTokenizer.from_pretrained(finished_run.path / "export" / "monotrans-en")
+    pair = next(json.loads(line) for line in (finished_run.path / "world" / "dictionary" / "en-sov.jsonl").read_text().splitlines()
+                if json.loads(line)["en"] in en_tok.get_vocab() and json.loads(line)["sov"] in tok.get_vocab())
+    ow, l1w, mw = (m.bert.embeddings.word_embeddings.weight for m in (oracle, l1, model))
+    assert torch.equal(ow[tok.get_vocab()[pair["sov"]]], l1w[en_tok.get_vocab()[pair["en"]]])
+    assert not torch.equal(ow, mw)
 
 
 @pytest.mark.slow

@@ -14,7 +14,7 @@ def run(args: argparse.Namespace) -> int:
     from xlviz.transfer.pipeline import Pipeline
     from xlviz.transfer.report import results_table
 
-    args.variants = "all" if args.variants == "all" else (args.variants or "base,floor")
+    args.variants = "all" if args.variants == "all" else (args.variants or "base,floor,oracle")
     cfg = build_config(args, {"name": "demo"})
     run_dir = new_run_path(checkpoints_root(args.out), cfg.name)
     print(f"xlviz demo: MONOTRANS on the generated world ({', '.join(cfg.systems)}); run folder {run_dir}", flush=True)
@@ -30,6 +30,6 @@ def run(args: argparse.Namespace) -> int:
 
 def register(sub) -> None:
     p = sub.add_parser("demo", help="run the offline MONOTRANS demo on the generated world")
-    p.add_argument("--variants", help="'all' adds the paper's variants (pos, noise, adapters) to base and floor")
+    p.add_argument("--variants", help="'all' adds the paper's variants (pos, noise, adapters) to base, floor and the dictionary oracle")
     add_transfer_options(p)
     p.set_defaults(handler=run)

@@ -93,6 +93,6 @@ def register(sub) -> None:
     p.add_argument("--config", help="JSON file with transfer settings (see xlviz/transfer/config.py)")
     p.add_argument("--resume", metavar="RUN_DIR", help="continue a killed run from its last completed stage")
     p.add_argument("--run-dir", dest="run_dir", help="exact run folder to create (default: <out>/<name>-<timestamp>)")
-    p.add_argument("--variants", help="comma list of base,floor,pos,noise,adapters or 'all' (default base,floor)")
+    p.add_argument("--variants", help="comma list of base,floor,pos,noise,adapters,oracle or 'all' (default base,floor,oracle)")
     add_transfer_options(p)
     p.set_defaults(handler=run)

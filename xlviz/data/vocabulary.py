@@ -52,6 +52,14 @@ def special_row_map(l1_tokenizer, l2_tokenizer) -> dict[int, int]:
     return mapping
 
 
+def translation_rows(pairs: Iterable[tuple[str, str]], l1_tokenizer, l2_tokenizer) -> dict[int, int]:
+    """``{l2 id: l1 id}`` for the gold translation pairs (L1 word, L2 word) that are whole
+    tokens in both vocabularies: the rows a dictionary oracle copies from L1 (subword pieces
+    have no gold counterpart and are left out)."""
+    v1, v2 = l1_tokenizer.get_vocab(), l2_tokenizer.get_vocab()
+    return {v2[b]: v1[a] for a, b in pairs if a in v1 and b in v2}
+
+
 def _template(reference, pair: bool) -> str:
     """The reference's special-token layout as a ``TemplateProcessing`` string."""
     enc = reference("a", "b", return_special_tokens_mask=True, return_token_type_ids=True) if pair else reference(

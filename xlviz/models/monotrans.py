@@ -257,14 +257,16 @@ def qa_from_mlm(mlm: PreTrainedModel, seed: int) -> PreTrainedModel:
 
 def zero_shot_model(
     qa_l1: PreTrainedModel, l2_mlm: PreTrainedModel, *, l2_positions: bool = False, adapter_size: int = 0,
-    special_rows: Mapping[int, int] | None = None,
+    special_rows: Mapping[int, int] | None = None, dictionary_rows: Mapping[int, int] | None = None,
 ) -> PreTrainedModel:
     """Step 4: the fine-tuned L1 model with L2 token embeddings swapped in.
 
     Special-token rows come from the fine-tuned L1 matrix (they were shared and fine-tuned in
     step 3; ``special_rows`` = {l2 id: l1 id}); L2 position embeddings and adapters come from
-    ``l2_mlm`` for those variants. The result is a plain ``*ForQuestionAnswering`` of the L1
-    architecture (or the adapter subclass) for the L2 vocabulary.
+    ``l2_mlm`` for those variants. ``dictionary_rows`` ({l2 id: l1 id} of gold translations)
+    replaces those L2 rows by their translation's L1 row: the dictionary oracle, what a
+    perfectly aligned step 2 would give. The result is a plain ``*ForQuestionAnswering`` of
+    the L1 architecture (or the adapter subclass) for the L2 vocabulary.
     """
     vocab = l2_mlm.config.vocab_size
     ids = {k: getattr(l2_mlm.config, k) for k in TOKEN_ID_KEYS if hasattr(l2_mlm.config, k)}
@@ -275,7 +277,7 @@ def zero_shot_model(
     with torch.no_grad():
         weight = word_embeddings(l2_mlm).weight.detach().clone()
         l1_weight = word_embeddings(qa_l1).weight.detach()
-        for l2_id, l1_id in _default_rows(special_rows).items():
+        for l2_id, l1_id in {**_default_rows(special_rows), **dict(dictionary_rows or {})}.items():
             weight[l2_id] = l1_weight[l1_id]
         emb.weight.copy_(weight)
         if l2_positions:

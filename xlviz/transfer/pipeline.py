@@ -24,6 +24,7 @@ from transformers.utils import logging as hf_logging
 from xlviz.data.qa_features import prepare_train_features, to_tensors
 from xlviz.data.squad import squad_examples
 from xlviz.data.tokenization import train_tokenizer
+from xlviz.data.vocabulary import translation_rows
 from xlviz.data.world import World
 from xlviz.errors import XlvizError
 from xlviz.evaluation.qa_predict import predict_qa, predictions_to_text
@@ -255,7 +256,11 @@ class Pipeline:
             cls = XlvizBertForMaskedLM if two == "-adapters" else BertForMaskedLM
             l2 = cls.from_pretrained(self.path(f"s2_transfer-{lang}{two}"), use_safetensors=True)
         adapters = self.cfg.adapter_size if two == "-adapters" else 0
-        return zero_shot_model(qa, l2, l2_positions=two == "-pos", adapter_size=adapters), tok
+        rows = None
+        if system == "dictionary-oracle":
+            pairs = [(r[self.world.l1], r[lang]) for r in self.world.dictionary(lang)] + [(p, p) for p in ".?"]
+            rows = translation_rows(pairs, self.tokenizer(self.world.l1), tok)
+        return zero_shot_model(qa, l2, l2_positions=two == "-pos", adapter_size=adapters, dictionary_rows=rows), tok
 
     def stage_evaluate(self, system: str) -> None:
         """Export each language's zero-shot model and score it on that language's test set."""

@@ -14,7 +14,7 @@ from xlviz.errors import XlvizError
 from xlviz.runs import Run
 from xlviz.ui.choices import config_value
 
-VARIANTS = ("base", "floor", "pos", "noise", "adapters")
+VARIANTS = ("base", "floor", "pos", "noise", "adapters", "oracle")
 MODEL_SIZES = ("tiny", "small", "medium")
 L2_LANGUAGES = ("svo", "sov")
 
@@ -29,7 +29,7 @@ class TransferForm:
     pretrain_steps: int = 120
     transfer_steps: int = 60
     finetune_steps: int = 60
-    variants: tuple[str, ...] = ("base", "floor")
+    variants: tuple[str, ...] = ("base", "floor", "oracle")
     seed: int = 0
     batch_size: int = 16
     corpus_documents: int = 1000
