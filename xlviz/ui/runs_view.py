@@ -245,12 +245,13 @@ def loss_figure(metrics: list[dict]):
         return None
     stages = list(dict.fromkeys(df["stage"]))
     wrap = min(3, len(stages))
+    rows = (len(stages) + wrap - 1) // wrap
+    # each row carries its own x tick labels, so rows need room for them above the next titles
     fig = px.line(df, x="step", y="loss", facet_col="stage", facet_col_wrap=wrap, category_orders={"stage": stages},
-                  color="stage", markers=len(df) < 40)
+                  color="stage", markers=len(df) < 40, facet_row_spacing=0.22 / rows if rows > 1 else 0.03)
     fig.update_xaxes(matches=None, showticklabels=True)
     fig.update_yaxes(matches=None, showticklabels=True)
     fig.for_each_annotation(lambda a: a.update(text=a.text.split("=")[-1]))
-    rows = (len(stages) + wrap - 1) // wrap
     fig.update_layout(height=max(260, 230 * rows), showlegend=False, margin=dict(l=10, r=10, t=30, b=10))
     return fig
 
