@@ -91,14 +91,15 @@ for m, lang in jobs:
     done += math.ceil(len(ids) / CHUNK)
 if bar is not None:
     bar.empty()
-rows = qa.prediction_rows(examples, predictions, ids, articles={lang: articles_of(dataset.file(lang)) for lang in langs})
+articles = {lang: articles_of(dataset.file(lang)) for lang in langs}
+rows = qa.prediction_rows(examples, predictions, ids, articles=articles)
 names = [m.name for m in models]
 colours = {m.name: model_colour(i) for i, m in enumerate(models)}
 
 # --- aggregate matrix (Table 3 layout) -------------------------------------------------------
 if not rows.empty:
     st.subheader("Scores: model × language")
-    own = [lang for lang in langs if articles_of(dataset.file(lang))]
+    own = [lang for lang in langs if articles[lang]]
     if own:
         st.caption(f"{', '.join(own)}: the answer language's own articles are stripped before scoring (MLQA-style), "
                    "as in the run's results; other languages use the official SQuAD v1.1 normalisation.")

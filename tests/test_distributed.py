@@ -9,7 +9,6 @@ machine without GPUs runs two CPU processes that join a gloo process group.
 
 from __future__ import annotations
 
-import gzip
 import json
 import os
 import shutil
@@ -23,6 +22,11 @@ from safetensors.torch import load_file
 
 from xlviz.cli import main as cli
 from xlviz.runs import Run
+
+try:
+    from world_files import write_world_corpora
+except ImportError:
+    from tests.world_files import write_world_corpora
 
 REPO = Path(__file__).resolve().parents[1]
 LAUNCH = [sys.executable, "-m", "accelerate.commands.launch", "--multi_gpu", "--num_processes", "2", "--num_machines", "1",
@@ -39,20 +43,6 @@ def run_launched(args: list[str], cwd: Path, timeout: int = 240) -> subprocess.C
     proc = subprocess.run(LAUNCH + args, cwd=cwd, env=launch_env(), capture_output=True, text=True, timeout=timeout)
     assert proc.returncode == 0, f"accelerate launch failed ({proc.returncode}):\n{proc.stdout[-3000:]}\n{proc.stderr[-5000:]}"
     return proc
-
-
-def write_world_corpora(folder: Path, documents: int = 150) -> dict[str, Path]:
-    """The generated world's two independent corpora as gzipped text files (a stand-in for real corpora)."""
-    from xlviz.data.world import LanguageSpec, WorldConfig, generate_world
-
-    world = generate_world(WorldConfig(seed=3, corpus_documents=documents, languages=[LanguageSpec("svo")]))
-    folder.mkdir(parents=True, exist_ok=True)
-    files = {}
-    for lang in ("en", "svo"):
-        files[lang] = folder / f"{lang}.txt.gz"
-        with gzip.open(files[lang], "wt", encoding="utf-8") as f:
-            f.write("\n".join(world.corpus(lang)) + "\n")
-    return files
 
 
 @pytest.mark.slow

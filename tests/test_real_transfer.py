@@ -5,7 +5,6 @@ Multi30k / XQuAD runs are in bench/bench_multi30k.py (tests on them skip without
 
 from __future__ import annotations
 
-import gzip
 import itertools
 import json
 from pathlib import Path
@@ -22,27 +21,12 @@ from xlviz.transfer.runner import feature_batches, mask_for_mlm, masked_lm_batch
 
 try:
     from tiny_models import make_tiny
+    from world_files import write_world_corpora
 except ImportError:
     from tests.tiny_models import make_tiny
+    from tests.world_files import write_world_corpora
 
 REPO = Path(__file__).resolve().parents[1]
-
-
-def write_world_corpora(folder: Path, documents: int = 150) -> dict[str, Path]:
-    from xlviz.data.world import LanguageSpec, WorldConfig, generate_world
-
-    world = generate_world(WorldConfig(seed=3, corpus_documents=documents, parallel_pairs=40, languages=[LanguageSpec("svo")]))
-    folder.mkdir(parents=True, exist_ok=True)
-    files = {}
-    for lang in ("en", "svo"):
-        files[lang] = folder / f"{lang}.txt.gz"
-        with gzip.open(files[lang], "wt", encoding="utf-8") as f:
-            f.write("\n".join(world.corpus(lang)) + "\n")
-    pairs = world.parallel_pairs("svo")
-    (folder / "par.en").write_text("\n".join(p["src"] for p in pairs) + "\n")
-    (folder / "par.svo").write_text("\n".join(p["tgt"] for p in pairs) + "\n")
-    files["par_en"], files["par_svo"] = folder / "par.en", folder / "par.svo"
-    return files
 
 
 def write_world_qa(folder: Path, paragraphs: int = 12) -> Path:

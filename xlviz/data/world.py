@@ -348,8 +348,9 @@ class World:
                     })
             articles[-1]["paragraphs"].append({"context": context, "qas": qas})
         out = {"version": f"xlviz-world-{split}-{lang}", "data": articles}
-        if self.articles(lang) is not None:
-            out["articles"] = self.articles(lang)  # for MLQA-style scoring (xlviz.data.squad.language_articles)
+        words = self.articles(lang)
+        if words is not None:
+            out["articles"] = words  # for MLQA-style scoring (xlviz.data.squad.language_articles)
         return out
 
     # --- analysis material -------------------------------------------------------------

@@ -19,7 +19,7 @@ from __future__ import annotations
 import re
 import string
 from collections import Counter
-from functools import lru_cache
+from functools import lru_cache, partial
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
@@ -145,13 +145,11 @@ def evaluate_squad(
     receive score 0.`` for each, which ``on_unanswered`` receives when given. ``articles``
     switches to MLQA-style normalisation with the language's own article words.
     """
-    language_articles = articles
-    em_fn = lambda p, g: exact_match_score(p, g, language_articles)  # noqa: E731
-    f1_fn = lambda p, g: f1_score(p, g, language_articles)  # noqa: E731
-    articles = _articles(dataset)
+    em_fn, f1_fn = partial(exact_match_score, articles=articles), partial(f1_score, articles=articles)
+    squad_data = _articles(dataset)
     _check_predictions(predictions)
     f1 = exact_match = total = 0
-    for qa, ground_truths in _iter_questions(articles):
+    for qa, ground_truths in _iter_questions(squad_data):
         total += 1
         if qa["id"] not in predictions:
             if on_unanswered is not None:
@@ -167,22 +165,23 @@ def evaluate_squad(
     return {"exact_match": exact_match, "f1": f1}
 
 
-def per_question_scores(dataset: Any, predictions: Mapping[str, str], language_articles: Sequence[str] | None = None) -> list[dict]:
+def per_question_scores(dataset: Any, predictions: Mapping[str, str], articles: Sequence[str] | None = None) -> list[dict]:
     """One row per question, for browsing errors: scores in percent (0 or 100 for EM).
 
     The mean of the rows' ``exact_match`` / ``f1`` equals :func:`evaluate_squad`. A missing
     prediction shows as ``prediction: None`` and scores 0.
     """
-    articles = _articles(dataset)
+    squad_data = _articles(dataset)
     _check_predictions(predictions)
+    em_fn, f1_fn = partial(exact_match_score, articles=articles), partial(f1_score, articles=articles)
     rows = []
-    for qa, ground_truths in _iter_questions(articles):
+    for qa, ground_truths in _iter_questions(squad_data):
         prediction = predictions.get(qa["id"])
         if prediction is None:
             em, f1 = 0.0, 0.0
         else:
-            em = 100.0 * metric_max_over_ground_truths(lambda p, g: exact_match_score(p, g, language_articles), prediction, ground_truths)
-            f1 = 100.0 * metric_max_over_ground_truths(lambda p, g: f1_score(p, g, language_articles), prediction, ground_truths)
+            em = 100.0 * metric_max_over_ground_truths(em_fn, prediction, ground_truths)
+            f1 = 100.0 * metric_max_over_ground_truths(f1_fn, prediction, ground_truths)
         rows.append(
             {
                 "id": qa["id"],

@@ -7,6 +7,7 @@ Scores use the official SQuAD v1.1 metric from :mod:`xlviz.evaluation.squad_metr
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Iterable, Mapping
 
 import pandas as pd
@@ -43,8 +44,8 @@ def score(prediction: str | None, answers: list[dict], articles: list[str] | Non
     golds = [a["text"] for a in answers] or [""]
     if prediction is None:
         return 0.0, 0.0
-    em = metric_max_over_ground_truths(lambda p, g: exact_match_score(p, g, articles), prediction, golds)
-    f1 = metric_max_over_ground_truths(lambda p, g: f1_score(p, g, articles), prediction, golds)
+    em = metric_max_over_ground_truths(partial(exact_match_score, articles=articles), prediction, golds)
+    f1 = metric_max_over_ground_truths(partial(f1_score, articles=articles), prediction, golds)
     return 100.0 * float(em), 100.0 * float(f1)
 
 

@@ -1,0 +1,26 @@
+"""The generated world written out as files, a stand-in for real corpora in tests of the
+file-reading paths (``transfer-corpus``, streaming, two-process runs)."""
+
+from __future__ import annotations
+
+import gzip
+from pathlib import Path
+
+
+def write_world_corpora(folder: Path, documents: int = 150) -> dict[str, Path]:
+    """The world's two independent corpora as gzipped text (``en``, ``svo``) and a parallel
+    en-svo text pair (``par_en``, ``par_svo``), one sentence per line."""
+    from xlviz.data.world import LanguageSpec, WorldConfig, generate_world
+
+    world = generate_world(WorldConfig(seed=3, corpus_documents=documents, parallel_pairs=40, languages=[LanguageSpec("svo")]))
+    folder.mkdir(parents=True, exist_ok=True)
+    files = {}
+    for lang in ("en", "svo"):
+        files[lang] = folder / f"{lang}.txt.gz"
+        with gzip.open(files[lang], "wt", encoding="utf-8") as f:
+            f.write("\n".join(world.corpus(lang)) + "\n")
+    pairs = world.parallel_pairs("svo")
+    (folder / "par.en").write_text("\n".join(p["src"] for p in pairs) + "\n")
+    (folder / "par.svo").write_text("\n".join(p["tgt"] for p in pairs) + "\n")
+    files["par_en"], files["par_svo"] = folder / "par.en", folder / "par.svo"
+    return files
