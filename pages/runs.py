@@ -49,17 +49,22 @@ with st.expander("Start a transfer run", expanded=not runs, icon=":material/play
         variants = st.multiselect("Variants", runs_view.VARIANTS, default=list(defaults.variants),
                                   help="base: MONOTRANS; floor: no transfer step (lower bound); pos: new position "
                                   "embeddings too; noise: noisy fine-tuning; adapters: adapters in the transfer step.")
-        c1, c2, c3, c4 = st.columns(4)
-        batch = c1.number_input("Batch size", min_value=1, value=defaults.batch_size, step=8)
-        docs = c2.number_input("Corpus documents per language", min_value=10, value=defaults.corpus_documents, step=500)
-        qa_train = c3.number_input("QA training paragraphs (L1)", min_value=1, value=defaults.qa_train_paragraphs, step=100)
-        qa_test = c4.number_input("QA test paragraphs (per language)", min_value=1, value=defaults.qa_test_paragraphs, step=20)
+        c1, c2, c3, c4, c5 = st.columns(5)
+        mlm_batch = c1.number_input("MLM batch (blocks)", min_value=1, value=defaults.mlm_batch_size, step=16,
+                                    help="Blocks of 24 tokens per masked-LM step (steps 1 and 2).")
+        batch = c2.number_input("QA batch size", min_value=1, value=defaults.batch_size, step=8)
+        docs = c3.number_input("Corpus documents per language", min_value=10, value=defaults.corpus_documents, step=500)
+        qa_train = c4.number_input("QA training paragraphs (L1)", min_value=1, value=defaults.qa_train_paragraphs, step=100)
+        qa_test = c5.number_input("QA test paragraphs (per language)", min_value=1, value=defaults.qa_test_paragraphs, step=20)
         name = st.text_input("Run name (optional)", placeholder="transfer-<date>-<time>")
         submitted = st.form_submit_button("Start run", type="primary", icon=":material/rocket_launch:")
     if submitted:
         with guard("Could not start the run"):
-            form = runs_view.TransferForm(tuple(languages), model_size, int(pretrain), int(transfer), int(finetune),
-                                          tuple(variants), int(seed), int(batch), int(docs), int(qa_train), int(qa_test))
+            form = runs_view.TransferForm(
+                languages=tuple(languages), model_size=model_size, pretrain_steps=int(pretrain), transfer_steps=int(transfer),
+                finetune_steps=int(finetune), variants=tuple(variants), seed=int(seed), batch_size=int(batch),
+                mlm_batch_size=int(mlm_batch), corpus_documents=int(docs), qa_train_paragraphs=int(qa_train),
+                qa_test_paragraphs=int(qa_test))
             form.validate()
             run_dir = root / name.strip() if name.strip() else new_run_path(root, "transfer")
             if name.strip() and not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]*", name.strip()):

@@ -110,6 +110,7 @@ def test_runs_form_starts_the_transfer_cli(app, monkeypatch, fake_root):
     form_inputs["Transfer steps (L2 embeddings)"].set_value(5)
     form_inputs["Fine-tuning steps (L1 QA)"].set_value(3)
     form_inputs["Seed"].set_value(11)
+    form_inputs["MLM batch (blocks)"].set_value(48)
     next(s for s in at.selectbox if s.label == "Model size").set_value("small")
     next(m for m in at.multiselect if m.label == "Target languages").set_value(["svo", "sov"])
     next(m for m in at.multiselect if m.label == "Variants").set_value(["base", "pos"])
@@ -123,7 +124,7 @@ def test_runs_form_starts_the_transfer_cli(app, monkeypatch, fake_root):
     opts = dict(zip(argv[1::2], argv[2::2]))
     assert opts["--run-dir"] == str(run_dir)
     assert opts["--pretrain-steps"] == "7" and opts["--transfer-steps"] == "5" and opts["--finetune-steps"] == "3"
-    assert opts["--seed"] == "11" and opts["--model-size"] == "small"
+    assert opts["--seed"] == "11" and opts["--model-size"] == "small" and opts["--mlm-batch-size"] == "48"
     assert opts["--languages"] == "svo,sov" and opts["--variants"] == "base,pos"
     assert "Started **my-run**" in _texts(at.success)
 

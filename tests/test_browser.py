@@ -137,7 +137,7 @@ def test_start_a_tiny_run_and_watch_it_finish(server, page):
     page.get_by_text("Start a transfer run").click()
     sizes = {
         "Pre-training steps (L1 MLM)": 6, "Transfer steps (L2 embeddings)": 4, "Fine-tuning steps (L1 QA)": 4,
-        "Batch size": 4, "Corpus documents per language": 60, "QA training paragraphs (L1)": 12,
+        "MLM batch (blocks)": 4, "QA batch size": 4, "Corpus documents per language": 60, "QA training paragraphs (L1)": 12,
         "QA test paragraphs (per language)": 4,
     }
     for label, value in sizes.items():

@@ -98,7 +98,7 @@ def test_generated_world_transfer_runs_on_two_processes(tmp_path):
     try:
         run_launched([str(probe), "transfer", "--run-dir", str(tmp_path / "run"), "--model-size", "tiny", "--vocab-size", "200",
                       "--pretrain-steps", "4", "--transfer-steps", "2", "--finetune-steps", "2", "--batch-size", "4",
-                      "--corpus-documents", "80", "--qa-train-paragraphs", "12", "--qa-test-paragraphs", "3",
+                      "--mlm-batch-size", "4", "--corpus-documents", "80", "--qa-train-paragraphs", "12", "--qa-test-paragraphs", "3",
                       "--languages", "svo", "--mixed-precision", "no"], cwd=tmp_path)
     finally:
         del os.environ["XLVIZ_PROBE"]

@@ -20,7 +20,7 @@ from xlviz.runs import Run
 from xlviz.transfer.config import TransferConfig
 
 TINY = {
-    "model_size": "tiny", "vocab_size": 200, "batch_size": 8, "pretrain_steps": 6, "transfer_steps": 4, "finetune_steps": 6,
+    "model_size": "tiny", "vocab_size": 200, "batch_size": 8, "mlm_batch_size": 8, "pretrain_steps": 6, "transfer_steps": 4, "finetune_steps": 6,
     "log_every": 2, "mixed_precision": "no",
     "world": {"corpus_documents": 120, "qa_train_paragraphs": 20, "qa_dev_paragraphs": 3, "qa_test_paragraphs": 4,
               "parallel_pairs": 20, "agreement_pairs": 9, "sense_pairs": 6},
@@ -126,6 +126,11 @@ def test_bad_configs_name_the_field(tmp_path, capsys):
         TransferConfig.from_dict({"pretrain_steps": 0})
     with pytest.raises(XlvizError, match="model_size"):
         TransferConfig.from_dict({"model_size": "huge"})
+    with pytest.raises(XlvizError, match="mlm_batch_size"):
+        TransferConfig.from_dict({"mlm_batch_size": 0})
+    for bad in (0, 1, 1.5, True, "0.15"):
+        with pytest.raises(XlvizError, match="mlm_probability"):
+            TransferConfig.from_dict({"mlm_probability": bad})
     with pytest.raises(XlvizError, match="variant"):
         TransferConfig.from_dict({"variants": ["magic"]})
     with pytest.raises(XlvizError, match="learning_rate"):

@@ -198,7 +198,7 @@ def test_preference_skews_choices_per_word():
         return sum(v.most_common(1)[0][1] / sum(v.values()) for v in counts) / len(counts)
 
     base = dict(SMALL, corpus_documents=400, habit_share=0.0)
-    uniform, skewed = top_share(WorldConfig(**base)), top_share(WorldConfig(**base, preference=1.5))
+    uniform, skewed = top_share(WorldConfig(**base, preference=0.0)), top_share(WorldConfig(**base, preference=1.5))
     # 16 verbs: uniform tops out near 1/16 plus sampling noise; 1/rank**1.5 gives the top verb ~0.4
     assert uniform < 0.25 < skewed
     again = World(WorldConfig(**base, preference=1.5))

@@ -16,7 +16,9 @@ def add_transfer_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--pretrain-steps", dest="pretrain_steps", type=int)
     p.add_argument("--transfer-steps", dest="transfer_steps", type=int)
     p.add_argument("--finetune-steps", dest="finetune_steps", type=int)
-    p.add_argument("--batch-size", dest="batch_size", type=int)
+    p.add_argument("--batch-size", dest="batch_size", type=int, help="QA fine-tuning batch (paragraph windows)")
+    p.add_argument("--mlm-batch-size", dest="mlm_batch_size", type=int, help="masked-LM batch of steps 1 and 2 (blocks)")
+    p.add_argument("--block-size", dest="block_size", type=int, help="masked-LM block length in tokens")
     p.add_argument("--corpus-documents", dest="corpus_documents", type=int, help="documents per language corpus")
     p.add_argument("--qa-train-paragraphs", dest="qa_train_paragraphs", type=int)
     p.add_argument("--qa-test-paragraphs", dest="qa_test_paragraphs", type=int)
@@ -32,7 +34,7 @@ def build_config(args: argparse.Namespace, base: dict | None = None):
 
     d = dict(base or {})
     world = dict(d.get("world") or {})
-    for key in ("seed", "model_size", "vocab_size", "pretrain_steps", "transfer_steps", "finetune_steps", "batch_size", "mixed_precision", "grad_accum"):
+    for key in ("seed", "model_size", "vocab_size", "pretrain_steps", "transfer_steps", "finetune_steps", "batch_size", "mlm_batch_size", "block_size", "mixed_precision", "grad_accum"):
         if getattr(args, key, None) is not None:
             d[key] = getattr(args, key)
     if getattr(args, "name", None):

@@ -50,7 +50,7 @@ class WorldConfig:
     # for its objects, a noun for its adjectives, a place for its prepositions...), weights
     # 1 / rank**preference over a seeded ranking. 0 draws uniformly. Without it, words of one
     # class are interchangeable in context, so nothing ties an L2 word to its L1 counterpart.
-    preference: float = 0.0
+    preference: float = 2.0
     # Facts (sentences) per QA paragraph, inclusive range. Small models learn to match a
     # question to its sentence among two or three quickly; with more they stall on type
     # heuristics for thousands of steps (docs/world.md has the measurements).

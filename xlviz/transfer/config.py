@@ -49,18 +49,23 @@ class TransferConfig:
     model_size: str = "small"
     vocab_size: int = 400
     tokenizer: str = "wordpiece"
-    block_size: int = 80
+    block_size: int = 24  # masked-LM blocks; short ones let step 1 leave the unigram plateau
     qa_max_length: int = 96
     doc_stride: int = 48
     # Longest answer span (tokens) considered when decoding predictions. SQuAD's 30 suits
     # Wikipedia; the generated world's answers are noun phrases of at most ~7 tokens.
     max_answer_length: int = 12
     batch_size: int = 32
-    pretrain_steps: int = 500  # step 1 MLM loss plateaus (~3.6) from ~400 steps; see docs/world.md
+    # Masked-LM batches (steps 1 and 2) of short blocks: a small BERT leaves the unigram
+    # plateau (loss ~3.6) only with many short sequences per step (docs/world.md).
+    mlm_batch_size: int = 128
+    mlm_probability: float = 0.15  # BERT's share of masked tokens
+    # Budgeted for the 5-minute demo on a 2-core CPU; longer runs transfer better (docs/world.md).
+    pretrain_steps: int = 450
     pretrain_lr: float = 1e-3
-    transfer_steps: int = 250
-    transfer_lr: float = 3e-3
-    finetune_steps: int = 600
+    transfer_steps: int = 200
+    transfer_lr: float = 5e-3
+    finetune_steps: int = 350
     finetune_lr: float = 3e-4
     adapter_size: int = 32
     # bf16 autocast pays off on CPUs with AMX only from ~256-wide models; the 128-wide default
@@ -104,7 +109,7 @@ class TransferConfig:
         return asdict(self)
 
     def validate(self, *, path: str | None = None) -> None:
-        for name in ("vocab_size", "block_size", "qa_max_length", "doc_stride", "batch_size", "pretrain_steps",
+        for name in ("vocab_size", "block_size", "qa_max_length", "doc_stride", "batch_size", "mlm_batch_size", "pretrain_steps",
                      "transfer_steps", "finetune_steps", "adapter_size", "grad_accum", "log_every", "max_answer_length"):
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, int) or v <= 0:
@@ -113,6 +118,8 @@ class TransferConfig:
             v = getattr(self, name)
             if not isinstance(v, (int, float)) or not v > 0:
                 raise XlvizError(f"must be a positive number, got {v!r}", path=path, field=name)
+        if isinstance(self.mlm_probability, bool) or not isinstance(self.mlm_probability, (int, float)) or not 0 < self.mlm_probability < 1:
+            raise XlvizError(f"must be a number in (0, 1), got {self.mlm_probability!r}", path=path, field="mlm_probability")
         if self.model_size not in MODEL_SIZES:
             raise XlvizError(f"unknown model size {self.model_size!r}; choose from {list(MODEL_SIZES)}", path=path, field="model_size")
         if self.mixed_precision not in MIXED_PRECISION:

@@ -167,8 +167,8 @@ class Pipeline:
         vocab = model.config.vocab_size
 
         def batches():
-            for ids in iter_batches(blocks, self.cfg.batch_size):
-                inputs, labels = mask_tokens(ids, mask_id=tok.mask_token_id, vocab_size=vocab, generator=gen)
+            for ids in iter_batches(blocks, self.cfg.mlm_batch_size):
+                inputs, labels = mask_tokens(ids, mask_id=tok.mask_token_id, vocab_size=vocab, prob=self.cfg.mlm_probability, generator=gen)
                 yield {"input_ids": inputs, "labels": labels}
 
         loop, on_log = self._loop(stage, steps, lr)

@@ -32,6 +32,7 @@ class TransferForm:
     variants: tuple[str, ...] = ("base", "floor", "oracle")
     seed: int = 0
     batch_size: int = 16
+    mlm_batch_size: int = 64
     corpus_documents: int = 1000
     qa_train_paragraphs: int = 300
     qa_test_paragraphs: int = 40
@@ -41,7 +42,7 @@ class TransferForm:
             raise XlvizError("pick at least one target language", field="languages")
         if self.model_size not in MODEL_SIZES:
             raise XlvizError(f"model size must be one of {', '.join(MODEL_SIZES)}", field="model_size")
-        for name in ("pretrain_steps", "transfer_steps", "finetune_steps", "batch_size", "corpus_documents",
+        for name in ("pretrain_steps", "transfer_steps", "finetune_steps", "batch_size", "mlm_batch_size", "corpus_documents",
                      "qa_train_paragraphs", "qa_test_paragraphs"):
             if int(getattr(self, name)) < 1:
                 raise XlvizError("must be at least 1", field=name)
@@ -58,7 +59,8 @@ class TransferForm:
             "--languages", ",".join(self.languages), "--model-size", self.model_size,
             "--pretrain-steps", str(int(self.pretrain_steps)), "--transfer-steps", str(int(self.transfer_steps)),
             "--finetune-steps", str(int(self.finetune_steps)), "--variants", ",".join(self.variants),
-            "--batch-size", str(int(self.batch_size)), "--corpus-documents", str(int(self.corpus_documents)),
+            "--batch-size", str(int(self.batch_size)), "--mlm-batch-size", str(int(self.mlm_batch_size)),
+            "--corpus-documents", str(int(self.corpus_documents)),
             "--qa-train-paragraphs", str(int(self.qa_train_paragraphs)),
             "--qa-test-paragraphs", str(int(self.qa_test_paragraphs)),
         ]
