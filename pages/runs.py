@@ -51,7 +51,7 @@ with st.expander("Start a transfer run", expanded=not runs, icon=":material/play
                                   "embeddings too; noise: noisy fine-tuning; adapters: adapters in the transfer step.")
         c1, c2, c3, c4, c5 = st.columns(5)
         mlm_batch = c1.number_input("MLM batch (blocks)", min_value=1, value=defaults.mlm_batch_size, step=16,
-                                    help="Blocks of 24 tokens per masked-LM step (steps 1 and 2).")
+                                    help="Token blocks per masked-LM step (steps 1 and 2); many short blocks train fastest.")
         batch = c2.number_input("QA batch size", min_value=1, value=defaults.batch_size, step=8)
         docs = c3.number_input("Corpus documents per language", min_value=10, value=defaults.corpus_documents, step=500)
         qa_train = c4.number_input("QA training paragraphs (L1)", min_value=1, value=defaults.qa_train_paragraphs, step=100)

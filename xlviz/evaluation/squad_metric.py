@@ -83,6 +83,11 @@ def exact_match_score(prediction: str, ground_truth: str, articles: Sequence[str
     return normalize_answer(prediction, articles) == normalize_answer(ground_truth, articles)
 
 
+def scorers(articles: Sequence[str] | None = None) -> tuple[Callable[[str, str], bool], Callable[[str, str], float]]:
+    """(exact match, F1) functions of (prediction, ground truth) for one language's articles."""
+    return partial(exact_match_score, articles=articles), partial(f1_score, articles=articles)
+
+
 def metric_max_over_ground_truths(metric_fn: Callable[[str, str], Any], prediction: str, ground_truths: Sequence[str]):
     """Best score of ``prediction`` against any of the gold answers."""
     scores_for_ground_truths = []
@@ -145,7 +150,7 @@ def evaluate_squad(
     receive score 0.`` for each, which ``on_unanswered`` receives when given. ``articles``
     switches to MLQA-style normalisation with the language's own article words.
     """
-    em_fn, f1_fn = partial(exact_match_score, articles=articles), partial(f1_score, articles=articles)
+    em_fn, f1_fn = scorers(articles)
     squad_data = _articles(dataset)
     _check_predictions(predictions)
     f1 = exact_match = total = 0
@@ -173,7 +178,7 @@ def per_question_scores(dataset: Any, predictions: Mapping[str, str], articles: 
     """
     squad_data = _articles(dataset)
     _check_predictions(predictions)
-    em_fn, f1_fn = partial(exact_match_score, articles=articles), partial(f1_score, articles=articles)
+    em_fn, f1_fn = scorers(articles)
     rows = []
     for qa, ground_truths in _iter_questions(squad_data):
         prediction = predictions.get(qa["id"])

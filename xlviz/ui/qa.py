@@ -7,7 +7,6 @@ Scores use the official SQuAD v1.1 metric from :mod:`xlviz.evaluation.squad_metr
 
 from __future__ import annotations
 
-from functools import partial
 from typing import Iterable, Mapping
 
 import pandas as pd
@@ -39,13 +38,14 @@ def index_by_id(examples: Iterable[QAExample]) -> dict[str, QAExample]:
 def score(prediction: str | None, answers: list[dict], articles: list[str] | None = None) -> tuple[float, float]:
     """(EM, F1) in percent of one prediction against the gold answers (0, 0 when missing);
     ``articles``: the language's own article words (MLQA-style), else official v1.1."""
-    from xlviz.evaluation.squad_metric import exact_match_score, f1_score, metric_max_over_ground_truths
+    from xlviz.evaluation.squad_metric import metric_max_over_ground_truths, scorers
 
     golds = [a["text"] for a in answers] or [""]
     if prediction is None:
         return 0.0, 0.0
-    em = metric_max_over_ground_truths(partial(exact_match_score, articles=articles), prediction, golds)
-    f1 = metric_max_over_ground_truths(partial(f1_score, articles=articles), prediction, golds)
+    em_fn, f1_fn = scorers(articles)
+    em = metric_max_over_ground_truths(em_fn, prediction, golds)
+    f1 = metric_max_over_ground_truths(f1_fn, prediction, golds)
     return 100.0 * float(em), 100.0 * float(f1)
 
 
