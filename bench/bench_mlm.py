@@ -1,16 +1,23 @@
-"""MLM training throughput: xlviz's loss path against a plain BertForMaskedLM loop.
+"""MLM training throughput: xlviz's training step against a plain BertForMaskedLM loop.
 
 Same model config, vocabulary, batch and data (the generated world's L1 corpus, packed blocks,
 one fixed sequence of masked batches), same optimizer; only the training step differs:
 
 - baseline: ``model(input_ids, labels=labels).loss`` in float32 (vocabulary logits at every
   position), AdamW.
-- xlviz: :class:`xlviz.training.mlm.MaskedOnlyMLM` (logits only at masked positions), in
-  float32 as the pipeline trains by default, and under bf16 autocast (``--mixed-precision bf16``).
-The variants in between show where the speed comes from. Runs are interleaved round-robin in
-one process so machine load affects all alike; the table reports the median step time.
+- xlviz, float32 (``--mixed-precision no``): :class:`xlviz.training.mlm.MaskedOnlyMLM`
+  (logits only at masked positions).
+- xlviz, bf16 (the default, ``auto``, on CPUs with AMX): the same loss with the model held in
+  bf16 and float32 master weights (:class:`xlviz.training.loop.Bf16Weights`), eager attention.
+- for contrast, the baseline under CPU bf16 autocast (what accelerate's ``bf16`` does on a
+  CPU): slower than float32, because autocast re-casts around every op and PyTorch's bf16 SDPA
+  backward on CPUs is slow.
 
-    python bench/bench_mlm.py [--size small] [--vocab 400] [--steps 20] [--rounds 3]
+Runs are interleaved round-robin in one process, so machine load (this shared machine sees
+CPU steal) hits all alike; each round gives one ratio per variant against the baseline of the
+same round, and the table reports the median ratio and the median step time.
+
+    python bench/bench_mlm.py [--size small] [--vocab 400] [--batch 128] [--block 24] [--rounds 7]
     python bench/bench_mlm.py --model-vocab 30522   # a BERT-base-sized vocabulary
 
 ``--model-vocab N`` spreads the world's token ids over an N-row vocabulary (a fixed random
@@ -30,6 +37,7 @@ import torch
 from xlviz.data.tokenization import train_tokenizer
 from xlviz.data.world import World, WorldConfig
 from xlviz.models.monotrans import bert_config
+from xlviz.training.loop import Bf16Weights, param_groups, resolve_mixed_precision
 from xlviz.training.mlm import MaskedOnlyMLM, iter_batches, iter_blocks, mask_tokens, plain_mlm_loss
 from transformers import BertForMaskedLM
 
@@ -56,21 +64,27 @@ def make_batches(args) -> tuple[list[dict], int]:
     return batches, len(tok)
 
 
-def runner(name: str, vocab: int, args, *, masked_only: bool, bf16: bool, compiled: bool = False):
+def runner(name: str, vocab: int, args, *, masked_only: bool, precision: str, compiled: bool = False):
+    """``precision``: "fp32", "autocast" (CPU bf16 autocast) or "bf16" (xlviz's Bf16Weights)."""
     torch.manual_seed(0)
     model = BertForMaskedLM(bert_config(vocab, args.size, max_position_embeddings=args.block))
     model.train()
+    wrapped = MaskedOnlyMLM(model)
+    weights = Bf16Weights(wrapped) if precision == "bf16" else None
     if compiled:
         model.bert.compile()
-    wrapped = MaskedOnlyMLM(model)
-    opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    opt = torch.optim.AdamW(param_groups(weights or wrapped, 0.0), lr=1e-4)
 
     def step(batch: dict) -> float:
-        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=precision == "autocast"):
             loss = wrapped(**batch) if masked_only else plain_mlm_loss(model, **batch)
         loss.backward()
+        if weights:
+            weights.grads_to_master()
         opt.step()
         opt.zero_grad(set_to_none=True)
+        if weights:
+            weights.master_to_model()
         return loss.item()
 
     return name, step
@@ -80,27 +94,24 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--size", default="small")
     p.add_argument("--vocab", type=int, default=400)
-    p.add_argument("--batch", type=int, default=32)
-    p.add_argument("--block", type=int, default=80)
-    p.add_argument("--steps", type=int, default=15)
-    p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--batch", type=int, default=128)
+    p.add_argument("--block", type=int, default=24)
+    p.add_argument("--steps", type=int, default=10)
+    p.add_argument("--rounds", type=int, default=7)
     p.add_argument("--compile", action="store_true", help="also time torch.compile'd bodies")
     p.add_argument("--model-vocab", type=int, default=0, help="train with an N-row vocabulary (ids spread over it)")
     args = p.parse_args()
     batches, vocab = make_batches(args)
     runners = [
-        runner("plain BertForMaskedLM, fp32 (baseline)", vocab, args, masked_only=False, bf16=False),
-        runner("xlviz default: masked-only logits, fp32", vocab, args, masked_only=True, bf16=False),
-        runner("plain, bf16 autocast", vocab, args, masked_only=False, bf16=True),
-        runner("xlviz --mixed-precision bf16", vocab, args, masked_only=True, bf16=True),
+        runner("plain BertForMaskedLM, fp32 (baseline)", vocab, args, masked_only=False, precision="fp32"),
+        runner("xlviz --mixed-precision no (masked-only)", vocab, args, masked_only=True, precision="fp32"),
+        runner("plain, CPU bf16 autocast", vocab, args, masked_only=False, precision="autocast"),
+        runner("xlviz bf16 (default on AMX CPUs)", vocab, args, masked_only=True, precision="bf16"),
     ]
     if args.compile:
-        runners += [
-            runner("masked-only + compiled body, fp32", vocab, args, masked_only=True, bf16=False, compiled=True),
-            runner("masked-only + compiled body, bf16", vocab, args, masked_only=True, bf16=True, compiled=True),
-        ]
+        runners += [runner("xlviz bf16 + torch.compile'd body", vocab, args, masked_only=True, precision="bf16", compiled=True)]
     times: dict[str, list[float]] = {name: [] for name, _ in runners}
-    for name, step in runners:  # warm-up (allocator, oneDNN kernels)
+    for name, step in runners:  # warm-up (allocator, oneDNN kernels, compilation)
         for b in batches[:3]:
             step(b)
     for _ in range(args.rounds):
@@ -110,13 +121,15 @@ def main() -> None:
                 step(b)
             times[name].append((time.perf_counter() - t0) / len(batches))
     tokens = args.batch * args.block
-    base = statistics.median(times[runners[0][0]])
+    base = times[runners[0][0]]
     print(f"MLM training step, model={args.size} vocab={vocab} batch={args.batch}x{args.block} tokens, "
-          f"{args.steps} steps x {args.rounds} rounds, torch threads={torch.get_num_threads()}")
-    print(f"{'variant':<42} {'s/step':>8} {'tokens/s':>10} {'speed-up':>9}")
+          f"{args.steps} steps x {args.rounds} rounds, torch threads={torch.get_num_threads()}, "
+          f"AMX={resolve_mixed_precision('auto') == 'bf16'}")
+    print(f"{'variant':<42} {'s/step':>8} {'tokens/s':>10} {'speed-up':>9} {'range':>12}")
     for name, _ in runners:
         t = statistics.median(times[name])
-        print(f"{name:<42} {t:>8.3f} {tokens / t:>10.0f} {base / t:>8.2f}x")
+        ratios = sorted(b / v for b, v in zip(base, times[name]))
+        print(f"{name:<42} {t:>8.3f} {tokens / t:>10.0f} {statistics.median(ratios):>8.2f}x {ratios[0]:>5.2f}-{ratios[-1]:.2f}x")
 
 
 if __name__ == "__main__":

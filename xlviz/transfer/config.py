@@ -26,7 +26,7 @@ SYSTEMS: dict[str, tuple[str | None, str]] = {
 }
 VARIANTS = {"base": "monotrans", "floor": "floor", "pos": "monotrans+pos", "noise": "monotrans+noise",
             "adapters": "monotrans+adapters", "oracle": "dictionary-oracle"}
-MIXED_PRECISION = ("no", "bf16", "fp16")
+MIXED_PRECISION = ("auto", "no", "bf16", "fp16")
 
 
 def parse_variants(text: str | list[str]) -> list[str]:
@@ -68,9 +68,9 @@ class TransferConfig:
     finetune_steps: int = 350
     finetune_lr: float = 3e-4
     adapter_size: int = 32
-    # bf16 autocast pays off on CPUs with AMX only from ~256-wide models; the 128-wide default
-    # trains fastest in float32 (bench/bench_mlm.py). Use bf16 on GPUs and for larger models.
-    mixed_precision: str = "no"
+    # auto: bf16 where matmuls run natively in bf16 (CPUs with AMX, GPUs), else float32. On a
+    # CPU, bf16 trains the model in bf16 with float32 master weights (bench/bench_mlm.py).
+    mixed_precision: str = "auto"
     grad_accum: int = 1
     log_every: int = 10
 

@@ -38,6 +38,7 @@ from xlviz.models.monotrans import (
 from xlviz.runs import Run, now_iso, package_versions
 from xlviz.training.loop import LoopConfig, make_accelerator, train
 from xlviz.training.mlm import MaskedOnlyMLM, iter_batches, iter_blocks, mask_tokens
+from xlviz.training.qa_loss import QALoss
 from xlviz.transfer.config import SYSTEMS, TransferConfig
 
 hf_logging.disable_progress_bar()
@@ -56,7 +57,7 @@ class Pipeline:
     def __init__(self, config: TransferConfig, run_dir: str | Path):
         self.cfg = config
         self.run = Run(Path(run_dir))
-        self.acc = make_accelerator(config.mixed_precision if config.mixed_precision != "fp16" or torch.cuda.is_available() else "no", config.grad_accum)
+        self.acc = make_accelerator(config.mixed_precision, config.grad_accum)
         self.main = self.acc.is_main_process
         self.world = World(config.world)
         self.t0 = time.time()
@@ -111,7 +112,8 @@ class Pipeline:
             if not self.run.exists():
                 self.run.write_config({**self.cfg.to_dict(), "versions": package_versions()})
             plan = self.stages()
-            self._status(state="running", started=self.run.status().get("started") or now_iso(), stages=plan, error=None)
+            self._status(state="running", started=self.run.status().get("started") or now_iso(), stages=plan, error=None,
+                         device=str(self.acc.device), mixed_precision=str(self.acc.mixed_precision))
         self.acc.wait_for_everyone()
         plan = self.stages()
         try:
@@ -234,7 +236,7 @@ class Pipeline:
 
         stage = "s3_finetune" + (f"-{variant}" if variant else "")
         loop, on_log = self._loop(stage, self.cfg.finetune_steps, self.cfg.finetune_lr)
-        model = train(_QALoss(model), batches(), loop, self.acc, on_log=on_log, desc=stage).model
+        model = train(QALoss(model), batches(), loop, self.acc, on_log=on_log, desc=stage).model
         self.acc.free_memory()
         for h in hooks:
             h.remove()
@@ -287,17 +289,6 @@ def trim_padding(batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
     """Cut a right-padded batch to its longest sequence (features are padded to max_length)."""
     width = int(batch["attention_mask"].sum(1).max())
     return {k: (v[:, :width] if v.ndim == 2 else v) for k, v in batch.items()}
-
-
-class _QALoss(torch.nn.Module):
-    """Wraps a QA model so the forward pass returns the span loss (for the shared loop)."""
-
-    def __init__(self, model: torch.nn.Module):
-        super().__init__()
-        self.model = model
-
-    def forward(self, **batch: torch.Tensor) -> torch.Tensor:
-        return self.model(**batch).loss
 
 
 def run_transfer(config: TransferConfig, run_dir: str | Path) -> list[dict]:

@@ -28,13 +28,13 @@ from pathlib import Path
 from typing import Callable, Sequence
 
 import torch
-from torch import nn
 
 from xlviz.data.qa_features import prepare_train_features
 from xlviz.data.squad import check_answer_starts, language_of_file, read_squad_json, squad_examples
 from xlviz.errors import XlvizError
 from xlviz.io import atomic_write_json
 from xlviz.training.loop import LoopConfig, train
+from xlviz.training.qa_loss import QALoss
 from xlviz.transfer.config import MIXED_PRECISION
 from xlviz.transfer.runner import ConfigMixin, StagedPipeline, check_positive, feature_batches
 
@@ -141,17 +141,6 @@ def train_features(tokenizer, examples, max_length: int, doc_stride: int, chunk:
 
 
 # --------------------------------------------------------------------------- train / evaluate
-class QALoss(nn.Module):
-    """Wraps a QA model so the forward pass returns the span loss (for the shared loop)."""
-
-    def __init__(self, model: nn.Module):
-        super().__init__()
-        self.model = model
-
-    def forward(self, **batch: torch.Tensor) -> torch.Tensor:
-        return self.model(**batch).loss
-
-
 def train_qa(
     model, tokenizer, examples, *, accelerator, steps: int, lr: float, batch_size: int, grad_accum: int = 1,
     max_length: int = 384, doc_stride: int = 128, seed: int = 0, warmup_ratio: float = 0.1, log_every: int = 10,

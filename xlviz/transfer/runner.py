@@ -74,11 +74,11 @@ def make_global_batch_accelerator(mixed_precision: str = "no", grad_accum: int =
     processes and steps a prepared scheduler ``num_processes`` times per step, so with N
     processes a linear schedule would reach zero after steps / N. Here batches are global.)
     No dataloader is prepared, so ``split_batches`` changes nothing else."""
-    from accelerate import Accelerator
     from accelerate.utils import DataLoaderConfiguration
 
-    return Accelerator(mixed_precision=mixed_precision, gradient_accumulation_steps=grad_accum, cpu=not torch.cuda.is_available(),
-                       dataloader_config=DataLoaderConfiguration(split_batches=True))
+    from xlviz.training.loop import make_accelerator
+
+    return make_accelerator(mixed_precision, grad_accum, dataloader_config=DataLoaderConfiguration(split_batches=True))
 
 
 class StagedPipeline(Pipeline):
@@ -102,8 +102,7 @@ class StagedPipeline(Pipeline):
         # Pipeline.__init__ builds the generated world; this pipeline has none.
         self.cfg = config
         self.run = Run(Path(run_dir))
-        mp = config.mixed_precision if config.mixed_precision != "fp16" or torch.cuda.is_available() else "no"
-        self.acc = make_global_batch_accelerator(mp, config.grad_accum)
+        self.acc = make_global_batch_accelerator(config.mixed_precision, config.grad_accum)
         self.main = self.acc.is_main_process
         self.t0 = time.time()
         self.micro_batch(config.batch_size)
