@@ -2,7 +2,7 @@
 with ``--mixed-precision no|bf16|fp16`` on the generated world's corpora written to files (no
 shared data needed), each in its own process (accelerate's state is per process). Prints one
 line per run: device, the precision actually used (fp16 falls back to no on a CPU), loss
-first/last, seconds. Meant for a GPU machine; on a CPU it checks the bf16 autocast path.
+first/last, seconds. Meant for a GPU machine; on a CPU it checks the bf16-weights path (float32 master weights).
 
     python bench/precision_check.py [--steps 200] [--out /tmp/xlviz-precision-check]
 """

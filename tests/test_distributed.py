@@ -99,13 +99,13 @@ def test_generated_world_transfer_runs_on_two_processes(tmp_path):
         run_launched([str(probe), "transfer", "--run-dir", str(tmp_path / "run"), "--model-size", "tiny", "--vocab-size", "200",
                       "--pretrain-steps", "4", "--transfer-steps", "2", "--finetune-steps", "2", "--batch-size", "4",
                       "--mlm-batch-size", "4", "--corpus-documents", "80", "--qa-train-paragraphs", "12", "--qa-test-paragraphs", "3",
-                      "--languages", "svo", "--mixed-precision", "no"], cwd=tmp_path)
+                      "--languages", "svo", "--mixed-precision", "bf16"], cwd=tmp_path)  # bf16 weights under DDP
     finally:
         del os.environ["XLVIZ_PROBE"]
     ranks = sorted(json.loads(p.read_text())["n"] for p in env_dir.glob("rank*.json"))
     assert ranks == [2, 2], "both processes ran the command to the end"
     run = Run(tmp_path / "run")
-    assert run.status()["state"] == "completed"
+    assert run.status()["state"] == "completed" and run.status()["mixed_precision"] == "bf16"
     assert "s1_pretrain" in run.status()["stages_done"] and (run.path / "s1_pretrain" / "model.safetensors").is_file()
     assert {m["stage"] for m in run.metrics()} >= {"s1_pretrain", "s2_transfer-svo", "s3_finetune"}
     assert {(r["system"], r["language"]) for r in run.results()} == {(s, l) for s in ("monotrans", "floor", "dictionary-oracle") for l in ("en", "svo")}

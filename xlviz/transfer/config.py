@@ -60,10 +60,11 @@ class TransferConfig:
     # plateau (loss ~3.6) only with many short sequences per step (docs/world.md).
     mlm_batch_size: int = 128
     mlm_probability: float = 0.15  # BERT's share of masked tokens
-    # Budgeted for the 5-minute demo on a 2-core CPU; longer runs transfer better (docs/world.md).
-    pretrain_steps: int = 450
-    pretrain_lr: float = 1e-3
-    transfer_steps: int = 200
+    # Budgeted for the 5-minute demo on a 2-core CPU with bf16 (auto); step 1's length and
+    # learning rate matter most for transfer (docs/world.md).
+    pretrain_steps: int = 800
+    pretrain_lr: float = 2e-3
+    transfer_steps: int = 400
     transfer_lr: float = 5e-3
     finetune_steps: int = 350
     finetune_lr: float = 3e-4
