@@ -131,6 +131,11 @@ def test_bad_configs_name_the_field(tmp_path, capsys):
     for bad in (0, 1, 1.5, True, "0.15"):
         with pytest.raises(XlvizError, match="mlm_probability"):
             TransferConfig.from_dict({"mlm_probability": bad})
+    with pytest.raises(XlvizError, match="noise_std"):
+        TransferConfig.from_dict({"noise_std": -0.1})
+    with pytest.raises(XlvizError, match="mixed_precision"):
+        TransferConfig.from_dict({"mixed_precision": "fp8"})
+    assert TransferConfig.from_dict({"mixed_precision": "auto", "noise_std": 0.02}).noise_std == 0.02
     with pytest.raises(XlvizError, match="variant"):
         TransferConfig.from_dict({"variants": ["magic"]})
     with pytest.raises(XlvizError, match="learning_rate"):

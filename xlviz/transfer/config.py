@@ -69,6 +69,7 @@ class TransferConfig:
     finetune_steps: int = 350
     finetune_lr: float = 3e-4
     adapter_size: int = 32
+    noise_std: float = 0.075  # noised fine-tuning's Gaussian std (Appendix A, for BERT-base)
     # auto: bf16 where matmuls run natively in bf16 (CPUs with AMX, GPUs), else float32. On a
     # CPU, bf16 trains the model in bf16 with float32 master weights (bench/bench_mlm.py).
     mixed_precision: str = "auto"
@@ -115,7 +116,7 @@ class TransferConfig:
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, int) or v <= 0:
                 raise XlvizError(f"must be a positive integer, got {v!r}", path=path, field=name)
-        for name in ("pretrain_lr", "transfer_lr", "finetune_lr"):
+        for name in ("pretrain_lr", "transfer_lr", "finetune_lr", "noise_std"):
             v = getattr(self, name)
             if not isinstance(v, (int, float)) or not v > 0:
                 raise XlvizError(f"must be a positive number, got {v!r}", path=path, field=name)

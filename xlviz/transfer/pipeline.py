@@ -218,7 +218,7 @@ class Pipeline:
         if variant == "pos":
             hooks += drop_cls_position_and_segment(model)
         if variant == "noise":
-            hooks += add_embedding_noise(model)
+            hooks += add_embedding_noise(model, std=self.cfg.noise_std)
         freeze_for_step3(model, freeze_positions=variant == "pos")
         tok = self.tokenizer(self.world.l1)
         examples = squad_examples(self.world.qa("train"))
