@@ -73,8 +73,7 @@ def runner(name: str, vocab: int, args, *, masked_only: bool, precision: str, co
     weights = Bf16Weights(wrapped) if precision == "bf16" else None
     if compiled:
         model.bert.compile()
-    # xlviz's loop uses the fused AdamW; the plain loop the default one
-    opt = torch.optim.AdamW(param_groups(weights or wrapped, 0.0), lr=1e-4, fused=masked_only or None)
+    opt = torch.optim.AdamW(param_groups(weights or wrapped, 0.0), lr=1e-4)
 
     def step(batch: dict) -> float:
         with torch.autocast("cpu", dtype=torch.bfloat16, enabled=precision == "autocast"):

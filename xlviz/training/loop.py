@@ -156,8 +156,7 @@ def train(
     ``batches`` yields this process's shard. ``on_log(step, loss, elapsed)`` is called on the
     main process with the loss averaged over processes and the last ``log_every`` steps."""
     bf16 = Bf16Weights(module) if uses_bf16_weights(accelerator) else None
-    # fused: one kernel for all parameters (CPU and CUDA) instead of a chain of foreach ops
-    optimizer = torch.optim.AdamW(param_groups(bf16 or module, config.weight_decay), lr=config.lr, fused=True)
+    optimizer = torch.optim.AdamW(param_groups(bf16 or module, config.weight_decay), lr=config.lr)
     scheduler = linear_schedule(optimizer, config.steps, config.warmup_ratio)
     # The scheduler is stepped here once per optimizer step: a prepared scheduler would be
     # stepped once per process, ending the schedule after steps / num_processes.
