@@ -8,7 +8,6 @@ gradient accumulation are options.
 
 from __future__ import annotations
 
-import contextlib
 import math
 import time
 from dataclasses import dataclass
@@ -48,12 +47,6 @@ def resolve_mixed_precision(name: str) -> str:
     return name
 
 
-def precision_kwargs(mixed_precision: str, cpu: bool) -> list:
-    """Accelerator kwargs handlers for ``mixed_precision``: bf16 on a CPU turns accelerate's
-    autocast off, because :func:`train` then runs the model itself in bf16 (:class:`Bf16Weights`)."""
-    return [AutocastKwargs(enabled=False)] if cpu and mixed_precision == "bf16" else []
-
-
 def make_accelerator(mixed_precision: str = "no", grad_accum: int = 1, cpu: bool | None = None, **kwargs) -> Accelerator:
     """An Accelerator. bf16 means autocast on GPUs and bf16 weights with float32 master
     copies on CPUs (fast on those with AMX; see :class:`Bf16Weights`)."""
@@ -67,8 +60,10 @@ def make_accelerator(mixed_precision: str = "no", grad_accum: int = 1, cpu: bool
 
     if AcceleratorState._shared_state and AcceleratorState._shared_state.get("_mixed_precision") != mixed_precision:
         AcceleratorState._reset_state(reset_partial_state=False)
+    # bf16 on a CPU: accelerate's autocast off, train() runs the model itself in bf16 (Bf16Weights)
+    handlers = [AutocastKwargs(enabled=False)] if cpu and mixed_precision == "bf16" else []
     return Accelerator(mixed_precision=mixed_precision, gradient_accumulation_steps=grad_accum, cpu=cpu,
-                       kwargs_handlers=precision_kwargs(mixed_precision, cpu), **kwargs)
+                       kwargs_handlers=handlers, **kwargs)
 
 
 def uses_bf16_weights(accelerator: Accelerator) -> bool:
@@ -157,6 +152,7 @@ def train(
     main process with the loss averaged over processes and the last ``log_every`` steps."""
     bf16 = Bf16Weights(module) if uses_bf16_weights(accelerator) else None
     optimizer = torch.optim.AdamW(param_groups(bf16 or module, config.weight_decay), lr=config.lr)
+    masters = [p for _, p in bf16.named_parameters()] if bf16 else None  # what bf16 clips and steps
     scheduler = linear_schedule(optimizer, config.steps, config.warmup_ratio)
     # The scheduler is stepped here once per optimizer step: a prepared scheduler would be
     # stepped once per process, ending the schedule after steps / num_processes.
@@ -176,8 +172,7 @@ def train(
                     if bf16:
                         bf16.grads_to_master()
                     if config.max_grad_norm:
-                        clip = [p for group in optimizer.param_groups for p in group["params"]] if bf16 else module.parameters()
-                        accelerator.clip_grad_norm_(clip, config.max_grad_norm)
+                        accelerator.clip_grad_norm_(masters or module.parameters(), config.max_grad_norm)
                 optimizer.step()
                 if accelerator.sync_gradients:
                     scheduler.step()

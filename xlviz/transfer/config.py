@@ -11,7 +11,7 @@ from pathlib import Path
 
 from xlviz.data.world import WorldConfig
 from xlviz.errors import XlvizError
-from xlviz.models.monotrans import MODEL_SIZES
+from xlviz.models.monotrans import MODEL_SIZES, NOISE_STD
 
 # system name -> (step-2 stage suffix or None for "no step 2", step-3 stage suffix)
 SYSTEMS: dict[str, tuple[str | None, str]] = {
@@ -69,7 +69,7 @@ class TransferConfig:
     finetune_steps: int = 350
     finetune_lr: float = 3e-4
     adapter_size: int = 32
-    noise_std: float = 0.075  # noised fine-tuning's Gaussian std (Appendix A, for BERT-base)
+    noise_std: float = NOISE_STD  # noised fine-tuning's Gaussian std (Appendix A, sized for BERT-base)
     # auto: bf16 where matmuls run natively in bf16 (CPUs with AMX, GPUs), else float32. On a
     # CPU, bf16 trains the model in bf16 with float32 master weights (bench/bench_mlm.py).
     mixed_precision: str = "auto"
