@@ -10,7 +10,7 @@ from xlviz.models.monotrans import (
     N_SPECIAL, add_embedding_noise, bert_config, drop_cls_position_and_segment, fold_cls_position, freeze_for_step2,
     freeze_for_step3, make_l2_mlm, qa_from_mlm, zero_shot_model,
 )
-from xlviz.training.mlm import MaskedOnlyMLM, mask_tokens
+from xlviz.training.mlm import MaskedOnlyMLM, mask_tokens, masked_rows
 
 V1, V2 = 60, 45
 
@@ -219,11 +219,22 @@ def test_masking_proportions():
 
 
 def test_masked_only_loss_equals_full_loss():
+    """Same loss and same gradients, though the masked rows are padded to a bucket size."""
     model = l1_model().eval()
     batch = mlm_batch(V1)()
+    n = int((batch["labels"] != -100).sum())
+    index, targets = masked_rows(batch["labels"])
+    assert len(index) % 64 == 0 and len(index) >= n and int((targets != -100).sum()) == n
     fast = MaskedOnlyMLM(model)(**batch)
+    fast.backward()
+    grads = {k: p.grad.clone() for k, p in model.named_parameters() if p.grad is not None}
+    model.zero_grad()
     full = model(**batch).loss
+    full.backward()
     assert torch.allclose(fast, full, atol=1e-5)
+    for k, p in model.named_parameters():
+        if k in grads:
+            assert torch.allclose(grads[k], p.grad, atol=1e-6), k
 
 
 def test_schedule_reaches_zero_exactly_at_the_last_step():

@@ -133,6 +133,8 @@ def test_bad_configs_name_the_field(tmp_path, capsys):
             TransferConfig.from_dict({"mlm_probability": bad})
     with pytest.raises(XlvizError, match="noise_std"):
         TransferConfig.from_dict({"noise_std": -0.1})
+    with pytest.raises(XlvizError, match="l2_init_std"):
+        TransferConfig.from_dict({"l2_init_std": 0})
     with pytest.raises(XlvizError, match="mixed_precision"):
         TransferConfig.from_dict({"mixed_precision": "fp8"})
     assert TransferConfig.from_dict({"mixed_precision": "auto", "noise_std": 0.02}).noise_std == 0.02

@@ -8,7 +8,7 @@ import torch
 from transformers import BertForMaskedLM, BertForQuestionAnswering
 
 from xlviz.models.monotrans import bert_config, freeze_for_step2, make_l2_mlm
-from xlviz.training.loop import Bf16Weights, LoopConfig, make_accelerator, resolve_mixed_precision, train
+from xlviz.training.loop import BF16_ATTENTION, Bf16Weights, LoopConfig, make_accelerator, resolve_mixed_precision, train
 from xlviz.training.mlm import MaskedOnlyMLM, mask_tokens
 from xlviz.training.qa_loss import QALoss, span_loss
 
@@ -30,7 +30,7 @@ def test_resolve_mixed_precision():
 
 
 def test_bf16_step2_computes_in_bf16_and_restores_float32_frozen_weights_exactly():
-    """Step 2 under bf16: the body runs in bf16 with eager attention, only the new embeddings
+    """Step 2 under bf16: the body runs in bf16 with its own eager attention, only the new embeddings
     move, and afterwards every weight is float32 again, the frozen ones bit for bit."""
     torch.manual_seed(0)
     l1 = BertForMaskedLM(bert_config(50, "tiny", max_position_embeddings=16))
@@ -50,13 +50,35 @@ def test_bf16_step2_computes_in_bf16_and_restores_float32_frozen_weights_exactly
     hook.remove(), hook2.remove()
 
     assert seen and all(s == (torch.bfloat16, torch.bfloat16) for s in seen)
-    assert set(impl) == {"eager"} and out.config._attn_implementation == "sdpa"
+    assert set(impl) == {BF16_ATTENTION} and out.config._attn_implementation == "sdpa"
     for n, p in out.named_parameters():
         assert p.dtype == torch.float32, n
         if n in trainable:
             assert not torch.equal(p, before[n]), f"{n} did not train"
         else:
             assert torch.equal(p, before[n]), f"frozen {n} changed"
+
+
+def test_bf16_attention_is_eager_attention_with_float32_softmax():
+    """The attention Bf16Weights switches to: in float32 it is eager attention exactly (the
+    padding mask included); in bf16 its probabilities come from a float32 softmax, so they
+    sum to 1 within bf16 rounding and masked keys get exactly 0."""
+    torch.manual_seed(0)
+    model = BertForMaskedLM(bert_config(50, "tiny", max_position_embeddings=16)).bert.eval()
+    ids = torch.randint(5, 50, (3, 10))
+    mask = torch.ones(3, 10, dtype=torch.long)
+    mask[1, 6:] = 0
+    mask[2, 3:] = 0
+    model.set_attn_implementation("eager")
+    ref = model(ids, attention_mask=mask, output_attentions=True)
+    model.set_attn_implementation(BF16_ATTENTION)
+    out = model(ids, attention_mask=mask, output_attentions=True)
+    assert torch.equal(ref.last_hidden_state, out.last_hidden_state)
+    assert all(torch.equal(a, b) for a, b in zip(ref.attentions, out.attentions))
+    probs = model.to(torch.bfloat16)(ids, attention_mask=mask, output_attentions=True).attentions[0]
+    assert probs.dtype == torch.bfloat16
+    assert (probs[2, :, :, 3:] == 0).all() and (probs[1, :, :, 6:] == 0).all()
+    assert torch.allclose(probs.float().sum(-1), torch.ones(3, 2, 10), atol=1e-2)
 
 
 def test_bf16_master_weights_keep_updates_bf16_would_round_away():

@@ -103,6 +103,9 @@ def mask_tokens(
     return ids, labels
 
 
+MASKED_ROW_BUCKET = 64
+
+
 class MaskedOnlyMLM(nn.Module):
     """Wraps a BERT-style ``*ForMaskedLM`` so the forward pass returns the MLM loss computed
     from logits at masked positions only (gathered before the output layer). Wrapping (not
@@ -118,9 +121,23 @@ class MaskedOnlyMLM(nn.Module):
         if not self.fast:
             return self.model(input_ids=input_ids, attention_mask=attention_mask, labels=labels).loss
         hidden = self.model.bert(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
-        selected = labels != -100
-        logits = self.model.cls(hidden[selected])
-        return F.cross_entropy(logits.float(), labels[selected])
+        index, targets = masked_rows(labels)
+        logits = self.model.cls(hidden.reshape(-1, hidden.size(-1))[index])
+        return F.cross_entropy(logits.float(), targets)
+
+
+def masked_rows(labels: torch.Tensor, bucket: int = MASKED_ROW_BUCKET) -> tuple[torch.Tensor, torch.Tensor]:
+    """Flat indices of the masked positions and their labels, padded up to a multiple of
+    ``bucket`` with position 0 labelled -100 (ignored by the loss, so neither loss nor
+    gradients change). The masked count differs in every batch; oneDNN compiles a new bf16
+    matmul kernel for each new row count (2-5 ms each, bench/bench_mlm.py), so a handful of
+    bucketed shapes keeps the output layer's kernels cached."""
+    flat = labels.reshape(-1)
+    index = (flat != -100).nonzero().squeeze(1)
+    pad = -index.numel() % bucket
+    index = torch.cat([index, index.new_zeros(pad)])
+    targets = torch.cat([flat[index[: index.numel() - pad]], flat.new_full((pad,), -100)])
+    return index, targets
 
 
 def plain_mlm_loss(model: nn.Module, input_ids: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:

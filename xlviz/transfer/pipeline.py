@@ -199,7 +199,7 @@ class Pipeline:
         l1 = BertForMaskedLM.from_pretrained(self.path("s1_pretrain"), use_safetensors=True)
         tok = self.tokenizer(lang)
         adapters = self.cfg.adapter_size if variant == "adapters" else 0
-        model = make_l2_mlm(l1, len(tok), seed=self.cfg.seed + 1, adapter_size=adapters)
+        model = make_l2_mlm(l1, len(tok), seed=self.cfg.seed + 1, adapter_size=adapters, init_std=self.cfg.l2_init_std)
         hooks = drop_cls_position_and_segment(model) if variant == "pos" else []
         freeze_for_step2(model, l2_positions=variant == "pos")
         stage = f"s2_transfer-{lang}" + (f"-{variant}" if variant else "")
@@ -253,7 +253,7 @@ class Pipeline:
             return qa, tok
         if two is None:  # the floor: step 2 skipped, untrained L2 embeddings
             l1 = BertForMaskedLM.from_pretrained(self.path("s1_pretrain"), use_safetensors=True)
-            l2 = make_l2_mlm(l1, len(tok), seed=self.cfg.seed + 1)
+            l2 = make_l2_mlm(l1, len(tok), seed=self.cfg.seed + 1, init_std=self.cfg.l2_init_std)
         else:
             cls = XlvizBertForMaskedLM if two == "-adapters" else BertForMaskedLM
             l2 = cls.from_pretrained(self.path(f"s2_transfer-{lang}{two}"), use_safetensors=True)
