@@ -64,9 +64,9 @@ class TransferConfig:
     # learning rate matter most for transfer, step 3's for English F1 (docs/world.md).
     pretrain_steps: int = 800
     pretrain_lr: float = 2e-3
-    transfer_steps: int = 400
+    transfer_steps: int = 320
     transfer_lr: float = 5e-3
-    finetune_steps: int = 700
+    finetune_steps: int = 600
     finetune_lr: float = 1e-3
     adapter_size: int = 32
     # Std of step 2's new L2 embedding rows, so also of the floor's untrained ones. Near zero,
