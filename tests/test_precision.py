@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from transformers import BertForMaskedLM, BertForQuestionAnswering
+from transformers import AutoModelForMaskedLM, BertForMaskedLM, BertForQuestionAnswering, DistilBertConfig, RobertaConfig
 
 from xlviz.models.monotrans import bert_config, freeze_for_step2, make_l2_mlm
 from xlviz.training.loop import BF16_ATTENTION, Bf16Weights, LoopConfig, make_accelerator, resolve_mixed_precision, train
@@ -75,6 +75,13 @@ def test_bf16_attention_is_eager_attention_with_float32_softmax():
     out = model(ids, attention_mask=mask, output_attentions=True)
     assert torch.equal(ref.last_hidden_state, out.last_hidden_state)
     assert all(torch.equal(a, b) for a, b in zip(ref.attentions, out.attentions))
+    for config in (RobertaConfig, DistilBertConfig):  # other families route attention through it too
+        kw = dict(dim=32, n_layers=2, n_heads=2, hidden_dim=64) if config is DistilBertConfig else \
+            dict(hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64)
+        other = AutoModelForMaskedLM.from_config(config(vocab_size=60, **kw), attn_implementation="eager").eval()
+        expected = other(input_ids=ids, attention_mask=mask).logits
+        other.set_attn_implementation(BF16_ATTENTION)
+        assert torch.equal(other(input_ids=ids, attention_mask=mask).logits, expected)
     probs = model.to(torch.bfloat16)(ids, attention_mask=mask, output_attentions=True).attentions[0]
     assert probs.dtype == torch.bfloat16
     assert (probs[2, :, :, 3:] == 0).all() and (probs[1, :, :, 6:] == 0).all()
