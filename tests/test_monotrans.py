@@ -42,6 +42,16 @@ def mlm_batch(vocab):
     return lambda: {"input_ids": inputs, "labels": labels}
 
 
+def test_new_l2_rows_take_init_std_and_special_rows_come_from_l1():
+    l1 = l1_model()
+    l1_rows = l1.bert.embeddings.word_embeddings.weight
+    for std in (None, 0.002):
+        rows = make_l2_mlm(l1, V2, seed=1, init_std=std).bert.embeddings.word_embeddings.weight
+        assert torch.equal(rows[:N_SPECIAL], l1_rows[:N_SPECIAL])
+        expected = l1.config.initializer_range if std is None else std
+        assert abs(rows[N_SPECIAL:].std().item() - expected) < 0.15 * expected
+
+
 def test_step2_trains_only_l2_embeddings_and_output_bias():
     l1 = l1_model()
     l2 = make_l2_mlm(l1, V2, seed=1)

@@ -123,7 +123,8 @@ def make_l2_mlm(
     gets a zero bias for the new vocabulary (special rows' bias from L1). ``l2_positions`` is
     accepted for symmetry: L2 position embeddings start as a copy of L1's in any case and train
     in step 2 when :func:`freeze_for_step2` is told so. ``config_overrides`` sets e.g. the L2
-    tokenizer's ``pad_token_id``. ``init_std`` defaults to the config's ``initializer_range``. Any supported ``*ForMaskedLM``; no MLM head -> XlvizError.
+    tokenizer's ``pad_token_id``. ``init_std`` (the new rows' std) defaults to the config's
+    ``initializer_range``. Any supported ``*ForMaskedLM``; no MLM head -> XlvizError.
     """
     l1_out = output_layer(l1_model)
     rows = _default_rows(special_rows)
@@ -139,7 +140,8 @@ def make_l2_mlm(
         skip |= set(names_of(model, out.bias))
     copy_matching(l1_model, model, skip_names=skip, skip_parts=(".adapter.",))
     with torch.no_grad():
-        emb.weight.copy_(new_l2_embeddings(word_embeddings(l1_model), vocab_size, seed, init_std or getattr(config, "initializer_range", 0.02), rows))
+        std = getattr(config, "initializer_range", 0.02) if init_std is None else init_std
+        emb.weight.copy_(new_l2_embeddings(word_embeddings(l1_model), vocab_size, seed, std, rows))
         if out.weight is not emb.weight:  # untied decoder: start it as the new embeddings
             out.weight.copy_(emb.weight)
         if out.bias is not None:

@@ -130,8 +130,8 @@ def masked_rows(labels: torch.Tensor, bucket: int = MASKED_ROW_BUCKET) -> tuple[
     """Flat indices of the masked positions and their labels, padded up to a multiple of
     ``bucket`` with position 0 labelled -100 (ignored by the loss, so neither loss nor
     gradients change). The masked count differs in every batch; oneDNN compiles a new bf16
-    matmul kernel for each new row count (2-5 ms each, bench/bench_mlm.py), so a handful of
-    bucketed shapes keeps the output layer's kernels cached."""
+    matmul kernel for each new row count (2.5-5.6 ms on first use here; docs/world.md), so a
+    handful of bucketed shapes keeps the output layer's kernels cached."""
     flat = labels.reshape(-1)
     index = (flat != -100).nonzero().squeeze(1)
     pad = -index.numel() % bucket
