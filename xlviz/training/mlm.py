@@ -135,9 +135,8 @@ def masked_rows(labels: torch.Tensor, bucket: int = MASKED_ROW_BUCKET) -> tuple[
     flat = labels.reshape(-1)
     index = (flat != -100).nonzero().squeeze(1)
     pad = -index.numel() % bucket
-    index = torch.cat([index, index.new_zeros(pad)])
-    targets = torch.cat([flat[index[: index.numel() - pad]], flat.new_full((pad,), -100)])
-    return index, targets
+    targets = torch.cat([flat[index], flat.new_full((pad,), -100)])
+    return torch.cat([index, index.new_zeros(pad)]), targets
 
 
 def plain_mlm_loss(model: nn.Module, input_ids: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:

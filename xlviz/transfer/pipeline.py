@@ -193,13 +193,17 @@ class Pipeline:
         model = self._mlm(model, self.world.l1, "s1_pretrain", self.cfg.pretrain_steps, self.cfg.pretrain_lr)
         self._save(model, self.path("s1_pretrain"), tok)
 
+    def l2_init_model(self, l1: BertForMaskedLM, vocab_size: int, adapter_size: int = 0) -> BertForMaskedLM:
+        """Step 2's starting point, and (untrained) the floor: same seed, same init."""
+        return make_l2_mlm(l1, vocab_size, seed=self.cfg.seed + 1, adapter_size=adapter_size, init_std=self.cfg.l2_init_std)
+
     def stage_transfer(self, lang: str, variant: str) -> None:
         """Step 2: freeze the body, learn L2 token embeddings (and, per variant, L2 position
         embeddings or adapters) with MLM on the L2 corpus."""
         l1 = BertForMaskedLM.from_pretrained(self.path("s1_pretrain"), use_safetensors=True)
         tok = self.tokenizer(lang)
         adapters = self.cfg.adapter_size if variant == "adapters" else 0
-        model = make_l2_mlm(l1, len(tok), seed=self.cfg.seed + 1, adapter_size=adapters, init_std=self.cfg.l2_init_std)
+        model = self.l2_init_model(l1, len(tok), adapter_size=adapters)
         hooks = drop_cls_position_and_segment(model) if variant == "pos" else []
         freeze_for_step2(model, l2_positions=variant == "pos")
         stage = f"s2_transfer-{lang}" + (f"-{variant}" if variant else "")
@@ -253,7 +257,7 @@ class Pipeline:
             return qa, tok
         if two is None:  # the floor: step 2 skipped, untrained L2 embeddings
             l1 = BertForMaskedLM.from_pretrained(self.path("s1_pretrain"), use_safetensors=True)
-            l2 = make_l2_mlm(l1, len(tok), seed=self.cfg.seed + 1, init_std=self.cfg.l2_init_std)
+            l2 = self.l2_init_model(l1, len(tok))
         else:
             cls = XlvizBertForMaskedLM if two == "-adapters" else BertForMaskedLM
             l2 = cls.from_pretrained(self.path(f"s2_transfer-{lang}{two}"), use_safetensors=True)

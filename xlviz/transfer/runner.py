@@ -22,9 +22,11 @@ from pathlib import Path
 from typing import Iterator, Sequence
 
 import torch
+from accelerate.utils import DataLoaderConfiguration
 
 from xlviz.errors import XlvizError
 from xlviz.runs import Run
+from xlviz.training.loop import make_accelerator
 from xlviz.transfer.pipeline import Pipeline
 
 
@@ -74,10 +76,6 @@ def make_global_batch_accelerator(mixed_precision: str = "no", grad_accum: int =
     processes and steps a prepared scheduler ``num_processes`` times per step, so with N
     processes a linear schedule would reach zero after steps / N. Here batches are global.)
     No dataloader is prepared, so ``split_batches`` changes nothing else."""
-    from accelerate.utils import DataLoaderConfiguration
-
-    from xlviz.training.loop import make_accelerator
-
     return make_accelerator(mixed_precision, grad_accum, dataloader_config=DataLoaderConfiguration(split_batches=True))
 
 
