@@ -4,9 +4,10 @@ Same model config, vocabulary, batch and data (the generated world's L1 corpus, 
 one fixed sequence of masked batches), same optimizer; only the training step differs:
 
 - baseline: ``model(input_ids, labels=labels).loss`` in float32 (vocabulary logits at every
-  position), AdamW.
+  position), PyTorch's default AdamW.
 - xlviz, float32 (``--mixed-precision no``): :class:`xlviz.training.mlm.MaskedOnlyMLM`
-  (logits only at masked positions).
+  (logits, and the last layer's queries and feed-forward block, only at masked positions)
+  and the fused AdamW of :func:`xlviz.training.loop.make_optimizer`.
 - xlviz, bf16 (the default, ``auto``, on CPUs with AMX): the same loss with the model held in
   bf16 and float32 master weights (:class:`xlviz.training.loop.Bf16Weights`), eager attention.
 - for contrast, the baseline under CPU bf16 autocast (what accelerate's ``bf16`` does on a
@@ -37,7 +38,7 @@ import torch
 from xlviz.data.tokenization import train_tokenizer
 from xlviz.data.world import World, WorldConfig
 from xlviz.models.monotrans import bert_config
-from xlviz.training.loop import Bf16Weights, param_groups, resolve_mixed_precision
+from xlviz.training.loop import Bf16Weights, make_optimizer, param_groups, resolve_mixed_precision
 from xlviz.training.mlm import MaskedOnlyMLM, iter_batches, iter_blocks, mask_tokens, plain_mlm_loss
 from transformers import BertForMaskedLM
 
@@ -73,7 +74,9 @@ def runner(name: str, vocab: int, args, *, masked_only: bool, precision: str, co
     weights = Bf16Weights(wrapped) if precision == "bf16" else None
     if compiled:
         model.bert.compile()
-    opt = torch.optim.AdamW(param_groups(weights or wrapped, 0.0), lr=1e-4)
+    # the plain loop: PyTorch's default AdamW; xlviz: the optimizer its training loop makes
+    opt = (make_optimizer(weights or wrapped, 1e-4, 0.0) if masked_only
+           else torch.optim.AdamW(param_groups(wrapped, 0.0), lr=1e-4))
 
     def step(batch: dict) -> float:
         with torch.autocast("cpu", dtype=torch.bfloat16, enabled=precision == "autocast"):

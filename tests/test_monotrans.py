@@ -247,6 +247,57 @@ def test_masked_only_loss_equals_full_loss():
             assert torch.allclose(grads[k], p.grad, atol=1e-6), k
 
 
+def loss_and_grads(loss_fn, model):
+    model.zero_grad()
+    loss = loss_fn()
+    loss.backward()
+    return loss.detach(), {k: p.grad.clone() for k, p in model.named_parameters() if p.grad is not None}
+
+
+@pytest.mark.parametrize("attn", ["eager", "sdpa", "xlviz_bf16_eager"])
+@pytest.mark.parametrize("padded", [False, True])
+@pytest.mark.parametrize("adapters", [False, True])
+def test_last_layer_at_masked_rows_gives_the_full_loss_and_gradients(attn, padded, adapters):
+    """The last layer runs its queries and feed-forward block on the masked rows only, with
+    every attention implementation, padding masks and adapters, and changes nothing."""
+    import xlviz.training.loop  # noqa: F401  (registers xlviz_bf16_eager)
+    from xlviz.models.adapters import add_adapters
+
+    torch.manual_seed(0)
+    model = BertForMaskedLM(bert_config(V1, "tiny", max_position_embeddings=32))
+    if adapters:
+        add_adapters(model.bert, 8)
+        for layer in model.bert.encoder.layer:  # adapters start at the identity; make them count
+            for out in (layer.attention.output, layer.output):
+                torch.nn.init.normal_(out.adapter.up.weight, std=0.1)
+    model.set_attn_implementation(attn)
+    g = torch.Generator().manual_seed(1)
+    ids = torch.randint(N_SPECIAL, V1, (16, 16), generator=g)
+    ids[:, 0] = 2
+    inputs, labels = mask_tokens(ids, mask_id=4, vocab_size=V1, generator=g)
+    batch = {"input_ids": inputs, "labels": labels}
+    if padded:
+        mask = torch.ones_like(batch["input_ids"])
+        mask[1, 10:] = 0
+        mask[3, 5:] = 0
+        batch["attention_mask"] = mask
+        batch["labels"] = batch["labels"].masked_fill(mask == 0, -100)
+    wrapped = MaskedOnlyMLM(model)
+    assert wrapped.last_layer_at_rows
+    seen = []
+    hook = model.bert.encoder.layer[-1].intermediate.dense.register_forward_hook(lambda m, i, o: seen.append(i[0].shape[0]))
+    fast, fast_grads = loss_and_grads(lambda: wrapped(**batch), model)
+    hook.remove()
+    full, full_grads = loss_and_grads(lambda: model(**batch).loss, model)
+    n_masked = int((batch["labels"] != -100).sum())
+    assert seen == [len(masked_rows(batch["labels"])[0])] and seen[0] < batch["input_ids"].numel()
+    assert n_masked <= seen[0] < n_masked + 64
+    assert torch.allclose(fast, full, atol=1e-5)
+    assert fast_grads.keys() == full_grads.keys()
+    for k in full_grads:
+        assert torch.allclose(fast_grads[k], full_grads[k], atol=1e-6), k
+
+
 def test_schedule_reaches_zero_exactly_at_the_last_step():
     from xlviz.training.loop import LoopConfig, make_accelerator, train
 

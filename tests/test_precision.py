@@ -42,7 +42,7 @@ def test_bf16_step2_computes_in_bf16_and_restores_float32_frozen_weights_exactly
     seen = []
     hook = model.bert.encoder.layer[0].output.dense.register_forward_hook(lambda m, i, o: seen.append((o.dtype, m.weight.dtype)))
     impl = []
-    hook2 = model.bert.register_forward_pre_hook(lambda m, a: impl.append(m.config._attn_implementation))
+    hook2 = model.bert.encoder.layer[0].attention.self.register_forward_pre_hook(lambda m, a: impl.append(m.config._attn_implementation))
 
     acc = make_accelerator("bf16", cpu=True)
     assert acc.mixed_precision == "bf16"

@@ -151,6 +151,13 @@ def param_groups(model: nn.Module | Bf16Weights, weight_decay: float) -> list[di
     return [{"params": decay, "weight_decay": weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
 
 
+def make_optimizer(model: nn.Module | Bf16Weights, lr: float, weight_decay: float) -> torch.optim.AdamW:
+    """AdamW over :func:`param_groups`, fused into one kernel: PyTorch's default on CPUs
+    loops over the parameters in Python (7.5 ms a step for the small model here, against
+    1.1 ms fused; bench/bench_mlm.py)."""
+    return torch.optim.AdamW(param_groups(model, weight_decay), lr=lr, fused=True)
+
+
 def linear_schedule(optimizer: torch.optim.Optimizer, steps: int, warmup_ratio: float) -> torch.optim.lr_scheduler.LambdaLR:
     warmup = max(1, int(steps * warmup_ratio))
 
@@ -175,7 +182,7 @@ def train(
     ``batches`` yields this process's shard. ``on_log(step, loss, elapsed)`` is called on the
     main process with the loss averaged over processes and the last ``log_every`` steps."""
     bf16 = Bf16Weights(module) if uses_bf16_weights(accelerator) else None
-    optimizer = torch.optim.AdamW(param_groups(bf16 or module, config.weight_decay), lr=config.lr)
+    optimizer = make_optimizer(bf16 or module, config.lr, config.weight_decay)
     masters = [p for _, p in bf16.named_parameters()] if bf16 else None  # what bf16 clips and steps
     scheduler = linear_schedule(optimizer, config.steps, config.warmup_ratio)
     # The scheduler is stepped here once per optimizer step: a prepared scheduler would be
