@@ -1,7 +1,8 @@
 """MLM training throughput: xlviz's training step against a plain BertForMaskedLM loop.
 
 Same model config, vocabulary, batch and data (the generated world's L1 corpus, packed blocks,
-one fixed sequence of masked batches), same optimizer; only the training step differs:
+one fixed sequence of masked batches), same optimizer (AdamW, same settings); only the
+training step differs:
 
 - baseline: ``model(input_ids, labels=labels).loss`` in float32 (vocabulary logits at every
   position), PyTorch's default AdamW.
@@ -10,6 +11,7 @@ one fixed sequence of masked batches), same optimizer; only the training step di
   and the fused AdamW of :func:`xlviz.training.loop.make_optimizer`.
 - xlviz, bf16 (the default, ``auto``, on CPUs with AMX): the same loss with the model held in
   bf16 and float32 master weights (:class:`xlviz.training.loop.Bf16Weights`), eager attention.
+- xlviz bf16 with PyTorch's default (unfused) AdamW: what the loss and precision alone give.
 - for contrast, the baseline under CPU bf16 autocast (what accelerate's ``bf16`` does on a
   CPU): slower than float32, because autocast re-casts around every op and PyTorch's bf16 SDPA
   backward on CPUs is slow.
@@ -65,8 +67,9 @@ def make_batches(args) -> tuple[list[dict], int]:
     return batches, len(tok)
 
 
-def runner(name: str, vocab: int, args, *, masked_only: bool, precision: str, compiled: bool = False):
-    """``precision``: "fp32", "autocast" (CPU bf16 autocast) or "bf16" (xlviz's Bf16Weights)."""
+def runner(name: str, vocab: int, args, *, masked_only: bool, precision: str, compiled: bool = False, fused: bool = True):
+    """``precision``: "fp32", "autocast" (CPU bf16 autocast) or "bf16" (xlviz's Bf16Weights);
+    ``fused``: xlviz's fused AdamW (masked-only variants), else PyTorch's default."""
     torch.manual_seed(0)
     model = BertForMaskedLM(bert_config(vocab, args.size, max_position_embeddings=args.block))
     model.train()
@@ -75,8 +78,8 @@ def runner(name: str, vocab: int, args, *, masked_only: bool, precision: str, co
     if compiled:
         model.bert.compile()
     # the plain loop: PyTorch's default AdamW; xlviz: the optimizer its training loop makes
-    opt = (make_optimizer(weights or wrapped, 1e-4, 0.0) if masked_only
-           else torch.optim.AdamW(param_groups(wrapped, 0.0), lr=1e-4))
+    opt = (make_optimizer(weights or wrapped, 1e-4, 0.0) if masked_only and fused
+           else torch.optim.AdamW(param_groups(weights or wrapped, 0.0), lr=1e-4))
 
     def step(batch: dict) -> float:
         with torch.autocast("cpu", dtype=torch.bfloat16, enabled=precision == "autocast"):
@@ -109,6 +112,7 @@ def main() -> None:
         runner("plain BertForMaskedLM, fp32 (baseline)", vocab, args, masked_only=False, precision="fp32"),
         runner("xlviz --mixed-precision no (masked-only)", vocab, args, masked_only=True, precision="fp32"),
         runner("plain, CPU bf16 autocast", vocab, args, masked_only=False, precision="autocast"),
+        runner("xlviz bf16, PyTorch's default AdamW", vocab, args, masked_only=True, precision="bf16", fused=False),
         runner("xlviz bf16 (default on AMX CPUs)", vocab, args, masked_only=True, precision="bf16"),
     ]
     if args.compile:
