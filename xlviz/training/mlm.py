@@ -107,6 +107,9 @@ def mask_tokens(
 
 
 MASKED_ROW_BUCKET = 64
+# Attention functions that take fewer queries than keys with a [B, 1, Lq, Lk] (or
+# broadcastable) mask; others (flash attention's 2-D padding mask) get the full last layer.
+ROW_ATTENTION = {"eager", "sdpa", "xlviz_bf16_eager"}
 
 
 class MaskedOnlyMLM(nn.Module):
@@ -117,7 +120,8 @@ class MaskedOnlyMLM(nn.Module):
     model's own ``labels=`` loss (tested); the work of the last layer and the output layer
     drops by ~85%. Wrapping (not calling ``model.bert`` from outside) keeps
     DistributedDataParallel's gradient sync intact. Falls back to the model's own loss for
-    architectures without a BERT head, and to a full last layer for BERT decoders."""
+    architectures without a BERT head, and to a full last layer for BERT decoders and for
+    attention functions outside :data:`ROW_ATTENTION`."""
 
     def __init__(self, model: nn.Module):
         super().__init__()
@@ -129,7 +133,7 @@ class MaskedOnlyMLM(nn.Module):
     def forward(self, input_ids: torch.Tensor, labels: torch.Tensor, attention_mask: torch.Tensor | None = None) -> torch.Tensor:
         if not self.fast:
             return self.model(input_ids=input_ids, attention_mask=attention_mask, labels=labels).loss
-        if self.last_layer_at_rows:
+        if self.last_layer_at_rows and self.model.config._attn_implementation in ROW_ATTENTION:
             hidden, targets = self._masked_hidden(input_ids, labels, attention_mask)
         else:
             full = self.model.bert(input_ids=input_ids, attention_mask=attention_mask).last_hidden_state
@@ -168,13 +172,13 @@ def last_layer_at(layer: nn.Module, hidden: torch.Tensor, mask: torch.Tensor | N
     attention function (eager, SDPA, xlviz's bf16), dropout, adapters and feed-forward
     modules; returned for the rows ``index`` of the flattened [B * M] only, [len(index), C]."""
     attention = layer.attention.self
-    batch, length, width = hidden.shape
+    batch, _, width = hidden.shape
     rows = hidden.gather(1, order.unsqueeze(-1).expand(-1, -1, width))
     heads = (batch, -1, attention.num_attention_heads, attention.attention_head_size)
     query = attention.query(rows).view(heads).transpose(1, 2)
     key = attention.key(hidden).view(heads).transpose(1, 2)
     value = attention.value(hidden).view(heads).transpose(1, 2)
-    if mask is not None and mask.size(-2) > 1:  # a per-query mask [B, 1, L, L]: keep the chosen query rows
+    if mask is not None and mask.dim() == 4 and mask.size(-2) > 1:  # a per-query mask [B, 1, L, L]: keep the chosen query rows
         mask = mask.gather(2, order[:, None, :, None].expand(-1, mask.size(1), -1, mask.size(-1)))
     interface = ALL_ATTENTION_FUNCTIONS.get_interface(attention.config._attn_implementation, eager_attention_forward)
     context, _ = interface(attention, query, key, value, mask,
