@@ -228,6 +228,13 @@ def test_masking_proportions():
     assert torch.equal(labels[chosen], ids[chosen])
 
 
+def loss_and_grads(loss_fn, model):
+    model.zero_grad()
+    loss = loss_fn()
+    loss.backward()
+    return loss.detach(), {k: p.grad.clone() for k, p in model.named_parameters() if p.grad is not None}
+
+
 def test_masked_only_loss_equals_full_loss():
     """Same loss and same gradients, though the masked rows are padded to a bucket size."""
     model = l1_model().eval()
@@ -235,23 +242,12 @@ def test_masked_only_loss_equals_full_loss():
     n = int((batch["labels"] != -100).sum())
     index, targets = masked_rows(batch["labels"])
     assert len(index) % 64 == 0 and len(index) >= n and int((targets != -100).sum()) == n
-    fast = MaskedOnlyMLM(model)(**batch)
-    fast.backward()
-    grads = {k: p.grad.clone() for k, p in model.named_parameters() if p.grad is not None}
-    model.zero_grad()
-    full = model(**batch).loss
-    full.backward()
+    fast, grads = loss_and_grads(lambda: MaskedOnlyMLM(model)(**batch), model)
+    full, full_grads = loss_and_grads(lambda: model(**batch).loss, model)
     assert torch.allclose(fast, full, atol=1e-5)
-    for k, p in model.named_parameters():
+    for k, g in full_grads.items():
         if k in grads:
-            assert torch.allclose(grads[k], p.grad, atol=1e-6), k
-
-
-def loss_and_grads(loss_fn, model):
-    model.zero_grad()
-    loss = loss_fn()
-    loss.backward()
-    return loss.detach(), {k: p.grad.clone() for k, p in model.named_parameters() if p.grad is not None}
+            assert torch.allclose(grads[k], g, atol=1e-6), k
 
 
 @pytest.mark.parametrize("attn", ["eager", "sdpa", "xlviz_bf16_eager"])

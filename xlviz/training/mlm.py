@@ -21,6 +21,8 @@ from torch import nn
 from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 from transformers.models.bert.modeling_bert import eager_attention_forward
 
+from xlviz.training.loop import BF16_ATTENTION
+
 
 def iter_blocks(
     texts: Callable[[], Iterable[str]],
@@ -109,7 +111,7 @@ def mask_tokens(
 MASKED_ROW_BUCKET = 64
 # Attention functions that take fewer queries than keys with a [B, 1, Lq, Lk] (or
 # broadcastable) mask; others (flash attention's 2-D padding mask) get the full last layer.
-ROW_ATTENTION = {"eager", "sdpa", "xlviz_bf16_eager"}
+ROW_ATTENTION = {"eager", "sdpa", BF16_ATTENTION}
 
 
 class MaskedOnlyMLM(nn.Module):
@@ -151,18 +153,17 @@ class MaskedOnlyMLM(nn.Module):
         *body, last = bert.encoder.layer
         for layer in body:
             hidden = layer(hidden, mask)
-        order, valid = masked_first(labels)
-        index, targets = masked_rows(torch.where(valid, labels.gather(1, order), -100))
+        order = masked_first(labels)
+        index, targets = masked_rows(labels.gather(1, order))  # filler positions are unmasked: -100
         return last_layer_at(last, hidden, mask, order, index), targets
 
 
-def masked_first(labels: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """Per sequence, the masked positions in order, then filler positions up to the largest
-    masked count M: (positions [B, M], which of them are masked [B, M])."""
+def masked_first(labels: torch.Tensor) -> torch.Tensor:
+    """Per sequence, the masked positions in order, then unmasked filler positions up to the
+    largest masked count M: positions [B, M]."""
     is_target = labels != -100
     width = max(1, int(is_target.sum(1).max()))
-    order = torch.sort((~is_target).to(torch.uint8), dim=1, stable=True).indices[:, :width]
-    return order, is_target.gather(1, order)
+    return torch.sort((~is_target).to(torch.uint8), dim=1, stable=True).indices[:, :width]
 
 
 def last_layer_at(layer: nn.Module, hidden: torch.Tensor, mask: torch.Tensor | None, order: torch.Tensor,
