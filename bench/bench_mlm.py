@@ -9,7 +9,7 @@ training step differs:
 - xlviz, float32 (``--mixed-precision no``): :class:`xlviz.training.mlm.MaskedOnlyMLM`
   (logits, and the last layer's queries and feed-forward block, only at masked positions)
   and the fused AdamW of :func:`xlviz.training.loop.make_optimizer`.
-- xlviz, bf16 (the default, ``auto``, on CPUs with AMX): the same loss with the model held in
+- xlviz, bf16 (the default, ``auto``, on CPUs with AMX or AVX512-BF16): the same loss with the model held in
   bf16 and float32 master weights (:class:`xlviz.training.loop.Bf16Weights`), eager attention.
 - xlviz bf16 with PyTorch's default (unfused) AdamW: what the loss and precision alone give.
 - for contrast, the baseline under CPU bf16 autocast (what accelerate's ``bf16`` does on a
@@ -32,6 +32,7 @@ the output layer is a small share of the step.
 from __future__ import annotations
 
 import argparse
+import platform
 import statistics
 import time
 
@@ -43,6 +44,19 @@ from xlviz.models.monotrans import bert_config
 from xlviz.training.loop import Bf16Weights, make_optimizer, param_groups, resolve_mixed_precision
 from xlviz.training.mlm import MaskedOnlyMLM, iter_batches, iter_blocks, mask_tokens, plain_mlm_loss
 from transformers import BertForMaskedLM
+
+
+def cpu_name() -> str:
+    """The CPU model and its bf16 instructions, for the table's header."""
+    name = platform.processor() or "cpu"
+    try:
+        with open("/proc/cpuinfo") as f:
+            name = next(line.split(":", 1)[1].strip() for line in f if line.startswith("model name"))
+    except (OSError, StopIteration):
+        pass
+    isa = [n for n, probe in (("AMX", "_is_amx_tile_supported"), ("AVX512-BF16", "_is_avx512_bf16_supported"))
+           if getattr(torch.cpu, probe, lambda: False)()]
+    return f"{name} ({', '.join(isa) or 'no native bf16'})"
 
 
 def make_batches(args) -> tuple[list[dict], int]:
@@ -113,7 +127,7 @@ def main() -> None:
         runner("xlviz --mixed-precision no (masked-only)", vocab, args, masked_only=True, precision="fp32"),
         runner("plain, CPU bf16 autocast", vocab, args, masked_only=False, precision="autocast"),
         runner("xlviz bf16, PyTorch's default AdamW", vocab, args, masked_only=True, precision="bf16", fused=False),
-        runner("xlviz bf16 (default on AMX CPUs)", vocab, args, masked_only=True, precision="bf16"),
+        runner("xlviz bf16 (default with native bf16)", vocab, args, masked_only=True, precision="bf16"),
     ]
     if args.compile:
         runners += [runner("xlviz bf16 + torch.compile'd body", vocab, args, masked_only=True, precision="bf16", compiled=True)]
@@ -131,7 +145,7 @@ def main() -> None:
     base = times[runners[0][0]]
     print(f"MLM training step, model={args.size} vocab={vocab} batch={args.batch}x{args.block} tokens, "
           f"{args.steps} steps x {args.rounds} rounds, torch threads={torch.get_num_threads()}, "
-          f"AMX={resolve_mixed_precision('auto') == 'bf16'}")
+          f"{cpu_name()}, auto precision={resolve_mixed_precision('auto')}")
     print(f"{'variant':<42} {'s/step':>8} {'tokens/s':>10} {'speed-up':>9} {'range':>12}")
     for name, _ in runners:
         t = statistics.median(times[name])

@@ -29,6 +29,25 @@ def test_resolve_mixed_precision():
         assert resolve_mixed_precision("fp16") == "no"
 
 
+@pytest.mark.parametrize("amx, avx512_bf16, expected", [
+    (True, False, "bf16"), (False, True, "bf16"), (True, True, "bf16"), (False, False, "no"),
+])
+def test_auto_picks_bf16_on_cpus_that_multiply_bf16_natively(monkeypatch, amx, avx512_bf16, expected):
+    """AMX (Intel Sapphire Rapids on) and AVX512-BF16 (AMD Zen 4, Intel Cooper Lake) both run
+    bf16 weights faster than float32; without either, bf16 is emulated and auto stays float32."""
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    monkeypatch.setattr(torch.cpu, "_is_amx_tile_supported", lambda: amx)
+    monkeypatch.setattr(torch.cpu, "_is_avx512_bf16_supported", lambda: avx512_bf16)
+    assert resolve_mixed_precision("auto") == expected
+
+
+def test_auto_stays_float32_with_a_torch_that_has_no_cpu_probes(monkeypatch):
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: False)
+    monkeypatch.delattr(torch.cpu, "_is_amx_tile_supported")
+    monkeypatch.delattr(torch.cpu, "_is_avx512_bf16_supported")
+    assert resolve_mixed_precision("auto") == "no"
+
+
 def test_bf16_step2_computes_in_bf16_and_restores_float32_frozen_weights_exactly():
     """Step 2 under bf16: the body runs in bf16 with its own eager attention, only the new embeddings
     move, and afterwards every weight is float32 again, the frozen ones bit for bit."""

@@ -17,9 +17,12 @@ def run(args: argparse.Namespace) -> int:
     args.variants = "all" if args.variants == "all" else (args.variants or "base,floor,oracle")
     cfg = build_config(args, {"name": "demo"})
     run_dir = new_run_path(checkpoints_root(args.out), cfg.name)
-    print(f"xlviz demo: MONOTRANS on the generated world ({', '.join(cfg.systems)}); run folder {run_dir}", flush=True)
     t0 = time.time()
     pipeline = Pipeline(cfg, run_dir)
+    precision = {"no": "float32"}.get(str(pipeline.acc.mixed_precision), str(pipeline.acc.mixed_precision))
+    if pipeline.main:
+        print(f"xlviz demo: MONOTRANS on the generated world ({', '.join(cfg.systems)}) on {pipeline.acc.device}, {precision}; "
+              f"run folder {run_dir}", flush=True)
     rows = pipeline.run_all()
     if pipeline.main:
         print()

@@ -22,7 +22,7 @@ def add_transfer_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--corpus-documents", dest="corpus_documents", type=int, help="documents per language corpus")
     p.add_argument("--qa-train-paragraphs", dest="qa_train_paragraphs", type=int)
     p.add_argument("--qa-test-paragraphs", dest="qa_test_paragraphs", type=int)
-    p.add_argument("--mixed-precision", dest="mixed_precision", help="auto (default: bf16 on CPUs with AMX and on GPUs, else no) | no | bf16 | fp16")
+    p.add_argument("--mixed-precision", dest="mixed_precision", help="auto (default: bf16 on GPUs and on CPUs with AMX or AVX512-BF16, else no) | no | bf16 | fp16")
     p.add_argument("--grad-accum", dest="grad_accum", type=int)
 
 

@@ -78,7 +78,7 @@ class TransferConfig:
     # Step 2 learns as well from either (docs/world.md).
     l2_init_std: float = 0.002
     noise_std: float = NOISE_STD  # noised fine-tuning's Gaussian std (Appendix A, sized for BERT-base)
-    # auto: bf16 where matmuls run natively in bf16 (CPUs with AMX, GPUs), else float32. On a
+    # auto: bf16 where matmuls run natively in bf16 (CPUs with AMX or AVX512-BF16, GPUs), else float32. On a
     # CPU, bf16 trains the model in bf16 with float32 master weights (bench/bench_mlm.py).
     mixed_precision: str = "auto"
     grad_accum: int = 1
