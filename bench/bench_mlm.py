@@ -9,8 +9,9 @@ training step differs:
 - xlviz, float32 (``--mixed-precision no``): :class:`xlviz.training.mlm.MaskedOnlyMLM`
   (logits, and the last layer's queries and feed-forward block, only at masked positions)
   and the fused AdamW of :func:`xlviz.training.loop.make_optimizer`.
-- xlviz, bf16 (the default, ``auto``, on CPUs with AMX or AVX512-BF16): the same loss with the model held in
-  bf16 and float32 master weights (:class:`xlviz.training.loop.Bf16Weights`), eager attention.
+- xlviz, bf16 (the default, ``auto``, on CPUs with AMX or AVX512-BF16): the same loss with
+  the model held in bf16 and float32 master weights (:class:`xlviz.training.loop.Bf16Weights`),
+  eager attention.
 - xlviz bf16 with PyTorch's default (unfused) AdamW: what the loss and precision alone give.
 - for contrast, the baseline under CPU bf16 autocast (what accelerate's ``bf16`` does on a
   CPU): slower than float32, because autocast re-casts around every op and PyTorch's bf16 SDPA
@@ -41,7 +42,7 @@ import torch
 from xlviz.data.tokenization import train_tokenizer
 from xlviz.data.world import World, WorldConfig
 from xlviz.models.monotrans import bert_config
-from xlviz.training.loop import Bf16Weights, make_optimizer, param_groups, resolve_mixed_precision
+from xlviz.training.loop import Bf16Weights, cpu_native_bf16, make_optimizer, param_groups, resolve_mixed_precision
 from xlviz.training.mlm import MaskedOnlyMLM, iter_batches, iter_blocks, mask_tokens, plain_mlm_loss
 from transformers import BertForMaskedLM
 
@@ -54,9 +55,7 @@ def cpu_name() -> str:
             name = next(line.split(":", 1)[1].strip() for line in f if line.startswith("model name"))
     except (OSError, StopIteration):
         pass
-    isa = [n for n, probe in (("AMX", "_is_amx_tile_supported"), ("AVX512-BF16", "_is_avx512_bf16_supported"))
-           if getattr(torch.cpu, probe, lambda: False)()]
-    return f"{name} ({', '.join(isa) or 'no native bf16'})"
+    return f"{name} ({', '.join(cpu_native_bf16()) or 'no native bf16'})"
 
 
 def make_batches(args) -> tuple[list[dict], int]:

@@ -33,13 +33,16 @@ class LoopConfig:
     log_every: int = 10
 
 
-def cpu_has_native_bf16() -> bool:
-    """Whether this CPU multiplies bf16 natively: AMX tiles (Intel Sapphire Rapids on) or
-    AVX512-BF16 dot products (Intel Cooper Lake, AMD Zen 4 on). On both, bf16 weights train
-    this project's models 2-3.5x faster than float32 (bench/bench_mlm.py); elsewhere bf16
-    is emulated and slower."""
-    probes = ("_is_amx_tile_supported", "_is_avx512_bf16_supported")
-    return any(getattr(torch.cpu, name, lambda: False)() for name in probes)
+CPU_BF16_PROBES = {"AMX": "_is_amx_tile_supported", "AVX512-BF16": "_is_avx512_bf16_supported"}
+
+
+def cpu_native_bf16() -> list[str]:
+    """The instruction sets with which this CPU multiplies bf16 natively: AMX tiles (Intel
+    Sapphire Rapids on) and AVX512-BF16 dot products (Intel Cooper Lake, AMD Zen 4 on). With
+    either, bf16 weights train this project's models 2-3.5x faster than float32
+    (bench/bench_mlm.py); with neither, bf16 is emulated and slower. A torch without the
+    probes reports none."""
+    return [isa for isa, probe in CPU_BF16_PROBES.items() if getattr(torch.cpu, probe, lambda: False)()]
 
 
 def resolve_mixed_precision(name: str) -> str:
@@ -49,7 +52,7 @@ def resolve_mixed_precision(name: str) -> str:
     if name == "auto":
         if cuda:
             return "bf16" if torch.cuda.is_bf16_supported() else "no"
-        return "bf16" if cpu_has_native_bf16() else "no"
+        return "bf16" if cpu_native_bf16() else "no"
     if name == "fp16" and not cuda:
         return "no"
     return name
@@ -105,10 +108,11 @@ class Bf16Weights:
 
     CPU autocast casts weights and activations around every op, and PyTorch's bf16 SDPA
     backward on CPU is ~15x slower than its float32 one, so autocast made a small BERT train
-    slower (0.7x). Holding the model itself in bf16, with eager attention, lets AMX or AVX512-BF16 run every
-    matmul in bf16 (bench/bench_mlm.py), while the optimizer updates float32 copies so that
-    small updates are not rounded away. :meth:`restore` puts the float32 weights back (the
-    frozen ones exactly as they were) and the attention implementation the model had."""
+    slower (0.7x). Holding the model itself in bf16, with eager attention, lets AMX or
+    AVX512-BF16 run every matmul in bf16 (bench/bench_mlm.py), while the optimizer updates
+    float32 copies so that small updates are not rounded away. :meth:`restore` puts the
+    float32 weights back (the frozen ones exactly as they were) and the attention
+    implementation the model had."""
 
     def __init__(self, module: nn.Module):
         self.module = module
