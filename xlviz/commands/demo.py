@@ -19,8 +19,8 @@ def run(args: argparse.Namespace) -> int:
     run_dir = new_run_path(checkpoints_root(args.out), cfg.name)
     t0 = time.time()
     pipeline = Pipeline(cfg, run_dir)
-    precision = {"no": "float32"}.get(str(pipeline.acc.mixed_precision), str(pipeline.acc.mixed_precision))
     if pipeline.main:
+        precision = str(pipeline.acc.mixed_precision).replace("no", "float32")
         print(f"xlviz demo: MONOTRANS on the generated world ({', '.join(cfg.systems)}) on {pipeline.acc.device}, {precision}; "
               f"run folder {run_dir}", flush=True)
     rows = pipeline.run_all()
