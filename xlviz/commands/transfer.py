@@ -5,8 +5,17 @@ from __future__ import annotations
 import argparse
 
 
+def methods_help() -> str:
+    from xlviz.methods import aliases, methods
+
+    systems = "; ".join(f"{m.name}: {', '.join(m.systems)}" for m in methods().values())
+    return (f"comma list of systems to train and score ({systems}), or a group: {', '.join(aliases())}")
+
+
 def add_transfer_options(p: argparse.ArgumentParser) -> None:
     """Flags shared by ``transfer`` and ``demo``; each overrides the config file's value."""
+    p.add_argument("--methods", help=methods_help())
+    p.add_argument("--variants", help="MONOTRANS variants by their former names: comma list of base,floor,pos,noise,adapters,oracle or 'all'")
     p.add_argument("--out", help="checkpoints root (default: $XLVIZ_CHECKPOINTS or ./checkpoints)")
     p.add_argument("--name", help="run name prefix")
     p.add_argument("--seed", type=int)
@@ -40,7 +49,11 @@ def build_config(args: argparse.Namespace, base: dict | None = None):
     if getattr(args, "name", None):
         d["name"] = args.name
     if getattr(args, "variants", None):
-        d["variants"] = args.variants
+        from xlviz.transfer.config import parse_variants
+
+        d["methods"] = parse_variants(args.variants)
+    if getattr(args, "methods", None):
+        d["methods"] = args.methods
     for key in ("corpus_documents", "qa_train_paragraphs", "qa_test_paragraphs"):
         if getattr(args, key, None) is not None:
             world[key] = getattr(args, key)
@@ -90,11 +103,11 @@ def run(args: argparse.Namespace) -> int:
 
 
 def register(sub) -> None:
-    p = sub.add_parser("transfer", help="run the MONOTRANS pipeline (steps 1-4) into a run folder",
-                       description="Run MONOTRANS on the generated world: pre-train on L1, learn L2 embeddings, fine-tune QA on L1, evaluate zero-shot.")
+    p = sub.add_parser("transfer", help="train and score transfer methods on the generated world into a run folder",
+                       description="Train the chosen systems (MONOTRANS and its variants, the joint multilingual baselines, ...) "
+                                   "on one generated world and score each zero-shot in every language.")
     p.add_argument("--config", help="JSON file with transfer settings (see xlviz/transfer/config.py)")
     p.add_argument("--resume", metavar="RUN_DIR", help="continue a killed run from its last completed stage")
     p.add_argument("--run-dir", dest="run_dir", help="exact run folder to create (default: <out>/<name>-<timestamp>)")
-    p.add_argument("--variants", help="comma list of base,floor,pos,noise,adapters,oracle or 'all' (default base,floor,oracle)")
     add_transfer_options(p)
     p.set_defaults(handler=run)

@@ -15,7 +15,9 @@ from transformers import BertForMaskedLM, BertForQuestionAnswering, BertModel
 
 
 class Adapter(nn.Module):
-    """x + up(gelu(down(x))), initialised near the identity."""
+    """x + up(gelu(down(x))), initialised near the identity as Houlsby et al. do: both
+    projections drawn from a near-zero normal (std 1e-2). (A zero ``up`` would also start at
+    the identity, but then ``down`` gets no gradient on the first step.)"""
 
     def __init__(self, hidden: int, size: int):
         super().__init__()
@@ -24,7 +26,7 @@ class Adapter(nn.Module):
         self.act = nn.GELU()
         nn.init.normal_(self.down.weight, std=1e-2)
         nn.init.zeros_(self.down.bias)
-        nn.init.zeros_(self.up.weight)
+        nn.init.normal_(self.up.weight, std=1e-2)
         nn.init.zeros_(self.up.bias)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:

@@ -13,31 +13,21 @@ from xlviz.data.world import WorldConfig
 from xlviz.errors import XlvizError
 from xlviz.models.monotrans import MODEL_SIZES, NOISE_STD
 
-# system name -> (step-2 stage suffix or None for "no step 2", step-3 stage suffix)
-SYSTEMS: dict[str, tuple[str | None, str]] = {
-    "monotrans": ("", ""),
-    "floor": (None, ""),
-    "monotrans+pos": ("-pos", "-pos"),
-    "monotrans+noise": ("", "-noise"),
-    "monotrans+adapters": ("-adapters", ""),
-    # step 2's embeddings with every whole-word row set to its gold translation's L1 row:
-    # the ceiling a perfectly aligned step 2 would reach (the generated world has the dictionary)
-    "dictionary-oracle": ("", ""),
-}
-VARIANTS = {"base": "monotrans", "floor": "floor", "pos": "monotrans+pos", "noise": "monotrans+noise",
-            "adapters": "monotrans+adapters", "oracle": "dictionary-oracle"}
 MIXED_PRECISION = ("auto", "no", "bf16", "fp16")
+DEMO_METHODS = ["monotrans", "floor", "dictionary-oracle"]
 
 
 def parse_variants(text: str | list[str]) -> list[str]:
-    """"base,floor" or "all" -> variant names, validated."""
+    """The former ``--variants`` ("base,floor" or "all") -> MONOTRANS system names."""
+    from xlviz.methods.monotrans import LEGACY_VARIANTS
+
     items = text if isinstance(text, list) else [t.strip() for t in str(text).split(",") if t.strip()]
     if items == ["all"]:
-        return list(VARIANTS)
-    unknown = [v for v in items if v not in VARIANTS]
+        return list(LEGACY_VARIANTS.values())
+    unknown = [v for v in items if v not in LEGACY_VARIANTS]
     if unknown or not items:
-        raise XlvizError(f"unknown variant(s) {unknown}; choose from {list(VARIANTS)} or 'all'", field="variants")
-    return items
+        raise XlvizError(f"unknown variant(s) {unknown}; choose from {list(LEGACY_VARIANTS)} or 'all'", field="variants")
+    return [LEGACY_VARIANTS[v] for v in items]
 
 
 @dataclass
@@ -45,9 +35,14 @@ class TransferConfig:
     name: str = "transfer"
     seed: int = 0
     world: WorldConfig = field(default_factory=WorldConfig)
-    variants: list[str] = field(default_factory=lambda: ["base", "floor", "oracle"])
+    # The systems to train and score (xlviz.methods registry names, or 'all', a method's name,
+    # 'wu-sweep'); configs written before the registry say "variants" instead (read as these).
+    methods: list[str] = field(default_factory=lambda: ["monotrans", "floor", "dictionary-oracle"])
     model_size: str = "small"
     vocab_size: int = 400
+    # Subwords of a vocabulary learned on several languages at once (jointpair-joint, jointmulti);
+    # 0: vocab_size per language, what each language has in the disjoint vocabularies.
+    joint_vocab_size: int = 0
     tokenizer: str = "wordpiece"
     block_size: int = 24  # masked-LM blocks; short ones let step 1 leave the unigram plateau
     qa_max_length: int = 96
@@ -86,7 +81,7 @@ class TransferConfig:
 
     @property
     def systems(self) -> list[str]:
-        return [VARIANTS[v] for v in self.variants]
+        return list(self.methods)
 
     @classmethod
     def from_dict(cls, d: dict, *, path: str | None = None) -> "TransferConfig":
@@ -94,6 +89,9 @@ class TransferConfig:
             raise XlvizError("a transfer config must be a JSON object", path=path)
         d = dict(d)
         d.pop("versions", None)
+        if "variants" in d:  # a config or run folder from before the method registry
+            legacy = parse_variants(d.pop("variants"))
+            d.setdefault("methods", legacy)
         known = {f.name for f in fields(cls)}
         unknown = sorted(set(d) - known)
         if unknown:
@@ -136,9 +134,15 @@ class TransferConfig:
             raise XlvizError(f"choose from {list(MIXED_PRECISION)}", path=path, field="mixed_precision")
         if self.doc_stride >= self.qa_max_length:
             raise XlvizError("must be smaller than qa_max_length", path=path, field="doc_stride")
+        if isinstance(self.joint_vocab_size, bool) or not isinstance(self.joint_vocab_size, int) or self.joint_vocab_size < 0 \
+                or 0 < self.joint_vocab_size < 50:
+            raise XlvizError(f"must be 0 (vocab_size per language) or an integer of at least 50, got {self.joint_vocab_size!r}",
+                             path=path, field="joint_vocab_size")
         if self.vocab_size < 50:
             raise XlvizError("must be at least 50", path=path, field="vocab_size")
-        self.variants = parse_variants(self.variants)
+        from xlviz.methods import resolve
+
+        self.methods = resolve(self.methods)
         if not isinstance(self.seed, int):
             raise XlvizError(f"must be an integer, got {self.seed!r}", path=path, field="seed")
         self.world.validate(path=path)

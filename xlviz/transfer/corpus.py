@@ -47,7 +47,7 @@ from xlviz.errors import XlvizError
 from xlviz.io import atomic_dir, atomic_write_json
 from xlviz.models.monotrans import MODEL_SIZES
 from xlviz.transfer.config import MIXED_PRECISION
-from xlviz.transfer.runner import ConfigMixin, StagedPipeline, check_positive, masked_lm_batches
+from xlviz.transfer.runner import ConfigMixin, StagedRun, check_positive, masked_lm_batches
 
 POOLINGS = ("mean", "mean_no_special", "cls")
 EMBEDDING_INITS = ("random", "l1_stats")
@@ -189,7 +189,7 @@ def _streamed(blocks: Iterator[list[int]], lang: str) -> Iterator[list[int]]:
         raise XlvizError(f"{lang} corpus: {e}", field=f"{lang}_corpus") from None
 
 
-class CorpusPipeline(StagedPipeline):
+class CorpusPipeline(StagedRun):
     """``CorpusPipeline(CorpusTransferConfig(...), run_dir).run_all()``; ``.resume(run_dir)``."""
 
     config_class = CorpusTransferConfig
@@ -203,7 +203,7 @@ class CorpusPipeline(StagedPipeline):
             stages += ["s3_finetune"] + [f"s4_{s}" for s in SYSTEMS]
         return stages
 
-    def _run_stage(self, stage: str) -> None:
+    def run_stage(self, stage: str) -> None:
         if stage == "world":
             return self.stage_world()
         if stage == "s1_pretrain":

@@ -36,7 +36,7 @@ from xlviz.io import atomic_write_json
 from xlviz.training.loop import LoopConfig, train
 from xlviz.training.qa_loss import QALoss
 from xlviz.transfer.config import MIXED_PRECISION
-from xlviz.transfer.runner import ConfigMixin, StagedPipeline, check_positive, feature_batches
+from xlviz.transfer.runner import ConfigMixin, StagedRun, check_positive, feature_batches
 
 FEATURE_KEYS = ("input_ids", "attention_mask", "token_type_ids", "start_positions", "end_positions")
 
@@ -231,7 +231,7 @@ class QAConfig(ConfigMixin):
         return self.system or Path(str(self.model).rstrip("/")).name or "model"
 
 
-class QAPipeline(StagedPipeline):
+class QAPipeline(StagedRun):
     """``QAPipeline(QAConfig(...), run_dir).run_all()``; ``QAPipeline.resume(run_dir)``."""
 
     config_class = QAConfig
@@ -242,7 +242,7 @@ class QAPipeline(StagedPipeline):
     def plan(self) -> list[str]:
         return ["s3_finetune"] + [f"s4_{lang}" for lang in self.eval_files()]
 
-    def _run_stage(self, stage: str) -> None:
+    def run_stage(self, stage: str) -> None:
         if stage == "s3_finetune":
             return self.stage_finetune_qa()
         if stage.startswith("s4_"):

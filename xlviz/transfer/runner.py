@@ -1,9 +1,5 @@
-"""Shared machinery for staged runs that are not on the generated world (real corpora, QA
-fine-tuning of any encoder): config plumbing, process-count-invariant batches, results merging.
-
-Why: :class:`xlviz.transfer.pipeline.Pipeline` already runs stages into a run folder with
-status, resume from ``stages_done``, per-stage seeding and logging; :class:`StagedPipeline`
-reuses all of that and only swaps the configuration and the stages.
+"""Process-count-invariant batches for staged runs on real data (real corpora, QA fine-tuning
+of any encoder); the staged run itself is :class:`xlviz.training.staged.StagedRun`.
 
 Scale-out contract (``accelerate launch --multi_gpu --num_processes N -m xlviz ...``, on GPUs or
 on CPU processes with gloo): ``batch_size`` in a config is the *global* batch per optimizer
@@ -16,133 +12,12 @@ the main process writes files; losses and evaluation predictions are gathered.
 
 from __future__ import annotations
 
-import time
-from dataclasses import asdict, fields
-from pathlib import Path
 from typing import Iterator, Sequence
 
 import torch
-from accelerate.utils import DataLoaderConfiguration
 
 from xlviz.errors import XlvizError
-from xlviz.runs import Run
-from xlviz.training.loop import make_accelerator
-from xlviz.transfer.pipeline import Pipeline
-
-
-class ConfigMixin:
-    """``from_dict`` (unknown keys named), ``from_file``, ``to_dict`` for run configs (dataclasses)."""
-
-    @classmethod
-    def from_dict(cls, d: dict, *, path: str | None = None):
-        if not isinstance(d, dict):
-            raise XlvizError("a run config must be a JSON object", path=path)
-        d = {k: v for k, v in d.items() if k not in ("versions", "_comment", "_doc") and not k.startswith("//")}
-        known = {f.name for f in fields(cls)}
-        unknown = sorted(set(d) - known)
-        if unknown:
-            raise XlvizError(f"unknown setting(s) {unknown}; known: {sorted(known)}", path=path, field=unknown[0])
-        try:
-            cfg = cls(**d)
-        except TypeError as e:
-            raise XlvizError(f"bad config: {e}", path=path) from None
-        cfg.validate(path=path)
-        return cfg
-
-    @classmethod
-    def from_file(cls, path: str | Path):
-        from xlviz.io import read_json
-
-        return cls.from_dict(read_json(path, what="run config"), path=str(path))
-
-    def to_dict(self) -> dict:
-        return asdict(self)
-
-    def validate(self, *, path: str | None = None) -> None:  # overridden
-        return None
-
-
-def check_positive(cfg, names: Sequence[str], path: str | None, *, number: bool = False) -> None:
-    for name in names:
-        v = getattr(cfg, name)
-        ok = isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0 if number else isinstance(v, int) and not isinstance(v, bool) and v > 0
-        if not ok:
-            raise XlvizError(f"must be a positive {'number' if number else 'integer'}, got {v!r}", path=path, field=name)
-
-
-def make_global_batch_accelerator(mixed_precision: str = "no", grad_accum: int = 1):
-    """An Accelerator whose LR scheduler steps once per optimizer step whatever the number of
-    processes. (accelerate's default, ``split_batches=False``, assumes the batch grows with the
-    processes and steps a prepared scheduler ``num_processes`` times per step, so with N
-    processes a linear schedule would reach zero after steps / N. Here batches are global.)
-    No dataloader is prepared, so ``split_batches`` changes nothing else."""
-    return make_accelerator(mixed_precision, grad_accum, dataloader_config=DataLoaderConfiguration(split_batches=True))
-
-
-class StagedPipeline(Pipeline):
-    """A :class:`Pipeline` with its own config class and stages (``stages()``/``_run_stage``)."""
-
-    config_class: type = ConfigMixin
-    stop_after: str | None = None  # run the plan up to and including this stage (then state "cancelled": resume continues)
-
-    def plan(self) -> list[str]:  # overridden: every stage of the run
-        raise NotImplementedError
-
-    def stages(self) -> list[str]:
-        plan = self.plan()
-        if self.stop_after is None:
-            return plan
-        if self.stop_after not in plan:
-            raise XlvizError(f"unknown stage {self.stop_after!r}; the stages are {plan}", field="stop_after")
-        return plan[: plan.index(self.stop_after) + 1]
-
-    def __init__(self, config, run_dir: str | Path):
-        # Pipeline.__init__ builds the generated world; this pipeline has none.
-        self.cfg = config
-        self.run = Run(Path(run_dir))
-        self.acc = make_global_batch_accelerator(config.mixed_precision, config.grad_accum)
-        self.main = self.acc.is_main_process
-        self.t0 = time.time()
-        self.micro_batch(config.batch_size)
-
-    @classmethod
-    def resume(cls, run_dir: str | Path):
-        run = Run(Path(run_dir))
-        if not run.exists():
-            raise XlvizError("not a run folder (no config.json)", path=run_dir)
-        return cls(cls.config_class.from_dict(run.config(), path=str(run.config_path)), run_dir)
-
-    def micro_batch(self, global_batch: int) -> int:
-        """Rows per process per forward pass for a global batch of ``global_batch``."""
-        parts = self.acc.num_processes * self.cfg.grad_accum
-        if global_batch % parts:
-            raise XlvizError(
-                f"the global batch size {global_batch} must be divisible by processes x grad_accum = "
-                f"{self.acc.num_processes} x {self.cfg.grad_accum}",
-                field="batch_size",
-            )
-        return global_batch // parts
-
-    def run_all(self) -> list[dict]:
-        if self.main:
-            self.run.path.mkdir(parents=True, exist_ok=True)
-            self.run.update_status(num_processes=self.acc.num_processes, device=str(self.acc.device),
-                                   mixed_precision=str(self.acc.mixed_precision), note=None)
-        rows = super().run_all()
-        if self.main and self.stop_after is not None and self.stages() != self.plan():
-            self.run.update_status(state="cancelled", stages=self.plan(),
-                                   note=f"stopped after {self.stop_after} as asked; resume to run the remaining stages")
-        return rows
-
-    def add_result_fields(self, rows: list[dict]) -> None:
-        """Merge rows into results.json by (system, language), updating fields of an existing row
-        (so retrieval and QA scores of one system and language share a row)."""
-        if not self.main:
-            return
-        merged = {(r["system"], r["language"]): dict(r) for r in self.run.results()}
-        for r in rows:
-            merged.setdefault((r["system"], r["language"]), {}).update(r)
-        self.run.write_results(list(merged.values()))
+from xlviz.training.staged import ConfigMixin, StagedRun, check_positive, make_global_batch_accelerator  # noqa: F401 (re-exported)
 
 
 # --------------------------------------------------------------------------- batches
@@ -237,4 +112,4 @@ def feature_batches(
         epoch += 1
 
 
-__all__ = ["ConfigMixin", "StagedPipeline", "check_positive", "masked_lm_batches", "mask_for_mlm", "feature_batches"]
+__all__ = ["ConfigMixin", "StagedRun", "make_global_batch_accelerator", "check_positive", "masked_lm_batches", "mask_for_mlm", "feature_batches"]

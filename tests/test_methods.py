@@ -1,0 +1,164 @@
+"""The method interface at the parameter level: for every training stage of every registered
+system, a backward pass through the model exactly as the stage builds it reaches the
+parameters the stage declares (and only those); MONOTRANS's port trains what it trained
+before; jointpair-disjoint shares no token id but the specials; the registry drives the CLI."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+import torch
+from transformers import AutoTokenizer, BertForMaskedLM
+
+from xlviz.cli import build_parser
+from xlviz.cli import main as cli
+from xlviz.errors import XlvizError
+from xlviz.methods import all_systems, method_of, methods, resolve
+from xlviz.methods.monotrans import LEGACY_VARIANTS
+from xlviz.models.monotrans import N_SPECIAL
+from xlviz.runs import Run
+from xlviz.transfer.config import TransferConfig
+from xlviz.transfer.pipeline import Pipeline
+
+TINY = {
+    "model_size": "tiny", "vocab_size": 200, "batch_size": 8, "mlm_batch_size": 8, "pretrain_steps": 4, "transfer_steps": 2,
+    "finetune_steps": 2, "log_every": 2, "mixed_precision": "no",
+    "world": {"corpus_documents": 120, "qa_train_paragraphs": 20, "qa_dev_paragraphs": 3, "qa_test_paragraphs": 4,
+              "parallel_pairs": 20, "agreement_pairs": 9, "sense_pairs": 6},
+}
+
+
+@pytest.fixture(scope="module")
+def bench_run(tmp_path_factory) -> Pipeline:
+    """A tiny run of every system, finished (its stages' inputs exist for ``build``)."""
+    root = tmp_path_factory.mktemp("bench")
+    config = root / "tiny.json"
+    config.write_text(json.dumps({**TINY, "methods": ["all"]}))
+    assert cli(["transfer", "--config", str(config), "--run-dir", str(root / "run")]) == 0
+    return Pipeline.resume(root / "run")
+
+
+def synthetic_batch(model, vocab: int, qa: bool) -> dict:
+    g = torch.Generator().manual_seed(0)
+    ids = torch.randint(N_SPECIAL, vocab, (2, 12), generator=g)
+    ids[:, 0], ids[:, -1] = 2, 3  # [CLS] ... [SEP]: the special rows are in the batch
+    batch = {"input_ids": ids, "attention_mask": torch.ones_like(ids), "token_type_ids": torch.zeros_like(ids)}
+    if qa:
+        batch.update(start_positions=torch.tensor([3, 4]), end_positions=torch.tensor([5, 6]))
+    else:
+        batch["labels"] = ids.clone()
+    return batch
+
+
+def gradients(model) -> dict[str, torch.Tensor | None]:
+    model.train()
+    vocab = model.config.vocab_size
+    out = model(**synthetic_batch(model, vocab, qa="QuestionAnswering" in type(model).__name__))
+    out.loss.backward()
+    return {n: p.grad for n, p in model.named_parameters()}
+
+
+def training_stages(run: Pipeline):
+    table = run.stage_table()
+    return [s for s in table.values() if s.build is not None]
+
+
+@pytest.mark.slow
+def test_every_stage_trains_exactly_what_it_declares(bench_run):
+    stages = training_stages(bench_run)
+    assert {s.phase for s in stages} == {"pretrain", "transfer", "finetune"}
+    for stage in stages:
+        model = stage.build(bench_run)
+        grads = gradients(model)
+        declared = [re.compile(p) for p in stage.trains]
+        trained = {n for n, g in grads.items() if g is not None and g.abs().sum() > 0}
+        should = {n for n in grads if any(p.fullmatch(n) for p in declared)}
+        assert trained == should, f"{stage.name}: trained {sorted(trained ^ should)} differ from the declaration"
+        emb = model.get_input_embeddings().weight.grad
+        assert emb is not None, stage.name
+        row_norm = emb.abs().sum(1)
+        if stage.rows == "special":
+            assert row_norm[N_SPECIAL:].sum() == 0 and row_norm[2] > 0, f"{stage.name}: only special rows train"
+        elif stage.rows == "all but special":
+            assert row_norm[:N_SPECIAL].sum() == 0 and row_norm[N_SPECIAL:].sum() > 0, f"{stage.name}: special rows stay L1's"
+
+
+@pytest.mark.slow
+def test_monotrans_port_trains_what_the_pipeline_trained(bench_run):
+    """The names the former pipeline's freeze functions left trainable, per stage."""
+    table = bench_run.stage_table()
+
+    def trainable(name):
+        model = table[name].build(bench_run)
+        return sorted(n for n, p in model.named_parameters() if p.requires_grad)
+
+    assert trainable("s2_transfer-svo") == ["bert.embeddings.word_embeddings.weight", "cls.predictions.bias"]
+    assert trainable("s2_transfer-sov-pos") == ["bert.embeddings.position_embeddings.weight", "bert.embeddings.word_embeddings.weight",
+                                                "cls.predictions.bias"]
+    adapters = trainable("s2_transfer-svo-adapters")
+    assert adapters[:2] == ["bert.embeddings.word_embeddings.weight"] + [n for n in adapters if ".adapter." in n][:1]
+    assert all(".adapter." in n for n in adapters if n not in ("bert.embeddings.word_embeddings.weight", "cls.predictions.bias"))
+    every = trainable("s3_finetune")
+    assert "bert.embeddings.position_embeddings.weight" in every and "qa_outputs.weight" in every
+    assert "bert.embeddings.position_embeddings.weight" not in trainable("s3_finetune-pos")
+    assert trainable("s3_finetune-pos-noise") == trainable("s3_finetune-pos")
+
+
+@pytest.mark.slow
+def test_cumulative_rows_combine_their_variants(bench_run):
+    stages = bench_run.stage_table()
+    assert "s2_transfer-svo-pos-adapters" in stages and "s3_finetune-pos-noise" in stages
+    rows = {(r["system"], r["language"]): r for r in bench_run.run.results()}
+    for system in ("monotrans+pos+noise", "monotrans+pos+noise+adapters", "jointpair-disjoint", "jointmulti"):
+        assert (system, "sov") in rows and rows[(system, "sov")]["method"] == method_of(system).name
+    assert ("mono-l2", "sov") not in rows  # encoders only
+    assert (bench_run.path("encoders", "mono-l2-sov") / "model.safetensors").is_file()
+
+
+@pytest.mark.slow
+def test_jointpair_disjoint_shares_only_special_ids(bench_run):
+    from xlviz.data.joint_vocab import DisjointVocab
+
+    run = bench_run
+    folder = run.path("s1_jointpair-disjoint-sov")
+    joint = BertForMaskedLM.from_pretrained(folder / "joint").get_input_embeddings().weight
+    toks = {lang: AutoTokenizer.from_pretrained(folder / lang) for lang in ("en", "sov")}
+    vocab = DisjointVocab(toks, ["en", "sov"])
+    rows = {lang: set(vocab.language_rows(lang).tolist()) for lang in toks}
+    assert rows["en"] & rows["sov"] == set(range(N_SPECIAL))
+    assert joint.shape[0] == len(toks["en"]) + len(toks["sov"]) - N_SPECIAL
+    for lang in toks:
+        sliced = BertForMaskedLM.from_pretrained(folder / lang).get_input_embeddings().weight
+        assert torch.equal(sliced, joint[vocab.language_rows(lang)])
+
+
+def test_registry_resolves_names_groups_and_legacy_variants():
+    assert resolve("monotrans") == ["monotrans"]
+    assert resolve(["all"]) == all_systems()
+    assert set(resolve("joint")) == {"jointpair-disjoint", "jointpair-joint", "jointmulti"}
+    with pytest.raises(XlvizError) as e:
+        resolve("monotrans,nonsense")
+    assert e.value.field == "methods"
+    cfg = TransferConfig.from_dict({"variants": ["base", "pos"]})
+    assert cfg.methods == ["monotrans", "monotrans+pos"]
+    assert set(LEGACY_VARIANTS.values()) <= set(all_systems())
+
+
+def test_cli_lists_every_registered_system():
+    help_text = build_parser()._subparsers._group_actions[0].choices["transfer"].format_help()
+    flat = " ".join(help_text.split())
+    for m in methods().values():
+        for system in m.systems:
+            assert system in flat
+
+
+def test_a_new_method_module_is_one_registry_entry(monkeypatch):
+    """What adding a method takes: a module defining METHOD; the registry finds it."""
+    import xlviz.methods as registry
+    from xlviz.methods.base import Method
+
+    monkeypatch.setattr(registry, "_METHODS", {**methods(), "toy": Method("toy", ("toy-system",))})
+    assert resolve("toy-system") == ["toy-system"] and method_of("toy-system").name == "toy"

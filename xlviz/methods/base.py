@@ -1,0 +1,122 @@
+"""The method interface: what a cross-lingual transfer method declares so that one generic
+run can train it beside the others on the same data.
+
+A *method* (one module of :mod:`xlviz.methods`) yields one or more *systems* (the rows of the
+paper's tables: ``monotrans``, ``monotrans+pos``, ``floor``, ``jointpair-disjoint`` ...). For
+each system it declares
+
+- its stages (:class:`Stage`): a folder name in the run, the phase it belongs to, the function
+  that runs it, and what it trains and freezes (parameter-name patterns checked by the tests);
+  stages of the same name are the same computation and run once per run, whichever systems
+  ask for them (the world, the tokenizers, MONOTRANS's step 1);
+- a QA model per language (``qa_model``), scored zero-shot by the run;
+- an encoder per language (``encoder``), exported for the analysis pages.
+
+Stage functions receive the run as their context (:class:`Context`): its config, its world,
+its accelerator and the helpers that write the run folder. Methods never import
+:mod:`xlviz.transfer`; the run imports them through the registry.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Callable, Protocol
+
+from torch import nn
+
+PHASES = {"data": 0, "pretrain": 1, "transfer": 2, "finetune": 3}
+
+
+class Context(Protocol):
+    """What a stage function may use of the run that executes it."""
+
+    cfg: Any  # xlviz.transfer.config.TransferConfig
+    world: Any  # xlviz.data.world.World
+    acc: Any  # accelerate.Accelerator
+    main: bool
+
+    def path(self, *parts: str) -> Path: ...
+    def tokenizer(self, lang: str) -> Any: ...
+    def log(self, msg: str) -> None: ...
+    def save(self, model, stage_dir: Path, tokenizer=None) -> None: ...
+    def loop(self, stage: str, steps: int, lr: float) -> tuple[Any, Callable]: ...
+
+
+@dataclass(frozen=True)
+class Stage:
+    """One resumable stage of a run.
+
+    ``build(ctx)`` returns the model exactly as the stage trains it (frozen parts set, hooks
+    attached) and ``train(ctx, model)`` trains and saves it; stages that train nothing (data,
+    exports) give ``run`` instead. ``trains`` are regular expressions over parameter names:
+    the parameters that receive gradient, and only those (``tests/test_methods.py`` checks it
+    with a backward pass). ``rows`` says which rows of the token embeddings train when only
+    some do ("special": the shared special-token rows only)."""
+
+    name: str
+    phase: str
+    run: Callable[[Context], None] | None = None
+    build: Callable[[Context], nn.Module] | None = None
+    train: Callable[[Context, nn.Module], None] | None = None
+    trains: tuple[str, ...] = ()
+    rows: str = "all"
+    note: str = ""
+
+    def execute(self, ctx: Context) -> None:
+        if self.run is not None:
+            return self.run(ctx)
+        return self.train(ctx, self.build(ctx))
+
+
+@dataclass(frozen=True)
+class EncoderRef:
+    """Where an analysis page finds a system's encoder for one language (a masked LM folder
+    and its tokenizer); ``floor_seed`` marks a model rebuilt on load (see
+    :func:`xlviz.analysis.reports.load_spec`)."""
+
+    path: Path
+    tokenizer: Path | None = None
+
+
+@dataclass
+class Method:
+    """A family of systems declared by one module. Subclasses override the methods below."""
+
+    name: str
+    systems: tuple[str, ...]
+    description: str = ""
+    order: int = 50  # position in listings (the paper's tables: MONOTRANS first)
+
+    def owns(self, system: str) -> bool:
+        """Whether ``system`` is one of this method's (parametrised families override this)."""
+        return system in self.systems
+
+    def default_systems(self, every: bool = False) -> tuple[str, ...]:
+        """The systems ``all`` (``every``) or the method's own name trains."""
+        return self.systems
+
+    def sweeps(self) -> dict[str, list[str]]:
+        """Named groups of systems (``wu-sweep``: K = all ... 0)."""
+        return {}
+
+    def describe(self, system: str) -> str:
+        """One line for the Runs form and ``xlviz demo --help``."""
+        return self.description
+
+    def stages(self, ctx: Context, system: str) -> list[Stage]:
+        raise NotImplementedError
+
+    def qa_model(self, ctx: Context, system: str, lang: str) -> tuple[nn.Module, Any] | None:
+        """The zero-shot (or translate-train) QA model of ``system`` for ``lang`` and its
+        tokenizer; None when the system has no QA model for that language."""
+        return None
+
+    def encoder(self, ctx: Context, system: str, lang: str) -> tuple[nn.Module, Any] | None:
+        """The masked LM that reads ``lang`` in ``system`` (for alignment, attention and
+        probing) and its tokenizer; None when the system has none for that language."""
+        return None
+
+    def uses(self, system: str) -> dict:
+        """What the system learns from, written into its result rows."""
+        return {"parallel_pairs": 0, "l2_labels": False}

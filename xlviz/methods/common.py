@@ -1,0 +1,133 @@
+"""Stages and training steps that several methods share on the generated world: the world and
+its tokenizers, masked-LM pre-training of a small BERT on one language (MONOTRANS's step 1,
+``mono-l2``), masked-LM training of any model on one language's corpus, and extractive-QA
+fine-tuning on the L1 training set.
+
+Shared stages are declared here once so that every method asking for ``s1_pretrain`` gets the
+same stage (same name, same function), which the run then executes once.
+"""
+
+from __future__ import annotations
+
+import torch
+from transformers import BertForMaskedLM
+
+from xlviz.data.qa_features import prepare_train_features, to_tensors
+from xlviz.data.squad import squad_examples
+from xlviz.data.tokenization import train_tokenizer
+from xlviz.errors import XlvizError
+from xlviz.io import atomic_dir
+from xlviz.methods.base import Context, Stage
+from xlviz.models.monotrans import bert_config
+from xlviz.training.loop import train
+from xlviz.training.mlm import MaskedOnlyMLM, iter_batches, iter_blocks, mask_tokens
+from xlviz.training.qa_loss import QALoss
+
+
+# --------------------------------------------------------------------------- the world
+def run_world(ctx: Context) -> None:
+    """Generate the world's files and learn one vocabulary per language on its own corpus."""
+    if not ctx.main:
+        return
+    ctx.world.save(ctx.path("world"))
+    for lang in ctx.world.languages:
+        tok = train_tokenizer(ctx.world.corpus(lang), ctx.cfg.vocab_size, algorithm=ctx.cfg.tokenizer,
+                              model_max_length=max_length(ctx))
+        with atomic_dir(ctx.path("world", "tokenizers", lang)) as tmp:
+            tok.save_pretrained(tmp)
+        ctx.log(f"  {lang}: vocabulary of {len(tok)} subwords")
+
+
+WORLD = Stage("world", "data", run=run_world, note="the generated world's data and one vocabulary per language")
+
+
+def max_length(ctx: Context) -> int:
+    """Positions every model of the run needs: MLM blocks and QA windows."""
+    return max(ctx.cfg.block_size, ctx.cfg.qa_max_length)
+
+
+# --------------------------------------------------------------------------- masked LM
+def train_mlm(ctx: Context, model, lang: str, stage: str, steps: int, lr: float):
+    """Masked-LM training of ``model`` on ``lang``'s corpus (masked-only loss, bf16 where the
+    CPU has native bf16); returns the trained model."""
+    cfg = ctx.cfg
+    tok = ctx.tokenizer(lang)
+    corpus = ctx.world.corpus(lang)
+    blocks = iter_blocks(lambda: corpus, tok, cfg.block_size, seed=cfg.seed, rank=ctx.acc.process_index, world_size=ctx.acc.num_processes)
+    gen = torch.Generator().manual_seed(cfg.seed * 31 + ctx.acc.process_index)
+    vocab = model.config.vocab_size
+
+    def batches():
+        for ids in iter_batches(blocks, cfg.mlm_batch_size):
+            inputs, labels = mask_tokens(ids, mask_id=tok.mask_token_id, vocab_size=vocab, prob=cfg.mlm_probability, generator=gen)
+            yield {"input_ids": inputs, "labels": labels}
+
+    loop, on_log = ctx.loop(stage, steps, lr)
+    wrapped = train(MaskedOnlyMLM(model), batches(), loop, ctx.acc, on_log=on_log, desc=stage)
+    ctx.acc.free_memory()
+    return wrapped.model
+
+
+def new_bert(ctx: Context, lang: str) -> BertForMaskedLM:
+    """A fresh small BERT masked LM for ``lang``'s vocabulary (seeded by the stage)."""
+    return BertForMaskedLM(bert_config(len(ctx.tokenizer(lang)), ctx.cfg.model_size, max_position_embeddings=max_length(ctx)))
+
+
+def pretrain_stage(lang: str | None = None) -> Stage:
+    """Masked-LM pre-training of a small BERT on one language's corpus: ``s1_pretrain`` on L1
+    (MONOTRANS's step 1), ``s1_pretrain-<lang>`` on an L2 (``mono-l2``)."""
+    name = "s1_pretrain" if lang is None else f"s1_pretrain-{lang}"
+
+    def build(ctx: Context) -> BertForMaskedLM:
+        return new_bert(ctx, lang or ctx.world.l1)
+
+    def run_train(ctx: Context, model) -> None:
+        target = lang or ctx.world.l1
+        model = train_mlm(ctx, model, target, name, ctx.cfg.pretrain_steps, ctx.cfg.pretrain_lr)
+        ctx.save(model, ctx.path(name), ctx.tokenizer(target))
+
+    return Stage(name, "pretrain", build=build, train=run_train, trains=(r".*",),
+                 note=f"every parameter: masked LM on the {'L1' if lang is None else lang} corpus")
+
+
+def load_mlm(ctx: Context, stage: str) -> BertForMaskedLM:
+    return BertForMaskedLM.from_pretrained(ctx.path(stage), use_safetensors=True)
+
+
+# --------------------------------------------------------------------------- QA
+def qa_batches(ctx: Context, tok):
+    """Shuffled batches of the L1 QA training windows, epoch after epoch (this process's share)."""
+    cfg = ctx.cfg
+    examples = squad_examples(ctx.world.qa("train"))
+    feats = to_tensors(prepare_train_features(tok, examples, cfg.qa_max_length, cfg.doc_stride))
+    n = len(feats["input_ids"])
+    rank, world_size = ctx.acc.process_index, ctx.acc.num_processes
+    if n // world_size < cfg.batch_size:
+        raise XlvizError(f"only {n} QA training windows for a batch of {cfg.batch_size} on {world_size} process(es); "
+                         "lower batch_size or add qa_train_paragraphs", field="batch_size")
+    gen = torch.Generator().manual_seed(cfg.seed + 5)
+    while True:
+        order = torch.randperm(n, generator=gen)[rank::world_size]
+        for i in range(0, len(order) - cfg.batch_size + 1, cfg.batch_size):
+            idx = order[i: i + cfg.batch_size]
+            yield trim_padding({k: v[idx] for k, v in feats.items()})
+
+
+def trim_padding(batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
+    """Cut a right-padded batch to its longest sequence (features are padded to max_length)."""
+    width = int(batch["attention_mask"].sum(1).max())
+    return {k: (v[:, :width] if v.ndim == 2 else v) for k, v in batch.items()}
+
+
+def finetune_qa(ctx: Context, model, stage: str, tokenizer=None):
+    """Fine-tune ``model`` for extractive QA on the L1 training set (read with ``tokenizer``,
+    default the L1 vocabulary); returns the trained model."""
+    tok = tokenizer or ctx.tokenizer(ctx.world.l1)
+    loop, on_log = ctx.loop(stage, ctx.cfg.finetune_steps, ctx.cfg.finetune_lr)
+    model = train(QALoss(model), qa_batches(ctx, tok), loop, ctx.acc, on_log=on_log, desc=stage).model
+    ctx.acc.free_memory()
+    return model
+
+
+__all__ = ["WORLD", "run_world", "train_mlm", "new_bert", "pretrain_stage", "load_mlm", "qa_batches", "finetune_qa",
+           "trim_padding", "max_length"]

@@ -1,0 +1,206 @@
+"""The paper's joint multilingual baselines (Artetxe et al. 2020, §3.1, Table 3): one BERT
+pre-trained with MLM on several languages at once, fine-tuned for QA on L1, tested zero-shot.
+
+- ``jointpair-disjoint``: one model per L2, on L1 + that L2, each language reading its own
+  vocabulary (the MONOTRANS vocabularies side by side in one embedding matrix; only the five
+  special tokens shared: :class:`xlviz.data.joint_vocab.DisjointVocab`).
+- ``jointpair-joint``: the same with one vocabulary learned on both corpora (balanced).
+- ``jointmulti``: one model on L1 and every L2 of the world, one joint vocabulary of
+  ``joint_vocab_size`` subwords (the paper's point: the effective vocabulary per language).
+
+Budget: the same model size, batch, learning rate and number of steps as MONOTRANS's step 1, so
+a joint model sees each language's corpus for a share of the steps (as in the paper, where
+JOINTMULTI's compute equals a monolingual model's). Batches are balanced: row ``k`` of every
+batch comes from language ``k mod n`` (each language its own shuffled block stream).
+
+Fine-tuning updates every parameter, as for any multilingual model. With disjoint vocabularies
+the QA model is trained on the L1 slice of the joint model (:func:`xlviz.models.vocab_slice.
+slice_to_language`); English QA data never touches another language's rows, so the zero-shot
+model for an L2 is the fine-tuned model with that L2's rows from pre-training swapped in
+(special rows from fine-tuning), which is what the joint model itself computes on L2 ids.
+"""
+
+from __future__ import annotations
+
+from typing import Iterator, Sequence
+
+import torch
+from transformers import AutoTokenizer, BertForMaskedLM, BertForQuestionAnswering
+
+from xlviz.data.joint_vocab import DisjointVocab, train_joint_tokenizer
+from xlviz.io import atomic_dir
+from xlviz.methods.base import Context, Method, Stage
+from xlviz.methods.common import WORLD, finetune_qa, max_length
+from xlviz.models.monotrans import bert_config, qa_from_mlm, zero_shot_model
+from xlviz.models.vocab_slice import slice_to_language
+from xlviz.training.loop import train
+from xlviz.training.mlm import MaskedOnlyMLM, iter_blocks, mask_tokens
+
+SYSTEMS = ("jointpair-disjoint", "jointpair-joint", "jointmulti")
+
+
+def model_languages(ctx: Context, system: str, l2: str | None) -> list[str]:
+    return list(ctx.world.languages) if system == "jointmulti" else [ctx.world.l1, l2]
+
+
+def unit(system: str, l2: str | None) -> str:
+    """The suffix naming one joint model: ``-<l2>`` for a pair, nothing for jointmulti."""
+    return "" if system == "jointmulti" else f"-{l2}"
+
+
+def joint_tokenizer_path(ctx: Context, system: str, l2: str | None):
+    return ctx.path("world", "tokenizers-joint", f"{system}{unit(system, l2)}")
+
+
+def joint_vocab_size(ctx: Context, languages: Sequence[str]) -> int:
+    """``joint_vocab_size`` if set, else ``vocab_size`` per language (what the disjoint
+    vocabularies give each language)."""
+    return ctx.cfg.joint_vocab_size or ctx.cfg.vocab_size * len(languages)
+
+
+def vocab_stage(system: str, l2: str | None) -> Stage:
+    """One vocabulary learned on the model's languages, each contributing equally."""
+    name = f"vocab_{system}{unit(system, l2)}"
+
+    def run(ctx: Context) -> None:
+        if not ctx.main:
+            return
+        langs = model_languages(ctx, system, l2)
+        tok = train_joint_tokenizer({lang: ctx.world.corpus(lang) for lang in langs}, joint_vocab_size(ctx, langs),
+                                    algorithm=ctx.cfg.tokenizer, seed=ctx.cfg.seed, model_max_length=max_length(ctx))
+        with atomic_dir(joint_tokenizer_path(ctx, system, l2)) as tmp:
+            tok.save_pretrained(tmp)
+        ctx.log(f"  joint vocabulary of {len(tok)} subwords for {', '.join(langs)}")
+
+    return Stage(name, "data", run=run, note="one vocabulary learned on all the model's languages (balanced)")
+
+
+class Reader:
+    """How the joint model reads each language: its tokenizer and its ids in the joint space."""
+
+    def __init__(self, ctx: Context, system: str, l2: str | None):
+        self.langs = model_languages(ctx, system, l2)
+        self.disjoint = system == "jointpair-disjoint"
+        if self.disjoint:
+            self.toks = {lang: ctx.tokenizer(lang) for lang in self.langs}
+            self.vocab = DisjointVocab(self.toks, self.langs)
+            self.size = self.vocab.vocab_size
+        else:
+            shared = AutoTokenizer.from_pretrained(joint_tokenizer_path(ctx, system, l2))
+            self.toks = {lang: shared for lang in self.langs}
+            self.vocab = None
+            self.size = len(shared)
+
+    def to_joint(self, lang: str, ids: list[int]) -> list[int]:
+        return self.vocab.to_joint(lang, ids) if self.disjoint else ids
+
+
+def balanced_blocks(ctx: Context, reader: Reader) -> Iterator[torch.Tensor]:
+    """Batches of ``mlm_batch_size`` blocks in joint ids, row k from language k mod n."""
+    cfg = ctx.cfg
+    streams = [iter_blocks(lambda lang=lang: ctx.world.corpus(lang), reader.toks[lang], cfg.block_size, seed=cfg.seed + 17 * k,
+                           rank=ctx.acc.process_index, world_size=ctx.acc.num_processes)
+               for k, lang in enumerate(reader.langs)]
+    while True:
+        rows = []
+        for k in range(cfg.mlm_batch_size):
+            j = k % len(streams)
+            rows.append(reader.to_joint(reader.langs[j], next(streams[j])))
+        yield torch.tensor(rows)
+
+
+def pretrain_stage(system: str, l2: str | None) -> Stage:
+    """MLM pre-training of one BERT on its languages (balanced batches); saves the joint model
+    and, with disjoint vocabularies, one plain per-language slice (``<stage>/<lang>``)."""
+    name = f"s1_{system}{unit(system, l2)}"
+
+    def build(ctx: Context) -> BertForMaskedLM:
+        reader = Reader(ctx, system, l2)
+        return BertForMaskedLM(bert_config(reader.size, ctx.cfg.model_size, max_position_embeddings=max_length(ctx)))
+
+    def run_train(ctx: Context, model) -> None:
+        cfg = ctx.cfg
+        reader = Reader(ctx, system, l2)
+        gen = torch.Generator().manual_seed(cfg.seed * 31 + ctx.acc.process_index)
+        mask_id = reader.toks[reader.langs[0]].mask_token_id
+
+        def batches():
+            for ids in balanced_blocks(ctx, reader):
+                inputs, labels = mask_tokens(ids, mask_id=mask_id, vocab_size=reader.size, prob=cfg.mlm_probability, generator=gen)
+                yield {"input_ids": inputs, "labels": labels}
+
+        loop, on_log = ctx.loop(name, cfg.pretrain_steps, cfg.pretrain_lr)
+        model = train(MaskedOnlyMLM(model), batches(), loop, ctx.acc, on_log=on_log, desc=name).model
+        ctx.acc.free_memory()
+        if not ctx.main:
+            return
+        with atomic_dir(ctx.path(name)) as tmp:
+            model.save_pretrained(tmp / "joint")
+            for lang in reader.langs:
+                part = slice_to_language(model, reader.vocab, lang) if reader.disjoint else model
+                part.save_pretrained(tmp / lang)
+                reader.toks[lang].save_pretrained(tmp / lang)
+
+    langs = "L1 + every L2" if system == "jointmulti" else f"L1 + {l2}"
+    return Stage(name, "pretrain", build=build, train=run_train, trains=(r".*",), note=f"every parameter: masked LM on {langs}")
+
+
+def finetune_stage(system: str, l2: str | None) -> Stage:
+    """QA on L1, every parameter trained (the L1 slice of a disjoint model)."""
+    name = f"s3_{system}{unit(system, l2)}"
+    s1 = f"s1_{system}{unit(system, l2)}"
+
+    def build(ctx: Context):
+        mlm = BertForMaskedLM.from_pretrained(ctx.path(s1, ctx.world.l1), use_safetensors=True)
+        return qa_from_mlm(mlm, seed=ctx.cfg.seed + 3)
+
+    def run_train(ctx: Context, model) -> None:
+        tok = AutoTokenizer.from_pretrained(ctx.path(s1, ctx.world.l1))
+        model = finetune_qa(ctx, model, name, tokenizer=tok)
+        ctx.save(model, ctx.path(name), tok)
+
+    return Stage(name, "finetune", build=build, train=run_train, trains=(r".*",), note="QA on L1, every parameter")
+
+
+class Joint(Method):
+    def units(self, ctx: Context, system: str) -> list[str | None]:
+        return [None] if system == "jointmulti" else list(ctx.world.l2s)
+
+    def stages(self, ctx: Context, system: str) -> list[Stage]:
+        out = [WORLD]
+        for l2 in self.units(ctx, system):
+            if system != "jointpair-disjoint":
+                out.append(vocab_stage(system, l2))
+            out += [pretrain_stage(system, l2), finetune_stage(system, l2)]
+        return out
+
+    def describe(self, system: str) -> str:
+        return {
+            "jointpair-disjoint": "one BERT on L1 + one L2, each language its own vocabulary (only specials shared)",
+            "jointpair-joint": "one BERT on L1 + one L2 with one vocabulary learned on both",
+            "jointmulti": "one BERT on L1 + every L2, one joint vocabulary (joint_vocab_size)",
+        }[system]
+
+    def default_systems(self, every: bool = False) -> tuple[str, ...]:
+        return self.systems
+
+    def unit_for(self, ctx: Context, system: str, lang: str) -> str | None:
+        """The joint model that scores ``lang``: the pair of that L2; for L1, the first pair."""
+        if system == "jointmulti":
+            return None
+        return lang if lang != ctx.world.l1 else ctx.world.l2s[0]
+
+    def encoder(self, ctx: Context, system: str, lang: str):
+        folder = ctx.path(f"s1_{system}{unit(system, self.unit_for(ctx, system, lang))}", lang)
+        return BertForMaskedLM.from_pretrained(folder, use_safetensors=True), AutoTokenizer.from_pretrained(folder)
+
+    def qa_model(self, ctx: Context, system: str, lang: str):
+        u = unit(system, self.unit_for(ctx, system, lang))
+        qa = BertForQuestionAnswering.from_pretrained(ctx.path(f"s3_{system}{u}"), use_safetensors=True)
+        if lang == ctx.world.l1 or system != "jointpair-disjoint":
+            return qa, AutoTokenizer.from_pretrained(ctx.path(f"s1_{system}{u}", lang))
+        l2, tok = self.encoder(ctx, system, lang)
+        return zero_shot_model(qa, l2), tok
+
+
+METHOD = Joint("joint", SYSTEMS, description="joint multilingual pre-training (Artetxe et al. 2020, §3.1)", order=10)

@@ -1,0 +1,182 @@
+"""MONOTRANS (Artetxe, Ruder & Yogatama 2020, §2) and its variants on the generated world.
+
+1. ``s1_pretrain``: a small BERT pre-trained with MLM on L1 (shared with other methods).
+2. ``s2_transfer-<l2>[-pos][-adapters]``: the body frozen, new L2 token embeddings learned with
+   MLM on the L2 corpus (and, per variant, L2 position embeddings with [CLS] carrying no
+   position/segment embedding, or Houlsby adapters).
+3. ``s3_finetune[-pos][-noise]``: fine-tuned for QA on L1 with the L1 token embeddings frozen
+   (but the shared special rows); ``-pos`` freezes L1's positions too, ``-noise`` adds Gaussian
+   noise to the embeddings.
+4. zero-shot: the fine-tuned model with the L2 embeddings (and positions / adapters) swapped in.
+
+Systems: ``monotrans``; the single variants ``monotrans+pos``, ``monotrans+noise``,
+``monotrans+adapters``; the paper's cumulative Table 3 rows ``monotrans+pos+noise`` and
+``monotrans+pos+noise+adapters``; ``floor`` (step 2 skipped: untrained L2 embeddings) and
+``dictionary-oracle`` (step 2's embeddings with every whole-word row set to its gold
+translation's L1 row: what a perfectly aligned step 2 would reach).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from transformers import BertForMaskedLM, BertForQuestionAnswering
+
+from xlviz.data.vocabulary import translation_rows
+from xlviz.methods.base import Context, Method, Stage
+from xlviz.methods.common import WORLD, finetune_qa, load_mlm, pretrain_stage, train_mlm
+from xlviz.models.adapters import XlvizBertForMaskedLM
+from xlviz.models.monotrans import (
+    add_embedding_noise, drop_cls_position_and_segment, fold_cls_position, freeze_for_step2, freeze_for_step3, make_l2_mlm,
+    qa_from_mlm, zero_shot_model,
+)
+
+
+@dataclass(frozen=True)
+class Variant:
+    """What a MONOTRANS system changes: step 2 (None: skipped), L2 positions, adapters, noise."""
+
+    step2: bool = True
+    pos: bool = False
+    adapters: bool = False
+    noise: bool = False
+    oracle: bool = False
+
+    @property
+    def s2_suffix(self) -> str:
+        return ("-pos" if self.pos else "") + ("-adapters" if self.adapters else "")
+
+    @property
+    def s3_suffix(self) -> str:
+        return ("-pos" if self.pos else "") + ("-noise" if self.noise else "")
+
+
+VARIANTS: dict[str, Variant] = {
+    "monotrans": Variant(),
+    "floor": Variant(step2=False),
+    "monotrans+pos": Variant(pos=True),
+    "monotrans+noise": Variant(noise=True),
+    "monotrans+adapters": Variant(adapters=True),
+    "monotrans+pos+noise": Variant(pos=True, noise=True),
+    "monotrans+pos+noise+adapters": Variant(pos=True, noise=True, adapters=True),
+    "dictionary-oracle": Variant(oracle=True),
+}
+# The former --variants names (config files and runs written before the method registry).
+LEGACY_VARIANTS = {"base": "monotrans", "floor": "floor", "pos": "monotrans+pos", "noise": "monotrans+noise",
+                   "adapters": "monotrans+adapters", "oracle": "dictionary-oracle"}
+
+
+def l2_init_model(ctx: Context, l1: BertForMaskedLM, vocab_size: int, adapter_size: int = 0) -> BertForMaskedLM:
+    """Step 2's starting point, and (untrained) the floor: same seed, same init."""
+    return make_l2_mlm(l1, vocab_size, seed=ctx.cfg.seed + 1, adapter_size=adapter_size, init_std=ctx.cfg.l2_init_std)
+
+
+def transfer_stage(lang: str, v: Variant) -> Stage:
+    """Step 2 for one L2: freeze the body, learn L2 token embeddings (+ positions / adapters)."""
+    name = f"s2_transfer-{lang}{v.s2_suffix}"
+
+    def build(ctx: Context):
+        l1 = load_mlm(ctx, "s1_pretrain")
+        model = l2_init_model(ctx, l1, len(ctx.tokenizer(lang)), adapter_size=ctx.cfg.adapter_size if v.adapters else 0)
+        model._xlviz_hooks = drop_cls_position_and_segment(model) if v.pos else []
+        freeze_for_step2(model, l2_positions=v.pos)
+        return model
+
+    def run_train(ctx: Context, model) -> None:
+        hooks = model.__dict__.pop("_xlviz_hooks", [])
+        model = train_mlm(ctx, model, lang, name, ctx.cfg.transfer_steps, ctx.cfg.transfer_lr)
+        for h in hooks:
+            h.remove()
+        if v.pos:
+            fold_cls_position(model)
+        ctx.save(model, ctx.path(name), ctx.tokenizer(lang))
+
+    trains = [r"(.*\.)?word_embeddings\.weight", r"cls\.predictions\.(decoder\.)?bias"]
+    trains += [r".*position_embeddings\.weight"] if v.pos else []
+    trains += [r".*\.adapter\..*"] if v.adapters else []
+    return Stage(name, "transfer", build=build, train=run_train, trains=tuple(trains), rows="all but special",
+                 note=f"{lang} token embeddings{' and positions' if v.pos else ''}{' and adapters' if v.adapters else ''}; "
+                      "body frozen")
+
+
+def finetune_stage(v: Variant) -> Stage:
+    """Step 3: QA on L1 with the L1 token embeddings frozen (special rows train)."""
+    name = f"s3_finetune{v.s3_suffix}"
+
+    def build(ctx: Context):
+        model = qa_from_mlm(load_mlm(ctx, "s1_pretrain"), seed=ctx.cfg.seed + 3)
+        hooks = drop_cls_position_and_segment(model) if v.pos else []
+        if v.noise:
+            hooks += add_embedding_noise(model, std=ctx.cfg.noise_std)
+        model._xlviz_hooks = hooks
+        freeze_for_step3(model, freeze_positions=v.pos)
+        return model
+
+    def run_train(ctx: Context, model) -> None:
+        hooks = model.__dict__.pop("_xlviz_hooks", [])
+        model = finetune_qa(ctx, model, name)
+        for h in hooks:
+            h.remove()
+        if v.pos:
+            fold_cls_position(model)
+        ctx.save(model, ctx.path(name), ctx.tokenizer(ctx.world.l1))
+
+    trains = (r"^(?!.*position_embeddings).*$",) if v.pos else (r".*",)
+    return Stage(name, "finetune", build=build, train=run_train, trains=trains, rows="special",
+                 note="QA on L1: everything but the L1 token embeddings (special rows train)"
+                      + ("; L1 positions frozen" if v.pos else "") + ("; Gaussian noise on the embeddings" if v.noise else ""))
+
+
+class Monotrans(Method):
+    def stages(self, ctx: Context, system: str) -> list[Stage]:
+        v = VARIANTS[system]
+        out = [WORLD, pretrain_stage()]
+        if v.step2:
+            out += [transfer_stage(lang, v) for lang in ctx.world.l2s]
+        out.append(finetune_stage(v))
+        return out
+
+    def describe(self, system: str) -> str:
+        return {
+            "monotrans": "MONOTRANS: L1 BERT, L2 token embeddings learned under the frozen body, QA on L1, swap",
+            "floor": "lower bound: MONOTRANS without step 2 (untrained L2 embeddings)",
+            "monotrans+pos": "+ language-specific position embeddings",
+            "monotrans+noise": "+ noised fine-tuning",
+            "monotrans+adapters": "+ adapters learned in step 2",
+            "monotrans+pos+noise": "+ position embeddings + noised fine-tuning (Table 3, cumulative)",
+            "monotrans+pos+noise+adapters": "+ position embeddings + noising + adapters (Table 3, cumulative)",
+            "dictionary-oracle": "upper bound on step 2: gold translations' L1 rows",
+        }[system]
+
+    def default_systems(self, every: bool = False) -> tuple[str, ...]:
+        return self.systems if every else ("monotrans",)
+
+    def qa_model(self, ctx: Context, system: str, lang: str):
+        """Step 4: the fine-tuned model of ``system`` with ``lang``'s embeddings swapped in."""
+        v = VARIANTS[system]
+        qa = BertForQuestionAnswering.from_pretrained(ctx.path(f"s3_finetune{v.s3_suffix}"), use_safetensors=True)
+        tok = ctx.tokenizer(lang)
+        if lang == ctx.world.l1:
+            return qa, tok
+        l2 = self.encoder(ctx, system, lang)[0]
+        rows = None
+        if v.oracle:
+            pairs = [(r[ctx.world.l1], r[lang]) for r in ctx.world.dictionary(lang)] + [(p, p) for p in ".?"]
+            rows = translation_rows(pairs, ctx.tokenizer(ctx.world.l1), tok)
+        adapters = ctx.cfg.adapter_size if v.adapters else 0
+        return zero_shot_model(qa, l2, l2_positions=v.pos, adapter_size=adapters, dictionary_rows=rows), tok
+
+    def encoder(self, ctx: Context, system: str, lang: str):
+        """The masked LM reading ``lang``: step 1's model for L1, step 2's (or the floor's
+        untrained) L2 embeddings under the same body for an L2."""
+        v = VARIANTS[system]
+        tok = ctx.tokenizer(lang)
+        if lang == ctx.world.l1:
+            return load_mlm(ctx, "s1_pretrain"), tok
+        if not v.step2:
+            return l2_init_model(ctx, load_mlm(ctx, "s1_pretrain"), len(tok)), tok
+        cls = XlvizBertForMaskedLM if v.adapters else BertForMaskedLM
+        return cls.from_pretrained(ctx.path(f"s2_transfer-{lang}{v.s2_suffix}"), use_safetensors=True), tok
+
+
+METHOD = Monotrans("monotrans", tuple(VARIANTS), description="MONOTRANS and its variants (Artetxe et al. 2020)", order=0)

@@ -1,0 +1,227 @@
+"""The generic staged run: a list of named stages writing one run folder, with status,
+resume, per-stage seeding, metrics, atomic stage folders and one accelerator.
+
+Why: every long job of xlviz (the generated-world bench of methods, MONOTRANS on real corpora,
+QA fine-tuning of any encoder) is the same loop: write the config once, then for each stage not
+yet in ``status.json["stages_done"]`` seed, run it, record it. A killed run resumes from its
+last completed stage. This class knows nothing of worlds, corpora or methods: a user supplies a
+config class, ``plan()`` (the stage names) and ``run_stage(name)``.
+
+Scale-out contract (``accelerate launch --num_processes N -m xlviz ...``): only the main
+process writes files; every process runs every stage (training is sharded inside a stage) and
+waits for the others at stage boundaries.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+from dataclasses import asdict, fields
+from pathlib import Path
+from typing import Any, Callable, Sequence
+
+import numpy as np
+import torch
+from accelerate.utils import DataLoaderConfiguration
+
+from xlviz.errors import XlvizError
+from xlviz.io import atomic_dir
+from xlviz.runs import Run, now_iso, package_versions
+from xlviz.training.loop import LoopConfig, make_accelerator
+
+
+def seed_everything(seed: int) -> None:
+    random.seed(seed)
+    np.random.seed(seed % 2**32)
+    torch.manual_seed(seed)
+
+
+class ConfigMixin:
+    """``from_dict`` (unknown keys named), ``from_file``, ``to_dict`` for run configs (dataclasses)."""
+
+    @classmethod
+    def from_dict(cls, d: dict, *, path: str | None = None):
+        if not isinstance(d, dict):
+            raise XlvizError("a run config must be a JSON object", path=path)
+        d = {k: v for k, v in d.items() if k not in ("versions", "_comment", "_doc") and not k.startswith("//")}
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(d) - known)
+        if unknown:
+            raise XlvizError(f"unknown setting(s) {unknown}; known: {sorted(known)}", path=path, field=unknown[0])
+        try:
+            cfg = cls(**d)
+        except TypeError as e:
+            raise XlvizError(f"bad config: {e}", path=path) from None
+        cfg.validate(path=path)
+        return cfg
+
+    @classmethod
+    def from_file(cls, path: str | Path):
+        from xlviz.io import read_json
+
+        return cls.from_dict(read_json(path, what="run config"), path=str(path))
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    def validate(self, *, path: str | None = None) -> None:  # overridden
+        return None
+
+
+def check_positive(cfg, names: Sequence[str], path: str | None, *, number: bool = False) -> None:
+    for name in names:
+        v = getattr(cfg, name)
+        ok = isinstance(v, (int, float)) and not isinstance(v, bool) and v > 0 if number else isinstance(v, int) and not isinstance(v, bool) and v > 0
+        if not ok:
+            raise XlvizError(f"must be a positive {'number' if number else 'integer'}, got {v!r}", path=path, field=name)
+
+
+def make_global_batch_accelerator(mixed_precision: str = "no", grad_accum: int = 1):
+    """An Accelerator whose LR scheduler steps once per optimizer step whatever the number of
+    processes. (accelerate's default, ``split_batches=False``, assumes the batch grows with the
+    processes and steps a prepared scheduler ``num_processes`` times per step, so with N
+    processes a linear schedule would reach zero after steps / N. Here batches are global.)
+    No dataloader is prepared, so ``split_batches`` changes nothing else."""
+    return make_accelerator(mixed_precision, grad_accum, dataloader_config=DataLoaderConfiguration(split_batches=True))
+
+
+class StagedRun:
+    """``MyRun(config, run_dir).run_all()``; ``MyRun.resume(run_dir).run_all()``.
+
+    Subclasses set ``config_class`` and implement ``plan()`` and ``run_stage(stage)``.
+    ``config`` needs ``seed``, ``mixed_precision``, ``grad_accum`` and ``log_every``.
+    """
+
+    config_class: type = ConfigMixin
+    stop_after: str | None = None  # run the plan up to and including this stage (then state "cancelled": resume continues)
+
+    def __init__(self, config, run_dir: str | Path):
+        self.cfg = config
+        self.run = Run(Path(run_dir))
+        self.acc = self.make_accelerator()
+        self.main = self.acc.is_main_process
+        self.t0 = time.time()
+
+    def make_accelerator(self):
+        return make_global_batch_accelerator(self.cfg.mixed_precision, self.cfg.grad_accum)
+
+    @classmethod
+    def resume(cls, run_dir: str | Path):
+        run = Run(Path(run_dir))
+        if not run.exists():
+            raise XlvizError("not a run folder (no config.json)", path=run_dir)
+        return cls(cls.config_class.from_dict(run.config(), path=str(run.config_path)), run_dir)
+
+    # --- plan -------------------------------------------------------------------------
+    def plan(self) -> list[str]:  # overridden: every stage of the run
+        raise NotImplementedError
+
+    def run_stage(self, stage: str) -> None:  # overridden
+        raise NotImplementedError
+
+    def stages(self) -> list[str]:
+        plan = self.plan()
+        if self.stop_after is None:
+            return plan
+        if self.stop_after not in plan:
+            raise XlvizError(f"unknown stage {self.stop_after!r}; the stages are {plan}", field="stop_after")
+        return plan[: plan.index(self.stop_after) + 1]
+
+    def stage_seed(self, stage: str, index: int) -> int:
+        """The seed set before ``stage`` (its index in the plan)."""
+        return self.cfg.seed * 7919 + index
+
+    def config_record(self) -> dict:
+        """What ``config.json`` holds: the config and the package versions."""
+        return {**self.cfg.to_dict(), "versions": package_versions()}
+
+    # --- helpers for stages ----------------------------------------------------------------
+    def path(self, *parts: str) -> Path:
+        return self.run.path.joinpath(*parts)
+
+    def _status(self, **fields: Any) -> None:
+        if self.main:
+            self.run.update_status(**fields)
+
+    def _log(self, msg: str) -> None:
+        if self.main:
+            self.run.log(msg)
+            print(msg, flush=True)
+
+    def _loop(self, stage: str, steps: int, lr: float) -> tuple[LoopConfig, Callable]:
+        """A loop config and an ``on_log`` writing metrics and progress for ``stage``."""
+        cfg = LoopConfig(steps=steps, lr=lr, grad_accum=self.cfg.grad_accum, log_every=self.cfg.log_every)
+
+        def on_log(step: int, loss: float, elapsed: float) -> None:
+            self.run.log_metric(stage=stage, step=step, loss=round(loss, 5), elapsed=round(elapsed, 2))
+            self.run.update_status(progress={"stage": stage, "step": step, "total": steps, "elapsed": round(elapsed, 2)})
+
+        return cfg, on_log
+
+    def _save(self, model, stage_dir: Path, tokenizer=None) -> None:
+        """``save_pretrained`` (safetensors) into ``stage_dir`` atomically, main process only."""
+        if not self.main:
+            return
+        with atomic_dir(stage_dir) as tmp:
+            model.save_pretrained(tmp)
+            if tokenizer is not None:
+                tokenizer.save_pretrained(tmp)
+
+    def micro_batch(self, global_batch: int) -> int:
+        """Rows per process per forward pass for a global batch of ``global_batch``."""
+        parts = self.acc.num_processes * self.cfg.grad_accum
+        if global_batch % parts:
+            raise XlvizError(
+                f"the global batch size {global_batch} must be divisible by processes x grad_accum = "
+                f"{self.acc.num_processes} x {self.cfg.grad_accum}",
+                field="batch_size",
+            )
+        return global_batch // parts
+
+    def add_result_fields(self, rows: list[dict]) -> None:
+        """Merge rows into results.json by (system, language), updating fields of an existing row
+        (so retrieval and QA scores of one system and language share a row)."""
+        if not self.main:
+            return
+        merged = {(r["system"], r["language"]): dict(r) for r in self.run.results()}
+        for r in rows:
+            merged.setdefault((r["system"], r["language"]), {}).update(r)
+        self.run.write_results(list(merged.values()))
+
+    # --- the run ----------------------------------------------------------------------
+    def run_all(self) -> list[dict]:
+        plan = self.stages()
+        if self.main:
+            self.run.path.mkdir(parents=True, exist_ok=True)
+            if not self.run.exists():
+                self.run.write_config(self.config_record())
+            self._status(state="running", started=self.run.status().get("started") or now_iso(), stages=self.plan(), error=None,
+                         num_processes=self.acc.num_processes, device=str(self.acc.device),
+                         mixed_precision=str(self.acc.mixed_precision), note=None)
+        self.acc.wait_for_everyone()
+        try:
+            for i, stage in enumerate(plan):
+                if self.run.stage_done(stage):
+                    continue
+                self._status(stage=stage, stage_index=i, n_stages=len(plan))
+                self._log(f"stage {i + 1}/{len(plan)}: {stage}")
+                seed_everything(self.stage_seed(stage, i))
+                self.run_stage(stage)
+                self.acc.wait_for_everyone()
+                if self.main:
+                    self.run.mark_stage_done(stage)
+            if self.stop_after is not None and plan != self.plan():
+                self._status(state="cancelled", stage=None,
+                             note=f"stopped after {self.stop_after} as asked; resume to run the remaining stages")
+            else:
+                self._status(state="completed", stage=None, finished=now_iso())
+                self._log(f"completed in {time.time() - self.t0:.0f} s")
+        except BaseException as e:
+            state = "cancelled" if isinstance(e, KeyboardInterrupt) else "failed"
+            self._status(state=state, error=f"{type(e).__name__}: {e}")
+            self._log(f"{state}: {type(e).__name__}: {e}")
+            raise
+        return self.run.results()
+
+
+__all__ = ["StagedRun", "ConfigMixin", "check_positive", "make_global_batch_accelerator", "seed_everything"]
