@@ -14,7 +14,7 @@ from xlviz.errors import XlvizError
 from xlviz.models.monotrans import MODEL_SIZES, NOISE_STD
 
 MIXED_PRECISION = ("auto", "no", "bf16", "fp16")
-DEMO_METHODS = ["monotrans", "floor", "dictionary-oracle"]
+DEMO_METHODS = ["monotrans", "floor", "dictionary-oracle", "jointpair-disjoint"]
 
 
 def parse_variants(text: str | list[str]) -> list[str]:

@@ -16,6 +16,7 @@ that language in that system, for the analysis pages), ``predictions/``, ``resul
 
 from __future__ import annotations
 
+import zlib
 from pathlib import Path
 
 from transformers import AutoTokenizer, PreTrainedTokenizerFast
@@ -45,6 +46,11 @@ class Pipeline(StagedRun):
     def __init__(self, config: TransferConfig, run_dir: str | Path):
         self.world = World(config.world)
         super().__init__(config, run_dir)
+
+    def stage_seed(self, stage: str, index: int) -> int:
+        """Seeded by the stage's name, not its place in the plan: a system gets the same
+        numbers whichever other systems share its run."""
+        return self.cfg.seed * 7919 + zlib.crc32(stage.encode()) % 1_000_003
 
     def make_accelerator(self):
         # Batches here are per process (each process trains on its shard of the world's data).
