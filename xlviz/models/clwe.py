@@ -6,8 +6,9 @@ Pieces, in the order the method uses them:
 - :func:`train_skipgram`: gensim's skip-gram on one language's corpus given as lists of
   *subword tokens of that language's tokenizer* (the strings ``tokenizer.tokenize`` returns),
   so every vector belongs to a row of the BERT's token embedding matrix; ``vector_size`` is
-  then the BERT's hidden size. Deterministic: one worker, a seed and a hash of the token
-  that does not depend on Python's per-process string-hash salt.
+  then the BERT's hidden size. Deterministic: one worker and a seed (gensim 4.4 draws the
+  initial vectors from ``seed``; ``hashfxn``, which older gensim used to seed each vector from
+  Python's per-process salted ``hash``, is given a salt-free hash all the same).
 - :func:`normalize` (unit length, mean centring, unit length: VecMap's ``unit center unit``),
   :func:`procrustes` (the orthogonal W minimising ||X_D W - Z_D||, from one SVD),
   :func:`unsupervised_seed` (VecMap's initialisation from the intra-lingual similarity
@@ -28,12 +29,14 @@ from __future__ import annotations
 
 import zlib
 from dataclasses import dataclass, field
-from typing import Iterable, Sequence
+from typing import TYPE_CHECKING, Iterable, Sequence
 
 import numpy as np
-import torch
 
 from xlviz.errors import XlvizError
+
+if TYPE_CHECKING:
+    import torch
 
 
 # ---------------------------------------------------------------- skip-gram (gensim)
@@ -273,13 +276,15 @@ def embedding_rows(
     scale: float = 1.0,
     unseen_std: float | None = None,
     seed: int = 0,
-) -> torch.Tensor:
+) -> "torch.Tensor":
     """A ``[len(tokenizer), d]`` float32 matrix in the tokenizer's id order: a token's row is
     ``scale * vectors[i]`` for ``words[i] == token``; the special tokens and tokens the
     skip-gram never saw get N(0, ``unseen_std``^2) rows, seeded (default std: that of the
     known scaled entries). One ``scale`` for L1 and the mapped L2 keeps the orthogonal map's
     geometry; normalised vectors have entries of std ~1/sqrt(d), so ``scale = 0.02 * sqrt(d)``
     gives BERT's initialisation std. :func:`coverage` says how many rows are known."""
+    import torch
+
     vectors = np.asarray(vectors, dtype=np.float64) * float(scale)
     if vectors.ndim != 2 or len(words) != vectors.shape[0]:
         raise XlvizError(f"{len(words)} words but vectors of shape {vectors.shape}", field="vectors")
