@@ -22,7 +22,7 @@ MLM head transform above stay shared, as said).
 from __future__ import annotations
 
 import copy
-from typing import Sequence
+from typing import Mapping, Sequence
 
 import torch
 from torch import nn
@@ -59,6 +59,30 @@ class SharedTopLayers(nn.Module):
             lang: nn.ModuleList(copy.deepcopy(layers[: self.n_specific])) for lang in languages
         })
         self.views = nn.ModuleDict({lang: self._view(base, lang) for lang in languages})
+
+    @classmethod
+    def from_plain(cls, models: Mapping[str, BertForMaskedLM], shared_top: int) -> "SharedTopLayers":
+        """Rebuild from the per-language plain models :meth:`to_plain` exported (e.g. after a
+        stage saved them with ``save_pretrained``): shared parts from the first language, each
+        language's own bottom layers copied from its model (the first model's modules are used, not
+        copied). Refuses models whose shared parts differ."""
+        langs = list(models)
+        if not langs:
+            raise XlvizError("no per-language models given", field="models")
+        first = models[langs[0]]
+        model = cls(first, langs, shared_top)
+        bottom = model.n_specific
+        for lang in langs:
+            other = models[lang]
+            shared_other = [other.bert.embeddings, other.cls, *list(other.bert.encoder.layer)[bottom:]]
+            shared_first = [first.bert.embeddings, first.cls, *list(first.bert.encoder.layer)[bottom:]]
+            for a, b in zip(shared_first, shared_other):
+                if any(not torch.equal(x, y) for x, y in zip(a.state_dict().values(), b.state_dict().values())):
+                    raise XlvizError(f"the shared layers of {lang!r} differ from those of {langs[0]!r}", field="models")
+            with torch.no_grad():
+                for mine, theirs in zip(model.specific[lang], list(other.bert.encoder.layer)[:bottom]):
+                    mine.load_state_dict(theirs.state_dict())
+        return model
 
     def _view(self, base: BertForMaskedLM, lang: str) -> BertForMaskedLM:
         """A BertForMaskedLM whose modules are this module's (built on the meta device, so no
