@@ -21,10 +21,12 @@ Slicing a joint model back to one language's plain HF model is model surgery and
 
 from __future__ import annotations
 
+import json
 import random
 from typing import Mapping, Sequence
 
 import torch
+from tokenizers import Tokenizer
 from transformers import PreTrainedTokenizerFast
 
 from xlviz.data.tokenization import SPECIAL_TOKENS, train_tokenizer
@@ -103,10 +105,33 @@ def train_joint_tokenizer(
     contributing the same number of characters by default (alpha = 0; the paper's exponentially
     smoothed up-sampling with alpha > 0; :func:`balanced_sample`). Same trainer,
     special tokens and post-processor as :func:`xlviz.data.tokenization.train_tokenizer`.
-    Deterministic: the sample is seeded and languages are visited in sorted order."""
+    Deterministic as far as ``tokenizers`` allows: the sample is seeded, languages are visited
+    in sorted order and WordPiece ids are put in :func:`canonical_order`; exact ties in the
+    trainer's merge counts are still broken in a per-process order (see there)."""
     sample = balanced_sample(corpora, alpha=alpha, total_chars=total_chars, seed=seed)
     texts = [s for lang in sorted(sample) for s in sample[lang]]
-    return train_tokenizer(texts, vocab_size, algorithm=algorithm, lowercase=lowercase, model_max_length=model_max_length)
+    tok = train_tokenizer(texts, vocab_size, algorithm=algorithm, lowercase=lowercase, model_max_length=model_max_length)
+    return canonical_order(tok) if algorithm == "wordpiece" else tok
+
+
+def canonical_order(tokenizer: PreTrainedTokenizerFast) -> PreTrainedTokenizerFast:
+    """The same WordPiece vocabulary with its ids in a fixed order: specials 0-4, then word
+    starts, then ``##`` continuations, each sorted as strings.
+
+    Why: ``tokenizers``' trainer numbers tokens in the iteration order of a Rust hash map,
+    which is seeded per process, so two trainings on the same texts give the same tokens
+    under different ids (and, when merge counts tie exactly, occasionally a different last
+    few tokens: that part no reordering can fix). WordPiece splits by longest match, so the
+    order of ids changes no tokenization."""
+    state = json.loads(tokenizer.backend_tokenizer.to_str())
+    vocab = state["model"]["vocab"]
+    rest = sorted((t for t in vocab if t not in SPECIAL_TOKENS), key=lambda t: (t.startswith("##"), t))
+    state["model"]["vocab"] = {t: i for i, t in enumerate(SPECIAL_TOKENS + rest)}
+    return PreTrainedTokenizerFast(
+        tokenizer_object=Tokenizer.from_str(json.dumps(state)), model_max_length=tokenizer.model_max_length,
+        pad_token="[PAD]", unk_token="[UNK]", cls_token="[CLS]", sep_token="[SEP]", mask_token="[MASK]",
+        model_input_names=list(tokenizer.model_input_names),
+    )
 
 
 def check_special_layout(tokenizer, lang: str) -> None:
