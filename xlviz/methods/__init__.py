@@ -34,39 +34,41 @@ def methods() -> dict[str, Method]:
     return _METHODS
 
 
-def all_systems() -> list[str]:
-    """Every fixed system name, grouped by method."""
-    return [s for m in methods().values() for s in m.systems]
+def all_systems(layers: int = 4) -> list[str]:
+    """Every system ``all`` trains, grouped by method (parametrised families contribute their
+    default member, e.g. one ``wu-shared-top-K``)."""
+    return [s for m in methods().values() for s in m.default_systems(every=True, layers=layers)]
 
 
 def method_of(system: str) -> Method:
     for m in methods().values():
         if m.owns(system):
             return m
-    raise XlvizError(f"unknown system {system!r}; choose from {all_systems()} (or a method name, 'all')", field="methods")
+    raise XlvizError(f"unknown system {system!r}; choose from {all_systems()} (or a group: {', '.join(aliases())})",
+                     field="methods")
 
 
-def aliases() -> dict[str, list[str]]:
+def aliases(layers: int = 4) -> dict[str, list[str]]:
     """Names that stand for several systems: each method's name, 'all', and the methods' own
     sweeps (e.g. ``wu-sweep``)."""
     out: dict[str, list[str]] = {}
     for m in methods().values():
-        out.update(m.sweeps())
-    systems = set(all_systems())
+        out.update(m.sweeps(layers))
     for m in methods().values():
-        if m.name not in systems:
-            out.setdefault(m.name, list(m.default_systems()))
-    out["all"] = [s for m in methods().values() for s in m.default_systems(every=True)]
+        if not m.owns(m.name):
+            out.setdefault(m.name, list(m.default_systems(layers=layers)))
+    out["all"] = all_systems(layers)
     return out
 
 
-def resolve(names: str | list[str]) -> list[str]:
-    """``"monotrans,jointpair-disjoint"`` or ``["all"]`` -> system names, validated, in order."""
+def resolve(names: str | list[str], layers: int = 4) -> list[str]:
+    """``"monotrans,jointpair-disjoint"`` or ``["all"]`` -> system names, validated, in order
+    (groups that depend on the model's depth, such as ``wu-sweep``, for ``layers`` layers)."""
     items = names if isinstance(names, list) else [t.strip() for t in str(names).split(",") if t.strip()]
     if not items or not all(isinstance(i, str) for i in items):
         raise XlvizError(f"expected a list of system names, got {names!r}", field="methods")
     out: list[str] = []
-    table = aliases()
+    table = aliases(layers)
     for item in items:
         is_system = any(m.owns(item) for m in methods().values())
         for system in ([item] if is_system else table.get(item, [item])):

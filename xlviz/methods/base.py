@@ -92,12 +92,13 @@ class Method:
         """Whether ``system`` is one of this method's (parametrised families override this)."""
         return system in self.systems
 
-    def default_systems(self, every: bool = False) -> tuple[str, ...]:
-        """The systems ``all`` (``every``) or the method's own name trains."""
+    def default_systems(self, every: bool = False, layers: int = 4) -> tuple[str, ...]:
+        """The systems ``all`` (``every``) or the method's own name trains, for a model of
+        ``layers`` encoder layers."""
         return self.systems
 
-    def sweeps(self) -> dict[str, list[str]]:
-        """Named groups of systems (``wu-sweep``: K = all ... 0)."""
+    def sweeps(self, layers: int = 4) -> dict[str, list[str]]:
+        """Named groups of systems (``wu-sweep``: K = all ... 0 for ``layers`` layers)."""
         return {}
 
     def describe(self, system: str) -> str:

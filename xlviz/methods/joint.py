@@ -10,8 +10,8 @@ pre-trained with MLM on several languages at once, fine-tuned for QA on L1, test
 
 Budget: the same model size, batch, learning rate and number of steps as MONOTRANS's step 1, so
 a joint model sees each language's corpus for a share of the steps (as in the paper, where
-JOINTMULTI's compute equals a monolingual model's). Batches are balanced: row ``k`` of every
-batch comes from language ``k mod n`` (each language its own shuffled block stream).
+JOINTMULTI's compute equals a monolingual model's). Batches are balanced: each row's language
+is drawn with equal probability (each language its own shuffled block stream).
 
 Fine-tuning updates every parameter, as for any multilingual model. With disjoint vocabularies
 the QA model is trained on the L1 slice of the joint model (:func:`xlviz.models.vocab_slice.
@@ -35,6 +35,7 @@ from xlviz.models.monotrans import bert_config, qa_from_mlm, zero_shot_model
 from xlviz.models.vocab_slice import slice_to_language
 from xlviz.training.loop import train
 from xlviz.training.mlm import MaskedOnlyMLM, iter_blocks, mask_tokens
+from xlviz.training.multilingual import multilingual_batches
 
 SYSTEMS = ("jointpair-disjoint", "jointpair-joint", "jointmulti")
 
@@ -95,18 +96,15 @@ class Reader:
         return self.vocab.to_joint(lang, ids) if self.disjoint else ids
 
 
-def balanced_blocks(ctx: Context, reader: Reader) -> Iterator[torch.Tensor]:
-    """Batches of ``mlm_batch_size`` blocks in joint ids, row k from language k mod n."""
+def joint_blocks(ctx: Context, reader: Reader, mode: str = "mixed") -> Iterator[tuple[str | None, torch.Tensor]]:
+    """Batches of ``mlm_batch_size`` blocks in joint ids, languages balanced
+    (:func:`xlviz.training.multilingual.multilingual_batches`)."""
     cfg = ctx.cfg
-    streams = [iter_blocks(lambda lang=lang: ctx.world.corpus(lang), reader.toks[lang], cfg.block_size, seed=cfg.seed + 17 * k,
-                           rank=ctx.acc.process_index, world_size=ctx.acc.num_processes)
-               for k, lang in enumerate(reader.langs)]
-    while True:
-        rows = []
-        for k in range(cfg.mlm_batch_size):
-            j = k % len(streams)
-            rows.append(reader.to_joint(reader.langs[j], next(streams[j])))
-        yield torch.tensor(rows)
+    streams = {lang: map(lambda ids, lang=lang: reader.to_joint(lang, ids),
+                         iter_blocks(lambda lang=lang: ctx.world.corpus(lang), reader.toks[lang], cfg.block_size,
+                                     seed=cfg.seed + 17 * k, rank=ctx.acc.process_index, world_size=ctx.acc.num_processes))
+               for k, lang in enumerate(reader.langs)}
+    return multilingual_batches(streams, cfg.mlm_batch_size, mode=mode, seed=cfg.seed)
 
 
 def pretrain_stage(system: str, l2: str | None) -> Stage:
@@ -125,7 +123,7 @@ def pretrain_stage(system: str, l2: str | None) -> Stage:
         mask_id = reader.toks[reader.langs[0]].mask_token_id
 
         def batches():
-            for ids in balanced_blocks(ctx, reader):
+            for _, ids in joint_blocks(ctx, reader):
                 inputs, labels = mask_tokens(ids, mask_id=mask_id, vocab_size=reader.size, prob=cfg.mlm_probability, generator=gen)
                 yield {"input_ids": inputs, "labels": labels}
 
@@ -181,7 +179,7 @@ class Joint(Method):
             "jointmulti": "one BERT on L1 + every L2, one joint vocabulary (joint_vocab_size)",
         }[system]
 
-    def default_systems(self, every: bool = False) -> tuple[str, ...]:
+    def default_systems(self, every: bool = False, layers: int = 4) -> tuple[str, ...]:
         return self.systems
 
     def unit_for(self, ctx: Context, system: str, lang: str) -> str | None:

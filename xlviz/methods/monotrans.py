@@ -148,7 +148,7 @@ class Monotrans(Method):
             "dictionary-oracle": "upper bound on step 2: gold translations' L1 rows",
         }[system]
 
-    def default_systems(self, every: bool = False) -> tuple[str, ...]:
+    def default_systems(self, every: bool = False, layers: int = 4) -> tuple[str, ...]:
         return self.systems if every else ("monotrans",)
 
     def qa_model(self, ctx: Context, system: str, lang: str):

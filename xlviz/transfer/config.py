@@ -43,6 +43,9 @@ class TransferConfig:
     # Subwords of a vocabulary learned on several languages at once (jointpair-joint, jointmulti);
     # 0: vocab_size per language, what each language has in the disjoint vocabularies.
     joint_vocab_size: int = 0
+    # CLWE's VecMap initialisation: "unsupervised" (intra-lingual similarity distributions) or
+    # "identical" (identical strings; needs languages that share some, e.g. Latin-script subwords).
+    clwe_init: str = "unsupervised"
     tokenizer: str = "wordpiece"
     block_size: int = 24  # masked-LM blocks; short ones let step 1 leave the unigram plateau
     qa_max_length: int = 96
@@ -138,11 +141,13 @@ class TransferConfig:
                 or 0 < self.joint_vocab_size < 50:
             raise XlvizError(f"must be 0 (vocab_size per language) or an integer of at least 50, got {self.joint_vocab_size!r}",
                              path=path, field="joint_vocab_size")
+        if self.clwe_init not in ("unsupervised", "identical"):
+            raise XlvizError("choose from ['unsupervised', 'identical']", path=path, field="clwe_init")
         if self.vocab_size < 50:
             raise XlvizError("must be at least 50", path=path, field="vocab_size")
         from xlviz.methods import resolve
 
-        self.methods = resolve(self.methods)
+        self.methods = resolve(self.methods, layers=MODEL_SIZES[self.model_size][0])
         if not isinstance(self.seed, int):
             raise XlvizError(f"must be an integer, got {self.seed!r}", path=path, field="seed")
         self.world.validate(path=path)

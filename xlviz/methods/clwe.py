@@ -1,0 +1,123 @@
+"""CLWE (Artetxe et al. 2020, §3.1): cross-lingual word embeddings under a BERT.
+
+1. ``clwe_vectors``: skip-gram embeddings (gensim) of each language's subwords on its own
+   corpus, of the BERT's hidden size; each L2's mapped into L1's space with an orthogonal map
+   as VecMap does (unit-center-unit normalisation, self-learning; initialised from the
+   intra-lingual similarity distributions, or from identical strings: ``clwe_init``).
+2. ``s1_clwe``: a BERT pre-trained with MLM on L1 on top of the frozen (normalised) L1 vectors.
+3. ``s3_clwe``: QA on L1 with them still frozen.
+4. zero-shot: the mapped L2 vectors plugged in for the L1 ones.
+
+Only the special tokens' rows (which have no skip-gram vector) train, as in MONOTRANS's step 3.
+Vectors are scaled by ``0.02 * sqrt(hidden)`` so their entries have BERT's initialisation std;
+one scale for every language keeps the map's geometry.
+"""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from safetensors.torch import load_file, save_file
+from transformers import BertForMaskedLM, BertForQuestionAnswering
+
+from xlviz.io import atomic_dir, atomic_write_json
+from xlviz.methods.base import Context, Method, Stage
+from xlviz.methods.common import WORLD, finetune_qa, load_mlm, new_bert, train_mlm
+from xlviz.models.clwe import coverage, embedding_rows, keyed_matrix, map_embeddings, normalize, tokenized_corpus, train_skipgram
+from xlviz.models.monotrans import N_SPECIAL, freeze_for_step3, make_l2_mlm, qa_from_mlm, zero_shot_model
+from xlviz.models.surgery import word_embeddings
+
+
+def run_vectors(ctx: Context) -> None:
+    if not ctx.main:
+        return
+    cfg, world = ctx.cfg, ctx.world
+    dim = new_bert(ctx, world.l1).config.hidden_size
+    spaces = {}
+    for lang in world.languages:
+        tok = ctx.tokenizer(lang)
+        wv = train_skipgram(tokenized_corpus(tok, world.corpus(lang)), dim, seed=cfg.seed)
+        spaces[lang] = keyed_matrix(wv)
+    scale = 0.02 * math.sqrt(dim)
+    l1_words, l1_vectors = spaces[world.l1]
+    report = {"dim": dim, "scale": scale, "init": cfg.clwe_init, "languages": {}}
+    with atomic_dir(ctx.path("clwe")) as tmp:
+        rows = embedding_rows(l1_words, normalize(l1_vectors), ctx.tokenizer(world.l1), scale=scale, seed=cfg.seed)
+        save_file({"embeddings": rows}, str(tmp / f"{world.l1}.safetensors"))
+        for lang in world.l2s:
+            words, vectors = spaces[lang]
+            result = map_embeddings(vectors, l1_vectors, init=cfg.clwe_init, src_words=words, trg_words=l1_words, seed=cfg.seed)
+            rows = embedding_rows(words, result.x_mapped, ctx.tokenizer(lang), scale=scale, seed=cfg.seed + 1)
+            save_file({"embeddings": rows}, str(tmp / f"{lang}.safetensors"))
+            report["languages"][lang] = {"dictionary": int(len(result.src)), "iterations": len(result.objective),
+                                         "objective": result.objective[-1] if result.objective else None,
+                                         "coverage": coverage(words, ctx.tokenizer(lang))}
+            ctx.log(f"  {lang}: mapped {len(words)} skip-gram vectors into {world.l1}'s space "
+                    f"(dictionary {len(result.src)}, {len(result.objective)} self-learning iterations)")
+        atomic_write_json(tmp / "mapping.json", report)
+
+
+VECTORS = Stage("clwe_vectors", "data", run=run_vectors, note="skip-gram vectors per language; L2 mapped into L1's space")
+
+
+def vectors(ctx: Context, lang: str) -> torch.Tensor:
+    return load_file(str(ctx.path("clwe", f"{lang}.safetensors")))["embeddings"]
+
+
+def with_rows(model, rows: torch.Tensor):
+    """``model`` with its non-special token-embedding rows set to ``rows`` (the tied decoder follows)."""
+    with torch.no_grad():
+        word_embeddings(model).weight[N_SPECIAL:] = rows[N_SPECIAL:].to(word_embeddings(model).weight.dtype)
+    return model
+
+
+def build_pretrain(ctx: Context) -> BertForMaskedLM:
+    model = with_rows(new_bert(ctx, ctx.world.l1), vectors(ctx, ctx.world.l1))
+    freeze_for_step3(model)  # every parameter but the token rows (their special rows train)
+    return model
+
+
+def train_pretrain(ctx: Context, model) -> None:
+    model = train_mlm(ctx, model, ctx.world.l1, "s1_clwe", ctx.cfg.pretrain_steps, ctx.cfg.pretrain_lr)
+    ctx.save(model, ctx.path("s1_clwe"), ctx.tokenizer(ctx.world.l1))
+
+
+def build_finetune(ctx: Context):
+    model = qa_from_mlm(load_mlm(ctx, "s1_clwe"), seed=ctx.cfg.seed + 3)
+    freeze_for_step3(model)
+    return model
+
+
+def train_finetune(ctx: Context, model) -> None:
+    model = finetune_qa(ctx, model, "s3_clwe")
+    ctx.save(model, ctx.path("s3_clwe"), ctx.tokenizer(ctx.world.l1))
+
+
+class Clwe(Method):
+    def stages(self, ctx: Context, system: str) -> list[Stage]:
+        return [WORLD, VECTORS,
+                Stage("s1_clwe", "pretrain", build=build_pretrain, train=train_pretrain, trains=(r".*",), rows="special",
+                      note="masked LM on L1 over the frozen L1 skip-gram vectors"),
+                Stage("s3_clwe", "finetune", build=build_finetune, train=train_finetune, trains=(r".*",), rows="special",
+                      note="QA on L1, the L1 vectors still frozen")]
+
+    def describe(self, system: str) -> str:
+        return "skip-gram vectors mapped with VecMap under a BERT trained on L1 over them (frozen); swap in the L2 vectors"
+
+    def encoder(self, ctx: Context, system: str, lang: str):
+        l1 = load_mlm(ctx, "s1_clwe")
+        tok = ctx.tokenizer(lang)
+        if lang == ctx.world.l1:
+            return l1, tok
+        return with_rows(make_l2_mlm(l1, len(tok), seed=ctx.cfg.seed + 1), vectors(ctx, lang)), tok
+
+    def qa_model(self, ctx: Context, system: str, lang: str):
+        qa = BertForQuestionAnswering.from_pretrained(ctx.path("s3_clwe"), use_safetensors=True)
+        if lang == ctx.world.l1:
+            return qa, ctx.tokenizer(lang)
+        l2, tok = self.encoder(ctx, system, lang)
+        return zero_shot_model(qa, l2), tok
+
+
+METHOD = Clwe("clwe", ("clwe",), description="cross-lingual word embeddings under a BERT (Artetxe et al. 2020)", order=15)
