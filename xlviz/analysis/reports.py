@@ -162,6 +162,13 @@ class RunInfo:
     transferred: dict[str, Path] = field(default_factory=dict)  # l2 -> s2_transfer-<l2>
     l2_tokenizers: dict[str, Path] = field(default_factory=dict)
     floor_init: str = "random"
+    # system -> language -> encoders/<system>-<lang>: what each method of a bench run yields
+    # for the analyses (written at the system's evaluation stage)
+    encoders: dict[str, dict[str, Path]] = field(default_factory=dict)
+
+    def system_encoders(self, l2: str) -> dict[str, tuple[Path, Path]]:
+        """{system: (L1 encoder, ``l2`` encoder)} for the systems that read both languages."""
+        return {system: (langs[self.l1], langs[l2]) for system, langs in self.encoders.items() if self.l1 in langs and l2 in langs}
 
     @property
     def s1(self) -> Path:
@@ -213,8 +220,16 @@ def run_info(run_dir: str | os.PathLike) -> RunInfo:
         for d in sorted(tok_root.iterdir()):
             if d.is_dir() and d.name != l1 and _has_tokenizer(d):
                 toks.setdefault(d.name, d)
+    encoders: dict[str, dict[str, Path]] = {}
+    languages = {l1, *transferred, *toks}
+    for folder in sorted((path / "encoders").glob("*-*")):
+        system, _, lang = folder.name.rpartition("-")
+        if lang in languages and (folder / "config.json").is_file() and _has_tokenizer(folder):
+            encoders.setdefault(system, {})[lang] = folder
+    order = [m for m in cfg.get("methods", []) if isinstance(m, str)] if isinstance(cfg.get("methods"), list) else []
+    encoders = dict(sorted(encoders.items(), key=lambda kv: (order.index(kv[0]) if kv[0] in order else len(order), kv[0])))
     l2s = list(dict.fromkeys(list(transferred) + list(toks)))
-    return RunInfo(path, path.name, l1, l2s, seed, transferred, toks, floor_init)
+    return RunInfo(path, path.name, l1, l2s, seed, transferred, toks, floor_init, encoders)
 
 
 def _l2_check(info: RunInfo, l2: str) -> None:
@@ -228,6 +243,10 @@ def run_systems(run_dir: str | os.PathLike, l2: str, floor: bool = True) -> list
     L2) when step 2 ran, and "floor" (s1 on L1, s1 with untrained L2 embeddings on L2)."""
     info = run_info(run_dir)
     _l2_check(info, l2)
+    pairs = info.system_encoders(l2)
+    if pairs:  # a bench run: every system's own encoders, exactly the models it scored
+        return [System(f"{info.name} · {system}", info.l1, l2, ModelSpec(str(a)), ModelSpec(str(b)))
+                for system, (a, b) in pairs.items() if floor or system != "floor"]
     l1_spec = ModelSpec(str(info.s1), None if _has_tokenizer(info.s1) else str(info.world_dir / "tokenizers" / info.l1))
     out = []
     if l2 in info.transferred:
@@ -253,6 +272,11 @@ def run_probe_models(run_dir: str | os.PathLike, l2s: Sequence[str] | None = Non
     l1_spec = ModelSpec(str(info.s1), None if _has_tokenizer(info.s1) else str(info.world_dir / "tokenizers" / info.l1))
     out = [ProbeModel(f"{info.name} · L1 model", info.l1, l1_spec, "reference")]
     for l2 in chosen:
+        pairs = info.system_encoders(l2)
+        if pairs:  # a bench run: each system's encoder of the L2
+            out += [ProbeModel(f"{info.name} · {system}", l2, ModelSpec(str(b)), "floor" if system == "floor" else "transferred")
+                    for system, (_, b) in pairs.items() if floor or system != "floor"]
+            continue
         if l2 in info.transferred:
             s2 = info.transferred[l2]
             out.append(ProbeModel(f"{info.name} · transferred", l2,
