@@ -17,6 +17,12 @@ training step differs:
   CPU): slower than float32, because autocast re-casts around every op and PyTorch's bf16 SDPA
   backward on CPUs is slow.
 
+Rows for the other methods' models, each beside its own plain float32 loop: a joint vocabulary
+(``jointmulti``: three languages' rows, ``--joint-languages``) and Wu et al.'s language-specific
+bottom layers (``wu-shared-top-K``: two languages, one batch per language in turn). And the
+Hugging Face ``Trainer`` with ``DataCollatorForLanguageModeling`` (masking on the fly, float32
+on the CPU), what a user would run instead, timed per step by a callback.
+
 Runs are interleaved round-robin in one process, so machine load (this shared machine sees
 CPU steal) hits all alike; each round gives one ratio per variant against the baseline of the
 same round, and the table reports the median ratio and the median step time.
@@ -62,6 +68,7 @@ def make_batches(args) -> tuple[list[dict], int]:
     world = World(WorldConfig(seed=0, corpus_documents=1500))
     corpus = world.corpus("en")
     tok = train_tokenizer(corpus, args.vocab)
+    make_batches.tokenizer = tok
     blocks = iter_blocks(lambda: corpus, tok, args.block, seed=0)
     gen = torch.Generator().manual_seed(0)
     batches = []
@@ -109,6 +116,85 @@ def runner(name: str, vocab: int, args, *, masked_only: bool, precision: str, co
     return name, step
 
 
+def spread(batches: list[dict], vocab: int, size: int, seed: int = 1) -> list[dict]:
+    """The batches with their non-special ids injected into a ``size``-row vocabulary."""
+    g = torch.Generator().manual_seed(seed)
+    table = torch.cat([torch.arange(5), 5 + torch.randperm(size - 5, generator=g)[: vocab - 5]])
+    return [{"input_ids": table[b["input_ids"]],
+             "labels": torch.where(b["labels"] >= 0, table[b["labels"].clamp(min=0)], b["labels"])} for b in batches]
+
+
+def wu_runner(name: str, vocab: int, args, *, masked_only: bool, precision: str):
+    """Wu et al.'s model: two languages' bottom layers, the top ``--wu-shared`` shared; batch i
+    runs through language i mod 2 (as wu-shared-top-K's pre-training does)."""
+    from xlviz.methods.wu import PerLanguageMLM
+    from xlviz.models.shared_layers import SharedTopLayers
+
+    torch.manual_seed(0)
+    model = SharedTopLayers(BertForMaskedLM(bert_config(vocab, args.size, max_position_embeddings=args.block)), ["a", "b"], args.wu_shared)
+    model.train()
+    wrapped = PerLanguageMLM(model)
+    weights = Bf16Weights(wrapped) if precision == "bf16" else None
+    opt = make_optimizer(weights or wrapped, 1e-4, 0.0) if masked_only else torch.optim.AdamW(param_groups(wrapped, 0.0), lr=1e-4)
+    count = [0]
+
+    def step(batch: dict) -> float:
+        lang = count[0] % 2
+        count[0] += 1
+        if masked_only:
+            loss = wrapped(**batch, language=torch.tensor(lang))
+        else:
+            loss = plain_mlm_loss(model.views[model.languages[lang]], **batch)
+        loss.backward()
+        if weights:
+            weights.grads_to_master()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        if weights:
+            weights.master_to_model()
+        return loss.item()
+
+    return name, step
+
+
+class TrainerTimer:
+    """Times Hugging Face ``Trainer`` steps (``DataCollatorForLanguageModeling``, float32):
+    each call trains ``len(batches)`` steps on the same blocks, timed by a callback from the
+    start of the first step to the end of the last (set-up excluded)."""
+
+    def __init__(self, vocab: int, args, tok):
+        from transformers import DataCollatorForLanguageModeling, TrainerCallback
+
+        self.vocab, self.args, self.tok = vocab, args, tok
+        self.collator = DataCollatorForLanguageModeling(tok, mlm_probability=0.15)
+        timer = self
+
+        class Clock(TrainerCallback):
+            def on_step_begin(self, a, state, control, **kw):
+                if state.global_step == 0:
+                    timer.t0 = time.perf_counter()
+
+            def on_step_end(self, a, state, control, **kw):
+                timer.t1 = time.perf_counter()
+
+        self.clock = Clock()
+        torch.manual_seed(0)
+        self.model = BertForMaskedLM(bert_config(vocab, args.size, max_position_embeddings=args.block))
+
+    def run(self, batches: list[dict]) -> float:
+        import tempfile
+
+        from transformers import Trainer, TrainingArguments
+
+        rows = [{"input_ids": ids} for b in batches for ids in b["input_ids"].tolist()]
+        with tempfile.TemporaryDirectory() as out:
+            targs = TrainingArguments(output_dir=out, per_device_train_batch_size=self.args.batch, max_steps=len(batches),
+                                      learning_rate=1e-4, report_to=[], save_strategy="no", logging_strategy="no",
+                                      use_cpu=True, dataloader_num_workers=0, disable_tqdm=True, seed=0)
+            Trainer(model=self.model, args=targs, train_dataset=rows, data_collator=self.collator, callbacks=[self.clock]).train()
+        return (self.t1 - self.t0) / max(1, len(batches) - 1) if len(batches) > 1 else self.t1 - self.t0
+
+
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--size", default="small")
@@ -119,8 +205,13 @@ def main() -> None:
     p.add_argument("--rounds", type=int, default=7)
     p.add_argument("--compile", action="store_true", help="also time torch.compile'd bodies")
     p.add_argument("--model-vocab", type=int, default=0, help="train with an N-row vocabulary (ids spread over it)")
+    p.add_argument("--joint-languages", type=int, default=3, help="languages of the joint-vocabulary row (jointmulti)")
+    p.add_argument("--wu-shared", type=int, default=2, help="shared top layers of the Wu et al. row")
+    p.add_argument("--methods", action=argparse.BooleanOptionalAction, default=True,
+                   help="also time the joint-vocabulary, Wu et al. and HF Trainer rows")
     args = p.parse_args()
     batches, vocab = make_batches(args)
+    joint = spread(batches, vocab, vocab * args.joint_languages)
     runners = [
         runner("plain BertForMaskedLM, fp32 (baseline)", vocab, args, masked_only=False, precision="fp32"),
         runner("xlviz --mixed-precision no (masked-only)", vocab, args, masked_only=True, precision="fp32"),
@@ -130,26 +221,51 @@ def main() -> None:
     ]
     if args.compile:
         runners += [runner("xlviz bf16 + torch.compile'd body", vocab, args, masked_only=True, precision="bf16", compiled=True)]
+    pairs = {}  # a method's row -> its own plain baseline
+    if args.methods:
+        jv = vocab * args.joint_languages
+        jb = runner(f"plain, joint vocabulary ({jv} rows)", jv, args, masked_only=False, precision="fp32")
+        jx = runner(f"xlviz bf16, joint vocabulary ({jv} rows)", jv, args, masked_only=True, precision="bf16")
+        wb = wu_runner(f"plain, Wu shared-top-{args.wu_shared}", vocab, args, masked_only=False, precision="fp32")
+        wx = wu_runner(f"xlviz bf16, Wu shared-top-{args.wu_shared}", vocab, args, masked_only=True, precision="bf16")
+        runners += [jb, jx, wb, wx]
+        pairs = {jb[0]: jb[0], jx[0]: jb[0], wb[0]: wb[0], wx[0]: wb[0]}
+    data = {name: (joint if "joint vocabulary" in name else batches) for name, _ in runners}
     times: dict[str, list[float]] = {name: [] for name, _ in runners}
+    trainer = None
+    if args.methods:
+        from transformers import AutoTokenizer  # noqa: F401 (the collator needs a tokenizer with a mask token)
+
+        trainer = TrainerTimer(vocab, args, make_batches.tokenizer)
+        times["HF Trainer + DataCollatorForLanguageModeling, fp32"] = []
     for name, step in runners:  # warm-up (allocator, oneDNN kernels, compilation)
-        for b in batches[:3]:
+        for b in data[name][:3]:
             step(b)
+    if trainer:
+        trainer.run(batches[:3])
     for _ in range(args.rounds):
         for name, step in runners:
             t0 = time.perf_counter()
-            for b in batches:
+            for b in data[name]:
                 step(b)
             times[name].append((time.perf_counter() - t0) / len(batches))
+        if trainer:
+            times["HF Trainer + DataCollatorForLanguageModeling, fp32"].append(trainer.run(batches))
     tokens = args.batch * args.block
     base = times[runners[0][0]]
     print(f"MLM training step, model={args.size} vocab={vocab} batch={args.batch}x{args.block} tokens, "
           f"{args.steps} steps x {args.rounds} rounds, torch threads={torch.get_num_threads()}, "
           f"{cpu_name()}, auto precision={resolve_mixed_precision('auto')}")
-    print(f"{'variant':<42} {'s/step':>8} {'tokens/s':>10} {'speed-up':>9} {'range':>12}")
-    for name, _ in runners:
+    hf = times.get("HF Trainer + DataCollatorForLanguageModeling, fp32")
+    print(f"{'variant':<52} {'s/step':>8} {'tokens/s':>10} {'vs plain':>9} {'range':>12} {'vs Trainer':>11}")
+    for name in times:
         t = statistics.median(times[name])
-        ratios = sorted(b / v for b, v in zip(base, times[name]))
-        print(f"{name:<42} {t:>8.3f} {tokens / t:>10.0f} {statistics.median(ratios):>8.2f}x {ratios[0]:>5.2f}-{ratios[-1]:.2f}x")
+        ref = times[pairs.get(name, runners[0][0])]
+        ratios = sorted(b / v for b, v in zip(ref, times[name]))
+        vs_hf = f"{statistics.median(h / v for h, v in zip(hf, times[name])):>10.2f}x" if hf else ""
+        print(f"{name:<52} {t:>8.3f} {tokens / t:>10.0f} {statistics.median(ratios):>8.2f}x {ratios[0]:>5.2f}-{ratios[-1]:.2f}x {vs_hf}")
+    print("vs plain: against the plain fp32 loop of the same model (the joint and Wu rows against their own plain rows); "
+          "vs Trainer: against the HF Trainer row, same data; medians over rounds.")
 
 
 if __name__ == "__main__":
