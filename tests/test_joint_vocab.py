@@ -121,6 +121,20 @@ def test_disjoint_vocab_shares_only_specials(tokenizers):
     assert torch.equal(stacked[:5], mats["en"][:5])
 
 
+def test_masking_in_the_language_space_keeps_random_tokens_in_the_language(tokenizers):
+    from xlviz.training.mlm import mask_tokens
+
+    vocab = DisjointVocab(tokenizers)
+    ids = torch.randint(5, vocab.sizes["xx"], (64, 32), generator=torch.Generator().manual_seed(0))
+    inputs, labels = mask_tokens(ids, mask_id=4, vocab_size=vocab.sizes["xx"], prob=0.5,
+                                 generator=torch.Generator().manual_seed(1))
+    joint_inputs, joint_labels = vocab.to_joint("xx", inputs), vocab.to_joint("xx", labels)
+    own = set(vocab.language_rows("xx").tolist())
+    assert set(joint_inputs.unique().tolist()) <= own
+    assert set(joint_labels[joint_labels != -100].unique().tolist()) <= own - set(range(5))
+    assert (joint_labels == -100).sum() == (labels == -100).sum()
+
+
 def tiny_config(vocab_size: int) -> BertConfig:
     return BertConfig(vocab_size=vocab_size, hidden_size=16, num_hidden_layers=2, num_attention_heads=2,
                       intermediate_size=32, max_position_embeddings=32)

@@ -148,7 +148,11 @@ class DisjointVocab:
     Joint row layout: ``[specials (5)] [languages[0] ids 5..V0-1] [languages[1] ids 5..V1-1] ...``.
     ``to_joint`` / ``from_joint`` map ids; ``language_rows(lang)`` lists the joint rows of a
     language in its own tokenizer's id order (so ``joint_matrix[language_rows(lang)]`` is the
-    language's embedding matrix)."""
+    language's embedding matrix).
+
+    MLM on the joint model: mask a batch in the *language's* id space (``mask_tokens(ids,
+    vocab_size=vocab.sizes[lang])``), then map inputs and labels with :meth:`to_joint` (-100
+    passes through), so BERT's 10% random replacements are tokens of the same language."""
 
     def __init__(self, tokenizers: Mapping[str, object], languages: Sequence[str] | None = None):
         self.languages = list(languages if languages is not None else tokenizers)
