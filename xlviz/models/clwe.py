@@ -304,3 +304,46 @@ def coverage(words: Sequence[str], tokenizer) -> float:
     specials = set(tokenizer.all_special_ids)
     tokens = [t for t, i in tokenizer.get_vocab().items() if i not in specials]
     return sum(t in known for t in tokens) / max(1, len(tokens))
+
+
+@dataclass
+class CLWEResult:
+    """L1's and the mapped L2's embedding matrices in each tokenizer's id order, ready for
+    ``word_embeddings``, with the map and how much of each vocabulary skip-gram covered."""
+
+    l1_rows: "torch.Tensor"
+    l2_rows: "torch.Tensor"
+    mapping: MapResult
+    coverage: dict[str, float]
+
+
+def clwe_matrices(
+    tokenizers: dict[str, object],
+    corpora: dict[str, Sequence[str]],
+    l1: str,
+    l2: str,
+    vector_size: int,
+    *,
+    init: str = "unsupervised",
+    scale: float | None = None,
+    seed: int = 0,
+    skipgram: dict | None = None,
+    mapping: dict | None = None,
+) -> CLWEResult:
+    """The CLWE front end in one call: tokenise each corpus with its own tokenizer, train
+    skip-gram per language, map L2 into L1's space (``init`` as in :func:`map_embeddings`;
+    ``identical`` pairs the subword strings the two vocabularies share), and lay both out as
+    embedding rows with one ``scale`` (default ``0.02 * sqrt(vector_size)``: BERT's init std).
+    ``skipgram`` / ``mapping`` pass options to :func:`train_skipgram` / :func:`map_embeddings`."""
+    words, mats = {}, {}
+    for k, lang in enumerate((l1, l2)):
+        wv = train_skipgram(tokenized_corpus(tokenizers[lang], corpora[lang]), vector_size, seed=seed + k, **(skipgram or {}))
+        words[lang], mats[lang] = keyed_matrix(wv)
+    result = map_embeddings(mats[l2], mats[l1], init=init, src_words=words[l2], trg_words=words[l1], **(mapping or {}))
+    factor = 0.02 * vector_size ** 0.5 if scale is None else scale
+    return CLWEResult(
+        l1_rows=embedding_rows(words[l1], result.z, tokenizers[l1], scale=factor, seed=seed),
+        l2_rows=embedding_rows(words[l2], result.x_mapped, tokenizers[l2], scale=factor, seed=seed + 1),
+        mapping=result,
+        coverage={lang: coverage(words[lang], tokenizers[lang]) for lang in (l1, l2)},
+    )
