@@ -55,8 +55,10 @@ class SharedTopLayers(nn.Module):
         self.embeddings = base.bert.embeddings
         self.head = base.cls
         self.shared = nn.ModuleList(layers[self.n_specific:])
+        # The memo keeps one config object: attention modules read ``config._attn_implementation``
+        # from it, and set_attn_implementation (e.g. Bf16Weights') changes it on the model's config.
         self.specific = nn.ModuleDict({
-            lang: nn.ModuleList(copy.deepcopy(layers[: self.n_specific])) for lang in languages
+            lang: nn.ModuleList(copy.deepcopy(layers[: self.n_specific], {id(self.config): self.config})) for lang in languages
         })
         self.views = nn.ModuleDict({lang: self._view(base, lang) for lang in languages})
 
