@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 import random
 
+import numpy as np
 import pytest
 import torch
 from transformers import AutoModelForMaskedLM, AutoModelForQuestionAnswering, AutoTokenizer, BertConfig, BertForMaskedLM, BertForQuestionAnswering
@@ -105,6 +106,7 @@ def test_disjoint_vocab_shares_only_specials(tokenizers):
     # hand-computed layout: en rows 5.., xx rows start after en's non-special rows
     assert vocab.to_joint("xx", 5) == len(tokenizers["en"])
     assert vocab.to_joint("en", 7) == 7 and vocab.to_joint("xx", 3) == 3
+    assert vocab.to_joint("xx", np.int64(5)) == len(tokenizers["en"]) and vocab.from_joint("en", np.int64(7)) == 7
     ids = torch.tensor([[2, 9, 5, 3, 0], [-100, 6, 1, 4, 12]])
     joint = vocab.to_joint("xx", ids)
     assert joint[1, 0] == -100  # MLM labels' ignore index passes through
