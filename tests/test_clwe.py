@@ -234,6 +234,7 @@ def test_clwe_matrices_end_to_end_on_a_ciphered_language():
     # known rows are the normalised vectors times 0.02 * sqrt(16): unit rows of length 0.08
     the = toks["l1"].convert_tokens_to_ids("the")
     assert float(res.l1_rows[the].norm()) == pytest.approx(0.08, rel=1e-5)
+    assert torch.equal(res.l2_rows[:5], res.l1_rows[:5])  # specials: L1's rows, the ones the body was trained with
     assert res.coverage["l1"] > 0.25 and res.coverage["l2"] > 0.25
     words = {toks["l1"].convert_tokens_to_ids(w): w for w in cipher}
     keys = list(words)

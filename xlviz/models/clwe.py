@@ -333,7 +333,8 @@ def clwe_matrices(
     """The CLWE front end in one call: tokenise each corpus with its own tokenizer, train
     skip-gram per language, map L2 into L1's space (``init`` as in :func:`map_embeddings`;
     ``identical`` pairs the subword strings the two vocabularies share), and lay both out as
-    embedding rows with one ``scale`` (default ``0.02 * sqrt(vector_size)``: BERT's init std).
+    embedding rows with one ``scale`` (default ``0.02 * sqrt(vector_size)``: BERT's init std);
+    the L2 special tokens get L1's rows (the body they are plugged into was trained with those).
     ``skipgram`` / ``mapping`` pass options to :func:`train_skipgram` / :func:`map_embeddings`."""
     words, mats = {}, {}
     for k, lang in enumerate((l1, l2)):
@@ -341,9 +342,14 @@ def clwe_matrices(
         words[lang], mats[lang] = keyed_matrix(wv)
     result = map_embeddings(mats[l2], mats[l1], init=init, src_words=words[l2], trg_words=words[l1], **(mapping or {}))
     factor = 0.02 * vector_size ** 0.5 if scale is None else scale
+    l1_rows = embedding_rows(words[l1], result.z, tokenizers[l1], scale=factor, seed=seed)
+    l2_rows = embedding_rows(words[l2], result.x_mapped, tokenizers[l2], scale=factor, seed=seed + 1)
+    # The L2 rows are plugged into the body trained on L1's: its [CLS], [SEP], [PAD], [MASK] rows go with them.
+    for token in tokenizers[l2].all_special_tokens:
+        l2_rows[tokenizers[l2].convert_tokens_to_ids(token)] = l1_rows[tokenizers[l1].convert_tokens_to_ids(token)]
     return CLWEResult(
-        l1_rows=embedding_rows(words[l1], result.z, tokenizers[l1], scale=factor, seed=seed),
-        l2_rows=embedding_rows(words[l2], result.x_mapped, tokenizers[l2], scale=factor, seed=seed + 1),
+        l1_rows=l1_rows,
+        l2_rows=l2_rows,
         mapping=result,
         coverage={lang: coverage(words[lang], tokenizers[lang]) for lang in (l1, l2)},
     )
