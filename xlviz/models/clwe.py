@@ -20,6 +20,14 @@ Pieces, in the order the method uses them:
 - :func:`embedding_rows`: the vectors as a ``[len(tokenizer), d]`` matrix in the tokenizer's
   id order, ready for ``BertForMaskedLM``'s ``word_embeddings``.
 
+Measured (tests/test_clwe.py, bench/bench_clwe_world.py): the map recovers a known rotation
+of a toy space from a gold seed, identical strings or no seed at all; the unsupervised seed
+alone finds the rotation of 200 isotropic Gaussian vectors (d = 16) up to noise std 0.25
+(relative to the vectors' 1) and fails from 0.3. On the generated world (~300 words a
+language) a gold-seeded map with self-learning translates 0.6-0.7 of held-out words, but the
+unsupervised seed stays at 0.00-0.17 and identical strings (only punctuation and letters are
+shared) at 0.01-0.05: CLWE on the world needs a seed, e.g. names spelled the same.
+
 Rows of the matrices passed to the mapping are expected in frequency order (gensim's
 ``index_to_key`` order; :func:`keyed_matrix` returns it), because the unsupervised seed and
 the dictionary induction look at the most frequent words only, as VecMap does.
@@ -54,13 +62,15 @@ def train_skipgram(
     window: int = 5,
     min_count: int = 1,
     negative: int = 10,
-    epochs: int = 5,
+    epochs: int = 20,
     sample: float = 1e-4,
     seed: int = 0,
 ):
     """Skip-gram with negative sampling (gensim ``Word2Vec(sg=1)``) on token lists; returns its
     ``KeyedVectors`` (``.index_to_key`` in frequency order, ``.vectors``). One worker thread:
-    gensim's multi-threaded training is not deterministic."""
+    gensim's multi-threaded training is not deterministic. 20 epochs, not gensim's 5: on the
+    generated world's small corpora a gold-seeded map translated 0.10-0.18 of held-out words
+    after 5 epochs and 0.44 / 0.39 after 20 (bench/bench_clwe_world.py, dim 64)."""
     from gensim.models import Word2Vec
 
     if not sentences or not any(len(s) for s in sentences):
