@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 import random
 
+import numpy as np
 import pytest
 import torch
 from transformers import AutoModelForMaskedLM, AutoModelForQuestionAnswering, AutoTokenizer, BertConfig, BertForMaskedLM, BertForQuestionAnswering
@@ -105,6 +106,7 @@ def test_disjoint_vocab_shares_only_specials(tokenizers):
     # hand-computed layout: en rows 5.., xx rows start after en's non-special rows
     assert vocab.to_joint("xx", 5) == len(tokenizers["en"])
     assert vocab.to_joint("en", 7) == 7 and vocab.to_joint("xx", 3) == 3
+    assert vocab.to_joint("xx", np.int64(5)) == len(tokenizers["en"]) and vocab.from_joint("en", np.int64(7)) == 7
     ids = torch.tensor([[2, 9, 5, 3, 0], [-100, 6, 1, 4, 12]])
     joint = vocab.to_joint("xx", ids)
     assert joint[1, 0] == -100  # MLM labels' ignore index passes through
@@ -119,6 +121,20 @@ def test_disjoint_vocab_shares_only_specials(tokenizers):
     stacked = vocab.stack(mats)
     assert torch.equal(stacked[vocab.language_rows("xx")][5:], mats["xx"][5:])
     assert torch.equal(stacked[:5], mats["en"][:5])
+
+
+def test_masking_in_the_language_space_keeps_random_tokens_in_the_language(tokenizers):
+    from xlviz.training.mlm import mask_tokens
+
+    vocab = DisjointVocab(tokenizers)
+    ids = torch.randint(5, vocab.sizes["xx"], (64, 32), generator=torch.Generator().manual_seed(0))
+    inputs, labels = mask_tokens(ids, mask_id=4, vocab_size=vocab.sizes["xx"], prob=0.5,
+                                 generator=torch.Generator().manual_seed(1))
+    joint_inputs, joint_labels = vocab.to_joint("xx", inputs), vocab.to_joint("xx", labels)
+    own = set(vocab.language_rows("xx").tolist())
+    assert set(joint_inputs.unique().tolist()) <= own
+    assert set(joint_labels[joint_labels != -100].unique().tolist()) <= own - set(range(5))
+    assert (joint_labels == -100).sum() == (labels == -100).sum()
 
 
 def tiny_config(vocab_size: int) -> BertConfig:

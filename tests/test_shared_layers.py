@@ -150,6 +150,16 @@ def test_with_bottom_layers_for_zero_shot():
     assert zero_shot.bert.encoder.layer[0] is not model.language_layers("xx")[0]  # copied
 
 
+def test_one_config_so_attention_switches_reach_every_layer():
+    from transformers import PretrainedConfig
+
+    model = SharedTopLayers(base(), ["en", "xx"], shared_top=1)
+    configs = {id(m.config) for m in model.modules() if isinstance(getattr(m, "config", None), PretrainedConfig)}
+    assert configs == {id(model.config)}
+    model.views["xx"].set_attn_implementation("sdpa")  # what Bf16Weights does to the first model it finds
+    assert model.language_layers("en")[0].attention.self.config._attn_implementation == "sdpa"
+
+
 def test_from_config_and_bad_input():
     model = SharedTopLayers(config(), ["en", "xx"], shared_top=2)
     assert model.n_specific == 1

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import json
 import random
+from numbers import Integral
 from typing import Mapping, Sequence
 
 import torch
@@ -148,7 +149,13 @@ class DisjointVocab:
     Joint row layout: ``[specials (5)] [languages[0] ids 5..V0-1] [languages[1] ids 5..V1-1] ...``.
     ``to_joint`` / ``from_joint`` map ids; ``language_rows(lang)`` lists the joint rows of a
     language in its own tokenizer's id order (so ``joint_matrix[language_rows(lang)]`` is the
-    language's embedding matrix)."""
+    language's embedding matrix).
+
+    MLM on the joint model: masking a batch in the *language's* id space (``mask_tokens(ids,
+    vocab_size=vocab.sizes[lang])``) and then mapping inputs and labels with :meth:`to_joint`
+    (-100 passes through) draws BERT's 10% random replacements from the same language
+    (:func:`xlviz.training.multilingual.mlm_inputs` does this); BERT's own code on a joint
+    vocabulary draws them from every language's tokens."""
 
     def __init__(self, tokenizers: Mapping[str, object], languages: Sequence[str] | None = None):
         self.languages = list(languages if languages is not None else tokenizers)
@@ -179,8 +186,8 @@ class DisjointVocab:
             if ids.numel() and int(ids.max()) >= self.sizes[lang]:
                 raise XlvizError(f"id {int(ids.max())} outside {lang!r}'s vocabulary of {self.sizes[lang]}", field="input_ids")
             return torch.where(ids < N_SPECIAL, ids, ids + shift)
-        if isinstance(ids, int):
-            return ids if ids < N_SPECIAL else ids + shift
+        if isinstance(ids, Integral):
+            return int(ids) if ids < N_SPECIAL else int(ids) + shift
         return [self.to_joint(lang, i) for i in ids]
 
     def from_joint(self, lang: str, ids):
@@ -191,7 +198,8 @@ class DisjointVocab:
             if not bool(own.all()):
                 raise XlvizError(f"joint ids outside {lang!r}'s rows", field="input_ids")
             return torch.where(ids < N_SPECIAL, ids, ids - start + N_SPECIAL)
-        if isinstance(ids, int):
+        if isinstance(ids, Integral):
+            ids = int(ids)
             if ids < N_SPECIAL:
                 return ids
             if not start <= ids < start + size - N_SPECIAL:

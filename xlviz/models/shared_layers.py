@@ -1,8 +1,9 @@
 """Wu et al. (2020)'s partially shared bilingual BERT: the bottom L-K encoder layers are
 language-specific (one copy per language), only the top K are shared.
 
-Wu et al. find that cross-lingual transfer needs shared *top* layers: sharing all layers
-transfers best, and transfer falls as fewer top layers are shared. Here every language gets
+Wu et al. find that "the only requirement [for transfer] is that there are some shared
+parameters in the top layers" (abstract); ``xlviz demo --methods wu-sweep`` sweeps K to see
+it on the generated world. Here every language gets
 its own ``BertForMaskedLM`` view whose encoder is ``[its own bottom layers] + [the shared top
 layers]`` and whose embeddings and MLM head are the shared modules themselves (the same
 ``nn.Module`` objects, so the same parameters): a batch of one language runs through that
@@ -14,9 +15,9 @@ The embeddings are shared as a module: with the disjoint joint vocabulary
 (:class:`xlviz.data.joint_vocab.DisjointVocab`) two languages share only the special rows,
 positions, segments and the embedding LayerNorm; likewise the MLM head's transform
 (dense + LayerNorm) is shared and its tied decoder rows are the disjoint ones. K = L shares
-the whole encoder (JOINTPAIR-disjoint); K = 0 shares no encoder layer, Wu et al.'s setting
-in which the languages share nothing in the Transformer (here the embedding module and the
-MLM head transform above stay shared, as said).
+the whole encoder (JOINTPAIR-disjoint); K = 0 shares no encoder layer: nothing of the
+Transformer body is shared, Wu et al.'s no-transfer extreme, although the embedding module's
+non-word parts and the MLM head transform named above still are.
 """
 
 from __future__ import annotations
@@ -55,8 +56,10 @@ class SharedTopLayers(nn.Module):
         self.embeddings = base.bert.embeddings
         self.head = base.cls
         self.shared = nn.ModuleList(layers[self.n_specific:])
+        # The memo keeps one config object: attention modules read ``config._attn_implementation``
+        # from it, and set_attn_implementation (e.g. Bf16Weights') changes it on the model's config.
         self.specific = nn.ModuleDict({
-            lang: nn.ModuleList(copy.deepcopy(layers[: self.n_specific])) for lang in languages
+            lang: nn.ModuleList(copy.deepcopy(layers[: self.n_specific], {id(self.config): self.config})) for lang in languages
         })
         self.views = nn.ModuleDict({lang: self._view(base, lang) for lang in languages})
 
@@ -92,7 +95,6 @@ class SharedTopLayers(nn.Module):
         view.bert.embeddings = self.embeddings
         view.cls = self.head
         view.bert.encoder.layer = nn.ModuleList(list(self.specific[lang]) + list(self.shared))
-        view.config._attn_implementation = base.config._attn_implementation
         left = [n for n, t in list(view.named_parameters()) + list(view.named_buffers()) if t.is_meta]
         if left:
             raise AssertionError(f"view of {lang!r} kept meta tensors: {left}")

@@ -20,9 +20,12 @@ import random
 from typing import Iterator, Mapping
 
 import torch
+from torch import nn
 
-from xlviz.data.joint_vocab import smoothed_weights
+from xlviz.data.joint_vocab import DisjointVocab, smoothed_weights
 from xlviz.errors import XlvizError
+from xlviz.models.shared_layers import SharedTopLayers
+from xlviz.training.mlm import MaskedOnlyMLM, mask_tokens
 
 MODES = ("batch", "mixed", "alternate")
 
@@ -65,3 +68,53 @@ def multilingual_batches(
             yield lang, torch.tensor([next(blocks[lang]) for _ in range(batch_size)])
         except StopIteration:
             return
+
+
+def mlm_inputs(
+    stream: Iterator[tuple[str | None, torch.Tensor]],
+    languages: list[str],
+    *,
+    mask_id: int,
+    vocab: DisjointVocab | None = None,
+    vocab_size: int | None = None,
+    prob: float = 0.15,
+    seed: int = 0,
+) -> Iterator[dict[str, torch.Tensor]]:
+    """``loop.train`` batches ``{"input_ids", "labels", "language"}`` (language: the index in
+    ``languages``, a 0-d tensor, since the loop moves every value to the device) from
+    :func:`multilingual_batches`. With a disjoint ``vocab`` the blocks are in each language's
+    own id space: they are masked there (BERT's random replacements drawn from the language's
+    own tokens) and mapped into the joint space; without one they are masked over
+    ``vocab_size`` (a joint vocabulary). A mixed batch (language None) has index -1."""
+    if (vocab is None) == (vocab_size is None):
+        raise XlvizError("give either a disjoint vocab or the joint vocab_size", field="vocab")
+    generator = torch.Generator().manual_seed(seed)
+    for lang, ids in stream:
+        if vocab is not None:
+            if lang is None:
+                raise XlvizError("mixed batches cannot be masked per language; map the blocks to the joint space and pass vocab_size",
+                                 field="mode")
+            inputs, labels = mask_tokens(ids, mask_id=mask_id, vocab_size=vocab.sizes[lang], prob=prob, generator=generator)
+            inputs, labels = vocab.to_joint(lang, inputs), vocab.to_joint(lang, labels)
+        else:
+            inputs, labels = mask_tokens(ids, mask_id=mask_id, vocab_size=vocab_size, prob=prob, generator=generator)
+        yield {"input_ids": inputs, "labels": labels, "language": torch.tensor(-1 if lang is None else languages.index(lang))}
+
+
+class PerLanguageMLM(nn.Module):
+    """The masked-only MLM loss (:class:`~xlviz.training.mlm.MaskedOnlyMLM`, the fast path) of a
+    :class:`~xlviz.models.shared_layers.SharedTopLayers` model, for ``loop.train``: each batch
+    runs through its language's view. Under DDP, pass ``find_unused_parameters=True`` (the other
+    languages' bottom layers get no gradient from a batch)."""
+
+    def __init__(self, model: SharedTopLayers):
+        super().__init__()
+        self.model = model
+        self.losses = nn.ModuleDict({lang: MaskedOnlyMLM(view) for lang, view in model.views.items()})
+
+    def forward(self, input_ids: torch.Tensor, labels: torch.Tensor, language: torch.Tensor,
+                attention_mask: torch.Tensor | None = None) -> torch.Tensor:
+        index = language.reshape(-1)
+        if index.numel() == 0 or bool((index != index[0]).any()) or not 0 <= int(index[0]) < len(self.model.languages):
+            raise XlvizError(f"a batch must name one language index in 0..{len(self.model.languages) - 1}", field="language")
+        return self.losses[self.model.languages[int(index[0])]](input_ids, labels, attention_mask=attention_mask)
