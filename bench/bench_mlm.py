@@ -127,7 +127,7 @@ def spread(batches: list[dict], vocab: int, size: int, seed: int = 1) -> list[di
 def wu_runner(name: str, vocab: int, args, *, masked_only: bool, precision: str):
     """Wu et al.'s model: two languages' bottom layers, the top ``--wu-shared`` shared; batch i
     runs through language i mod 2 (as wu-shared-top-K's pre-training does)."""
-    from xlviz.methods.wu import PerLanguageMLM
+    from xlviz.training.multilingual import PerLanguageMLM
     from xlviz.models.shared_layers import SharedTopLayers
 
     torch.manual_seed(0)
@@ -234,8 +234,6 @@ def main() -> None:
     times: dict[str, list[float]] = {name: [] for name, _ in runners}
     trainer = None
     if args.methods:
-        from transformers import AutoTokenizer  # noqa: F401 (the collator needs a tokenizer with a mask token)
-
         trainer = TrainerTimer(vocab, args, make_batches.tokenizer)
         times["HF Trainer + DataCollatorForLanguageModeling, fp32"] = []
     for name, step in runners:  # warm-up (allocator, oneDNN kernels, compilation)
@@ -252,7 +250,6 @@ def main() -> None:
         if trainer:
             times["HF Trainer + DataCollatorForLanguageModeling, fp32"].append(trainer.run(batches))
     tokens = args.batch * args.block
-    base = times[runners[0][0]]
     print(f"MLM training step, model={args.size} vocab={vocab} batch={args.batch}x{args.block} tokens, "
           f"{args.steps} steps x {args.rounds} rounds, torch threads={torch.get_num_threads()}, "
           f"{cpu_name()}, auto precision={resolve_mixed_precision('auto')}")

@@ -8,14 +8,12 @@
 3. ``s3_clwe``: QA on L1 with them still frozen.
 4. zero-shot: the mapped L2 vectors plugged in for the L1 ones.
 
-Only the special tokens' rows (which have no skip-gram vector) train, as in MONOTRANS's step 3.
-Vectors are scaled by ``0.02 * sqrt(hidden)`` so their entries have BERT's initialisation std;
-one scale for every language keeps the map's geometry.
+Only the special tokens' rows (which have no skip-gram vector) train, as in MONOTRANS's step 3;
+the L2's special rows are L1's. The front end is :func:`xlviz.models.clwe.clwe_matrices`
+(vectors scaled to BERT's initialisation std, one scale for both languages).
 """
 
 from __future__ import annotations
-
-import math
 
 import torch
 from safetensors.torch import load_file, save_file
@@ -24,7 +22,7 @@ from transformers import BertForMaskedLM, BertForQuestionAnswering
 from xlviz.io import atomic_dir, atomic_write_json
 from xlviz.methods.base import Context, Method, Stage
 from xlviz.methods.common import WORLD, finetune_qa, load_mlm, new_bert, train_mlm
-from xlviz.models.clwe import coverage, embedding_rows, keyed_matrix, map_embeddings, normalize, tokenized_corpus, train_skipgram
+from xlviz.models.clwe import clwe_matrices
 from xlviz.models.monotrans import N_SPECIAL, freeze_for_step3, make_l2_mlm, qa_from_mlm, zero_shot_model
 from xlviz.models.surgery import word_embeddings
 
@@ -34,27 +32,20 @@ def run_vectors(ctx: Context) -> None:
         return
     cfg, world = ctx.cfg, ctx.world
     dim = new_bert(ctx, world.l1).config.hidden_size
-    spaces = {}
-    for lang in world.languages:
-        tok = ctx.tokenizer(lang)
-        wv = train_skipgram(tokenized_corpus(tok, world.corpus(lang)), dim, seed=cfg.seed)
-        spaces[lang] = keyed_matrix(wv)
-    scale = 0.02 * math.sqrt(dim)
-    l1_words, l1_vectors = spaces[world.l1]
-    report = {"dim": dim, "scale": scale, "init": cfg.clwe_init, "languages": {}}
+    toks = {lang: ctx.tokenizer(lang) for lang in world.languages}
+    report = {"dim": dim, "init": cfg.clwe_init, "languages": {}}
     with atomic_dir(ctx.path("clwe")) as tmp:
-        rows = embedding_rows(l1_words, normalize(l1_vectors), ctx.tokenizer(world.l1), scale=scale, seed=cfg.seed)
-        save_file({"embeddings": rows}, str(tmp / f"{world.l1}.safetensors"))
         for lang in world.l2s:
-            words, vectors = spaces[lang]
-            result = map_embeddings(vectors, l1_vectors, init=cfg.clwe_init, src_words=words, trg_words=l1_words, seed=cfg.seed)
-            rows = embedding_rows(words, result.x_mapped, ctx.tokenizer(lang), scale=scale, seed=cfg.seed + 1)
-            save_file({"embeddings": rows}, str(tmp / f"{lang}.safetensors"))
-            report["languages"][lang] = {"dictionary": int(len(result.src)), "iterations": len(result.objective),
-                                         "objective": result.objective[-1] if result.objective else None,
-                                         "coverage": coverage(words, ctx.tokenizer(lang))}
-            ctx.log(f"  {lang}: mapped {len(words)} skip-gram vectors into {world.l1}'s space "
-                    f"(dictionary {len(result.src)}, {len(result.objective)} self-learning iterations)")
+            result = clwe_matrices(toks, {world.l1: world.corpus(world.l1), lang: world.corpus(lang)}, world.l1, lang, dim,
+                                   init=cfg.clwe_init, seed=cfg.seed)
+            # The L1 side is the same for every L2 (same corpus, seed and normalisation).
+            save_file({"embeddings": result.l1_rows}, str(tmp / f"{world.l1}.safetensors"))
+            save_file({"embeddings": result.l2_rows}, str(tmp / f"{lang}.safetensors"))
+            m = result.mapping
+            report["languages"][lang] = {"dictionary": int(len(m.src)), "iterations": len(m.objective),
+                                         "objective": m.objective[-1] if m.objective else None, "coverage": result.coverage}
+            ctx.log(f"  {lang}: skip-gram vectors mapped into {world.l1}'s space (dictionary {len(m.src)}, "
+                    f"{len(m.objective)} self-learning iterations, coverage {result.coverage[lang]:.0%})")
         atomic_write_json(tmp / "mapping.json", report)
 
 

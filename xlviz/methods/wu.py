@@ -17,7 +17,6 @@ from __future__ import annotations
 import re
 
 import torch
-from torch import nn
 from transformers import BertForMaskedLM, BertForQuestionAnswering
 
 from xlviz.io import atomic_dir
@@ -28,25 +27,14 @@ from xlviz.models.monotrans import MODEL_SIZES, bert_config, zero_shot_model
 from xlviz.models.shared_layers import SharedTopLayers, with_bottom_layers
 from xlviz.models.vocab_slice import slice_to_language
 from xlviz.training.loop import train
-from xlviz.training.mlm import MaskedOnlyMLM, mask_tokens
+from xlviz.training.mlm import mask_tokens
+from xlviz.training.multilingual import PerLanguageMLM
 
 PATTERN = re.compile(r"wu-shared-top-(\d+)")
 
 
 def shared_top(system: str) -> int:
     return int(PATTERN.fullmatch(system).group(1))
-
-
-class PerLanguageMLM(nn.Module):
-    """The masked-only MLM loss of the view of the batch's language (``language``: its index)."""
-
-    def __init__(self, model: SharedTopLayers):
-        super().__init__()
-        self.model = model
-        self.losses = nn.ModuleList([MaskedOnlyMLM(model.views[lang]) for lang in model.languages])
-
-    def forward(self, input_ids: torch.Tensor, labels: torch.Tensor, language: torch.Tensor) -> torch.Tensor:
-        return self.losses[int(language)](input_ids=input_ids, labels=labels)
 
 
 def pretrain_stage(system: str, l2: str) -> Stage:
