@@ -37,7 +37,7 @@ from xlviz.models.monotrans import (
 )
 from xlviz.runs import Run, now_iso, package_versions
 from xlviz.training.loop import LoopConfig, make_accelerator, train
-from xlviz.training.mlm import MaskedOnlyMLM, iter_batches, iter_blocks, mask_tokens
+from xlviz.training.mlm import MaskedOnlyMLM, mask_tokens, mlm_batches
 from xlviz.training.qa_loss import QALoss
 from xlviz.transfer.config import SYSTEMS, TransferConfig
 
@@ -164,12 +164,12 @@ class Pipeline:
     def _mlm(self, model: BertForMaskedLM, lang: str, stage: str, steps: int, lr: float) -> BertForMaskedLM:
         tok = self.tokenizer(lang)
         corpus = self.world.corpus(lang)
-        blocks = iter_blocks(lambda: corpus, tok, self.cfg.block_size, seed=self.cfg.seed, rank=self.acc.process_index, world_size=self.acc.num_processes)
+        blocks = mlm_batches(lambda: corpus, tok, self.cfg.block_size, self.cfg.mlm_batch_size, long_block_size=max(self.cfg.block_size, self.cfg.qa_max_length), long_share=self.cfg.long_block_share, seed=self.cfg.seed, rank=self.acc.process_index, world_size=self.acc.num_processes)
         gen = torch.Generator().manual_seed(self.cfg.seed * 31 + self.acc.process_index)
         vocab = model.config.vocab_size
 
         def batches():
-            for ids in iter_batches(blocks, self.cfg.mlm_batch_size):
+            for ids in blocks:
                 inputs, labels = mask_tokens(ids, mask_id=tok.mask_token_id, vocab_size=vocab, prob=self.cfg.mlm_probability, generator=gen)
                 yield {"input_ids": inputs, "labels": labels}
 
