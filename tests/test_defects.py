@@ -159,13 +159,13 @@ def test_analysis_floor_is_the_scored_floor(tiny_run):
     same seed and the run's l2_init_std (0.002 here, not the model's 0.02)."""
     from xlviz.analysis.reports import load_spec, run_info, run_systems
 
-    assert run_info(tiny_run.run.path).floor_init_std == pytest.approx(0.002)
     spec = next(s.b for s in run_systems(tiny_run.run.path, "svo") if s.name.endswith("floor"))
     analysed, _ = load_spec(spec, "mlm")
     l1 = BertForMaskedLM.from_pretrained(tiny_run.path("s1_pretrain"), use_safetensors=True)
     scored = tiny_run.l2_init_model(l1, len(tiny_run.tokenizer("svo")))
     a, b = analysed.bert.embeddings.word_embeddings.weight, scored.bert.embeddings.word_embeddings.weight
-    assert a.shape == b.shape and torch.equal(a, b)
+    assert a.shape == b.shape and torch.equal(a, b), f"analysed floor rows std {a[N_SPECIAL:].std():.4f}, scored {b[N_SPECIAL:].std():.4f}"
+    assert run_info(tiny_run.run.path).floor_init_std == pytest.approx(0.002)
 
 
 def test_old_run_without_l2_init_std_gets_the_old_floor(tiny_run, tmp_path):

@@ -286,11 +286,10 @@ def zero_shot_model(
         emb.weight.copy_(weight)
         if l2_positions:
             position_embeddings(model).weight.copy_(position_embeddings(l2_mlm).weight)
-    if l2_positions:
-        # Step 2 folded [CLS]'s L2 position row against the pre-trained segment row, but step 3
-        # fine-tuned the segment embeddings this model now carries: fold again against them,
-        # so [CLS] keeps no position/segment embedding here as it had in both training steps.
-        fold_cls_position(model)
+            # Step 2 folded [CLS]'s L2 position row against the pre-trained segment row, but step 3
+            # fine-tuned the segment embeddings this model now carries: fold again against them,
+            # so [CLS] keeps no position/segment embedding here as it had in both training steps.
+            fold_cls_position(model)
         if adapter_size:
             src = {n: p for n, p in l2_mlm.named_parameters() if ".adapter." in n}
             for n, p in model.named_parameters():
