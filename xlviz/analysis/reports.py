@@ -13,7 +13,8 @@ A run gives these models (see ``xlviz.transfer.pipeline``):
 - ``s2_transfer-<l2>``: the same body with learned L2 token embeddings and the L2 tokenizer
   ("transferred");
 - the floor: ``s1_pretrain`` with untrained L2 embeddings, rebuilt exactly as the pipeline's
-  floor system does (``make_l2_mlm(l1, len(l2 tokenizer), seed=config seed + 1)``).
+  floor system does (``make_l2_mlm(l1, len(l2 tokenizer), seed=config seed + 1,
+  init_std=config l2_init_std)``).
 
 A run has no model trained on L2 directly (``xlviz transfer`` cannot train one), so the probing
 comparison is transferred vs. floor on L2, with the L1 model on L1 as the reference.
@@ -48,17 +49,20 @@ class ModelSpec:
     ``path``: a ``save_pretrained`` folder or hub id; ``tokenizer``: another tokenizer folder
     (None: the model's own, or the run's ``world/tokenizers/<lang>``). With ``floor_seed`` set,
     the model is the floor: ``path`` is an L1 masked LM (``s1_pretrain``) whose token embeddings
-    are replaced by fresh random ones for ``tokenizer``'s vocabulary, seeded with ``floor_seed``.
+    are replaced by fresh random ones for ``tokenizer``'s vocabulary, seeded with ``floor_seed``,
+    drawn as ``floor_init`` says with std ``floor_init_std`` (None: the model's
+    ``initializer_range``, what runs made before ``l2_init_std`` existed used).
     """
 
     path: str
     tokenizer: str | None = None
     floor_seed: int | None = None
     floor_init: str = "random"
+    floor_init_std: float | None = None
 
     def stamp(self) -> str:
         """A string that changes when the files change (for cache keys)."""
-        parts = [self.path, str(self.tokenizer), str(self.floor_seed), self.floor_init]
+        parts = [self.path, str(self.tokenizer), str(self.floor_seed), self.floor_init, str(self.floor_init_std)]
         for p in (self.path, self.tokenizer):
             if p:
                 try:
@@ -97,14 +101,15 @@ def load_spec(spec: ModelSpec, task: str = "base"):
         raise XlvizError("the floor needs the L2 tokenizer folder", field="tokenizer")
     l1, l1_tok = load_model(spec.path, task="mlm")
     tok = load_tokenizer(spec.tokenizer)
-    model = floor_model(l1, l1_tok, tok, seed=int(spec.floor_seed), init=spec.floor_init)
+    model = floor_model(l1, l1_tok, tok, seed=int(spec.floor_seed), init=spec.floor_init, init_std=spec.floor_init_std)
     model.eval()
     return model, tok
 
 
-def floor_model(l1, l1_tok, l2_tok, seed: int, init: str = "random"):
+def floor_model(l1, l1_tok, l2_tok, seed: int, init: str = "random", init_std: float | None = None):
     """The floor: the L1 masked LM with fresh, untrained L2 token embeddings, built as step 2's
-    starting point is (``make_l2_mlm`` with special rows matched by role and the L2 padding id;
+    starting point is (``make_l2_mlm`` with special rows matched by role, the L2 padding id and
+    the run's ``init_std``, so that the floor analysed is the floor scored in ``results.json``;
     ``init="l1_stats"`` draws the new rows from the L1 embeddings' per-dimension mean and std
     with seed + 1, as ``xlviz transfer-corpus --embedding-init l1_stats`` does)."""
     import torch
@@ -116,7 +121,8 @@ def floor_model(l1, l1_tok, l2_tok, seed: int, init: str = "random"):
     if init not in ("random", "l1_stats"):
         raise XlvizError(f"unknown embedding init '{init}'; use random or l1_stats", field="embedding_init")
     overrides = {"pad_token_id": l2_tok.pad_token_id} if l2_tok.pad_token_id is not None else {}
-    model = make_l2_mlm(l1, len(l2_tok), seed=seed, special_rows=special_row_map(l1_tok, l2_tok), config_overrides=overrides)
+    model = make_l2_mlm(l1, len(l2_tok), seed=seed, special_rows=special_row_map(l1_tok, l2_tok), config_overrides=overrides,
+                        init_std=init_std)
     if init == "l1_stats":
         src = word_embeddings(l1).weight.detach().float()
         keep = torch.ones(len(src), dtype=torch.bool)
@@ -162,6 +168,7 @@ class RunInfo:
     transferred: dict[str, Path] = field(default_factory=dict)  # l2 -> s2_transfer-<l2>
     l2_tokenizers: dict[str, Path] = field(default_factory=dict)
     floor_init: str = "random"
+    floor_init_std: float | None = None  # the run's l2_init_std (None: the model's initializer_range)
     # system -> language -> encoders/<system>-<lang>: what each method of a bench run yields
     # for the analyses (written at the system's evaluation stage)
     encoders: dict[str, dict[str, Path]] = field(default_factory=dict)
@@ -206,6 +213,8 @@ def run_info(run_dir: str | os.PathLike) -> RunInfo:
         raise XlvizError(f"seed must be an integer, got {seed!r}", path=run.config_path, field="seed")
     l1 = cfg.get("l1") if isinstance(cfg.get("l1"), str) else "en"
     floor_init = cfg.get("embedding_init") if cfg.get("embedding_init") in ("random", "l1_stats") else "random"
+    std = cfg.get("l2_init_std")  # absent before it existed: those runs drew at initializer_range
+    floor_init_std = float(std) if isinstance(std, (int, float)) and not isinstance(std, bool) and std > 0 else None
     if not (path / "s1_pretrain" / "config.json").is_file():
         raise XlvizError("this run has no pre-trained L1 model yet (s1_pretrain); wait for stage 1 to finish", path=path)
     transferred, toks = {}, {}
@@ -229,7 +238,7 @@ def run_info(run_dir: str | os.PathLike) -> RunInfo:
     order = [m for m in cfg.get("methods", []) if isinstance(m, str)] if isinstance(cfg.get("methods"), list) else []
     encoders = dict(sorted(encoders.items(), key=lambda kv: (order.index(kv[0]) if kv[0] in order else len(order), kv[0])))
     l2s = list(dict.fromkeys(list(transferred) + list(toks)))
-    return RunInfo(path, path.name, l1, l2s, seed, transferred, toks, floor_init, encoders)
+    return RunInfo(path, path.name, l1, l2s, seed, transferred, toks, floor_init, floor_init_std, encoders)
 
 
 def _l2_check(info: RunInfo, l2: str) -> None:
@@ -256,7 +265,7 @@ def run_systems(run_dir: str | os.PathLike, l2: str, floor: bool = True) -> list
     if floor and l2 in info.l2_tokenizers:
         out.append(System(f"{info.name} · floor", info.l1, l2, l1_spec,
                           ModelSpec(str(info.s1), str(info.l2_tokenizers[l2]), floor_seed=info.seed + 1,
-                                    floor_init=info.floor_init)))
+                                    floor_init=info.floor_init, floor_init_std=info.floor_init_std)))
     if not out:
         raise XlvizError(f"no transferred model or L2 tokenizer for '{l2}' yet", path=info.path)
     return out
@@ -284,7 +293,8 @@ def run_probe_models(run_dir: str | os.PathLike, l2s: Sequence[str] | None = Non
                                   "transferred"))
         if floor and l2 in info.l2_tokenizers:
             out.append(ProbeModel(f"{info.name} · floor", l2, ModelSpec(str(info.s1), str(info.l2_tokenizers[l2]),
-                                                                       floor_seed=info.seed + 1, floor_init=info.floor_init),
+                                                                       floor_seed=info.seed + 1, floor_init=info.floor_init,
+                                                                       floor_init_std=info.floor_init_std),
                                   "floor"))
     return out
 

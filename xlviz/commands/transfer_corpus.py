@@ -66,7 +66,7 @@ def run(args: argparse.Namespace) -> int:
             print(results_table(qa_rows, l1=pipeline.cfg.l1))
         for r in rows:
             if "retrieval" in r:
-                print(f"retrieval {r['system']:<10} {r['language']}: best {r['retrieval']:.1f}% at layer {r['retrieval_layer']}; "
+                print(f"retrieval {r['system']:<10} {r['language']}: {r['retrieval']:.1f}% (held out) at layer {r['retrieval_layer']}; "
                       f"per layer {r['retrieval_per_layer']}")
     return 0
 

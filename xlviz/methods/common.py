@@ -20,7 +20,7 @@ from xlviz.io import atomic_dir
 from xlviz.methods.base import Context, Stage
 from xlviz.models.monotrans import bert_config
 from xlviz.training.loop import train
-from xlviz.training.mlm import MaskedOnlyMLM, iter_batches, iter_blocks, mask_tokens
+from xlviz.training.mlm import MaskedOnlyMLM, mask_tokens, mlm_batches
 from xlviz.training.qa_loss import QALoss
 
 
@@ -53,12 +53,13 @@ def train_mlm(ctx: Context, model, lang: str, stage: str, steps: int, lr: float)
     cfg = ctx.cfg
     tok = ctx.tokenizer(lang)
     corpus = ctx.world.corpus(lang)
-    blocks = iter_blocks(lambda: corpus, tok, cfg.block_size, seed=cfg.seed, rank=ctx.acc.process_index, world_size=ctx.acc.num_processes)
+    blocks = mlm_batches(lambda: corpus, tok, cfg.block_size, cfg.mlm_batch_size, long_block_size=max_length(ctx),
+                         long_share=cfg.long_block_share, seed=cfg.seed, rank=ctx.acc.process_index, world_size=ctx.acc.num_processes)
     gen = torch.Generator().manual_seed(cfg.seed * 31 + ctx.acc.process_index)
     vocab = model.config.vocab_size
 
     def batches():
-        for ids in iter_batches(blocks, cfg.mlm_batch_size):
+        for ids in blocks:
             inputs, labels = mask_tokens(ids, mask_id=tok.mask_token_id, vocab_size=vocab, prob=cfg.mlm_probability, generator=gen)
             yield {"input_ids": inputs, "labels": labels}
 

@@ -34,7 +34,7 @@ from xlviz.methods.common import WORLD, finetune_qa, max_length
 from xlviz.models.monotrans import bert_config, qa_from_mlm, zero_shot_model
 from xlviz.models.vocab_slice import slice_to_language
 from xlviz.training.loop import train
-from xlviz.training.mlm import MaskedOnlyMLM, iter_blocks, mask_tokens
+from xlviz.training.mlm import MaskedOnlyMLM, is_long_step, iter_blocks, mask_tokens
 from xlviz.training.multilingual import multilingual_batches
 
 SYSTEMS = ("jointpair-disjoint", "jointpair-joint", "jointmulti")
@@ -98,13 +98,27 @@ class Reader:
 
 def joint_blocks(ctx: Context, reader: Reader, mode: str = "mixed") -> Iterator[tuple[str | None, torch.Tensor]]:
     """Batches of ``mlm_batch_size`` blocks in joint ids, languages balanced
-    (:func:`xlviz.training.multilingual.multilingual_batches`)."""
+    (:func:`xlviz.training.multilingual.multilingual_batches`); a ``long_block_share`` of the
+    steps holds full-length blocks (as many tokens), as MONOTRANS's step 1 does
+    (:func:`xlviz.training.mlm.mlm_batches`)."""
     cfg = ctx.cfg
-    streams = {lang: map(lambda ids, lang=lang: reader.to_joint(lang, ids),
-                         iter_blocks(lambda lang=lang: ctx.world.corpus(lang), reader.toks[lang], cfg.block_size,
-                                     seed=cfg.seed + 17 * k, rank=ctx.acc.process_index, world_size=ctx.acc.num_processes))
-               for k, lang in enumerate(reader.langs)}
-    return multilingual_batches(streams, cfg.mlm_batch_size, mode=mode, seed=cfg.seed)
+
+    def stream(block: int, batch: int, salt: int):
+        streams = {lang: map(lambda ids, lang=lang: reader.to_joint(lang, ids),
+                             iter_blocks(lambda lang=lang: ctx.world.corpus(lang), reader.toks[lang], block,
+                                         seed=cfg.seed + 17 * k + salt, rank=ctx.acc.process_index, world_size=ctx.acc.num_processes))
+                   for k, lang in enumerate(reader.langs)}
+        return multilingual_batches(streams, batch, mode=mode, seed=cfg.seed + salt)
+
+    short = stream(cfg.block_size, cfg.mlm_batch_size, 0)
+    if cfg.long_block_share <= 0 or max_length(ctx) <= cfg.block_size:
+        yield from short
+        return
+    long = stream(max_length(ctx), max(1, round(cfg.mlm_batch_size * cfg.block_size / max_length(ctx))), 1)
+    step = 0
+    while True:
+        yield next(long if is_long_step(step, cfg.long_block_share) else short)
+        step += 1
 
 
 def pretrain_stage(system: str, l2: str | None) -> Stage:

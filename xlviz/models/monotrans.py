@@ -265,7 +265,9 @@ def zero_shot_model(
 
     Special-token rows come from the fine-tuned L1 matrix (they were shared and fine-tuned in
     step 3; ``special_rows`` = {l2 id: l1 id}); L2 position embeddings and adapters come from
-    ``l2_mlm`` for those variants. ``dictionary_rows`` ({l2 id: l1 id} of gold translations)
+    ``l2_mlm`` for those variants; with L2 positions, [CLS]'s position row is folded against the
+    fine-tuned segment row (:func:`fold_cls_position`: the variant's [CLS] has neither, §2).
+    ``dictionary_rows`` ({l2 id: l1 id} of gold translations)
     replaces those L2 rows by their translation's L1 row: the dictionary oracle, what a
     perfectly aligned step 2 would give. The result is a plain ``*ForQuestionAnswering`` of
     the L1 architecture (or the adapter subclass) for the L2 vocabulary.
@@ -284,6 +286,10 @@ def zero_shot_model(
         emb.weight.copy_(weight)
         if l2_positions:
             position_embeddings(model).weight.copy_(position_embeddings(l2_mlm).weight)
+            # Step 2 folded [CLS]'s L2 position row against the pre-trained segment row, but step 3
+            # fine-tuned the segment embeddings this model now carries: fold again against them,
+            # so [CLS] keeps no position/segment embedding here as it had in both training steps.
+            fold_cls_position(model)
         if adapter_size:
             src = {n: p for n, p in l2_mlm.named_parameters() if ".adapter." in n}
             for n, p in model.named_parameters():

@@ -60,6 +60,10 @@ class TransferConfig:
     # plateau (loss ~3.6) only with many short sequences per step (docs/world.md).
     mlm_batch_size: int = 128
     mlm_probability: float = 0.15  # BERT's share of masked tokens
+    # Share of MLM batches (steps 1 and 2) of full-length blocks (max(block_size, qa_max_length)
+    # tokens, as many tokens per batch as a short one), so that positions past block_size, which
+    # QA inputs reach, are trained (BERT: 10% of steps at full length). 0: short blocks only.
+    long_block_share: float = 0.1
     # Budgeted for the 5-minute demo on a 2-core CPU with bf16 (auto); step 1's length and
     # learning rate matter most for transfer, step 3's for English F1 (docs/world.md).
     pretrain_steps: int = 1000
@@ -131,6 +135,8 @@ class TransferConfig:
                 raise XlvizError(f"must be a positive number, got {v!r}", path=path, field=name)
         if isinstance(self.mlm_probability, bool) or not isinstance(self.mlm_probability, (int, float)) or not 0 < self.mlm_probability < 1:
             raise XlvizError(f"must be a number in (0, 1), got {self.mlm_probability!r}", path=path, field="mlm_probability")
+        if isinstance(self.long_block_share, bool) or not isinstance(self.long_block_share, (int, float)) or not 0 <= self.long_block_share <= 1:
+            raise XlvizError(f"must be a number in [0, 1], got {self.long_block_share!r}", path=path, field="long_block_share")
         if self.model_size not in MODEL_SIZES:
             raise XlvizError(f"unknown model size {self.model_size!r}; choose from {list(MODEL_SIZES)}", path=path, field="model_size")
         if self.mixed_precision not in MIXED_PRECISION:

@@ -82,21 +82,26 @@ def sync_query(page: str, run: str | None, l2: str | None) -> None:
 
 # --------------------------------------------------------------------------- models
 @st.cache_resource(show_spinner=False, max_entries=8)
-def _load(path: str, tokenizer: str | None, floor_seed: int | None, task: str, stamp: str):
+def _load(path: str, tokenizer: str | None, floor: tuple, task: str, stamp: str):
     from xlviz.analysis.reports import load_spec
 
-    return load_spec(ModelSpec(path, tokenizer, floor_seed), task)
+    return load_spec(ModelSpec(path, tokenizer, *floor), task)
+
+
+def _floor(spec: ModelSpec) -> tuple:
+    """The spec's floor fields (seed, init, init std): all of them rebuild the run's floor."""
+    return spec.floor_seed, spec.floor_init, spec.floor_init_std
 
 
 def load(spec: ModelSpec, task: str = "base"):
     """``(model, tokenizer)`` of a spec, cached per process (reloaded when its files change)."""
     what = "the floor (untrained L2 embeddings)" if spec.floor_seed is not None else Path(spec.path).name or spec.path
     with st.spinner(f"Loading {what} …"):
-        return _load(spec.path, spec.tokenizer, spec.floor_seed, task, spec.stamp())
+        return _load(spec.path, spec.tokenizer, _floor(spec), task, spec.stamp())
 
 
 def _args(spec: ModelSpec) -> tuple:
-    return spec.path, spec.tokenizer, spec.floor_seed, spec.stamp()
+    return spec.path, spec.tokenizer, _floor(spec), spec.stamp()
 
 
 # --------------------------------------------------------------------------- data
@@ -129,18 +134,18 @@ def parallel_uploaded(text_a: str, text_b: str, lang_a: str, lang_b: str, limit:
 
 # --------------------------------------------------------------------------- alignment
 @st.cache_data(show_spinner=False, max_entries=1024)
-def _embed(path, tokenizer, floor_seed, stamp, texts: tuple, pooling: str, max_length: int) -> np.ndarray:
+def _embed(path, tokenizer, floor, stamp, texts: tuple, pooling: str, max_length: int) -> np.ndarray:
     from xlviz.analysis.representations import sentence_embeddings
 
-    model, tok = _load(path, tokenizer, floor_seed, "base", stamp)
+    model, tok = _load(path, tokenizer, floor, "base", stamp)
     return sentence_embeddings(model, tok, list(texts), pooling=pooling, max_length=max_length)
 
 
 @st.cache_data(show_spinner=False, max_entries=1024)
-def _words(path, tokenizer, floor_seed, stamp, words: tuple, max_length: int) -> np.ndarray:
+def _words(path, tokenizer, floor, stamp, words: tuple, max_length: int) -> np.ndarray:
     from xlviz.analysis.reports import word_vectors
 
-    model, tok = _load(path, tokenizer, floor_seed, "base", stamp)
+    model, tok = _load(path, tokenizer, floor, "base", stamp)
     return word_vectors(model, tok, [list(w) for w in words], max_length)[0]
 
 
@@ -232,11 +237,11 @@ def data_stamp(data: str, run_path: str | None) -> str:
 
 
 @st.cache_data(show_spinner=False, max_entries=4096)
-def _agreement_chunk(path, tokenizer, floor_seed, stamp, data: str, run_path, max_per_category, dstamp: str,
+def _agreement_chunk(path, tokenizer, floor, stamp, data: str, run_path, max_per_category, dstamp: str,
                      lo: int, hi: int, unit: str) -> list[dict]:
     from xlviz.analysis.probing import agreement_accuracy
 
-    model, tok = _load(path, tokenizer, floor_seed, "mlm", stamp)
+    model, tok = _load(path, tokenizer, floor, "mlm", stamp)
     _, pairs = agreement_pairs(data, run_path, max_per_category, dstamp)
     return agreement_accuracy(model, tok, pairs[lo:hi], unit=unit)["items"]
 
@@ -258,11 +263,11 @@ def agreement(spec: ModelSpec, data: str, run_path: str | None, max_per_category
 
 
 @st.cache_data(show_spinner=False, max_entries=64)
-def _sense_vectors(path, tokenizer, floor_seed, stamp, run_path: str, lang: str, n: int | None, wstamp: str):
+def _sense_vectors(path, tokenizer, floor, stamp, run_path: str, lang: str, n: int | None, wstamp: str):
     from xlviz.analysis.probing import sense_pair_vectors
     from xlviz.analysis.reports import sense_data
 
-    model, tok = _load(path, tokenizer, floor_seed, "mlm", stamp)
+    model, tok = _load(path, tokenizer, floor, "mlm", stamp)
     pairs = sense_data(run_path, lang, n)
     U, V, y, kept = sense_pair_vectors(model, tok, pairs)
     return pairs, U, V, y, kept
