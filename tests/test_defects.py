@@ -123,15 +123,15 @@ def tiny_run(tmp_path_factory):
     pipe = Pipeline(cfg, tmp_path_factory.mktemp("runs") / "run")
     pipe.run.path.mkdir(parents=True)
     pipe.run.write_config(cfg.to_dict())
-    pipe.stage_world()
-    pipe.stage_pretrain()
+    pipe.run_stage("world")
+    pipe.run_stage("s1_pretrain")
     return pipe
 
 
 def test_step1_trains_positions_past_block_size(tiny_run, monkeypatch):
     """The pipeline's MLM stages feed a share of full-length blocks: every position row up to
     qa_max_length gets gradient, and the share of long batches is the configured one."""
-    import xlviz.transfer.pipeline as pipeline
+    import xlviz.methods.common as common
 
     seen = []
 
@@ -141,11 +141,11 @@ def test_step1_trains_positions_past_block_size(tiny_run, monkeypatch):
             module(**batch).backward()
         return SimpleNamespace(model=module.model)
 
-    monkeypatch.setattr(pipeline, "train", fake_train)
+    monkeypatch.setattr(common, "train", fake_train)
     monkeypatch.setattr(tiny_run.cfg, "long_block_share", 0.1)
     tok = tiny_run.tokenizer("en")
     model = BertForMaskedLM(bert_config(len(tok), "tiny", max_position_embeddings=32))
-    tiny_run._mlm(model, "en", "s1_pretrain", 20, 1e-3)
+    common.train_mlm(tiny_run, model, "en", "s1_pretrain", 20, 1e-3)
     grad = model.bert.embeddings.position_embeddings.weight.grad
     assert (grad[8:32].abs().sum(1) > 0).all(), "positions 8-31 (past the 8-token blocks) are trained"
     assert sorted({s[1] for s in seen}) == [8, 32] and sum(s[1] == 32 for s in seen) == 2
@@ -162,7 +162,9 @@ def test_analysis_floor_is_the_scored_floor(tiny_run):
     spec = next(s.b for s in run_systems(tiny_run.run.path, "svo") if s.name.endswith("floor"))
     analysed, _ = load_spec(spec, "mlm")
     l1 = BertForMaskedLM.from_pretrained(tiny_run.path("s1_pretrain"), use_safetensors=True)
-    scored = tiny_run.l2_init_model(l1, len(tiny_run.tokenizer("svo")))
+    from xlviz.methods.monotrans import l2_init_model
+
+    scored = l2_init_model(tiny_run, l1, len(tiny_run.tokenizer("svo")))
     a, b = analysed.bert.embeddings.word_embeddings.weight, scored.bert.embeddings.word_embeddings.weight
     assert a.shape == b.shape and torch.equal(a, b), f"analysed floor rows std {a[N_SPECIAL:].std():.4f}, scored {b[N_SPECIAL:].std():.4f}"
     assert run_info(tiny_run.run.path).floor_init_std == pytest.approx(0.002)

@@ -81,10 +81,12 @@ def test_step2_variants_add_positions_and_adapters():
     assert "bert.embeddings.position_embeddings.weight" in trainable
     assert any(".attention.output.adapter." in n for n in trainable) and any(".output.adapter." in n for n in trainable)
     assert not any("query" in n or "LayerNorm" in n or "dense" in n.split("adapter")[0][-6:] for n in trainable if ".adapter." not in n)
-    # adapters start as the identity: same outputs as the adapter-free model
+    # adapters start near the identity (Houlsby et al.: both projections ~ N(0, 0.01^2)): almost
+    # the adapter-free model's outputs, yet not exactly (a zero up-projection would starve down's gradient)
     plain = make_l2_mlm(l1, V2, seed=1)
     x = torch.randint(0, V2, (2, 10))
-    assert torch.allclose(l2.eval()(input_ids=x).logits, plain.eval()(input_ids=x).logits, atol=1e-5)
+    diff = (l2.eval()(input_ids=x).logits - plain.eval()(input_ids=x).logits).abs().max()
+    assert 0 < diff < 1e-2
 
 
 def test_step3_freezes_l1_embeddings_but_fine_tunes_special_rows():
