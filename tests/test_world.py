@@ -203,3 +203,15 @@ def test_preference_skews_choices_per_word():
     assert uniform < 0.25 < skewed
     again = World(WorldConfig(**base, preference=1.5))
     assert again.corpus("svo")[:5] == World(WorldConfig(**base, preference=1.5)).corpus("svo")[:5]
+
+
+def test_shared_names_keep_english_spelling_and_change_nothing_else():
+    from xlviz.data.lexicon import NAMES, L2Lexicon
+
+    plain, shared = L2Lexicon.generate(7), L2Lexicon.generate(7, shared_names=True)
+    assert all(shared.word(n) == n for n in NAMES)
+    assert all(plain.word(n) != n for n in NAMES)
+    others = [lemma for lemma in plain.stems if lemma not in NAMES]
+    assert sum(plain.stems[lemma] != shared.stems[lemma] for lemma in others) <= 2  # only a stem that drew a name's spelling
+    cyr = L2Lexicon.generate(7, "cyrillic", shared_names=True)
+    assert cyr.word("nina") == "нина"  # written in the L2's script, as real languages transliterate names

@@ -98,11 +98,13 @@ class L2Lexicon:
     script: str = "latin"
 
     @classmethod
-    def generate(cls, seed: int, script: str = "latin") -> "L2Lexicon":
+    def generate(cls, seed: int, script: str = "latin", shared_names: bool = False) -> "L2Lexicon":
+        """``shared_names``: people's names keep their English spelling (written in the L2's
+        script, as real languages share names: identical strings in a Latin-script L2)."""
         if script not in SCRIPTS:
             raise ValueError(f"unknown script {script!r}; choose from {sorted(SCRIPTS)}")
         rng = random.Random(f"lexicon-{seed}")
-        used: set[str] = set()
+        used: set[str] = set(NAMES) if shared_names else set()
         stems: dict[str, str] = {}
         for lemma in all_lemmas():
             short = lemma in FUNCTION or lemma in PREPOSITIONS
@@ -114,7 +116,7 @@ class L2Lexicon:
                 if stem not in used and len(stem) >= 2:
                     break
             used.add(stem)
-            stems[lemma] = stem
+            stems[lemma] = lemma if shared_names and lemma in NAMES else stem
         return cls(stems=stems, script=script)
 
     def write(self, text: str) -> str:

@@ -51,6 +51,10 @@ class WorldConfig:
     # 1 / rank**preference over a seeded ranking. 0 draws uniformly. Without it, words of one
     # class are interchangeable in context, so nothing ties an L2 word to its L1 counterpart.
     preference: float = 2.0
+    # People's names spelled as in English in every L2 (in its script), as real languages share
+    # names: anchors for a joint vocabulary and a seed for CLWE's identical-strings mode. Off by
+    # default: the invented L2s then share no word with English (docs/methods.md).
+    shared_names: bool = False
     # Facts (sentences) per QA paragraph, inclusive range. Small models learn to match a
     # question to its sentence among two or three quickly; with more they stall on type
     # heuristics for thousands of steps (docs/world.md has the measurements).
@@ -85,6 +89,8 @@ class WorldConfig:
         return asdict(self)
 
     def validate(self, *, path: str | None = None) -> None:
+        if not isinstance(self.shared_names, bool):
+            raise XlvizError(f"must be true or false, got {self.shared_names!r}", path=path, field="world.shared_names")
         for name in ("corpus_documents", "qa_train_paragraphs", "qa_dev_paragraphs", "qa_test_paragraphs", "parallel_pairs", "agreement_pairs", "sense_pairs"):
             v = getattr(self, name)
             if not isinstance(v, int) or v <= 0:
@@ -240,7 +246,7 @@ class World:
         self.habits = make_habits(config.seed)
         self.lang: dict[str, Language] = {L1: Language(L1)}
         for i, spec in enumerate(config.languages):
-            lex = L2Lexicon.generate(config.seed * 1000 + i, spec.script)
+            lex = L2Lexicon.generate(config.seed * 1000 + i, spec.script, shared_names=config.shared_names)
             self.lang[spec.code] = Language(spec.code, spec.order, lex)
 
     @property
