@@ -139,6 +139,12 @@ class StagedRun:
     def path(self, *parts: str) -> Path:
         return self.run.path.joinpath(*parts)
 
+    def tokenizer(self, lang: str):
+        """The run's tokenizer of ``lang`` (``world/tokenizers/<lang>``, written by its first stage)."""
+        from transformers import AutoTokenizer
+
+        return AutoTokenizer.from_pretrained(self.path("world", "tokenizers", lang))
+
     def _status(self, **fields: Any) -> None:
         if self.main:
             self.run.update_status(**fields)

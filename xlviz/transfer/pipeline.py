@@ -19,7 +19,6 @@ from __future__ import annotations
 import zlib
 from pathlib import Path
 
-from transformers import AutoTokenizer, PreTrainedTokenizerFast
 from transformers.utils import logging as hf_logging
 
 from xlviz.data.squad import squad_examples
@@ -30,7 +29,7 @@ from xlviz.io import atomic_write_json
 from xlviz.methods import method_of
 from xlviz.methods.base import PHASES, Stage
 from xlviz.training.loop import make_accelerator
-from xlviz.training.staged import StagedRun, seed_everything  # noqa: F401 (seed_everything re-exported)
+from xlviz.training.staged import StagedRun
 from xlviz.transfer.config import TransferConfig
 
 hf_logging.disable_progress_bar()
@@ -57,9 +56,6 @@ class Pipeline(StagedRun):
         return make_accelerator(self.cfg.mixed_precision, self.cfg.grad_accum)
 
     # --- the context methods see ------------------------------------------------------------
-    def tokenizer(self, lang: str) -> PreTrainedTokenizerFast:
-        return AutoTokenizer.from_pretrained(self.path("world", "tokenizers", lang))
-
     def log(self, msg: str) -> None:
         self._log(msg)
 
