@@ -46,7 +46,8 @@ def run(args: argparse.Namespace) -> int:
 
     pipeline = open_pipeline(QAPipeline, args, build_config, "finetune-qa config")
     pipeline.stop_after = args.stop_after
-    rows = pipeline.run_all()
+    with pipeline.run.writer_lock(main=pipeline.main):
+        rows = pipeline.run_all()
     if pipeline.main and rows:
         print(results_table(rows, l1="en"))
     return 0

@@ -59,7 +59,8 @@ def run(args: argparse.Namespace) -> int:
 
     pipeline = open_pipeline(CorpusPipeline, args, build_config, "transfer-corpus config")
     pipeline.stop_after = args.stop_after
-    rows = pipeline.run_all()
+    with pipeline.run.writer_lock(main=pipeline.main):
+        rows = pipeline.run_all()
     if pipeline.main:
         qa_rows = [r for r in rows if "f1" in r]
         if qa_rows:

@@ -229,6 +229,8 @@ class Pipeline:
         feats = to_tensors(prepare_train_features(tok, examples, self.cfg.qa_max_length, self.cfg.doc_stride))
         n = len(feats["input_ids"])
         rank, world_size = self.acc.process_index, self.acc.num_processes
+        if n // world_size < self.cfg.batch_size:  # else the batch loop below never yields
+            raise XlvizError(f"only {n} training windows for a batch of {self.cfg.batch_size} per process; lower batch_size", field="batch_size")
         gen = torch.Generator().manual_seed(self.cfg.seed + 5)
 
         def batches():

@@ -25,6 +25,7 @@ import torch
 from accelerate.utils import DataLoaderConfiguration
 
 from xlviz.errors import XlvizError
+from xlviz.names import check_config
 from xlviz.runs import Run
 from xlviz.training.loop import make_accelerator
 from xlviz.transfer.pipeline import Pipeline
@@ -47,6 +48,7 @@ class ConfigMixin:
         except TypeError as e:
             raise XlvizError(f"bad config: {e}", path=path) from None
         cfg.validate(path=path)
+        check_config(cfg, path=path)
         return cfg
 
     @classmethod
