@@ -95,6 +95,14 @@ def read_json(path: str | os.PathLike, *, what: str = "JSON file") -> Any:
         raise XlvizError(f"cannot read {what}: {type(e).__name__}", path=path) from None
 
 
+def read_json_object(path: str | os.PathLike, *, what: str = "JSON file") -> dict:
+    """:func:`read_json` of a file that must hold a JSON object (a config)."""
+    obj = read_json(path, what=what)
+    if not isinstance(obj, dict):
+        raise XlvizError(f"{what} must be a JSON object, got {type(obj).__name__}", path=path)
+    return obj
+
+
 def append_line(path: str | os.PathLike, line: str, *, root: str | os.PathLike | None = None) -> None:
     """Append one line in a single write, never following a symlink at ``path``."""
     path = check_write(path, root)

@@ -120,6 +120,9 @@ class Run:
     path: Path
     _t0: float | None = field(default=None, repr=False)
 
+    def __post_init__(self) -> None:
+        self.path = Path(self.path)
+
     @property
     def name(self) -> str:
         return self.path.name
@@ -321,7 +324,12 @@ def new_run_path(root: str | os.PathLike | None, prefix: str) -> Path:
     started in the same second never share a folder."""
     check_name(prefix, field="name", what="run name")
     root = checkpoints_root(root)
-    root.mkdir(parents=True, exist_ok=True)
+    if root.exists() and not root.is_dir():
+        raise XlvizError("the checkpoints root is a file, not a folder", path=root, field="--out")
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+    except OSError as e:
+        raise XlvizError(f"cannot create the checkpoints root: {e.strerror or e}", path=root, field="--out") from None
     stamp = _dt.datetime.now().strftime("%Y%m%d-%H%M%S")
     for n in range(1, 10_000):
         path = root / (f"{prefix}-{stamp}" if n == 1 else f"{prefix}-{stamp}-{n}")
