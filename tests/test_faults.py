@@ -520,21 +520,37 @@ def _done(run_dir: Path, stage: str):
 @pytest.mark.slow
 def test_kill_resume_sigterm_and_same_seed(tmp_path, capsys):
     """A clean run; two runs SIGKILLed (after the world, after step 1) and resumed; one
-    SIGTERMed; one with a batch larger than the data. All start together (tiny settings)."""
+    SIGTERMed (all four side by side, tiny settings); one with a batch larger than the data."""
     root = tmp_path / "ck"
     root.mkdir()
     cfg = tmp_path / "tiny.json"
     cfg.write_text(json.dumps(TINY))
-    names = ("clean", "kill_world", "kill_s1", "term")
+    names = ("clean", "kill_world", "kill_s1")
     procs = {n: _start(["transfer", "--config", str(cfg), "--run-dir", str(root / n)], root) for n in names}
-    big = _start(["transfer", "--config", str(cfg), "--run-dir", str(root / "big"), "--batch-size", "4000"], root)
+    # long enough in step 1 to be caught there
+    procs["term"] = _start(["transfer", "--config", str(cfg), "--run-dir", str(root / "term"), "--pretrain-steps", "2000"], root)
 
-    _wait_for(_done(root / "kill_world", "world"), procs["kill_world"])
-    procs["kill_world"].send_signal(signal.SIGKILL)
-    _wait_for(_done(root / "kill_s1", "s1_pretrain"), procs["kill_s1"])
-    procs["kill_s1"].send_signal(signal.SIGKILL)
-    _wait_for(lambda: Run(root / "term").status().get("stage") == "s1_pretrain", procs["term"])
-    procs["term"].send_signal(signal.SIGTERM)
+    def stepping(run_dir: Path):
+        def cond():
+            try:
+                return (Run(run_dir).status().get("progress") or {}).get("stage") == "s1_pretrain"
+            except XlvizError:
+                return False
+        return cond
+
+    actions = {"kill_world": (_done(root / "kill_world", "world"), signal.SIGKILL),
+               "kill_s1": (_done(root / "kill_s1", "s1_pretrain"), signal.SIGKILL),
+               "term": (stepping(root / "term"), signal.SIGTERM)}
+    end = time.monotonic() + 300
+    while actions and time.monotonic() < end:
+        for n, (cond, sig) in list(actions.items()):
+            if cond():
+                procs[n].send_signal(sig)
+                del actions[n]
+            elif procs[n].poll() is not None:
+                raise AssertionError(f"{n} exited {procs[n].returncode} before its signal: {procs[n].stderr.read()[-2000:]}")
+        time.sleep(0.01)
+    assert not actions
     assert procs["term"].wait(timeout=120) == 130
     assert Run(root / "term").status()["state"] == "cancelled"
 
@@ -544,8 +560,11 @@ def test_kill_resume_sigterm_and_same_seed(tmp_path, capsys):
         procs[n] = _start(["transfer", "--resume", str(root / n)], root)
     for n in ("clean", "kill_world", "kill_s1"):
         assert procs[n].wait(timeout=300) == 0, procs[n].stderr.read()[-2000:]
-    assert big.wait(timeout=300) == 2
-    assert "batch_size" in big.stderr.read() and Run(root / "big").status()["state"] == "failed"
+    capsys.readouterr()
+    # a batch larger than the QA data: an error naming batch_size, not an endless loop
+    assert cli(["transfer", "--config", str(cfg), "--run-dir", str(root / "big"), "--out", str(root), "--batch-size", "4000",
+                "--pretrain-steps", "1", "--transfer-steps", "1"]) == 2
+    assert "batch_size" in capsys.readouterr().err and Run(root / "big").status()["state"] == "failed"
 
     clean = (root / "clean" / "results.json").read_bytes()
     for n in ("kill_world", "kill_s1"):
@@ -564,3 +583,32 @@ def test_kill_resume_sigterm_and_same_seed(tmp_path, capsys):
     assert cli(["predict-qa", "--model", str(export), "--data", str(root / "clean" / "world" / "qa" / "test.svo.json"),
                 "--out", str(tmp_path / "p.json"), "--device", "cpu"]) == 0
     assert json.loads((tmp_path / "p.json").read_text())
+
+
+# --------------------------------------------------------------------------- the app
+def test_malformed_run_folders_do_not_break_the_app(tmp_path, monkeypatch):
+    from streamlit.testing.v1 import AppTest
+
+    from tests.app_fixtures import make_run
+
+    root = tmp_path / "checkpoints"
+    make_run(root, "good-run", models=False)
+    for name, files in {"bad-config": {"config.json": "[1, 2]"},
+                        "bad-status": {"config.json": '{"name": "x"}', "status.json": '"running"'},
+                        "bad-results": {"config.json": '{"name": "x"}', "status.json": '{"state": "completed"}', "results.json": '[{"f1": 1}]'}}.items():
+        (root / name).mkdir()
+        for f, text in files.items():
+            (root / name / f).write_text(text)
+    monkeypatch.setenv("XLVIZ_CHECKPOINTS", str(root))
+    at = AppTest.from_file(str(Path(__file__).resolve().parents[1] / "app.py"), default_timeout=120)
+    at.run()
+    assert not at.exception, [e.message for e in at.exception]
+    shown = []
+    for page in ("runs", "alignment", "probing"):
+        at.switch_page(f"pages/{page}.py").run()
+        assert not at.exception, (page, [e.message for e in at.exception])
+        shown += [e.value.to_csv() for e in at.dataframe] + [str(e.value) for e in at.markdown] + [str(e.value) for e in at.caption]
+        shown += [str(e.value) for e in at.warning] + [str(e.value) for e in at.error]
+    text = "\n".join(shown)
+    for name in ("bad-config", "bad-status", "bad-results"):
+        assert any(name in line and "unreadable" in line for line in text.splitlines()), name

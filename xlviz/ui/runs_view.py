@@ -172,7 +172,7 @@ def run_table(runs: list[Run]) -> pd.DataFrame:
             cfg = run.config()
         except XlvizError:
             cfg = {}
-        state = jobs.effective_state(run.path)
+        state = f"unreadable: {problem}" if (problem := run.unreadable()) else jobs.effective_state(run.path)
         try:
             status = run.status()
         except XlvizError:
