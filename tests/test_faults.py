@@ -51,11 +51,12 @@ def snapshot(root: Path) -> dict[str, tuple]:
 
 
 def one_line_error(capsys, *needles: str) -> str:
-    err = capsys.readouterr().err.strip()
-    assert "Traceback" not in err, err
-    assert len(err.splitlines()) == 1, err
-    assert any(n in err for n in needles), (needles, err)
-    return err
+    out = capsys.readouterr().err.strip()
+    assert "Traceback" not in out, out
+    errors = [line for line in out.splitlines() if ": error: " in line]  # progress lines may precede it
+    assert len(errors) == 1, out
+    assert any(n in errors[0] for n in needles), (needles, out)
+    return errors[0]
 
 
 # --------------------------------------------------------------------------- hostile names and paths
@@ -612,3 +613,18 @@ def test_malformed_run_folders_do_not_break_the_app(tmp_path, monkeypatch):
     text = "\n".join(shown)
     for name in ("bad-config", "bad-status", "bad-results"):
         assert any(name in line and "unreadable" in line for line in text.splitlines()), name
+
+
+def test_disk_full_gives_one_line(qa_model, tmp_path, monkeypatch, capsys):
+    import errno
+
+    def full(fd):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(os, "fsync", full)
+    assert cli(["evaluate-qa", str(qa_model / "data.json"), str(qa_model / "pred.json")]) == 0  # reads only
+    capsys.readouterr()
+    out = tmp_path / "p.json"
+    assert cli(["predict-qa", "--model", str(qa_model / "model"), "--data", str(qa_model / "data.json"), "--out", str(out)]) == 2
+    err = one_line_error(capsys, "No space left")
+    assert "p.json" in err and not out.exists() and not list(tmp_path.glob(".p.json*"))

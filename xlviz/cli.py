@@ -48,6 +48,11 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print(f"xlviz {args.command}: interrupted", file=sys.stderr)
         return 130
+    except OSError as e:
+        # the machine, not the code: disk full, permission denied, a vanished file
+        where = f"{e.filename}: " if e.filename else ""
+        print(f"xlviz {args.command}: error: {where}{e.strerror or e}".replace("\n", " "), file=sys.stderr)
+        return 2
     return int(result or 0)
 
 

@@ -106,10 +106,13 @@ def read_json_object(path: str | os.PathLike, *, what: str = "JSON file") -> dic
 def append_line(path: str | os.PathLike, line: str, *, root: str | os.PathLike | None = None) -> None:
     """Append one line in a single write, never following a symlink at ``path``."""
     path = check_write(path, root)
-    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0), 0o666)
-    with os.fdopen(fd, "a", encoding="utf-8") as f:
-        f.write(line)
-        f.flush()
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0), 0o666)
+        with os.fdopen(fd, "a", encoding="utf-8") as f:
+            f.write(line)
+            f.flush()
+    except OSError as e:  # ELOOP: a symlink; ENOSPC: disk full
+        raise XlvizError(f"cannot append: {e.strerror or e}", path=path) from None
 
 
 def append_jsonl(path: str | os.PathLike, obj: Any, *, root: str | os.PathLike | None = None) -> None:
