@@ -628,3 +628,15 @@ def test_disk_full_gives_one_line(qa_model, tmp_path, monkeypatch, capsys):
     assert cli(["predict-qa", "--model", str(qa_model / "model"), "--data", str(qa_model / "data.json"), "--out", str(out)]) == 2
     err = one_line_error(capsys, "No space left")
     assert "p.json" in err and not out.exists() and not list(tmp_path.glob(".p.json*"))
+
+
+def test_runs_form_sizes_and_codes_have_a_documented_range():
+    from xlviz.limits import SIZE_LIMITS
+    from xlviz.ui.runs_view import TransferForm
+
+    TransferForm().validate()
+    for field, value in (("pretrain_steps", SIZE_LIMITS["pretrain_steps"][1] + 1), ("corpus_documents", 10**12), ("seed", 2**40)):
+        with pytest.raises(XlvizError, match=field):
+            TransferForm(**{field: value}).validate()
+    with pytest.raises(XlvizError, match="languages"):
+        TransferForm(languages=("../victim",)).validate()
