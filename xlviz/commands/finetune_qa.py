@@ -71,6 +71,9 @@ def register(sub) -> None:
                    help="also evaluate on question ids used in training (by default they are left out)")
     p.add_argument("--freeze-token-embeddings", dest="freeze_token_embeddings", action="store_true",
                    help="MONOTRANS step 3: token embeddings stay fixed except the special tokens")
+    from xlviz.limits import SIZE_LIMITS
+
     for flag, (key, typ) in OPTIONS.items():
-        p.add_argument(flag, dest=key, type=typ)
+        rng = SIZE_LIMITS.get(key)
+        p.add_argument(flag, dest=key, type=typ, help=f"{rng[0]:,} to {rng[1]:,}" if rng else None)
     p.set_defaults(handler=run)

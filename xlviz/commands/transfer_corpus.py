@@ -89,6 +89,9 @@ def register(sub) -> None:
     p.add_argument("--parallel", nargs=2, metavar=("L1_FILE", "L2_FILE"), help="line-aligned evaluation pairs (never trained on)")
     p.add_argument("--qa-eval", dest="qa_eval", nargs="+", metavar="FILE_OR_DIR", help="SQuAD-format <name>.<lang>.json files or folders")
     p.add_argument("--no-lowercase", dest="no_lowercase", action="store_true", help="keep case in the learned vocabularies")
+    from xlviz.limits import SIZE_LIMITS
+
     for flag, (key, typ) in OPTIONS.items():
-        p.add_argument(flag, dest=key, type=typ)
+        rng = SIZE_LIMITS.get(key)
+        p.add_argument(flag, dest=key, type=typ, help=f"{rng[0]:,} to {rng[1]:,}" if rng else None)
     p.set_defaults(handler=run)
