@@ -31,6 +31,14 @@ def shared_data() -> Path:
     return path
 
 
+@pytest.fixture(scope="session", autouse=True)
+def _runs_under_basetemp(tmp_path_factory):
+    """--run-dir must lie inside the checkpoints root: let tests' tmp_path run folders qualify."""
+    if "XLVIZ_CHECKPOINTS" not in os.environ:
+        os.environ["XLVIZ_CHECKPOINTS"] = str(tmp_path_factory.getbasetemp())
+    yield
+
+
 @pytest.fixture()
 def checkpoints(tmp_path, monkeypatch) -> Path:
     root = tmp_path / "checkpoints"

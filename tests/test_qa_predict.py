@@ -160,7 +160,8 @@ def test_bad_input(tok):
 
 
 def test_predict_qa_cli_writes_official_predictions(tok, tmp_path, capsys):
-    cfg = BertConfig(vocab_size=tok.vocab_size, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
+    # one row per id (the tokenizer's largest id is past vocab_size; load_model refuses a misfit)
+    cfg = BertConfig(vocab_size=max(tok.get_vocab().values()) + 1, hidden_size=16, num_hidden_layers=1, num_attention_heads=2,
                      intermediate_size=32, max_position_embeddings=64)
     torch.manual_seed(2)
     model_dir = tmp_path / "qa-model"

@@ -24,7 +24,9 @@ from xlviz.errors import XlvizError
 
 
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="xlviz", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="xlviz", description=__doc__.splitlines()[0],
+                                     epilog="Size settings have documented ranges (docs/reliability.md); run and language "
+                                            "names are letters, digits, '-' and '_'.")
     parser.add_argument("--version", action="version", version=f"xlviz {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for info in sorted(pkgutil.iter_modules(xlviz.commands.__path__), key=lambda m: m.name):
@@ -48,6 +50,11 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print(f"xlviz {args.command}: interrupted", file=sys.stderr)
         return 130
+    except OSError as e:
+        # the machine, not the code: disk full, permission denied, a vanished file
+        where = f"{e.filename}: " if e.filename else ""
+        print(f"xlviz {args.command}: error: {where}{e.strerror or e}".replace("\n", " "), file=sys.stderr)
+        return 2
     return int(result or 0)
 
 

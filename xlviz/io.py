@@ -2,10 +2,17 @@
 
 Run records are read by the app while a run writes them and must survive a kill at any
 moment, so every write goes to a temporary file in the same folder and is renamed into place.
+
+While a run is being written (``confine_writes``, entered by ``xlviz.runs.Run.writer_lock``)
+every write here is checked to lie inside that run folder, so no name, config value or
+symlink can carry a write (or ``atomic_dir``'s replacement of an existing folder) outside it.
+Appends never follow a symlink. Files and folders get the permissions the umask allows
+(0644/0755 usually), not ``mkstemp``'s private 0600/0700, so exported models are readable.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import shutil
@@ -15,9 +22,38 @@ from typing import Any, Iterator
 
 from xlviz.errors import XlvizError
 
+_CONFINED: list[Path] = []
+TMP_SUFFIXES = (".tmp", ".old")
 
-def atomic_write_text(path: str | os.PathLike, text: str) -> None:
-    path = Path(path)
+
+def _umask() -> int:
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+@contextlib.contextmanager
+def confine_writes(root: str | os.PathLike) -> Iterator[Path]:
+    """Within the block, every write through this module must lie inside ``root``."""
+    _CONFINED.append(Path(root).resolve())
+    try:
+        yield _CONFINED[-1]
+    finally:
+        _CONFINED.pop()
+
+
+def check_write(path: str | os.PathLike, root: str | os.PathLike | None = None) -> Path:
+    """``path`` if it lies inside ``root`` (or the confined run folder), else an XlvizError."""
+    from xlviz.names import inside
+
+    root = root if root is not None else (_CONFINED[-1] if _CONFINED else None)
+    if root is not None:
+        inside(root, path)
+    return Path(path)
+
+
+def atomic_write_text(path: str | os.PathLike, text: str, *, root: str | os.PathLike | None = None) -> None:
+    path = check_write(path, root)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
@@ -25,15 +61,20 @@ def atomic_write_text(path: str | os.PathLike, text: str) -> None:
             f.write(text)
             f.flush()
             os.fsync(f.fileno())
+        os.chmod(tmp, 0o666 & ~_umask())
         os.replace(tmp, path)
+    except OSError as e:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise XlvizError(f"cannot write: {e.strerror or e}", path=path) from None
     except BaseException:
         if os.path.exists(tmp):
             os.unlink(tmp)
         raise
 
 
-def atomic_write_json(path: str | os.PathLike, obj: Any) -> None:
-    atomic_write_text(path, json.dumps(obj, indent=2, ensure_ascii=False) + "\n")
+def atomic_write_json(path: str | os.PathLike, obj: Any, *, root: str | os.PathLike | None = None) -> None:
+    atomic_write_text(path, json.dumps(obj, indent=2, ensure_ascii=False) + "\n", root=root)
 
 
 def read_json(path: str | os.PathLike, *, what: str = "JSON file") -> Any:
@@ -41,6 +82,8 @@ def read_json(path: str | os.PathLike, *, what: str = "JSON file") -> Any:
     path = Path(path)
     if not path.exists():
         raise XlvizError(f"{what} not found", path=path)
+    if path.is_dir():
+        raise XlvizError(f"{what} is a folder, expected a JSON file", path=path)
     try:
         with open(path, encoding="utf-8") as f:
             return json.load(f)
@@ -48,13 +91,33 @@ def read_json(path: str | os.PathLike, *, what: str = "JSON file") -> Any:
         raise XlvizError(f"malformed JSON at line {e.lineno}, column {e.colno}: {e.msg}", path=path) from None
     except UnicodeDecodeError:
         raise XlvizError("not UTF-8 text", path=path) from None
+    except (OSError, RecursionError, ValueError) as e:
+        raise XlvizError(f"cannot read {what}: {type(e).__name__}", path=path) from None
 
 
-def append_jsonl(path: str | os.PathLike, obj: Any) -> None:
+def read_json_object(path: str | os.PathLike, *, what: str = "JSON file") -> dict:
+    """:func:`read_json` of a file that must hold a JSON object (a config)."""
+    obj = read_json(path, what=what)
+    if not isinstance(obj, dict):
+        raise XlvizError(f"{what} must be a JSON object, got {type(obj).__name__}", path=path)
+    return obj
+
+
+def append_line(path: str | os.PathLike, line: str, *, root: str | os.PathLike | None = None) -> None:
+    """Append one line in a single write, never following a symlink at ``path``."""
+    path = check_write(path, root)
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0), 0o666)
+        with os.fdopen(fd, "a", encoding="utf-8") as f:
+            f.write(line)
+            f.flush()
+    except OSError as e:  # ELOOP: a symlink; ENOSPC: disk full
+        raise XlvizError(f"cannot append: {e.strerror or e}", path=path) from None
+
+
+def append_jsonl(path: str | os.PathLike, obj: Any, *, root: str | os.PathLike | None = None) -> None:
     """Append one JSON line; a single small write, flushed, so readers see whole lines."""
-    with open(path, "a", encoding="utf-8") as f:
-        f.write(json.dumps(obj, ensure_ascii=False) + "\n")
-        f.flush()
+    append_line(path, json.dumps(obj, ensure_ascii=False) + "\n", root=root)
 
 
 def read_jsonl(path: str | os.PathLike) -> Iterator[dict]:
@@ -62,15 +125,43 @@ def read_jsonl(path: str | os.PathLike) -> Iterator[dict]:
     path = Path(path)
     if not path.exists():
         return
-    with open(path, encoding="utf-8") as f:
+    with open(path, encoding="utf-8", errors="replace") as f:
         for line in f:
             line = line.strip()
             if not line:
                 continue
             try:
                 yield json.loads(line)
-            except json.JSONDecodeError:
+            except (json.JSONDecodeError, RecursionError):
                 continue
+
+
+def remove_orphans(root: str | os.PathLike) -> list[Path]:
+    """Remove the ``.<name>.*.tmp`` files and folders (and ``.<name>.old``) that a save killed
+    mid-write leaves behind; only safe while holding the run's writer lock."""
+    removed = []
+    for dirpath, dirnames, filenames in os.walk(root):
+        for name in list(dirnames) + filenames:
+            if name.startswith(".") and name.endswith(TMP_SUFFIXES):
+                p = Path(dirpath) / name
+                if p.is_dir() and not p.is_symlink():
+                    shutil.rmtree(p, ignore_errors=True)
+                    dirnames.remove(name) if name in dirnames else None
+                else:
+                    p.unlink(missing_ok=True)
+                removed.append(p)
+    return removed
+
+
+def _open_up(folder: Path) -> None:
+    """Give a folder built under ``mkdtemp`` (0700) and its contents the umask's permissions."""
+    mask = _umask()
+    for dirpath, dirnames, filenames in os.walk(folder):
+        os.chmod(dirpath, 0o777 & ~mask)
+        for name in filenames:
+            p = os.path.join(dirpath, name)
+            if not os.path.islink(p):
+                os.chmod(p, (os.stat(p).st_mode | 0o644) & 0o777 & ~mask)
 
 
 class atomic_dir:
@@ -80,8 +171,8 @@ class atomic_dir:
     ...     model.save_pretrained(tmp)
     """
 
-    def __init__(self, path: str | os.PathLike):
-        self.path = Path(path)
+    def __init__(self, path: str | os.PathLike, *, root: str | os.PathLike | None = None):
+        self.path = check_write(path, root)
 
     def __enter__(self) -> Path:
         self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -92,11 +183,15 @@ class atomic_dir:
         if exc_type is not None:
             shutil.rmtree(self.tmp, ignore_errors=True)
             return
-        if self.path.exists():
+        _open_up(self.tmp)
+        if self.path.exists() or self.path.is_symlink():
             old = self.path.with_name(f".{self.path.name}.old")
             shutil.rmtree(old, ignore_errors=True)
             os.replace(self.path, old)
             os.replace(self.tmp, self.path)
-            shutil.rmtree(old, ignore_errors=True)
+            if old.is_dir() and not old.is_symlink():
+                shutil.rmtree(old, ignore_errors=True)
+            else:
+                old.unlink(missing_ok=True)
         else:
             os.replace(self.tmp, self.path)

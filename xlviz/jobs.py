@@ -10,17 +10,20 @@ cancel it. Cancelling is explicit: terminate the whole process group, then mark 
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
-from typing import Sequence
+from typing import Iterator, Sequence
 
 from xlviz.errors import XlvizError
 from xlviz.io import atomic_write_json, read_json
-from xlviz.runs import Run, now_iso
+from xlviz.runs import Run, now_iso, process_alive, process_start_ticks
 
 JOB_FILE = "job.json"
 OUTPUT_FILE = "job-output.txt"
@@ -28,21 +31,26 @@ OUTPUT_FILE = "job-output.txt"
 # Popen handles of jobs started by this process: polled so finished children are reaped
 # instead of lingering as zombies while the app keeps running.
 _CHILDREN: dict[int, subprocess.Popen] = {}
+# Streamlit runs sessions as threads of one process: one start at a time per process, and a
+# file lock per run folder against other app processes.
+_START_LOCK = threading.Lock()
+START_LOCK_FILE = ".job-start.lock"
 
 
 def _proc_start_ticks(pid: int) -> int | None:
-    """Process start time in clock ticks since boot (Linux), to tell a reused pid apart."""
-    try:
-        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as f:
-            stat = f.read()
-    except OSError:
-        return None
-    # Field 2 (comm) may contain spaces and parentheses; the rest follows the last ')'.
-    rest = stat.rsplit(")", 1)[-1].split()
-    try:
-        return int(rest[19])  # field 22 overall
-    except (IndexError, ValueError):
-        return None
+    return process_start_ticks(pid)
+
+
+@contextlib.contextmanager
+def _starting(run_dir: Path) -> Iterator[None]:
+    """Exclusive right to start a job for ``run_dir`` (threads of this process and other processes)."""
+    with _START_LOCK:
+        fd = os.open(run_dir / START_LOCK_FILE, os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0), 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            yield
+        finally:
+            os.close(fd)
 
 
 def _proc_state(pid: int) -> str | None:
@@ -77,8 +85,16 @@ def start_job(argv: Sequence[str], run_dir: str | os.PathLike, *, env: dict | No
     """
     run_dir = Path(run_dir)
     run_dir.mkdir(parents=True, exist_ok=True)
+    with _starting(run_dir):
+        return _start_locked(argv, run_dir, env)
+
+
+def _start_locked(argv: Sequence[str], run_dir: Path, env: dict | None) -> int:
     if is_alive(run_dir):
         raise XlvizError("a job is already running for this run", path=run_dir)
+    holder = Run(run_dir).writer_pid()
+    if holder is not None:
+        raise XlvizError(f"another process (pid {holder}) is writing this run", path=run_dir)
     full = command_argv(argv)
     out = open(run_dir / OUTPUT_FILE, "ab")
     try:
@@ -119,13 +135,7 @@ def is_alive(run_dir: str | os.PathLike) -> bool:
     if child is not None and child.poll() is not None:
         _CHILDREN.pop(pid, None)
         return False
-    state = _proc_state(pid)
-    if state is None or state in ("Z", "X"):
-        return False
-    recorded = info.get("start_ticks")
-    if recorded is not None and _proc_start_ticks(pid) != recorded:
-        return False  # the pid was reused by another process
-    return True
+    return process_alive(pid, info.get("start_ticks"))  # start ticks tell a reused pid apart
 
 
 def cancel(run_dir: str | os.PathLike, *, grace_s: float = 5.0) -> bool:
@@ -137,7 +147,17 @@ def cancel(run_dir: str | os.PathLike, *, grace_s: float = 5.0) -> bool:
     run_dir = Path(run_dir)
     info = job_info(run_dir)
     found = False
-    if info and is_alive(run_dir):
+    terminal = Run(run_dir).writer_pid()
+    if not (info and is_alive(run_dir)) and terminal is not None:
+        # started from a terminal (no job.json, or an old one): stop the process writing it
+        found = True
+        _signal_pid(terminal, signal.SIGTERM)
+        deadline = time.monotonic() + grace_s
+        while time.monotonic() < deadline and Run(run_dir).writer_pid() == terminal:
+            time.sleep(0.1)
+        if Run(run_dir).writer_pid() == terminal:
+            _signal_pid(terminal, signal.SIGKILL)
+    elif info and is_alive(run_dir):
         found = True
         pgid = int(info.get("pgid") or info["pid"])
         _signal_group(pgid, signal.SIGTERM)
@@ -165,6 +185,15 @@ def cancel(run_dir: str | os.PathLike, *, grace_s: float = 5.0) -> bool:
     return found
 
 
+def _signal_pid(pid: int, sig: int) -> None:
+    try:
+        os.kill(pid, sig)
+    except ProcessLookupError:
+        pass
+    except PermissionError as e:
+        raise XlvizError(f"cannot signal process {pid}: {e}") from None
+
+
 def _signal_group(pgid: int, sig: int) -> None:
     try:
         os.killpg(pgid, sig)
@@ -177,9 +206,26 @@ def _signal_group(pgid: int, sig: int) -> None:
 def resume(run_dir: str | os.PathLike) -> int:
     """Restart a stopped run where it left off: ``xlviz transfer --resume RUN_DIR``."""
     run_dir = Path(run_dir)
-    if not Run(run_dir).exists():
+    run = Run(run_dir)
+    if not run.exists():
         raise XlvizError("not a run folder (no config.json)", path=run_dir)
+    check_resumable_config(run.config(), path=run.config_path)
     return start_job(["transfer", "--resume", str(run_dir)], run_dir)
+
+
+def check_resumable_config(config: dict, *, path: Path) -> None:
+    """The names in a config read back from disk (run name, language codes) are short
+    identifiers: a crafted ``config.json`` must not steer a resumed run's writes."""
+    from xlviz.names import check_code, check_name, language_entries
+
+    if "name" in config:
+        check_name(config["name"], field="name", path=path, what="run name")
+    for key in ("l1", "l2"):
+        if key in config:
+            check_code(config[key], field=key, path=path)
+    world = config.get("world")
+    if isinstance(world, dict) and "languages" in world:
+        language_entries(world["languages"], path=path)
 
 
 def effective_state(run_dir: str | os.PathLike) -> str:
@@ -201,9 +247,13 @@ def effective_state(run_dir: str | os.PathLike) -> str:
     except XlvizError:
         status = {}
     state = status.get("state", "pending")
-    if not alive and job_info(run_dir) is None:
+    if not alive:
+        # started from a terminal: the writer lock names the live process (pid and start time)
+        alive = run.writer_pid() is not None
+    if not alive and job_info(run_dir) is None and not run.lock_path.exists():
+        # a run written before writer locks existed: its status pid, checked against its start time
         pid = status.get("pid")
-        alive = isinstance(pid, int) and pid != os.getpid() and _proc_state(pid) not in (None, "Z", "X")
+        alive = isinstance(pid, int) and pid != os.getpid() and process_alive(pid, status.get("pid_start"))
     if alive:
         return "completed" if state == "completed" else "running"
     if state in ("running", "pending"):

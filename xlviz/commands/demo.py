@@ -29,7 +29,8 @@ def run(args: argparse.Namespace) -> int:
         precision = str(pipeline.acc.mixed_precision).replace("no", "float32")
         print(f"xlviz demo: transfer methods on the generated world ({', '.join(cfg.systems)}) on {pipeline.acc.device}, {precision}; "
               f"run folder {run_dir}", flush=True)
-    rows = pipeline.run_all()
+    with pipeline.run.writer_lock(main=pipeline.main):
+        rows = pipeline.run_all()
     if pipeline.main:
         print()
         print(results_table(rows))

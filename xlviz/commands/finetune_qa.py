@@ -46,7 +46,8 @@ def run(args: argparse.Namespace) -> int:
 
     pipeline = open_pipeline(QAPipeline, args, build_config, "finetune-qa config")
     pipeline.stop_after = args.stop_after
-    rows = pipeline.run_all()
+    with pipeline.run.writer_lock(main=pipeline.main):
+        rows = pipeline.run_all()
     if pipeline.main and rows:
         print(results_table(rows, l1="en"))
     return 0
@@ -70,6 +71,9 @@ def register(sub) -> None:
                    help="also evaluate on question ids used in training (by default they are left out)")
     p.add_argument("--freeze-token-embeddings", dest="freeze_token_embeddings", action="store_true",
                    help="MONOTRANS step 3: token embeddings stay fixed except the special tokens")
+    from xlviz.limits import SIZE_LIMITS
+
     for flag, (key, typ) in OPTIONS.items():
-        p.add_argument(flag, dest=key, type=typ)
+        rng = SIZE_LIMITS.get(key)
+        p.add_argument(flag, dest=key, type=typ, help=f"{rng[0]:,} to {rng[1]:,}" if rng else None)
     p.set_defaults(handler=run)

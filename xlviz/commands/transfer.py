@@ -77,15 +77,16 @@ def build_config(args: argparse.Namespace, base: dict | None = None):
 def open_pipeline(pipeline_cls, args: argparse.Namespace, build, what: str):
     """The run command's pipeline: resumed from ``--resume``, or configured from ``--config``
     plus flags (``build(args, base)``) into ``--run-dir`` or a fresh folder under ``--out``."""
-    from xlviz.io import read_json
-    from xlviz.runs import checkpoints_root, new_run_path
+    from xlviz.io import read_json_object
+    from xlviz.runs import checkpoints_root, explicit_run_dir, new_run_path
 
     if args.resume:
         pipeline = pipeline_cls.resume(args.resume)
     else:
-        base = read_json(args.config, what=what) if args.config else None
+        base = read_json_object(args.config, what=what) if args.config else None
         cfg = build(args, base)
-        pipeline = pipeline_cls(cfg, args.run_dir or new_run_path(checkpoints_root(args.out), cfg.name))
+        root = checkpoints_root(args.out)
+        pipeline = pipeline_cls(cfg, explicit_run_dir(args.run_dir, root, cfg.to_dict()) if args.run_dir else new_run_path(root, cfg.name))
     if pipeline.main:
         print(f"run folder: {pipeline.run.path}", flush=True)
     return pipeline
@@ -96,7 +97,8 @@ def run(args: argparse.Namespace) -> int:
     from xlviz.transfer.report import results_table
 
     pipeline = open_pipeline(Pipeline, args, build_config, "transfer config")
-    rows = pipeline.run_all()
+    with pipeline.run.writer_lock(main=pipeline.main):
+        rows = pipeline.run_all()
     if pipeline.main:
         print(results_table(rows))
     return 0

@@ -59,7 +59,8 @@ def run(args: argparse.Namespace) -> int:
 
     pipeline = open_pipeline(CorpusPipeline, args, build_config, "transfer-corpus config")
     pipeline.stop_after = args.stop_after
-    rows = pipeline.run_all()
+    with pipeline.run.writer_lock(main=pipeline.main):
+        rows = pipeline.run_all()
     if pipeline.main:
         qa_rows = [r for r in rows if "f1" in r]
         if qa_rows:
@@ -88,6 +89,9 @@ def register(sub) -> None:
     p.add_argument("--parallel", nargs=2, metavar=("L1_FILE", "L2_FILE"), help="line-aligned evaluation pairs (never trained on)")
     p.add_argument("--qa-eval", dest="qa_eval", nargs="+", metavar="FILE_OR_DIR", help="SQuAD-format <name>.<lang>.json files or folders")
     p.add_argument("--no-lowercase", dest="no_lowercase", action="store_true", help="keep case in the learned vocabularies")
+    from xlviz.limits import SIZE_LIMITS
+
     for flag, (key, typ) in OPTIONS.items():
-        p.add_argument(flag, dest=key, type=typ)
+        rng = SIZE_LIMITS.get(key)
+        p.add_argument(flag, dest=key, type=typ, help=f"{rng[0]:,} to {rng[1]:,}" if rng else None)
     p.set_defaults(handler=run)

@@ -26,6 +26,9 @@ def _get(example: Any, name: str) -> Any:
     return example[name] if isinstance(example, Mapping) else getattr(example, name)
 
 
+MAX_QUESTION_TOKENS = 64
+
+
 def _check_args(tokenizer: Any, max_length: int, doc_stride: int) -> int:
     """Validate settings; return the most question tokens that leave the context > stride tokens."""
     if not getattr(tokenizer, "is_fast", False):
@@ -37,7 +40,10 @@ def _check_args(tokenizer: Any, max_length: int, doc_stride: int) -> int:
     if doc_stride < 0 or max_length <= 0:
         raise XlvizError(f"max_length ({max_length}) must be positive and doc_stride ({doc_stride}) not negative")
     n_special = tokenizer.num_special_tokens_to_add(pair=True)
-    max_question = max_length - n_special - doc_stride - 1
+    # At most MAX_QUESTION_TOKENS (BERT's SQuAD code cut queries at 64) and at most half of
+    # what the window has beyond the stride, so each window advances by at least that much:
+    # a 9,000-token question once left one new context token per window (gigabytes of windows).
+    max_question = min(MAX_QUESTION_TOKENS, (max_length - n_special - doc_stride) // 2)
     if max_question < 1:
         raise XlvizError(
             f"max_length={max_length} leaves no room for a question with doc_stride={doc_stride} "

@@ -91,23 +91,53 @@ def _require_file(path: str | os.PathLike, what: str) -> Path:
     return path
 
 
-def _iter_raw_lines(path: Path) -> Iterator[tuple[int, str]]:
+MAX_LINE_BYTES = 1 << 20  # longer corpus lines are read in pieces (cut at a space) of at most this
+
+
+def _cut(raw: bytes) -> int:
+    """Where to cut an over-long piece: after its last space, else before its last character
+    (so no UTF-8 character is split; the rest starts the next piece)."""
+    cut = raw.rfind(b" ") + 1
+    if cut > 0:
+        return cut
+    cut = len(raw) - 1
+    while cut > 0 and 0x80 <= raw[cut] < 0xC0:
+        cut -= 1
+    return cut or len(raw)
+
+
+def _iter_raw_lines(path: Path, *, split_long: bool = True) -> Iterator[tuple[int, str]]:
     """Yield ``(line_number, line_without_newline)`` from a plain or gzipped UTF-8 file.
 
     Lines are decoded one at a time so a decoding error names its exact line; gzip errors
-    (corrupt or truncated download) name the last good line.
+    (corrupt or truncated download) name the last good line. Memory stays bounded: a line
+    longer than ``MAX_LINE_BYTES`` (a 300 MB one-line corpus) comes in pieces cut at spaces,
+    or, where pieces would break an alignment (``split_long=False``), is refused.
     """
     lineno = 0
     try:
         with (gzip.open(path, "rb") if path.name.endswith(".gz") else open(path, "rb")) as f:
-            for lineno, raw in enumerate(f, start=1):
+            carry = b""
+            while True:
+                raw = carry + f.readline(MAX_LINE_BYTES - len(carry))
+                carry = b""
+                if not raw:
+                    break
+                whole = raw.endswith(b"\n") or len(raw) < MAX_LINE_BYTES
+                if not whole:
+                    if not split_long:
+                        raise XlvizError(f"line {lineno + 1}: longer than {MAX_LINE_BYTES} bytes", path=path)
+                    cut = _cut(raw)
+                    raw, carry = raw[:cut], raw[cut:]
                 try:
                     line = raw.decode("utf-8")
                 except UnicodeDecodeError as e:
-                    raise XlvizError(f"line {lineno}: not UTF-8 text ({e.reason} at byte {e.start})", path=path) from None
-                if lineno == 1 and line.startswith("\ufeff"):
+                    raise XlvizError(f"line {lineno + 1}: not UTF-8 text ({e.reason} at byte {e.start})", path=path) from None
+                if lineno == 0 and line.startswith("\ufeff"):
                     line = line[1:]
-                yield lineno, line.rstrip("\r\n")
+                yield lineno + 1, line.rstrip("\r\n")
+                if whole:
+                    lineno += 1
     except (gzip.BadGzipFile, EOFError, zlib.error) as e:
         raise XlvizError(f"corrupt or truncated gzip file after line {lineno}: {e or type(e).__name__}", path=path) from None
 
@@ -165,7 +195,7 @@ def _stream_lines(files: list[Path], lowercase: bool, max_lines: int | None) -> 
 
 def _read_lines_strict(path: Path) -> list[str]:
     """All lines (stripped, empty ones kept) so that parallel files stay aligned."""
-    return [line.strip() for _, line in _iter_raw_lines(path)]
+    return [line.strip() for _, line in _iter_raw_lines(path, split_long=False)]
 
 
 def read_parallel_lines(

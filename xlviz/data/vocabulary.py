@@ -95,10 +95,10 @@ def train_tokenizer_like(
 ):
     """Learn a subword vocabulary on ``texts`` whose special tokens, ids, templates and input
     names follow ``reference`` (the L1 tokenizer); see the module docstring."""
-    from tokenizers import Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
+    from tokenizers import normalizers, pre_tokenizers, processors
     from transformers import PreTrainedTokenizerFast
 
-    from xlviz.data.tokenization import ALGORITHMS, train_tokenizer
+    from xlviz.data.tokenization import ALGORITHMS, learn_tokenizer, train_tokenizer
 
     if reference is None:
         return train_tokenizer(texts, vocab_size, algorithm=algorithm, lowercase=lowercase, model_max_length=model_max_length)
@@ -115,21 +115,10 @@ def train_tokenizer_like(
     if len(set(specials)) != len(specials):
         raise XlvizError(f"the reference tokenizer reuses one string for two special ids: {by_id}", field="tokenizer")
     unk = roles["unk_token"]
-    if algorithm == "wordpiece":
-        tok = Tokenizer(models.WordPiece(unk_token=unk))
-        trainer = trainers.WordPieceTrainer(vocab_size=vocab_size, special_tokens=specials, show_progress=False)
-        tok.decoder = decoders.WordPiece()
-    elif algorithm == "bpe":
-        tok = Tokenizer(models.BPE(unk_token=unk, continuing_subword_prefix="##"))
-        trainer = trainers.BpeTrainer(vocab_size=vocab_size, special_tokens=specials, continuing_subword_prefix="##", show_progress=False)
-        tok.decoder = decoders.WordPiece()
-    else:
-        tok = Tokenizer(models.Unigram())
-        trainer = trainers.UnigramTrainer(vocab_size=vocab_size, special_tokens=specials, unk_token=unk, show_progress=False)
-        tok.decoder = decoders.Metaspace()
-    tok.normalizer = normalizers.Sequence([normalizers.NFKC()] + ([normalizers.Lowercase()] if lowercase else []))
-    tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
-    tok.train_from_iterator(texts, trainer=trainer)
+    # the deterministic trainer shared with train_tokenizer (same vocabulary in every process)
+    tok = learn_tokenizer(texts, vocab_size, specials, unk, algorithm,
+                          normalizers.Sequence([normalizers.NFKC()] + ([normalizers.Lowercase()] if lowercase else [])),
+                          pre_tokenizers.BertPreTokenizer())
     for i, t in enumerate(specials):
         if tok.token_to_id(t) != i:
             raise AssertionError(f"special token {t} must have id {i}")

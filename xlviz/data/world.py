@@ -22,6 +22,7 @@ from xlviz.data.lexicon import (
 )
 from xlviz.errors import XlvizError
 from xlviz.io import atomic_write_json, atomic_write_text, read_json
+from xlviz.names import check_code, language_entries
 
 L1 = "en"
 SUBJECT_NOUNS = ANIMALS + PEOPLE + [HOMONYMS[h][0] for h in HOMONYMS]
@@ -81,7 +82,7 @@ class WorldConfig:
             d["qa_facts"] = tuple(f)
         cfg = cls(**d)
         if langs is not None:
-            cfg.languages = [LanguageSpec(**l) if isinstance(l, dict) else LanguageSpec(str(l)) for l in langs]
+            cfg.languages = [LanguageSpec(**l) for l in language_entries(langs, path=path)]
         cfg.validate(path=path)
         return cfg
 
@@ -101,6 +102,7 @@ class WorldConfig:
         if len(set(codes)) != len(codes) or L1 in codes:
             raise XlvizError(f"L2 codes must be unique and differ from '{L1}': {codes}", path=path, field="world.languages")
         for l in self.languages:
+            check_code(l.code, field="world.languages.code", path=path)
             if l.order not in ORDERS:
                 raise XlvizError(f"unknown word order {l.order!r} for '{l.code}'; choose from {list(ORDERS)}", path=path, field="world.languages.order")
             if l.script not in SCRIPTS:

@@ -26,6 +26,7 @@ from accelerate.utils import DataLoaderConfiguration
 
 from xlviz.errors import XlvizError
 from xlviz.io import atomic_dir
+from xlviz.names import check_config
 from xlviz.runs import Run, now_iso, package_versions
 from xlviz.training.loop import LoopConfig, make_accelerator
 
@@ -53,6 +54,7 @@ class ConfigMixin:
         except TypeError as e:
             raise XlvizError(f"bad config: {e}", path=path) from None
         cfg.validate(path=path)
+        check_config(cfg, path=path)
         return cfg
 
     @classmethod

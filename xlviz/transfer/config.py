@@ -12,6 +12,7 @@ from pathlib import Path
 from xlviz.data.world import WorldConfig
 from xlviz.errors import XlvizError
 from xlviz.models.monotrans import MODEL_SIZES, NOISE_STD
+from xlviz.names import check_config
 
 MIXED_PRECISION = ("auto", "no", "bf16", "fp16")
 DEMO_METHODS = ["monotrans", "floor", "dictionary-oracle", "jointpair-disjoint"]
@@ -157,6 +158,7 @@ class TransferConfig:
         if not isinstance(self.seed, int):
             raise XlvizError(f"must be an integer, got {self.seed!r}", path=path, field="seed")
         self.world.validate(path=path)
+        check_config(self, path=path)
 
     def dumps(self) -> str:
         return json.dumps(self.to_dict(), indent=2)

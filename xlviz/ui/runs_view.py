@@ -11,6 +11,8 @@ import pandas as pd
 
 from xlviz import jobs
 from xlviz.errors import XlvizError
+from xlviz.limits import SIZE_LIMITS
+from xlviz.names import check_code
 from xlviz.runs import Run
 from xlviz.ui.choices import config_value
 
@@ -42,10 +44,13 @@ class TransferForm:
             raise XlvizError("pick at least one target language", field="languages")
         if self.model_size not in MODEL_SIZES:
             raise XlvizError(f"model size must be one of {', '.join(MODEL_SIZES)}", field="model_size")
-        for name in ("pretrain_steps", "transfer_steps", "finetune_steps", "batch_size", "mlm_batch_size", "corpus_documents",
+        for name in ("seed", "pretrain_steps", "transfer_steps", "finetune_steps", "batch_size", "mlm_batch_size", "corpus_documents",
                      "qa_train_paragraphs", "qa_test_paragraphs"):
-            if int(getattr(self, name)) < 1:
-                raise XlvizError("must be at least 1", field=name)
+            lo, hi = SIZE_LIMITS[name]  # the documented range (docs/reliability.md)
+            if not lo <= int(getattr(self, name)) <= hi:
+                raise XlvizError(f"must be between {lo} and {hi}", field=name)
+        for code in self.languages:
+            check_code(code, field="languages")
         bad = [v for v in self.variants if v not in VARIANTS]
         if bad or not self.variants:
             raise XlvizError(f"variants must be some of {', '.join(VARIANTS)}", field="variants")
@@ -172,7 +177,7 @@ def run_table(runs: list[Run]) -> pd.DataFrame:
             cfg = run.config()
         except XlvizError:
             cfg = {}
-        state = jobs.effective_state(run.path)
+        state = f"unreadable: {problem}" if (problem := run.unreadable()) else jobs.effective_state(run.path)
         try:
             status = run.status()
         except XlvizError:

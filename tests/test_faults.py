@@ -1,0 +1,642 @@
+"""Fault injection (issue 16): hostile names and paths, malformed inputs, two writers,
+SIGTERM, SIGKILL and resume, one seed giving one result.
+
+Every hostile case runs against a temporary root that is listed before and after: nothing
+outside the checkpoints root may appear, change or vanish. Every malformed input must give
+exit code 2 and one line naming the file or field, never a traceback. The pipeline cases
+use the tiniest world and model (a few seconds each) and run side by side.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from xlviz import jobs
+from xlviz.cli import main as cli
+from xlviz.errors import XlvizError
+from xlviz.io import atomic_dir, atomic_write_json, confine_writes
+from xlviz.runs import Run, new_run_path
+
+TINY = {
+    "model_size": "tiny", "vocab_size": 120, "batch_size": 8, "mlm_batch_size": 8, "pretrain_steps": 4, "transfer_steps": 3,
+    "finetune_steps": 4, "log_every": 1, "mixed_precision": "no", "variants": ["base"], "qa_max_length": 48, "doc_stride": 16,
+    "block_size": 16,
+    "world": {"languages": [{"code": "svo"}], "corpus_documents": 60, "qa_train_paragraphs": 12, "qa_dev_paragraphs": 2,
+              "qa_test_paragraphs": 3, "parallel_pairs": 5, "agreement_pairs": 3, "sense_pairs": 3},
+}
+
+
+def snapshot(root: Path) -> dict[str, tuple]:
+    """Every path under ``root`` with its kind, size and content hash (symlinks not followed)."""
+    out = {}
+    for dirpath, dirnames, filenames in os.walk(root):
+        for name in dirnames + filenames:
+            p = Path(dirpath) / name
+            if p.is_symlink():
+                out[str(p)] = ("link", os.readlink(p))
+            elif p.is_dir():
+                out[str(p)] = ("dir",)
+            else:
+                out[str(p)] = ("file", p.read_bytes())
+    return out
+
+
+def one_line_error(capsys, *needles: str) -> str:
+    out = capsys.readouterr().err.strip()
+    assert "Traceback" not in out, out
+    errors = [line for line in out.splitlines() if ": error: " in line]  # progress lines may precede it
+    assert len(errors) == 1, out
+    assert any(n in errors[0] for n in needles), (needles, out)
+    return errors[0]
+
+
+# --------------------------------------------------------------------------- hostile names and paths
+@pytest.fixture()
+def arena(tmp_path, monkeypatch):
+    """tmp/ck is the checkpoints root; tmp/victim is what an attack would reach for."""
+    root = tmp_path / "ck"
+    root.mkdir()
+    (root / "notarun").mkdir()
+    (root / "notarun" / "data.txt").write_text("keep")
+    victim = tmp_path / "victim"
+    victim.mkdir()
+    (victim / "keep.txt").write_text("precious\n")
+    monkeypatch.setenv("XLVIZ_CHECKPOINTS", str(root))
+    monkeypatch.chdir(tmp_path)
+    crafted = root / "crafted"
+    crafted.mkdir()
+    (crafted / "config.json").write_text(json.dumps({**TINY, "world": {**TINY["world"], "languages": [{"code": "../../victim"}]}}))
+    corpus = tmp_path / "c.txt"
+    corpus.write_text("a b c\n")
+    return tmp_path
+
+
+BAD_CODES = ["../../victim:svo:latin", "../victim", "..", ".", "/tmp/x", "a/b", "a\\b", "a b", "a\nb", "a\x00b", "~",
+             "$(touch pwned)", "x" * 40, "-rf", "a;b", "é", "a\rb"]
+BAD_NAMES = ["../victim", "/tmp/abs", "a\nb", "..", "a/b", "x" * 100, ".hidden"]
+
+
+def _hostile_argvs(t: Path) -> list[tuple[str, list[str]]]:
+    def cfg(name: str, d: dict) -> str:
+        (t / name).write_text(json.dumps(d))
+        return str(t / name)
+
+    corpus = ["--l1-corpus", str(t / "c.txt"), "--l2-corpus", str(t / "c.txt")]
+    cases = [(f"--languages {c!r}", ["transfer", f"--languages={c}"]) for c in BAD_CODES]
+    cases += [(f"--name {n!r}", ["transfer", f"--name={n}"]) for n in BAD_NAMES]
+    cases += [
+        ("--run-dir ck/../victim", ["transfer", "--run-dir", str(t / "ck" / ".." / "victim")]),
+        ("--run-dir absolute outside", ["transfer", "--run-dir", str(t / "victim")]),
+        ("--run-dir below victim", ["transfer", "--run-dir", str(t / "victim" / "sub")]),
+        ("--run-dir newline", ["transfer", "--run-dir", str(t / "ck" / "a\nb")]),
+        ("--run-dir /", ["transfer", "--run-dir", "/"]),
+        ("--run-dir = root", ["transfer", "--run-dir", str(t / "ck")]),
+        ("--run-dir a folder that is not a run", ["transfer", "--run-dir", str(t / "ck" / "notarun")]),
+        ("config code", ["transfer", "--config", cfg("c1.json", {"world": {"languages": [{"code": "../../victim"}]}})]),
+        ("config plain code", ["transfer", "--config", cfg("c2.json", {"world": {"languages": ["../victim"]}})]),
+        ("config name", ["transfer", "--config", cfg("c3.json", {"name": "../victim"})]),
+        ("transfer-corpus --l2", ["transfer-corpus", "--l1", "en", "--l2", "../../victim", *corpus]),
+        ("transfer-corpus --l1", ["transfer-corpus", "--l1", "../victim", "--l2", "de", *corpus]),
+        ("transfer-corpus --name", ["transfer-corpus", "--name", "../x", *corpus]),
+        ("transfer --resume crafted config", ["transfer", "--resume", str(t / "ck" / "crafted")]),
+        ("demo --name", ["demo", "--name", "../../victim"]),
+    ]
+    return cases
+
+
+N_HOSTILE_CLI = len(BAD_CODES) + len(BAD_NAMES) + 15
+
+
+@pytest.mark.parametrize("index", range(N_HOSTILE_CLI))
+def test_hostile_cli_input_is_refused_and_writes_nothing(arena, capsys, index):
+    desc, argv = _hostile_argvs(arena)[index]
+    before = snapshot(arena)
+    assert cli(argv) == 2, desc
+    err = one_line_error(capsys, "error")
+    assert "\n" not in err
+    assert snapshot(arena) == before, f"{desc} changed files"
+
+
+def test_app_resume_of_a_crafted_run_starts_nothing(arena, monkeypatch):
+    started = []
+    monkeypatch.setattr(jobs.subprocess, "Popen", lambda *a, **k: started.append(a))
+    before = snapshot(arena)
+    with pytest.raises(XlvizError, match="language code"):
+        jobs.resume(arena / "ck" / "crafted")
+    assert started == [] and snapshot(arena) == before
+
+
+def test_log_never_follows_a_symlink_nor_writes_a_raw_newline(arena):
+    run = Run(arena / "ck" / "r")
+    run.path.mkdir()
+    run.log("value with\nan injected line\r\u2028and more")
+    lines = run.log_path.read_text().splitlines()
+    assert len(lines) == 1 and "\\n" in lines[0]
+    run.log_path.unlink()
+    os.symlink(arena / "victim" / "keep.txt", run.log_path)
+    os.symlink(arena / "victim" / "keep.txt", run.metrics_path)
+    before = snapshot(arena / "victim")
+    with pytest.raises(XlvizError):
+        run.log("appended through the link")
+    with pytest.raises(XlvizError):
+        run.log_metric(stage="x", step=1)
+    assert snapshot(arena / "victim") == before
+
+
+def test_writes_are_confined_to_the_run_folder(arena):
+    run = Run(arena / "ck" / "r")
+    run.path.mkdir()
+    os.symlink(arena / "victim", run.path / "world")
+    before = snapshot(arena / "victim")
+    with run.writer_lock():
+        for target in (run.path / "world", run.path / "world" / "tokenizers" / "svo", run.path / ".." / ".." / "victim"):
+            with pytest.raises(XlvizError, match="outside the run folder"):
+                with atomic_dir(target) as tmp:
+                    (tmp / "x").write_text("x")
+        with pytest.raises(XlvizError, match="outside the run folder"):
+            atomic_write_json(run.path / "world" / "keep.txt", {})
+        atomic_write_json(run.path / "ok.json", {"ok": 1})  # inside: fine
+    with confine_writes(run.path), pytest.raises(XlvizError):
+        atomic_write_json(arena / "victim" / "keep.txt", {})
+    assert snapshot(arena / "victim") == before
+
+
+# --------------------------------------------------------------------------- malformed inputs
+@pytest.fixture(scope="module")
+def qa_model(tmp_path_factory):
+    """A tiny QA model folder with its tokenizer, plus a SQuAD file."""
+    import torch
+    from transformers import BertConfig, BertForQuestionAnswering
+
+    from xlviz.data.tokenization import train_tokenizer
+
+    d = tmp_path_factory.mktemp("qa")
+    tok = train_tokenizer(["the dog ran to my big red house", "who ran ? what house ?"] * 5, 80, model_max_length=32)
+    torch.manual_seed(0)
+    cfg = BertConfig(vocab_size=len(tok), hidden_size=16, num_hidden_layers=1, num_attention_heads=2, intermediate_size=32,
+                     max_position_embeddings=32)
+    BertForQuestionAnswering(cfg).save_pretrained(d / "model")
+    tok.save_pretrained(d / "model")
+    ctx = "the dog ran to my big red house"
+    data = {"version": "1.1", "data": [{"title": "t", "paragraphs": [{"context": ctx, "qas": [
+        {"id": "a", "question": "who ran ?", "answers": [{"text": "the dog", "answer_start": 0}]}]}]}]}
+    (d / "data.json").write_text(json.dumps(data))
+    (d / "pred.json").write_text(json.dumps({"a": "the dog"}))
+    return d
+
+
+def _malformed(t: Path, qa: Path) -> list[tuple[str, list[str], tuple[str, ...]]]:
+    """(description, argv, strings of which one must be in the message)."""
+    def cfg(name, content):
+        p = t / name
+        p.write_bytes(content if isinstance(content, bytes) else (content if isinstance(content, str) else json.dumps(content)).encode())
+        return str(p)
+
+    def tr(name, content, *needles):
+        return (name, ["transfer", "--config", cfg(name + ".json", content)], needles or (name,))
+
+    (t / "adir").mkdir(exist_ok=True)
+    (t / "afile").write_text("x")
+    (t / "noweights").mkdir(exist_ok=True)
+    (t / "noweights" / "config.json").write_text(json.dumps({"model_type": "bert"}))
+    trunc = t / "trunc"
+    if not trunc.exists():
+        import shutil
+        shutil.copytree(qa / "model", trunc)
+        data = (trunc / "model.safetensors").read_bytes()
+        (trunc / "model.safetensors").write_bytes(data[: len(data) // 2])
+    notok = t / "notok"
+    if not notok.exists():
+        import shutil
+        shutil.copytree(qa / "model", notok)
+        for f in notok.iterdir():
+            if "token" in f.name or f.name == "vocab.txt":
+                f.unlink()
+    badvocab = t / "badvocab"
+    if not badvocab.exists():
+        import shutil
+        shutil.copytree(qa / "model", badvocab)
+        c = json.loads((badvocab / "config.json").read_text())
+        c["vocab_size"] = 7
+        (badvocab / "config.json").write_text(json.dumps(c))
+    for name, files in (("r_list", {"config.json": "[1, 2]"}), ("r_status", {"config.json": json.dumps(TINY), "status.json": '"running"'}),
+                        ("r_empty", {})):
+        (t / "ck" / name).mkdir(parents=True, exist_ok=True)
+        for f, text in files.items():
+            (t / "ck" / name / f).write_text(text)
+    pq = ["predict-qa", "--model", str(qa / "model"), "--data", str(qa / "data.json")]
+    corpus = ["--l1-corpus", str(t / "c.txt"), "--l2-corpus", str(t / "c.txt")]
+    return [
+        tr("config_list", [1, 2], "JSON object"),
+        tr("languages_string", {"world": {"languages": "svo"}}, "world.languages"),
+        tr("language_unknown_key", {"world": {"languages": [{"code": "svo", "colour": "red"}]}}, "colour"),
+        tr("string_number", {"batch_size": "32"}, "batch_size"),
+        tr("bool_documents", {"world": {"corpus_documents": True}}, "corpus_documents"),
+        tr("seed_float", {"seed": 1e20}, "seed"),
+        tr("seed_huge", '{"seed": 100000000000000000000}', "seed"),
+        tr("seed_negative", {"seed": -1}, "seed"),
+        tr("block_size_1", {"block_size": 1}, "block_size"),
+        tr("lr_string", {"pretrain_lr": "fast"}, "pretrain_lr"),
+        tr("variant_unknown", {"variants": ["base", "nope"]}, "variants"),
+        tr("precision", {"mixed_precision": "fp8"}, "mixed_precision"),
+        tr("model_size", {"model_size": "huge"}, "model_size"),
+        tr("world_list", {"world": []}, "world"),
+        tr("qa_facts", {"world": {"qa_facts": [3, 1]}}, "qa_facts"),
+        tr("vocab_small", {"vocab_size": 10}, "vocab_size"),
+        tr("unknown_key", {"nope": 1}, "nope"),
+        tr("doc_stride", {"doc_stride": 200}, "doc_stride"),
+        tr("lr_nan", '{"finetune_lr": NaN}', "finetune_lr"),
+        tr("batch_huge", {"batch_size": 100000}, "batch_size"),
+        tr("order", {"world": {"languages": [{"code": "svo", "order": "osv"}]}}, "order"),
+        tr("no_languages", {"world": {"languages": []}}, "world.languages"),
+        tr("no_code", {"world": {"languages": [{"order": "svo"}]}}, "code"),
+        tr("language_number", {"world": {"languages": [1]}}, "world.languages"),
+        tr("truncated_json", '{"seed": ', "malformed JSON"),
+        tr("not_utf8", b'{"name": "\xff\xfe"}', "UTF-8"),
+        tr("name_number", {"name": 5}, "name"),
+        tr("mlm_probability", {"mlm_probability": 1.5}, "mlm_probability"),
+        tr("steps_zero", {"pretrain_steps": 0}, "pretrain_steps"),
+        tr("deep_nesting", "[" * 100000 + "]" * 100000, "config"),
+        ("config is a folder", ["transfer", "--config", str(t / "adir")], ("folder",)),
+        ("config missing", ["transfer", "--config", str(t / "missing.json")], ("not found",)),
+        ("--block-size 1", ["transfer", "--block-size", "1"], ("block_size",)),
+        ("--out is a file", ["transfer", "--out", str(t / "afile")], ("--out", "afile")),
+        ("--batch-size 0", ["transfer", "--batch-size", "0"], ("batch_size",)),
+        ("--seed -5", ["transfer", "--seed", "-5"], ("seed",)),
+        ("--languages empty code", ["transfer", "--languages", ","], ("languages",)),
+        ("--languages bad order", ["transfer", "--languages", "svo:xyz"], ("order",)),
+        ("evaluate-qa dataset is a folder", ["evaluate-qa", str(t / "adir"), str(qa / "pred.json")], ("folder",)),
+        ("evaluate-qa predictions malformed", ["evaluate-qa", str(qa / "data.json"), cfg("p.json", "{")], ("p.json",)),
+        ("evaluate-qa dataset a list", ["evaluate-qa", cfg("d.json", "[]"), str(qa / "pred.json")], ("d.json",)),
+        ("predict-qa --out a folder", [*pq, "--out", str(t / "adir")], ("--out",)),
+        ("predict-qa no weights", ["predict-qa", "--model", str(t / "noweights"), "--data", str(qa / "data.json"), "--out", str(t / "o.json")], ("noweights",)),
+        ("predict-qa truncated safetensors", ["predict-qa", "--model", str(trunc), "--data", str(qa / "data.json"), "--out", str(t / "o.json")], ("trunc",)),
+        ("predict-qa no tokenizer", ["predict-qa", "--model", str(notok), "--data", str(qa / "data.json"), "--out", str(t / "o.json")], ("notok",)),
+        ("predict-qa edited vocab_size", ["predict-qa", "--model", str(badvocab), "--data", str(qa / "data.json"), "--out", str(t / "o.json")], ("badvocab",)),
+        ("predict-qa malformed data", ["predict-qa", "--model", str(qa / "model"), "--data", cfg("q.json", "{"), "--out", str(t / "o.json")], ("q.json",)),
+        ("predict-qa --batch-size 0", [*pq, "--out", str(t / "o.json"), "--batch-size", "0"], ("--batch-size",)),
+        ("predict-qa --max-length past the model", [*pq, "--out", str(t / "o.json"), "--max-length", "384"], ("--max-length",)),
+        ("resume: no config", ["transfer", "--resume", str(t / "ck" / "r_empty")], ("config.json",)),
+        ("resume: config a list", ["transfer", "--resume", str(t / "ck" / "r_list")], ("config.json",)),
+        ("resume: status a string", ["transfer", "--resume", str(t / "ck" / "r_status")], ("status.json",)),
+        ("transfer-corpus same l1 and l2", ["transfer-corpus", "--l1", "en", "--l2", "en", *corpus], ("l2",)),
+        ("transfer-corpus --block-size 1", ["transfer-corpus", "--block-size", "1", *corpus], ("block_size",)),
+    ]
+
+
+N_MALFORMED = 54
+
+
+@pytest.mark.parametrize("index", range(N_MALFORMED))
+def test_malformed_input_gives_one_line_naming_file_or_field(arena, qa_model, capsys, index):
+    cases = _malformed(arena, qa_model)
+    assert len(cases) == N_MALFORMED
+    desc, argv, needles = cases[index]
+    before = snapshot(arena / "ck")
+    assert cli(argv) == 2, desc
+    one_line_error(capsys, *needles)
+    after = snapshot(arena / "ck")
+    assert {k for k in after if k not in before and not k.endswith(".writer.lock")} == set(), desc
+
+
+def test_malformed_run_folders_read_as_unreadable(tmp_path):
+    cases = {"config_list": {"config.json": "[1]"}, "status_string": {"config.json": "{}", "status.json": '"done"'},
+             "rows_missing_keys": {"config.json": "{}", "results.json": '[{"f1": 3}]'}, "bad_state": {"config.json": "{}", "status.json": '{"state": 7}'},
+             "config_truncated": {"config.json": '{"a": '}}
+    for name, files in cases.items():
+        (tmp_path / name).mkdir()
+        for f, text in files.items():
+            (tmp_path / name / f).write_text(text)
+        reason = Run(tmp_path / name).unreadable()
+        assert reason and "\n" not in reason, name
+    (tmp_path / "good").mkdir()
+    (tmp_path / "good" / "config.json").write_text("{}")
+    assert Run(tmp_path / "good").unreadable() is None
+
+
+# --------------------------------------------------------------------------- one writer per run
+HOLDER = """
+import sys, time
+from xlviz.runs import Run
+run = Run(sys.argv[1])
+with run.writer_lock():
+    run.update_status(state="running")
+    print("locked", flush=True)
+    try:
+        time.sleep(60)
+    except KeyboardInterrupt:
+        run.update_status(state="cancelled")
+"""
+
+
+def _holder(run_dir: Path) -> subprocess.Popen:
+    proc = subprocess.Popen([sys.executable, "-c", HOLDER, str(run_dir)], stdout=subprocess.PIPE, text=True)
+    assert proc.stdout.readline().strip() == "locked"
+    return proc
+
+
+def test_second_writer_and_second_resume_are_refused_naming_the_pid(arena, capsys):
+    run_dir = arena / "ck" / "r"
+    run_dir.mkdir()
+    Run(run_dir).write_config(json.loads(json.dumps(TINY)) | {"name": "transfer", "seed": 0})
+    proc = _holder(run_dir)
+    try:
+        cfg = arena / "t.json"
+        cfg.write_text(json.dumps(TINY))
+        for argv in (["transfer", "--resume", str(run_dir)], ["transfer-corpus", "--resume", str(run_dir)]):
+            assert cli(argv) != 0
+        err = capsys.readouterr().err
+        assert f"pid {proc.pid}" in err and "Traceback" not in err
+        with pytest.raises(XlvizError, match=f"pid {proc.pid}"):
+            with Run(run_dir).writer_lock():
+                pass
+        assert jobs.effective_state(run_dir) == "running"
+        with pytest.raises(XlvizError, match=f"pid {proc.pid}"):
+            jobs.start_job(["transfer", "--resume", str(run_dir)], run_dir)
+        assert jobs.cancel(run_dir, grace_s=5) is True  # a run started from a terminal
+        assert proc.wait(timeout=10) is not None
+        assert Run(run_dir).status()["state"] == "cancelled"
+        assert jobs.effective_state(run_dir) == "cancelled"
+    finally:
+        proc.kill()
+        proc.wait()
+
+
+def test_pid_reuse_does_not_show_a_dead_run_as_running(tmp_path):
+    run = Run(tmp_path / "r")
+    run.path.mkdir()
+    run.write_config({"name": "r"})
+    # a live pid (this test's parent) with another start time: a reused pid
+    atomic_write_json(run.status_path, {"state": "running", "pid": os.getppid(), "pid_start": 1})
+    assert jobs.effective_state(run.path) == "stopped"
+    run.lock_path.write_text(f"{os.getppid()} 1\n")
+    assert run.writer_pid() is None and jobs.effective_state(run.path) == "stopped"
+
+
+def test_new_run_folders_are_distinct_even_in_the_same_second(tmp_path):
+    paths: list[Path] = []
+    threads = [threading.Thread(target=lambda: paths.append(new_run_path(tmp_path, "same"))) for _ in range(8)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(set(paths)) == 8 and all(p.is_dir() for p in paths)
+
+
+def test_start_job_from_two_threads_starts_one_process(tmp_path, monkeypatch):
+    monkeypatch.setattr(jobs, "command_argv", lambda argv: [sys.executable, "-c", "import time; time.sleep(30)"])
+    run_dir = tmp_path / "r"
+    barrier = threading.Barrier(2)
+    outcomes: list[object] = []
+
+    def start():
+        barrier.wait()
+        try:
+            outcomes.append(jobs.start_job(["x"], run_dir))
+        except XlvizError as e:
+            outcomes.append(e)
+
+    threads = [threading.Thread(target=start) for _ in range(2)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    pids = [o for o in outcomes if isinstance(o, int)]
+    try:
+        assert len(pids) == 1 and sum(isinstance(o, XlvizError) for o in outcomes) == 1
+    finally:
+        jobs.cancel(run_dir, grace_s=2)
+
+
+def test_resume_removes_orphaned_temporaries_and_metrics_keep_the_last_attempt(tmp_path):
+    run = Run(tmp_path / "r")
+    run.path.mkdir()
+    (run.path / ".s1_pretrain.abc.tmp").mkdir()
+    (run.path / ".s1_pretrain.abc.tmp" / "model.safetensors").write_bytes(b"half")
+    (run.path / ".status.json.x.tmp").write_text("{")
+    (run.path / "world").mkdir()
+    (run.path / "world" / ".svo.y.tmp").write_text("x")
+    for step in (1, 2, 3):
+        run.log_metric(stage="s1", step=step, loss=9)
+    for step in (1, 2):
+        run.log_metric(stage="s1", step=step, loss=1)
+    with run.writer_lock():
+        pass
+    assert [p.name for p in run.path.rglob(".*.tmp")] == []
+    rows = run.metrics()
+    assert [(r["step"], r["loss"]) for r in rows] == [(1, 1), (2, 1)]
+
+
+def test_exported_folders_are_readable_by_others(tmp_path):
+    old = os.umask(0o022)
+    try:
+        with atomic_dir(tmp_path / "export" / "m") as tmp:
+            (tmp / "model.safetensors").write_bytes(b"x")
+        atomic_write_json(tmp_path / "r.json", [])
+    finally:
+        os.umask(old)
+    assert (tmp_path / "export" / "m").stat().st_mode & 0o777 == 0o755
+    assert (tmp_path / "export" / "m" / "model.safetensors").stat().st_mode & 0o777 == 0o644
+    assert (tmp_path / "r.json").stat().st_mode & 0o777 == 0o644
+
+
+# --------------------------------------------------------------------------- bounded work
+def test_a_huge_question_does_not_multiply_windows():
+    from xlviz.data.qa_features import prepare_eval_features
+    from xlviz.data.tokenization import train_tokenizer
+
+    tok = train_tokenizer(["the dog ran to my big red house"] * 5, 60)
+    context = " ".join(["dog ran"] * 200)
+    ex = {"id": "q", "question": "dog " * 9000, "context": context, "answers": []}
+    short = {"id": "s", "question": "dog ?", "context": context, "answers": []}
+    many = len(prepare_eval_features(tok, [ex], max_length=96, doc_stride=48)["input_ids"])
+    few = len(prepare_eval_features(tok, [short], max_length=96, doc_stride=48)["input_ids"])
+    assert many <= 2 * few + 2, (many, few)
+
+
+def test_long_lines_are_read_in_bounded_pieces(tmp_path, monkeypatch):
+    import xlviz.data.real as real
+
+    monkeypatch.setattr(real, "MAX_LINE_BYTES", 64)
+    p = tmp_path / "c.txt"
+    p.write_text("short\n" + "wörd " * 500 + "\nend\n")
+    lines = list(real.read_text_corpus(p))
+    assert lines[0] == "short" and lines[-1] == "end" and len(lines) > 10
+    assert all(len(line.encode()) <= 64 for line in lines)
+    assert "".join(lines[1:-1]).replace("wörd", "").replace(" ", "") == ""
+    with pytest.raises(XlvizError, match="line 2"):
+        real._read_lines_strict(p)
+
+
+def test_tokenizer_training_is_identical_in_two_processes(tmp_path):
+    code = ("import sys; from xlviz.data.world import World, WorldConfig; from xlviz.data.tokenization import train_tokenizer\n"
+            "from xlviz.data.vocabulary import train_tokenizer_like\n"
+            "w = World(WorldConfig(corpus_documents=200)); out = sys.argv[1]\n"
+            "for alg in ('wordpiece', 'bpe', 'unigram'):\n"
+            "    ref = train_tokenizer(w.corpus('en'), 150, algorithm=alg); ref.save_pretrained(f'{out}/{alg}-en')\n"
+            "    train_tokenizer_like(w.corpus('svo'), 150, ref, algorithm=alg).save_pretrained(f'{out}/{alg}-svo')\n")
+    procs = [subprocess.Popen([sys.executable, "-c", code, str(tmp_path / str(i))]) for i in (1, 2)]
+    assert [p.wait(timeout=300) for p in procs] == [0, 0]
+    files = sorted((tmp_path / "1").rglob("tokenizer.json"))
+    assert len(files) == 6
+    for f in files:
+        assert f.read_bytes() == (tmp_path / "2" / f.relative_to(tmp_path / "1")).read_bytes(), f
+
+
+# --------------------------------------------------------------------------- the pipeline: kill, resume, SIGTERM, one seed
+def _start(args: list[str], root: Path) -> subprocess.Popen:
+    env = {**os.environ, "XLVIZ_CHECKPOINTS": str(root), "PYTHONUNBUFFERED": "1"}
+    return subprocess.Popen([sys.executable, "-m", "xlviz", *args], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+
+
+def _wait_for(cond, proc: subprocess.Popen, timeout: float = 300) -> None:
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if cond():
+            return
+        if proc.poll() is not None:
+            raise AssertionError(f"exited {proc.returncode} first: {proc.stderr.read()[-2000:]}")
+        time.sleep(0.02)
+    raise AssertionError("timed out")
+
+
+def _done(run_dir: Path, stage: str):
+    def cond():
+        try:
+            return stage in Run(run_dir).status().get("stages_done", [])
+        except XlvizError:
+            return False
+    return cond
+
+
+@pytest.mark.slow
+def test_kill_resume_sigterm_and_same_seed(tmp_path, capsys):
+    """A clean run; two runs SIGKILLed (after the world, after step 1) and resumed; one
+    SIGTERMed (all four side by side, tiny settings); one with a batch larger than the data."""
+    root = tmp_path / "ck"
+    root.mkdir()
+    cfg = tmp_path / "tiny.json"
+    cfg.write_text(json.dumps(TINY))
+    names = ("clean", "kill_world", "kill_s1")
+    procs = {n: _start(["transfer", "--config", str(cfg), "--run-dir", str(root / n)], root) for n in names}
+    # long enough in step 1 to be caught there
+    procs["term"] = _start(["transfer", "--config", str(cfg), "--run-dir", str(root / "term"), "--pretrain-steps", "2000"], root)
+
+    def stepping(run_dir: Path):
+        def cond():
+            try:
+                return (Run(run_dir).status().get("progress") or {}).get("stage") == "s1_pretrain"
+            except XlvizError:
+                return False
+        return cond
+
+    actions = {"kill_world": (_done(root / "kill_world", "world"), signal.SIGKILL),
+               "kill_s1": (_done(root / "kill_s1", "s1_pretrain"), signal.SIGKILL),
+               "term": (stepping(root / "term"), signal.SIGTERM)}
+    end = time.monotonic() + 300
+    while actions and time.monotonic() < end:
+        for n, (cond, sig) in list(actions.items()):
+            if cond():
+                procs[n].send_signal(sig)
+                del actions[n]
+            elif procs[n].poll() is not None:
+                raise AssertionError(f"{n} exited {procs[n].returncode} before its signal: {procs[n].stderr.read()[-2000:]}")
+        time.sleep(0.01)
+    assert not actions
+    assert procs["term"].wait(timeout=120) == 130
+    assert Run(root / "term").status()["state"] == "cancelled"
+
+    for n in ("kill_world", "kill_s1"):
+        procs[n].wait()
+        assert Run(root / n).status()["state"] == "running"  # killed: nobody could write otherwise
+        procs[n] = _start(["transfer", "--resume", str(root / n)], root)
+    for n in ("clean", "kill_world", "kill_s1"):
+        assert procs[n].wait(timeout=300) == 0, procs[n].stderr.read()[-2000:]
+    capsys.readouterr()
+    # a batch larger than the QA data: an error naming batch_size, not an endless loop
+    assert cli(["transfer", "--config", str(cfg), "--run-dir", str(root / "big"), "--out", str(root), "--batch-size", "4000",
+                "--pretrain-steps", "1", "--transfer-steps", "1"]) == 2
+    assert "batch_size" in capsys.readouterr().err and Run(root / "big").status()["state"] == "failed"
+
+    clean = (root / "clean" / "results.json").read_bytes()
+    for n in ("kill_world", "kill_s1"):
+        assert (root / n / "results.json").read_bytes() == clean, n
+        for tok in (root / "clean" / "world" / "tokenizers").rglob("*.json"):
+            assert tok.read_bytes() == (root / n / tok.relative_to(root / "clean")).read_bytes(), tok
+        assert len({(m["stage"], m["step"]) for m in Run(root / n).metrics()}) == len(Run(root / n).metrics())
+
+    # a finished run: the same settings show it, other settings are refused, naming them
+    assert cli(["transfer", "--config", str(cfg), "--run-dir", str(root / "clean"), "--seed", "1", "--out", str(root)]) == 2
+    err = capsys.readouterr().err
+    assert "seed: 0 -> 1" in err and "--resume" in err
+    # predict-qa on the run's own export: the model's 48 positions, not 384
+    export = root / "clean" / "export" / "monotrans-svo"
+    assert export.stat().st_mode & 0o755 == 0o755
+    assert cli(["predict-qa", "--model", str(export), "--data", str(root / "clean" / "world" / "qa" / "test.svo.json"),
+                "--out", str(tmp_path / "p.json"), "--device", "cpu"]) == 0
+    assert json.loads((tmp_path / "p.json").read_text())
+
+
+# --------------------------------------------------------------------------- the app
+def test_malformed_run_folders_do_not_break_the_app(tmp_path, monkeypatch):
+    from streamlit.testing.v1 import AppTest
+
+    from tests.app_fixtures import make_run
+
+    root = tmp_path / "checkpoints"
+    make_run(root, "good-run", models=False)
+    for name, files in {"bad-config": {"config.json": "[1, 2]"},
+                        "bad-status": {"config.json": '{"name": "x"}', "status.json": '"running"'},
+                        "bad-results": {"config.json": '{"name": "x"}', "status.json": '{"state": "completed"}', "results.json": '[{"f1": 1}]'}}.items():
+        (root / name).mkdir()
+        for f, text in files.items():
+            (root / name / f).write_text(text)
+    monkeypatch.setenv("XLVIZ_CHECKPOINTS", str(root))
+    at = AppTest.from_file(str(Path(__file__).resolve().parents[1] / "app.py"), default_timeout=120)
+    at.run()
+    assert not at.exception, [e.message for e in at.exception]
+    shown = []
+    for page in ("runs", "alignment", "probing"):
+        at.switch_page(f"pages/{page}.py").run()
+        assert not at.exception, (page, [e.message for e in at.exception])
+        shown += [e.value.to_csv() for e in at.dataframe] + [str(e.value) for e in at.markdown] + [str(e.value) for e in at.caption]
+        shown += [str(e.value) for e in at.warning] + [str(e.value) for e in at.error]
+    text = "\n".join(shown)
+    for name in ("bad-config", "bad-status", "bad-results"):
+        assert any(name in line and "unreadable" in line for line in text.splitlines()), name
+
+
+def test_disk_full_gives_one_line(qa_model, tmp_path, monkeypatch, capsys):
+    import errno
+
+    def full(fd):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(os, "fsync", full)
+    assert cli(["evaluate-qa", str(qa_model / "data.json"), str(qa_model / "pred.json")]) == 0  # reads only
+    capsys.readouterr()
+    out = tmp_path / "p.json"
+    assert cli(["predict-qa", "--model", str(qa_model / "model"), "--data", str(qa_model / "data.json"), "--out", str(out)]) == 2
+    err = one_line_error(capsys, "No space left")
+    assert "p.json" in err and not out.exists() and not list(tmp_path.glob(".p.json*"))
+
+
+def test_runs_form_sizes_and_codes_have_a_documented_range():
+    from xlviz.limits import SIZE_LIMITS
+    from xlviz.ui.runs_view import TransferForm
+
+    TransferForm().validate()
+    for field, value in (("pretrain_steps", SIZE_LIMITS["pretrain_steps"][1] + 1), ("corpus_documents", 10**12), ("seed", 2**40)):
+        with pytest.raises(XlvizError, match=field):
+            TransferForm(**{field: value}).validate()
+    with pytest.raises(XlvizError, match="languages"):
+        TransferForm(languages=("../victim",)).validate()
