@@ -54,10 +54,13 @@ def synthetic_batch(model, vocab: int, qa: bool) -> dict:
 
 
 def gradients(model) -> dict[str, torch.Tensor | None]:
+    """Gradients of one synthetic batch (per language for models with language-specific parts)."""
     model.train()
     vocab = model.config.vocab_size
-    out = model(**synthetic_batch(model, vocab, qa="QuestionAnswering" in type(model).__name__))
-    out.loss.backward()
+    batch = synthetic_batch(model, vocab, qa="QuestionAnswering" in type(model).__name__)
+    for lang in getattr(model, "languages", [None]):
+        out = model(**batch, language=lang) if lang else model(**batch)
+        out.loss.backward()
     return {n: p.grad for n, p in model.named_parameters()}
 
 
@@ -77,13 +80,24 @@ def test_every_stage_trains_exactly_what_it_declares(bench_run):
         trained = {n for n, g in grads.items() if g is not None and g.abs().sum() > 0}
         should = {n for n in grads if any(p.fullmatch(n) for p in declared)}
         assert trained == should, f"{stage.name}: trained {sorted(trained ^ should)} differ from the declaration"
-        emb = model.get_input_embeddings().weight.grad
+        emb = (model.embeddings.word_embeddings if hasattr(model, "languages") else model.get_input_embeddings()).weight.grad
         assert emb is not None, stage.name
         row_norm = emb.abs().sum(1)
         if stage.rows == "special":
             assert row_norm[N_SPECIAL:].sum() == 0 and row_norm[2] > 0, f"{stage.name}: only special rows train"
         elif stage.rows == "all but special":
             assert row_norm[:N_SPECIAL].sum() == 0 and row_norm[N_SPECIAL:].sum() > 0, f"{stage.name}: special rows stay L1's"
+
+
+@pytest.mark.slow
+def test_wu_language_layers_get_no_gradient_from_the_other_language(bench_run):
+    stage = next(s for s in training_stages(bench_run) if s.name.startswith("s1_wu-shared-top-"))
+    model = stage.build(bench_run)
+    first, second = model.languages
+    model(**synthetic_batch(model, model.config.vocab_size, qa=False), language=first).loss.backward()
+    assert all(p.grad is None or p.grad.abs().sum() == 0 for p in model.language_layers(second).parameters())
+    assert all(p.grad is not None and p.grad.abs().sum() > 0 for p in model.language_layers(first).parameters() if p.dim() > 1)
+    assert all(p.grad is not None for p in model.shared.parameters())
 
 
 @pytest.mark.slow
