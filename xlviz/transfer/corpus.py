@@ -58,6 +58,16 @@ EMBEDDING_INITS = ("random", "l1_stats")
 SYSTEMS = ("monotrans", "floor")
 
 
+def shared_path(text: str, what: str) -> str:
+    """``shared:x/y`` -> the shared data folder's ``x/y`` (files or folders); other paths unchanged."""
+    if not str(text).startswith("shared:"):
+        return str(text)
+    root = shared_data_dir()
+    if root is None:
+        raise XlvizError("the shared data folder was not found (../shared/data); set XLVIZ_SHARED_DATA", field=what)
+    return str(root / str(text)[len("shared:"):])
+
+
 def resolve_files(patterns: list[str] | str, what: str) -> list[Path]:
     """Files for a list of paths/globs (``shared:`` = the shared data folder), sorted per pattern."""
     if isinstance(patterns, (str, Path)):
@@ -462,8 +472,8 @@ class CorpusPipeline(StagedPipeline):
         from xlviz.transfer.qa import paragraph_split
 
         if self.cfg.qa_train_articles is not None:
-            return article_split(read_squad_json(self.cfg.qa_train), self.cfg.qa_train_articles, self.cfg.seed)
-        return paragraph_split(read_squad_json(self.cfg.qa_train), self.cfg.qa_train_paragraphs, self.cfg.seed)
+            return article_split(read_squad_json(shared_path(self.cfg.qa_train, "qa_train")), self.cfg.qa_train_articles, self.cfg.seed)
+        return paragraph_split(read_squad_json(shared_path(self.cfg.qa_train, "qa_train")), self.cfg.qa_train_paragraphs, self.cfg.seed)
 
     def stage_finetune(self, variant: str) -> None:
         """Step 3: QA fine-tuning on L1 with the L1 token embeddings frozen (special rows train)."""
@@ -495,7 +505,7 @@ class CorpusPipeline(StagedPipeline):
         from xlviz.transfer.qa import evaluate_qa, qa_files, squad_subset
 
         cfg = self.cfg
-        files = qa_files(cfg.qa_eval)
+        files = qa_files([shared_path(f, "qa_eval") for f in cfg.qa_eval])
         langs = [lang for lang in (cfg.l1, cfg.l2) if lang in files]
         if not langs:
             raise XlvizError(f"no {cfg.l1} or {cfg.l2} file among the QA evaluation files {sorted(files)}", field="qa_eval")
