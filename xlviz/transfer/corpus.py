@@ -11,6 +11,10 @@ are the demo's):
 - ``s1_pretrain``: masked-LM pre-training of a small BERT on the L1 corpus, streamed from the
   files; or, with ``init_model`` ("MONOTRANS on a pre-trained model"), nothing: step 1 *is*
   that model (an English BERT, RoBERTa, ... any encoder with an MLM head).
+- ``s1b_mlm_head`` (only when ``init_model`` has no masked-LM head, e.g. the sentence encoder
+  all-MiniLM-L6-v2): step 1b learns a BERT MLM head on the L1 corpus with the body frozen and
+  the output layer tied to the embeddings (:mod:`xlviz.models.mlm_head`), and saves the
+  completed step-1 model to ``s1_pretrain/``, where steps 2-4 and the analyses read it.
 - ``s2_transfer-<l2>``: the L1 body frozen, new L2 token embeddings learned with MLM on the L2
   corpus (never on parallel text).
 - ``alignment``: sentence retrieval per layer on the parallel set, L1 model on the L1 side vs
@@ -54,6 +58,16 @@ from xlviz.transfer.runner import ConfigMixin, StagedRun, check_positive, masked
 POOLINGS = ("mean", "mean_no_special", "cls")
 EMBEDDING_INITS = ("random", "l1_stats")
 SYSTEMS = ("monotrans", "floor")
+
+
+def shared_path(text: str, what: str) -> str:
+    """``shared:x/y`` -> the shared data folder's ``x/y`` (files or folders); other paths unchanged."""
+    if not str(text).startswith("shared:"):
+        return str(text)
+    root = shared_data_dir()
+    if root is None:
+        raise XlvizError("the shared data folder was not found (../shared/data); set XLVIZ_SHARED_DATA", field=what)
+    return str(root / str(text)[len("shared:"):])
 
 
 def resolve_files(patterns: list[str] | str, what: str) -> list[Path]:
@@ -105,6 +119,8 @@ class CorpusTransferConfig(ConfigMixin):
     batch_size: int = 64  # global blocks per optimizer step
     pretrain_steps: int = 1000
     pretrain_lr: float = 5e-4
+    mlm_head_steps: int = 300  # step 1b, only when init_model has no MLM head
+    mlm_head_lr: float = 1e-3
     transfer_steps: int = 1000
     transfer_lr: float = 2e-3
     embedding_init: str = "random"  # random (paper) | l1_stats (Gaussian with L1 embeddings' mean/std)
@@ -112,6 +128,7 @@ class CorpusTransferConfig(ConfigMixin):
     eval_max_length: int = 64
     qa_train: str | None = None  # L1 SQuAD-format file: enables steps 3-4
     qa_train_paragraphs: int | None = None
+    qa_train_articles: int | None = None  # instead: this many whole articles (no article in both train and evaluation)
     qa_eval: list[str] = field(default_factory=list)  # files / folders of <name>.<lang>.json (l1 and l2 used)
     finetune_steps: int = 300
     finetune_lr: float = 1e-4
@@ -124,9 +141,9 @@ class CorpusTransferConfig(ConfigMixin):
 
     def validate(self, *, path: str | None = None) -> None:
         check_positive(self, ("parallel_max", "vocab_size", "tokenizer_lines", "block_size", "shuffle_buffer", "batch_size",
-                              "pretrain_steps", "transfer_steps", "eval_max_length", "finetune_steps", "qa_batch_size",
+                              "pretrain_steps", "mlm_head_steps", "transfer_steps", "eval_max_length", "finetune_steps", "qa_batch_size",
                               "qa_max_length", "doc_stride", "grad_accum", "log_every"), path)
-        check_positive(self, ("pretrain_lr", "transfer_lr", "finetune_lr"), path, number=True)
+        check_positive(self, ("pretrain_lr", "mlm_head_lr", "transfer_lr", "finetune_lr"), path, number=True)
         for name in ("l1_corpus", "l2_corpus", "qa_eval"):
             if isinstance(getattr(self, name), str):
                 setattr(self, name, [getattr(self, name)])
@@ -144,6 +161,10 @@ class CorpusTransferConfig(ConfigMixin):
             check_positive(self, ("max_lines",), path)
         if self.qa_train_paragraphs is not None:
             check_positive(self, ("qa_train_paragraphs",), path)
+        if self.qa_train_articles is not None:
+            check_positive(self, ("qa_train_articles",), path)
+            if self.qa_train_paragraphs is not None:
+                raise XlvizError("give qa_train_paragraphs or qa_train_articles, not both", path=path, field="qa_train_articles")
         if self.model_size not in MODEL_SIZES:
             raise XlvizError(f"unknown model size {self.model_size!r}; choose from {list(MODEL_SIZES)}", path=path, field="model_size")
         if self.tokenizer not in ("wordpiece", "unigram", "bpe"):
@@ -209,6 +230,22 @@ def held_out_layer(emb_a, emb_b, seed: int) -> dict:
             "selection_per_layer": selection, "reported_per_layer": reported}
 
 
+def article_split(data: dict, n_train: int, seed: int) -> tuple[dict, set[str]]:
+    """(training SQuAD dict, its question ids): ``n_train`` whole articles drawn with ``seed``.
+    Paragraphs of one article share its topic and names; splitting by article keeps them all
+    on one side, a stricter held-out test than a paragraph split."""
+    import random
+
+    from xlviz.transfer.qa import squad_subset
+
+    n = len(data["data"])
+    if not 0 < n_train < n:
+        raise XlvizError(f"must be between 1 and {n - 1} (the file has {n} articles)", field="qa_train_articles")
+    chosen = set(random.Random(seed).sample(range(n), n_train))
+    ids = {qa["id"] for i, a in enumerate(data["data"]) if i in chosen for p in a["paragraphs"] for qa in p["qas"]}
+    return squad_subset(data, lambda qid: qid in ids), ids
+
+
 def _streamed(blocks: Iterator[list[int]], lang: str) -> Iterator[list[int]]:
     try:
         yield from blocks
@@ -223,7 +260,7 @@ class CorpusPipeline(StagedRun):
 
     # --- plan -------------------------------------------------------------------------
     def plan(self) -> list[str]:
-        stages = ["world", "s1_pretrain", f"s2_transfer-{self.cfg.l2}"]
+        stages = ["world", "s1_pretrain"] + (["s1b_mlm_head"] if self.needs_mlm_head() else []) + [f"s2_transfer-{self.cfg.l2}"]
         if self.cfg.parallel:
             stages.append("alignment")
         if self.cfg.qa_train:
@@ -235,6 +272,8 @@ class CorpusPipeline(StagedRun):
             return self.stage_world()
         if stage == "s1_pretrain":
             return self.stage_pretrain()
+        if stage == "s1b_mlm_head":
+            return self.stage_mlm_head()
         if stage.startswith("s2_transfer-"):
             return self.stage_transfer(stage[len("s2_transfer-"):], "")
         if stage == "alignment":
@@ -264,8 +303,14 @@ class CorpusPipeline(StagedRun):
         a, b = resolve_files(self.cfg.parallel, "parallel")
         return read_parallel_lines(a, b, max_lines=self.cfg.parallel_max)
 
+    def needs_mlm_head(self) -> bool:
+        """Step 1b: ``init_model`` is a local BERT folder whose weights have no masked-LM head."""
+        from xlviz.models.mlm_head import learns_mlm_head
+
+        return bool(self.cfg.init_model) and learns_mlm_head(self.cfg.init_model)
+
     def l1_dir(self) -> str | Path:
-        return self.cfg.init_model if self.cfg.init_model else self.path("s1_pretrain")
+        return self.cfg.init_model if self.cfg.init_model and not self.needs_mlm_head() else self.path("s1_pretrain")
 
     def load_l1(self):
         """(L1 masked LM, L1 tokenizer) in eval mode on CPU."""
@@ -310,7 +355,8 @@ class CorpusPipeline(StagedRun):
         if cfg.init_model:
             from xlviz.models.loading import load_model
 
-            model, l1_tok = load_model(cfg.init_model, task="mlm")  # refuses models without an MLM head here, not later
+            # refuses models without an MLM head here, not later (unless step 1b learns one)
+            model, l1_tok = load_model(cfg.init_model, task="base" if self.needs_mlm_head() else "mlm")
             self._log(f"  step 1 is {cfg.init_model} ({type(model).__name__}, {sum(p.numel() for p in model.parameters()) / 1e6:.1f}M parameters)")
             del model
         else:
@@ -367,6 +413,20 @@ class CorpusPipeline(StagedRun):
         size = max(cfg.block_size, cfg.qa_max_length, cfg.eval_max_length)
         model = BertForMaskedLM(bert_config(len(tok), cfg.model_size, max_position_embeddings=size, dropout=cfg.dropout))
         model = self._stream_mlm(model, tok, cfg.l1, "s1_pretrain", cfg.pretrain_steps, cfg.pretrain_lr)
+        self._save(model, self.path("s1_pretrain"), tok)
+
+    def stage_mlm_head(self) -> None:
+        """Step 1b: learn an MLM head for ``init_model`` on the L1 corpus, body and embeddings
+        frozen, output layer tied to the embeddings; the result is the run's step-1 model."""
+        from xlviz.models.mlm_head import freeze_for_head, mlm_from_encoder
+
+        cfg = self.cfg
+        if not cfg.l1_corpus:
+            raise XlvizError(f"{cfg.init_model} has no masked-LM head: step 1b learns one on an L1 corpus; give l1_corpus",
+                             field="l1_corpus")
+        model, tok = mlm_from_encoder(cfg.init_model, tokenizer=self.path("world", "tokenizers", cfg.l1))
+        self._log(f"  step 1b: training {', '.join(freeze_for_head(model))} (body and tied output layer frozen)")
+        model = self._stream_mlm(model, tok, cfg.l1, "s1b_mlm_head", cfg.mlm_head_steps, cfg.mlm_head_lr)
         self._save(model, self.path("s1_pretrain"), tok)
 
     def stage_transfer(self, lang: str, variant: str) -> None:
@@ -445,7 +505,9 @@ class CorpusPipeline(StagedRun):
         from xlviz.data.squad import read_squad_json
         from xlviz.transfer.qa import paragraph_split
 
-        return paragraph_split(read_squad_json(self.cfg.qa_train), self.cfg.qa_train_paragraphs, self.cfg.seed)
+        if self.cfg.qa_train_articles is not None:
+            return article_split(read_squad_json(shared_path(self.cfg.qa_train, "qa_train")), self.cfg.qa_train_articles, self.cfg.seed)
+        return paragraph_split(read_squad_json(shared_path(self.cfg.qa_train, "qa_train")), self.cfg.qa_train_paragraphs, self.cfg.seed)
 
     def stage_finetune(self, variant: str) -> None:
         """Step 3: QA fine-tuning on L1 with the L1 token embeddings frozen (special rows train)."""
@@ -477,7 +539,7 @@ class CorpusPipeline(StagedRun):
         from xlviz.transfer.qa import evaluate_qa, qa_files, squad_subset
 
         cfg = self.cfg
-        files = qa_files(cfg.qa_eval)
+        files = qa_files([shared_path(f, "qa_eval") for f in cfg.qa_eval])
         langs = [lang for lang in (cfg.l1, cfg.l2) if lang in files]
         if not langs:
             raise XlvizError(f"no {cfg.l1} or {cfg.l2} file among the QA evaluation files {sorted(files)}", field="qa_eval")
