@@ -11,7 +11,7 @@ import streamlit as st
 
 from xlviz.runs import list_runs
 from xlviz.ui import attention_view as av
-from xlviz.ui.common import attention, guard, mixed_attention, plotly, shares_body, shared_data_dir
+from xlviz.ui.common import attention, guard, max_positions, mixed_attention, plotly, shares_body, shared_data_dir
 from xlviz.ui.sidebar import current
 from xlviz.ui.sidebar import page_setup
 
@@ -115,7 +115,15 @@ mode = c3.radio("Feed the sentences", modes, key="att_mode", horizontal=False,
                      "shared body with A embedded in A's vocabulary and B in B's. Each alone: two inputs.")
 if not same and not mixed_ok:
     c3.caption("A and B are read by different models, so they can only be fed alone.")
-max_length = c4.number_input("Max tokens", min_value=8, max_value=512, value=128, step=8, key="att_max_len")
+cap = 512
+with guard("Could not load the models", stop=True):
+    cap = min(max_positions(ref_a), max_positions(ref_b))
+if int(st.session_state.get("att_max_len", 128)) > cap:  # a value kept from a larger model
+    st.session_state["att_max_len"] = cap
+max_length = c4.number_input("Max tokens", min_value=min(8, cap), max_value=cap, value=min(128, cap), step=8,
+                             key="att_max_len", help=f"At most {cap}: the model's positions.")
+if cap < 512:
+    c4.caption(f"≤ {cap}: the model{'s' if ref_a != ref_b else ''} read{'' if ref_a != ref_b else 's'} at most {cap} positions.")
 
 inputs = []
 with guard("Could not compute attention", stop=True):

@@ -14,7 +14,7 @@ import streamlit as st
 
 from xlviz.ui import qa
 from xlviz.ui.choices import dataset_from_folder, discover_qa_datasets
-from xlviz.ui.common import CHUNK, articles_of, examples_of, guard, predict, shared_data_dir
+from xlviz.ui.common import CHUNK, articles_of, examples_of, guard, predict, qa_decoding, same_model_key, saved_or_none, shared_data_dir
 from xlviz.ui.highlight import RTL_LANGUAGES, Span, highlight, legend, model_colour, qa_card
 from xlviz.ui.sidebar import current
 from xlviz.ui.sidebar import page_setup
@@ -85,9 +85,23 @@ jobs = [(m, lang) for m in models for lang in langs if m.covers(lang)]
 total = sum(math.ceil(len(ids) / CHUNK) for _ in jobs)
 bar = st.progress(0.0, text="Answering questions …") if jobs else None
 done = 0
+computed: dict[tuple[str, str], dict] = {}  # (model files, data file) -> predictions: one model is run once
+how_decoded: list[str] = []
 for m, lang in jobs:
+    ref = m.ref_for(lang)
     with guard(f"{m.name} on {lang}"):
-        predictions[(m.name, lang)] = predict(m.ref_for(lang), dataset.file(lang), ids, progress=bar, done=done, total=total)
+        saved = saved_or_none(ref, dataset.file(lang), ids)
+        if saved is not None:
+            predictions[(m.name, lang)] = saved
+            how_decoded.append(f"{m.name} · {lang}: the run's saved predictions")
+        else:
+            dec = qa_decoding(ref)
+            key = (same_model_key(ref), dataset.file(lang), dec.max_length, dec.doc_stride, dec.max_answer_length)
+            if key not in computed:
+                computed[key] = predict(ref, dataset.file(lang), ids, progress=bar, done=done, total=total)
+            predictions[(m.name, lang)] = computed[key]
+            how_decoded.append(f"{m.name} · {lang}: decoded with {dec.source} (window {dec.max_length}, "
+                               f"stride {dec.doc_stride}, answers ≤ {dec.max_answer_length} tokens)")
     done += math.ceil(len(ids) / CHUNK)
 if bar is not None:
     bar.empty()
@@ -108,6 +122,9 @@ if not rows.empty:
     e.dataframe(qa.score_matrix(rows, "exact_match", names, langs).style.format(precision=1, na_rep="—"), width="stretch", key="xq_em")
     f.markdown("**F1 (%)**")
     f.dataframe(qa.score_matrix(rows, "f1", names, langs).style.format(precision=1, na_rep="—"), width="stretch", key="xq_f1")
+    if how_decoded:
+        with st.expander("How each cell was computed"):
+            st.markdown("\n".join(f"- {line}" for line in how_decoded))
     uncovered = [f"{m.name} has no {lang} model" for m in models for lang in langs if not m.covers(lang)]
     if uncovered:
         st.caption("Not scored: " + "; ".join(uncovered) + ".")

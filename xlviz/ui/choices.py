@@ -8,6 +8,7 @@ that is how the paper compares systems (a row of Table 3).
 
 from __future__ import annotations
 
+import glob
 import json
 import os
 import re
@@ -210,13 +211,17 @@ def discover_models(root: str | os.PathLike | None = None) -> list[ModelChoice]:
 
 # --- QA data sets ------------------------------------------------------------------------------
 
-def qa_files(folder: str | os.PathLike) -> dict[str, Path]:
-    """``{language: file}`` for SQuAD-format files named ``<anything>.<lang>.json`` in a folder."""
+def qa_files(folder: str | os.PathLike, prefix: str = "") -> dict[str, Path]:
+    """``{language: file}`` for SQuAD-format files named ``<prefix><anything>.<lang>.json``.
+
+    ``prefix`` picks one split of a folder holding several (a generated world has
+    ``train.en.json`` beside ``test.en.json``): filtering after mapping would lose a language.
+    """
     folder = Path(folder)
     out: dict[str, Path] = {}
     if not folder.is_dir():
         return out
-    for p in sorted(folder.glob("*.json")):
+    for p in sorted(folder.glob(f"{glob.escape(prefix)}*.json")):
         stem = p.name[: -len(".json")]
         lang = stem.rsplit(".", 1)[-1] if "." in stem else None
         if lang and re.fullmatch(r"[A-Za-z]{2,8}(?:[-_][A-Za-z0-9]{2,8})?", lang):
@@ -247,7 +252,7 @@ def discover_qa_datasets(root: str | os.PathLike | None = None, shared: Path | N
     """Every run's generated QA test set, then ``../shared/data/xquad`` when it exists."""
     out: list[QADataset] = []
     for run in list_runs(root):
-        files = {l: p for l, p in qa_files(run.path / "world" / "qa").items() if p.name.startswith("test.")}
+        files = qa_files(run.path / "world" / "qa", prefix="test.")
         if files:
             langs = _order_langs(list(files), run_languages(run))
             out.append(QADataset(f"run:{run.name}", f"{run.name} · generated test set", str(run.path / "world" / "qa"), tuple((l, str(files[l])) for l in langs)))

@@ -161,37 +161,71 @@ def articles_of(file: str) -> list[str] | None:
 
 @st.cache_data(show_spinner=False, max_entries=2048)
 def _predict_chunk(path: str, tokenizer: str | None, mkey: str, file: str, fstamp: str, ids: tuple[str, ...],
-                   max_length: int, doc_stride: int) -> dict:
+                   max_length: int, doc_stride: int, max_answer_length: int = 30) -> dict:
     from xlviz.evaluation.qa_predict import predict_qa
 
     model, tok = _load_model(path, tokenizer, "qa", ref_stamp(ModelRef(path, tokenizer)))
     by_id = {ex.id: ex for ex in load_examples(file, fstamp)}
     examples = [by_id[i] for i in ids if i in by_id]
-    return predict_qa(model, tok, examples, max_length=max_length, doc_stride=doc_stride)
+    return predict_qa(model, tok, examples, max_length=max_length, doc_stride=doc_stride, max_answer_length=max_answer_length)
 
 
-def qa_lengths(ref: ModelRef) -> tuple[int, int]:
-    """(max_length, doc_stride): 384/128 as in the paper, capped by the model's positions."""
+def qa_decoding(ref: ModelRef):
+    """The decoding settings for a QA model: its run's (``config.json``), else SQuAD's capped
+    by the model's positions (see :func:`xlviz.ui.qa.run_decoding`)."""
+    from xlviz.ui.qa import run_decoding
+
     model, _ = load_model(ref, "qa")
     max_pos = int(getattr(model.config, "max_position_embeddings", 512) or 512)
-    max_length = min(384, max_pos)
-    return max_length, max(16, min(128, max_length // 3))
+    dec = run_decoding(ref.path, max_pos)
+    if dec.max_length > max_pos:
+        dec = type(dec)(max_pos, min(dec.doc_stride, max_pos // 2), dec.max_answer_length, dec.source + " (capped)")
+    return dec
+
+
+@st.cache_data(show_spinner=False, max_entries=256)
+def _digest(path: str, stamp: float) -> str | None:
+    from xlviz.ui.qa import model_digest
+
+    return model_digest(path)
+
+
+def same_model_key(ref: ModelRef) -> str:
+    """Equal for two references holding the same files (a run's English exports of several
+    systems are one fine-tuned model), so it is computed once; else the path."""
+    a = _digest(ref.path, _stamp(ref.path))
+    b = _digest(ref.tokenizer_path, _stamp(ref.tokenizer_path)) if ref.tokenizer else ""
+    return f"{a}|{b}" if a is not None and b is not None else model_key(ref, "qa")
+
+
+def saved_or_none(ref: ModelRef, file: str, ids: list[str]) -> dict | None:
+    """The run's own saved predictions when ``ref`` is its export and ``file`` its test set."""
+    from xlviz.ui.qa import read_saved_predictions, saved_predictions_file
+
+    saved = saved_predictions_file(ref.path, file)
+    return read_saved_predictions(saved, ids) if saved is not None else None
 
 
 def predict(ref: ModelRef, file: str, ids: list[str], progress=None, done: int = 0, total: int | None = None) -> dict:
     """Predictions of one QA model on the questions ``ids`` of one file, chunk by chunk.
 
-    Each chunk is cached (keyed by the model's files, the data file and the ids), so a second
-    look, or raising the number of questions, only computes what is new. ``progress`` is a
-    ``st.progress`` element updated per chunk over ``done .. total`` chunks of the page.
+    The run's saved predictions are used when the model and the data are the run's own (the
+    page then shows the run's numbers). Otherwise each chunk is computed with the run's
+    decoding settings and cached (keyed by the model's files, the data file and the ids), so a
+    second look, or raising the number of questions, only computes what is new. ``progress``
+    is a ``st.progress`` element updated per chunk over ``done .. total`` chunks of the page.
     """
+    saved = saved_or_none(ref, file, ids)
+    if saved is not None:
+        return saved
     mkey = model_key(ref, "qa")
     fstamp = file_stamp(file)
-    max_length, stride = qa_lengths(ref)
+    dec = qa_decoding(ref)
     out: dict = {}
     for lo in range(0, len(ids), CHUNK):
         chunk = tuple(ids[lo : lo + CHUNK])
-        out.update(_predict_chunk(ref.path, ref.tokenizer, mkey, file, fstamp, chunk, max_length, stride))
+        out.update(_predict_chunk(ref.path, ref.tokenizer, mkey, file, fstamp, chunk, dec.max_length, dec.doc_stride,
+                                  dec.max_answer_length))
         done += 1
         if progress is not None and total:
             progress.progress(min(done / total, 1.0), text=f"Answering questions … {min(done, total)}/{total} batches")
@@ -206,6 +240,17 @@ def _attention(path: str, tokenizer: str | None, mkey: str, text_a, text_b, max_
 
     model, tok = _load_model(path, tokenizer, "base", ref_stamp(ModelRef(path, tokenizer)))
     return attention_maps(model, tok, text_a, text_b, max_length=max_length)
+
+
+def max_positions(ref: ModelRef) -> int:
+    """How many tokens the model can read at once (RoBERTa-style models keep ``pad + 1``
+    position rows for padding, so fewer than ``max_position_embeddings``)."""
+    model, _ = load_model(ref, "base")
+    cfg = model.config
+    n = int(getattr(cfg, "max_position_embeddings", 0) or getattr(cfg, "n_positions", 0) or 512)
+    if getattr(cfg, "model_type", "") in ("roberta", "xlm-roberta", "camembert", "xlm-roberta-xl"):
+        n -= int(getattr(cfg, "pad_token_id", 1) or 1) + 1
+    return n
 
 
 def attention(ref: ModelRef, text_a, text_b=None, max_length: int = 128):

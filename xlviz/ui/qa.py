@@ -7,6 +7,10 @@ Scores use the official SQuAD v1.1 metric from :mod:`xlviz.evaluation.squad_metr
 
 from __future__ import annotations
 
+import hashlib
+import json
+from dataclasses import dataclass
+from pathlib import Path
 from typing import Iterable, Mapping
 
 import pandas as pd
@@ -168,3 +172,93 @@ def prediction_span(ex: QAExample, pred: Mapping | None) -> tuple[int, int] | No
         if pos >= 0:
             return pos, pos + len(text)
     return None
+
+
+# --- decoding as the run did ------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Decoding:
+    """How QA predictions are decoded: window length, stride and longest answer (tokens).
+
+    The defaults are SQuAD's (Devlin et al. 2019); a run's own models are decoded with the
+    run's settings, or the page's scores contradict the run's results.json.
+    """
+
+    max_length: int = 384
+    doc_stride: int = 128
+    max_answer_length: int = 30
+    source: str = "SQuAD defaults"
+
+
+def owning_run(model_path: str | Path) -> Path | None:
+    """The run folder a model folder lies in (``<run>/export/<system>-<lang>``, ``<run>/s3_…``)."""
+    p = Path(model_path).expanduser()
+    for parent in list(p.parents)[:3]:
+        if (parent / "config.json").is_file() and (parent / "status.json").is_file():
+            return parent
+    return None
+
+
+def run_decoding(model_path: str | Path, max_positions: int | None = None) -> Decoding:
+    """The run's ``qa_max_length`` / ``doc_stride`` / ``max_answer_length`` for one of its models,
+    else SQuAD's defaults capped by the model's positions."""
+    run = owning_run(model_path)
+    cfg: dict = {}
+    if run is not None:
+        try:
+            cfg = json.loads((run / "config.json").read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            cfg = {}
+    if isinstance(cfg, dict) and isinstance(cfg.get("qa_max_length"), int):
+        length = int(cfg["qa_max_length"])
+        stride = int(cfg.get("doc_stride") or max(16, length // 3))
+        answer = int(cfg.get("max_answer_length") or 30)
+        return Decoding(length, stride, answer, f"run {run.name}'s settings")
+    length = min(384, max_positions or 512)
+    return Decoding(length, max(16, min(128, length // 3)), 30, "SQuAD defaults")
+
+
+def saved_predictions_file(model_path: str | Path, data_file: str | Path) -> Path | None:
+    """``<run>/predictions/<system>-<lang>.json`` when the model is the run's export for
+    ``<lang>`` and the data is that run's own ``world/qa/test.<lang>.json``: the run's answers."""
+    model, data = Path(model_path).expanduser().resolve(), Path(data_file).expanduser().resolve()
+    if model.parent.name != "export" or "-" not in model.name:
+        return None
+    run = model.parent.parent
+    lang = model.name.rsplit("-", 1)[1]
+    if data != (run / "world" / "qa" / f"test.{lang}.json").resolve():
+        return None
+    saved = run / "predictions" / f"{model.name}.json"
+    return saved if saved.is_file() else None
+
+
+def read_saved_predictions(path: str | Path, ids: Iterable[str]) -> dict[str, dict]:
+    """The run's ``{id: text}`` predictions in ``predict_qa``'s shape (spans found by text)."""
+    from xlviz.errors import XlvizError
+
+    try:
+        raw = json.loads(Path(path).read_text(encoding="utf-8"))
+    except (OSError, ValueError) as e:
+        raise XlvizError(f"cannot read saved predictions: {e}", path=path) from None
+    if not isinstance(raw, dict):
+        raise XlvizError("saved predictions must be a JSON object {id: answer text}", path=path)
+    return {qid: {"text": str(raw[qid]), "start": None, "end": None, "score": None} for qid in ids if qid in raw}
+
+
+def model_digest(folder: str | Path) -> str | None:
+    """A digest of a model folder's weights and tokenizer files: two exports holding the same
+    model (a run's English systems share one fine-tuned model) get the same digest."""
+    folder = Path(folder).expanduser()
+    if not folder.is_dir():
+        return None
+    h = hashlib.sha1()
+    found = False
+    for name in ("model.safetensors", "tokenizer.json", "vocab.txt", "config.json"):
+        f = folder / name
+        if f.is_file():
+            found = True
+            h.update(name.encode())
+            with open(f, "rb") as fh:
+                for block in iter(lambda: fh.read(1 << 20), b""):
+                    h.update(block)
+    return h.hexdigest() if found else None
