@@ -14,7 +14,7 @@ import streamlit as st
 
 from xlviz.ui import qa
 from xlviz.ui.choices import dataset_from_folder, discover_qa_datasets
-from xlviz.ui.common import CHUNK, articles_of, examples_of, guard, predict, qa_decoding, same_model_key, saved_or_none, shared_data_dir
+from xlviz.ui.common import CHUNK, articles_of, examples_of, guard, predict, qa_decoding, same_model_key, saved_or_none, shared_data_dir, unk_rate
 from xlviz.ui.highlight import RTL_LANGUAGES, Span, highlight, legend, model_colour, qa_card
 from xlviz.ui.sidebar import current
 from xlviz.ui.sidebar import page_setup
@@ -31,6 +31,11 @@ shared = shared_data_dir()
 # --- data -----------------------------------------------------------------------------------
 datasets = {d.key: d for d in discover_qa_datasets(shared=shared)}
 options = list(datasets) + [FOLDER]
+if st.session_state.get("xq_source") not in options:
+    # default: the questions of the run the picked QA models come from (a run's models read its
+    # own world's vocabulary; another run's test set is mostly [UNK] to them)
+    model_runs = [m.run for m in sel.qa_models() if m.run]
+    st.session_state["xq_source"] = next((f"run:{r}" for r in model_runs if f"run:{r}" in datasets), options[0])
 c1, c2 = st.columns([2, 3])
 source = c1.selectbox("Questions from", options, key="xq_source", persist_state="session",
                       format_func=lambda k: datasets[k].label if k in datasets else "a folder of SQuAD files …")
@@ -50,6 +55,11 @@ else:
 if not dataset.languages():
     st.error(f"No <name>.<lang>.json files in {dataset.folder}", icon=":material/error:")
     st.stop()
+if st.session_state.get("_xq_dataset") != dataset.key:
+    # a filter or search carried over from another data set can leave nothing to show
+    for k in ("xq_filter", "xq_search", "xq_pick", "xq_limit"):
+        st.session_state.pop(k, None)
+    st.session_state["_xq_dataset"] = dataset.key
 
 langs = [l for l in sel.languages if l in dataset.languages()]
 missing = [l for l in dataset.languages() if l not in langs]
@@ -77,6 +87,19 @@ ids = all_ids[: int(limit)]
 
 # --- predictions ------------------------------------------------------------------------------
 models = sel.qa_models()
+data_run = dataset.key.split(":", 1)[1] if dataset.key.startswith("run:") else None
+origin = [f"questions: {'run ' + data_run + ' (its generated test set)' if data_run else dataset.label}"]
+origin += [f"{m.name}: {'run ' + m.run if m.run else 'typed folder / hub id'}" for m in models]
+st.caption(" · ".join(origin))
+with guard("Could not check the vocabularies"):
+    for m in models:
+        for lang in langs:
+            if m.covers(lang):
+                rate = unk_rate(m.ref_for(lang), dataset.file(lang))
+                if rate > 0.05:
+                    st.warning(f"{m.name} reads {rate:.0%} of the {lang} questions' tokens as [UNK]: its vocabulary "
+                               f"does not fit this data" + (f" (it comes from run {m.run}" + (f", the data from run {data_run})" if data_run else ")")
+                                                            if m.run else "") + ".", icon=":material/translate:")
 if not models:
     st.info("Pick one or more QA models in the sidebar (a run's “· system QA” exports, or a fine-tuned QA folder) "
             "to see their answers. Showing the gold answers only.", icon=":material/info:")

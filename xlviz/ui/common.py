@@ -206,6 +206,26 @@ def saved_or_none(ref: ModelRef, file: str, ids: list[str]) -> dict | None:
     return read_saved_predictions(saved, ids) if saved is not None else None
 
 
+@st.cache_data(show_spinner=False, max_entries=256)
+def _unk_rate(path: str, tokenizer: str | None, mkey: str, file: str, fstamp: str, n: int) -> float:
+    _, tok = _load_model(path, tokenizer, "qa", ref_stamp(ModelRef(path, tokenizer)))
+    unk = getattr(tok, "unk_token_id", None)
+    if unk is None:
+        return 0.0
+    texts = []
+    for ex in load_examples(file, fstamp)[:n]:
+        texts += [ex.question, ex.context]
+    ids = [i for enc in tok(list(dict.fromkeys(texts)), add_special_tokens=False)["input_ids"] for i in enc]
+    return sum(i == unk for i in ids) / len(ids) if ids else 0.0
+
+
+def unk_rate(ref: ModelRef, file: str, n: int = 50) -> float:
+    """Share of [UNK] tokens when the model's tokenizer reads the first ``n`` questions and
+    contexts of a data file: high when a run's model meets another run's invented language."""
+    load_model(ref, "qa")
+    return _unk_rate(ref.path, ref.tokenizer, model_key(ref, "qa"), file, file_stamp(file), n)
+
+
 def predict(ref: ModelRef, file: str, ids: list[str], progress=None, done: int = 0, total: int | None = None) -> dict:
     """Predictions of one QA model on the questions ``ids`` of one file, chunk by chunk.
 
