@@ -16,12 +16,16 @@ from xlviz.analysis.reports import ModelSpec, System, aligned_words, run_systems
 from xlviz.ui import analysis as ua
 from xlviz.ui.common import guard, plotly, shared_data_dir
 from xlviz.ui.sidebar import current, page_setup
+from xlviz.ui.state import keep
 
 page_setup()
 
 WORLD, PUD, TATOEBA, MULTI30K, UPLOAD = "Run's parallel pairs", "PUD", "Tatoeba", "Multi30k", "Upload"
 POOLINGS = {"mean": "mean of all tokens", "mean_no_special": "mean without special tokens", "cls": "first token ([CLS])"}
 PAGE = "alignment"
+
+# the projection's widgets vanish while no system is picked; their choices must come back with it
+keep("al_proj_system", "al_proj_layer", "al_proj_method", "al_proj_level")
 
 st.title("Alignment across languages")
 st.caption("Per layer: does a sentence's nearest neighbour (cosine) in the other language turn out to be its "

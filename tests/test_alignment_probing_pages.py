@@ -105,6 +105,20 @@ def test_alignment_widgets(fake_root, monkeypatch):
     assert "Pick at least one system" in _texts(at.info)
 
 
+def test_alignment_projection_choice_survives_removing_every_system(fake_root, monkeypatch):
+    at = _page(_app(fake_root, monkeypatch), "alignment")
+    at.number_input(key="al_limit_world").set_value(8).run()
+    at.radio(key="al_proj_level").set_value("words").run()
+    at.slider(key="al_proj_layer").set_value(1).run()
+    systems = at.multiselect(key="al_systems").value
+    at.multiselect(key="al_systems").set_value([]).run()  # the projection's widgets are not drawn
+    assert "Pick at least one system" in _texts(at.info)
+    at.multiselect(key="al_systems").set_value(systems).run()
+    assert at.radio(key="al_proj_level").value == "words" and at.slider(key="al_proj_layer").value == 1
+    fig = next(e for e in at.get("plotly_chart") if e.key == "al_fig_proj")
+    assert "layer 1 · PCA of words" in json.loads(fig.proto.spec)["layout"]["title"]["text"]
+
+
 def test_alignment_preset_from_link(fake_root, monkeypatch):
     at = _page(_app(fake_root, monkeypatch), "alignment", {"run": "other-run", "l2": L2})
     assert at.selectbox(key="al_run").value == "other-run"
