@@ -14,8 +14,11 @@ from xlviz.ui import attention_view as av
 from xlviz.ui.common import attention, guard, max_positions, mixed_attention, plotly, shares_body, shared_data_dir
 from xlviz.ui.sidebar import current
 from xlviz.ui.sidebar import page_setup
+from xlviz.ui.state import url_state, write_url
 
 page_setup()
+URL_KEYS = ("att_source", "att_run", "att_world_pair", "att_max_len", "att_layer", "att_head", "att_hide")
+url_state("attention", URL_KEYS)
 
 TYPED, WORLD, PUD, TATOEBA = "Typed", "Generated world", "PUD", "Tatoeba"
 
@@ -50,6 +53,8 @@ with guard("Could not read the pair", stop=True):
         pair = av.Pair("typed", la, lb, ta.strip(), tb.strip())
     elif source == WORLD:
         c1, c2, c3 = st.columns([2, 1, 3])
+        if st.session_state.get("att_run") not in [r.name for r in world_runs]:
+            st.session_state["att_run"] = world_runs[0].name
         run_name = c1.selectbox("Run", [r.name for r in world_runs], key="att_run")
         run = next(r for r in world_runs if r.name == run_name)
         files = av.world_parallel_files(run.path)
@@ -59,6 +64,8 @@ with guard("Could not read the pair", stop=True):
         if not pairs:
             st.warning("This parallel file is empty.")
             st.stop()
+        if st.session_state.get("att_world_pair", 0) not in range(len(pairs)):
+            st.session_state["att_world_pair"] = 0
         k = c3.selectbox("Pair", range(len(pairs)), key="att_world_pair",
                          format_func=lambda i: f"{pairs[i].id} — {pairs[i].text_a[:70]}")
         pair = pairs[k]
@@ -120,8 +127,9 @@ with guard("Could not load the models", stop=True):
     cap = min(max_positions(ref_a), max_positions(ref_b))
 if int(st.session_state.get("att_max_len", 128)) > cap:  # a value kept from a larger model
     st.session_state["att_max_len"] = cap
-max_length = c4.number_input("Max tokens", min_value=min(8, cap), max_value=cap, value=min(128, cap), step=8,
-                             key="att_max_len", help=f"At most {cap}: the model's positions.")
+st.session_state.setdefault("att_max_len", min(128, cap))
+max_length = c4.number_input("Max tokens", min_value=min(8, cap), max_value=cap, step=8, key="att_max_len",
+                             help=f"At most {cap}: the model's positions.")
 if cap < 512:
     c4.caption(f"≤ {cap}: the model{'s' if ref_a != ref_b else ''} read{'' if ref_a != ref_b else 's'} at most {cap} positions.")
 
@@ -143,9 +151,14 @@ for name, res in inputs:
 L, H = inputs[0][1].n_layers, inputs[0][1].n_heads
 st.subheader("One layer and head")
 c1, c2, c3 = st.columns([2, 2, 2], vertical_alignment="bottom")
-layer = c1.selectbox("Layer", range(L), index=L - 1, key="att_layer")
+if st.session_state.get("att_layer") not in range(L):
+    st.session_state["att_layer"] = L - 1
+layer = c1.selectbox("Layer", range(L), key="att_layer")
 head_opts = ["mean of heads"] + list(range(H))
+if st.session_state.get("att_head", "mean of heads") not in head_opts:
+    st.session_state["att_head"] = "mean of heads"
 head = c2.selectbox("Head", head_opts, key="att_head")
+write_url(URL_KEYS)
 hide = c3.toggle("Hide special tokens", value=True, key="att_hide",
                  help="Drop [CLS]/[SEP]-like tokens and renormalise each row over the rest.")
 cols = st.columns(len(inputs))

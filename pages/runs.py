@@ -14,10 +14,13 @@ from xlviz.runs import Run, checkpoints_root, new_run_path
 from xlviz.ui import runs_view
 from xlviz.ui.choices import run_languages
 from xlviz.ui.colours import system_colours
-from xlviz.ui.common import guard, plotly
+from xlviz.ui.common import FIGURES_KEY, guard, plotly
 from xlviz.ui.sidebar import page_setup
+from xlviz.ui.state import url_state, write_url
 
 page_setup()
+URL_KEYS = ("runs_live_select", "runs_compare_pick", "runs_smoothing", "runs_curve_x")
+url_state("runs", URL_KEYS)
 
 POLL_S = 2.0
 ACTIVE = ("running", "starting")
@@ -141,6 +144,14 @@ def finished_run_panel(run: Run) -> None:
             wide = table.pivot_table(index="system", columns="language", values="f1", aggfunc="first")
             st.caption("F1 by system and language (EM/F1 of every run in the comparison below)")
             st.dataframe(wide, width="stretch")
+    from xlviz.ui.export import run_report_html
+
+    figures = dict(st.session_state.get(FIGURES_KEY, {}))
+    st.download_button("Run report (HTML)", lambda: run_report_html(run, figures).encode("utf-8"),
+                       file_name=f"xlviz-report-{run.name}.html", mime="text/html", icon=":material/description:",
+                       key=f"report_{run.name}", on_click="ignore",
+                       help="One self-contained file (plotly inlined, no network): config, curves, results and the "
+                            "analysis figures drawn in this session.")
     l2s = [l for l in run_languages(run)[1:]]
     if not l2s:
         return
@@ -157,9 +168,10 @@ if not runs:
     st.info("No runs yet — start one above.", icon=":material/info:")
 else:
     names = [r.name for r in runs]
-    watch = st.session_state.get("runs_watch")
-    index = names.index(watch) if watch in names else 0
-    chosen = st.selectbox("Run", names, index=index, key="runs_live_select",
+    if st.session_state.get("runs_live_select") not in names:
+        watch = st.session_state.get("runs_watch")
+        st.session_state["runs_live_select"] = watch if watch in names else names[0]
+    chosen = st.selectbox("Run", names, key="runs_live_select",
                           format_func=lambda n: f"{n} ({jobs.effective_state(root / n)})")
     st.session_state["runs_watch"] = chosen
     active = [r for r in runs if r.name != chosen and jobs.effective_state(r.path) in ACTIVE]
@@ -229,3 +241,4 @@ if runs:
                                    mime="text/csv", icon=":material/download:")
 else:
     st.info("No runs yet — start one above.", icon=":material/info:")
+write_url(URL_KEYS)

@@ -18,8 +18,11 @@ from xlviz.ui.common import CHUNK, articles_of, examples_of, guard, predict, qa_
 from xlviz.ui.highlight import RTL_LANGUAGES, Span, highlight, legend, model_colour, qa_card
 from xlviz.ui.sidebar import current
 from xlviz.ui.sidebar import page_setup
+from xlviz.ui.state import url_state, write_url
 
 page_setup()
+URL_KEYS = ("xq_source", "xq_folder", "xq_limit", "xq_filter", "xq_search", "xq_pick")
+url_state("xquad", URL_KEYS)  # a bookmarked or shared view opens as it was
 
 FOLDER = "folder"
 COLUMNS_PER_ROW = 3
@@ -55,11 +58,11 @@ else:
 if not dataset.languages():
     st.error(f"No <name>.<lang>.json files in {dataset.folder}", icon=":material/error:")
     st.stop()
-if st.session_state.get("_xq_dataset") != dataset.key:
+if st.session_state.get("_xq_dataset", dataset.key) != dataset.key:
     # a filter or search carried over from another data set can leave nothing to show
     for k in ("xq_filter", "xq_search", "xq_pick", "xq_limit"):
         st.session_state.pop(k, None)
-    st.session_state["_xq_dataset"] = dataset.key
+st.session_state["_xq_dataset"] = dataset.key
 
 langs = [l for l in sel.languages if l in dataset.languages()]
 missing = [l for l in dataset.languages() if l not in langs]
@@ -80,8 +83,11 @@ if not all_ids:
     st.warning("These language files share no question ids, so nothing can be shown side by side.")
     st.stop()
 limit_default = len(all_ids) if len(all_ids) <= 500 else 200
+if not 1 <= int(st.session_state.get("xq_limit", limit_default)) <= len(all_ids):
+    st.session_state["xq_limit"] = limit_default
+st.session_state.setdefault("xq_limit", limit_default)
 limit = st.number_input(f"Questions to answer (of {len(all_ids)} shared by {', '.join(langs)})", min_value=1,
-                        max_value=len(all_ids), value=limit_default, step=50, key="xq_limit",
+                        max_value=len(all_ids), step=50, key="xq_limit",
                         help="Each model answers the first N questions in every language; raising N only computes the new ones.")
 ids = all_ids[: int(limit)]
 
@@ -178,6 +184,7 @@ def _step(delta: int, nav_ids: list[str]) -> None:
 
 p, s, n = st.columns([1, 8, 1], vertical_alignment="bottom")
 p.button("◀ Prev", on_click=_step, args=(-1, nav), key="xq_prev", width="stretch")
+write_url(URL_KEYS)
 qid = s.selectbox(f"Question ({nav.index(st.session_state['xq_pick']) + 1} of {len(nav)})", nav, key="xq_pick",
                   format_func=lambda i: f"{i} — {first[i].question[:90]}")
 n.button("Next ▶", on_click=_step, args=(1, nav), key="xq_next", width="stretch")

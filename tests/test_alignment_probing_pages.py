@@ -250,7 +250,7 @@ def test_alignment_real_data_with_a_custom_system(fake_root, monkeypatch, shared
     assert "PUD (en-de): 6 pairs" in _texts(at.caption)
     # no sidebar model reads both en and de: add one (the run's L1 model reads both sides)
     box = at.selectbox(key="al_custom_a")
-    i = next(k for k, o in enumerate(box.options) if o == "demo-run · en")
+    i = next(k for k, o in enumerate(box.options) if o == "en · encoder (pre-trained) · demo-run")
     box.set_value(i)
     at.selectbox(key="al_custom_b").set_value(i)
     at.button(key="al_custom_add").click().run()

@@ -176,3 +176,32 @@ def test_one_colour_per_system_whatever_the_order():
     a = colour_map(["floor", "monotrans", "clwe"])
     b = colour_map(["clwe", "monotrans", "floor", "floor"])
     assert a == b and len(set(a.values())) == 3
+
+
+# --- export ----------------------------------------------------------------------------------------
+
+def test_figure_csv_and_self_contained_run_report(run_root):
+    from xlviz.ui.export import figure_frame, run_report_html
+    from xlviz.ui.runs_view import loss_figure
+
+    run = Run(run_root / "demo-run")
+    fig = loss_figure(run.metrics())
+    frame = figure_frame(fig)
+    assert len(frame) == len(run.metrics()) and set(frame.columns) == {"trace", "x", "y"}
+    page = run_report_html(run, {"Alignment": fig})
+    import re
+
+    assert not re.search(r"<script[^>]*\ssrc=", page)  # nothing fetched: opens offline, no CDN
+    assert page.count("Plotly.newPlot") == 2 and len(page) > 1_000_000  # plotly.js inlined once
+    assert "monotrans" in page and "max_answer_length" in page and "Training loss" in page
+
+
+@pytest.mark.skipif(not Path("/usr/bin/chromium").exists(), reason="image export needs /usr/bin/chromium (apt-get install chromium)")
+def test_figure_png_and_svg_offline():
+    import plotly.graph_objects as go
+
+    from xlviz.ui.export import figure_image
+
+    fig = go.Figure(go.Bar(x=["en", "sov"], y=[71.4, 52.0]))
+    assert figure_image(fig, "png").startswith(b"\x89PNG")
+    assert b"<svg" in figure_image(fig, "svg")[:400]

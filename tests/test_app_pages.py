@@ -78,25 +78,32 @@ def test_home_empty_state(tmp_path, monkeypatch):
 def test_sidebar_offers_run_models_per_language_and_exports(app):
     options = app.sidebar.multiselect(key="xlviz_models").options
     labels = " | ".join(options)
-    assert "demo-run · en" in labels  # s1_pretrain: the L1 model
-    assert "demo-run · monotrans QA (en, sov)" in labels  # exports, one model per language
+    # method or language and kind first (chips stay readable whatever the run's name), run last
+    assert "en · encoder (pre-trained) · demo-run" in labels  # s1_pretrain: the L1 model
+    assert "sov · encoder (transferred) · demo-run" in labels
+    assert "monotrans · QA (en, sov) · demo-run" in labels  # exports, one model per language
     # default: the exported QA system, remembered across pages
     assert app.sidebar.multiselect(key="xlviz_models").value == ["run:demo-run:export:monotrans"]
     assert app.sidebar.multiselect(key="xlviz_languages").value[:2] == ["en", "sov"]
     _page(app, "attention")  # the choice holds on another page
-    assert "demo-run · monotrans QA (en, sov)" in app.selectbox(key="att_model_a").options
+    assert "monotrans · QA (en, sov) · demo-run" in app.selectbox(key="att_model_a").options
 
 
-def test_sidebar_typed_model_that_cannot_load_shows_clear_error(app, tmp_path):
+def test_sidebar_typed_model_is_checked_once_when_added(app, tmp_path, fake_root):
     missing = str(tmp_path / "no-such-model")
     app.sidebar.text_input(key="xlviz_model_path").set_value(missing)
     app.sidebar.button(key="xlviz_add_model").click().run()
-    _page(app, "attention")
-    box = app.selectbox(key="att_model_a")
-    box.set_value(next(i for i, o in enumerate(box.options) if "no-such-model" in o)).run()
-    errors = _texts(app.error)
-    assert "model folder not found" in errors and missing in errors
-    assert "Traceback" not in errors
+    errors = [e.value for e in app.sidebar.error]
+    assert errors == [f"{missing}: model folder not found"]  # one message, not one per language
+    assert not any("no-such-model" in o for o in app.sidebar.multiselect(key="xlviz_models").options)
+    # a real folder: its heads are named
+    app.sidebar.text_input(key="xlviz_model_path").set_value(str(fake_root / "demo-run" / "export" / "monotrans-en"))
+    app.sidebar.button(key="xlviz_add_model").click().run()
+    assert not app.sidebar.error
+    assert "monotrans-en: question answering head" in _texts(app.sidebar.caption)
+    app.sidebar.text_input(key="xlviz_model_path").set_value(str(fake_root / "demo-run" / "s1_pretrain"))
+    app.sidebar.button(key="xlviz_add_model").click().run()
+    assert "s1_pretrain: masked LM head" in _texts(app.sidebar.caption)
 
 
 # --- runs ---------------------------------------------------------------------------------------
@@ -240,7 +247,7 @@ def test_xquad_side_by_side_with_scores_and_highlights(app):
     at = _page(app, "xquad")
     assert not at.error, _texts(at.error)
     em, f1 = at.dataframe[0].value, at.dataframe[1].value  # EM matrix, F1 matrix
-    assert list(em.index) == ["demo-run · monotrans"]
+    assert list(em.index) == ["monotrans"]  # short alias: all picks come from one run
     assert {"en", "sov", "avg"} <= set(em.columns) and {"en", "sov"} <= set(f1.columns)
     html = "\n".join(h.proto.body for h in at.get("html"))
     assert html.count('class="xlviz-qa"') == 2 and 'data-lang="sov"' in html
@@ -260,7 +267,7 @@ def test_xquad_generated_world_shows_english_and_the_runs_own_numbers(app):
     assert "en" in em.columns  # train.en.json no longer hides test.en.json
     # the run's saved English predictions (all gold in the fixture) are its numbers; the tiny
     # random model would score near 0
-    assert em.loc["demo-run · monotrans", "en"] == pytest.approx(100.0)
+    assert em.loc["monotrans", "en"] == pytest.approx(100.0)
     assert "the run's saved predictions" in "\n".join(m.value for m in at.markdown)
 
 
@@ -294,9 +301,35 @@ def test_xquad_decodes_like_the_run_and_runs_one_model_once(app, fake_root, tmp_
         assert calls and all(c["max_answer_length"] == 6 and c["max_length"] == 48 and c["doc_stride"] == 24 for c in calls)
         assert len(calls) == 2  # en once for both systems (same files), sov once
         em = at.dataframe[0].value
-        assert em.loc["demo-run · monotrans", "en"] == em.loc["demo-run · samefiles", "en"]
+        assert em.loc["monotrans", "en"] == em.loc["samefiles", "en"]
     finally:
         shutil.rmtree(copy)
+
+
+def test_xquad_state_lives_in_the_url(fake_root, monkeypatch):
+    monkeypatch.setenv("XLVIZ_CHECKPOINTS", str(fake_root))
+    at = AppTest.from_file(APP, default_timeout=TIMEOUT)
+    at.query_params.update({"xlviz_models": '["run:demo-run:s3_finetune", "run:demo-run:export:monotrans"]',
+                            "xq_filter": "languages disagree (for some model)", "xq_search": "?"})
+    at.run()
+    _page(at, "xquad")  # a bookmarked view: the page opens as it was
+    assert at.selectbox(key="xq_filter").value == "languages disagree (for some model)"
+    assert at.text_input(key="xq_search").value == "?"
+    assert at.sidebar.multiselect(key="xlviz_models").value == ["run:demo-run:export:monotrans"]  # unknown keys dropped
+    at.selectbox(key="xq_filter").set_value("all questions").run()
+    assert at.query_params["xq_filter"] in ("all questions", ["all questions"])
+
+
+def test_xquad_filters_reset_when_the_data_set_changes(app, tmp_path):
+    from tests.app_fixtures import make_qa_folder
+
+    at = _page(app, "xquad")
+    at.selectbox(key="xq_source").set_value("run:demo-run").run()
+    at.text_input(key="xq_search").set_value("no question has this").run()
+    assert "No question matches" in _texts(at.info)
+    at.selectbox(key="xq_source").set_value("run:second-run").run()
+    assert at.text_input(key="xq_search").value == ""
+    assert "No question matches" not in _texts(at.info)
 
 
 def test_xquad_search_and_disagreement_filter(app):

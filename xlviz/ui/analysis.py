@@ -73,10 +73,12 @@ def sync_query(page: str, run: str | None, l2: str | None) -> None:
     """Keep the URL on the current run/L2 (shareable) without re-applying it as a preset."""
     if not run:
         return
-    want = {"run": run, **({"l2": l2} if l2 else {})}
-    if dict(st.query_params) != want:
-        st.query_params.clear()
-        st.query_params.update(want)
+    if st.query_params.get("run") != run:
+        st.query_params["run"] = run
+    if l2 and st.query_params.get("l2") != l2:
+        st.query_params["l2"] = l2
+    elif not l2 and "l2" in st.query_params:
+        del st.query_params["l2"]
     st.session_state[f"_xlviz_preset_{page}"] = f"{run}|{l2}"
 
 

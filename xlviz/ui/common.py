@@ -125,9 +125,48 @@ def file_stamp(path: str | os.PathLike) -> str:
         return str(p)
 
 
-def plotly(fig, *, key: str | None = None) -> None:
-    """Show a plotly figure with its modebar (PNG download) on."""
+FIGURES_KEY = "_xlviz_figures"  # title -> figure: the analyses drawn this session, for run reports
+
+
+def tidy(fig):
+    """Plot hygiene shared by every chart: titles left (clear of the toolbar at the right),
+    room for them, axis labels that grow their margins instead of being cut."""
+    title = fig.layout.title.text if fig.layout.title else None
+    if title:
+        top = fig.layout.margin.t if fig.layout.margin and fig.layout.margin.t is not None else 0
+        fig.update_layout(title=dict(x=0, xanchor="left", y=0.98, yanchor="top"), margin=dict(t=max(top, 56)))
+    fig.update_xaxes(automargin=True)
+    fig.update_yaxes(automargin=True)
+    return fig
+
+
+def plotly(fig, *, key: str | None = None, export: bool = True) -> None:
+    """Show a plotly figure with its modebar, and export buttons: PNG and SVG (rendered on
+    click by kaleido with the system chromium, offline) and the data as CSV."""
+    tidy(fig)
     st.plotly_chart(fig, key=key, config=PLOTLY_CONFIG, width="stretch")
+    if not export:
+        return
+    name = (key or "figure").replace(" ", "-")
+    title = fig.layout.title.text if fig.layout.title and fig.layout.title.text else name
+    st.session_state.setdefault(FIGURES_KEY, {})[title] = fig
+    from xlviz.ui.export import figure_csv, figure_image
+
+    def image(fmt: str):
+        def make() -> bytes:
+            try:
+                return figure_image(fig, fmt)
+            except XlvizError as e:  # the download then holds the reason, not a broken image
+                return f"xlviz: {e}".encode()
+        return make
+
+    with st.popover("Export", icon=":material/download:"):
+        st.download_button("PNG", image("png"), file_name=f"xlviz-{name}.png", mime="image/png",
+                           key=f"{name}_png", on_click="ignore")
+        st.download_button("SVG", image("svg"), file_name=f"xlviz-{name}.svg", mime="image/svg+xml",
+                           key=f"{name}_svg", on_click="ignore")
+        st.download_button("Data (CSV)", lambda: figure_csv(fig), file_name=f"xlviz-{name}.csv", mime="text/csv",
+                           key=f"{name}_csv", on_click="ignore")
 
 
 # --- QA data and predictions ------------------------------------------------------------------

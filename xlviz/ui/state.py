@@ -27,7 +27,10 @@ def keep(*keys: str) -> None:
 
 
 def _encode(value) -> str:
-    return value if isinstance(value, str) else json.dumps(value)
+    """Plain text for strings (readable URLs) unless they would read back as another type."""
+    if isinstance(value, str) and not isinstance(_decode(value), (int, float, bool, list, dict, type(None))):
+        return value
+    return json.dumps(value)
 
 
 def _decode(text: str):
