@@ -292,7 +292,14 @@ with guard("Could not project"):
             ra, rb, la, lb, pairs = aligned_words(data, n)
             pts = ua.projection(vec["wa"][p_layer][ra], vec["wb"][p_layer][rb], tuple(la), tuple(lb), data.lang_a,
                                 data.lang_b, tuple(pairs), p_method.lower())
-        plotly(ua.projection_figure(pts, f"{p_sys} · layer {p_layer} · {p_method} of {p_level}"), key="al_fig_proj")
+        if p_method == "PCA":
+            pa, pb = ((vec["a"][p_layer, :n], vec["b"][p_layer, :n]) if p_level == "sentences"
+                      else (vec["wa"][p_layer][ra], vec["wb"][p_layer][rb]))
+            v1, v2 = ua.explained_variance(pa, pb)
+            axes = (f"PC 1 ({100 * v1:.1f}% of variance)", f"PC 2 ({100 * v2:.1f}%)")
+        else:
+            axes = ("UMAP 1", "UMAP 2")
+        plotly(ua.projection_figure(pts, f"{p_sys} · layer {p_layer} · {p_method} of {p_level}", axes=axes), key="al_fig_proj")
         st.caption("Coloured by language; grey lines join translations (for words: gold word alignments). Hover shows "
                    "the text.")
 

@@ -170,6 +170,13 @@ for col, (name, res) in zip(cols, inputs):
         sl = attention_slice(res, layers=[layer], heads=None if head == "mean of heads" else [head],
                              hide_special=hide, average_heads=head == "mean of heads")
         title = f"{name} · layer {layer} · " + ("mean of heads" if head == "mean of heads" else f"head {head}")
+        if st.toggle("Head view", value=True, key=f"att_view_{name}",
+                     help="As bertviz: queries left, keys right, one line per weight (opacity = weight); hover a "
+                          "token to keep only its lines."):
+            import streamlit.components.v1 as components
+
+            components.html(av.head_view_html(sl.attentions[0, 0], sl.tokens, sl.segment), height=40 + 22 * len(sl.tokens),
+                            scrolling=True)
         plotly(av.heatmap(sl.attentions[0, 0], sl.tokens, sl.segment, title), key=f"att_heat_{name}")
         csv_frames.append(av.slice_frame(sl.attentions, sl.layers, sl.heads, sl.tokens, name))
 
@@ -187,7 +194,7 @@ if ov_layers:
             sl = attention_slice(res, layers=sorted(ov_layers), heads=None, hide_special=hide)
             if len(inputs) > 1:
                 st.caption(name)
-            plotly(av.overview(sl.attentions, sl.layers, sl.heads), key=f"att_ov_{name}")
+            plotly(av.overview(sl.attentions, sl.layers, sl.heads, segment=sl.segment), key=f"att_ov_{name}")
 
 # --- VECO Fig. 1: attention to the other sentence / the aligned word ----------------------------
 st.subheader("How much attention crosses languages")

@@ -142,8 +142,8 @@ def finished_run_panel(run: Run) -> None:
         table = runs_view.results_frame([run])
         if not table.empty:
             wide = table.pivot_table(index="system", columns="language", values="f1", aggfunc="first")
-            st.caption("F1 by system and language (EM/F1 of every run in the comparison below)")
-            st.dataframe(wide, width="stretch")
+            st.caption("F1 (%) by system and language (EM/F1 of every run in the comparison below)")
+            st.dataframe(wide.style.format(precision=1, na_rep="n/a"), width="stretch")
     from xlviz.ui.export import run_report_html
 
     figures = dict(st.session_state.get(FIGURES_KEY, {}))

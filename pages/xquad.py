@@ -151,6 +151,17 @@ if not rows.empty:
     e.dataframe(qa.score_matrix(rows, "exact_match", names, langs).style.format(precision=1, na_rep="—"), width="stretch", key="xq_em")
     f.markdown("**F1 (%)**")
     f.dataframe(qa.score_matrix(rows, "f1", names, langs).style.format(precision=1, na_rep="—"), width="stretch", key="xq_f1")
+    with st.expander("Uncertainty: 95% bootstrap intervals over the questions" + (" and paired tests" if len(names) > 1 else "")):
+        st.caption("Each cell resampled over its questions (1000 bootstrap samples). With a few hundred questions, "
+                   "differences of a few points are often inside the intervals.")
+        st.dataframe(qa.cell_intervals(rows), hide_index=True, width="stretch", key="xq_ci")
+        if len(names) > 1:
+            st.caption("Two systems on the same questions: paired bootstrap of the F1 difference, and McNemar's exact "
+                       "test on exact match (p < 0.05: unlikely to be noise).")
+            st.dataframe(qa.paired_tests(rows), hide_index=True, width="stretch", key="xq_paired")
+    with st.expander("Per-question F1 (%) — sort a column to find where a system fails"):
+        st.dataframe(qa.question_table(rows, examples), hide_index=True, width="stretch", key="xq_questions",
+                     column_config={"id": st.column_config.TextColumn(width="small")})
     if how_decoded:
         with st.expander("How each cell was computed"):
             st.markdown("\n".join(f"- {line}" for line in how_decoded))

@@ -97,6 +97,7 @@ def test_alignment_widgets(fake_root, monkeypatch):
     at.slider(key="al_proj_layer").set_value(1).run()
     fig = next(e for e in at.get("plotly_chart") if e.key == "al_fig_proj")
     assert "layer 1 · PCA of words" in json.loads(fig.proto.spec)["layout"]["title"]["text"]
+    assert "% of variance" in json.loads(fig.proto.spec)["layout"]["xaxis"]["title"]["text"]  # explained variance on the axes
     at.slider(key="al_train_frac").set_value(0.75).run()
     assert "Map fitted on 6 pairs, retrieval on the other 2" in _texts(at.caption)
     at.toggle(key="al_words").set_value(False).run()

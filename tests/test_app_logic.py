@@ -205,3 +205,42 @@ def test_figure_png_and_svg_offline():
     fig = go.Figure(go.Bar(x=["en", "sov"], y=[71.4, 52.0]))
     assert figure_image(fig, "png").startswith(b"\x89PNG")
     assert b"<svg" in figure_image(fig, "svg")[:400]
+
+
+def test_xquad_intervals_paired_tests_and_question_table():
+    import pandas as pd
+
+    from xlviz.data.squad import QAExample
+    from xlviz.ui.qa import cell_intervals, paired_tests, question_table
+
+    rows = []
+    for i in range(20):
+        rows.append({"id": f"q{i}", "language": "en", "model": "A", "exact_match": 100.0, "f1": 100.0})
+        rows.append({"id": f"q{i}", "language": "en", "model": "B", "exact_match": 100.0 if i < 5 else 0.0,
+                     "f1": 100.0 if i < 5 else 0.0})
+    rows = pd.DataFrame(rows)
+    ci = cell_intervals(rows).set_index("model")
+    assert (ci.loc["A", "F1 low"], ci.loc["A", "F1 high"]) == (100.0, 100.0)
+    assert ci.loc["B", "F1 low"] < 25.0 < ci.loc["B", "F1 high"] and ci.loc["B", "n"] == 20
+    test = paired_tests(rows).iloc[0]
+    assert test["F1 A − B"] == 75.0 and test["p (paired bootstrap)"] < 0.01
+    assert test["p (McNemar, EM)"] == round(2 / 2 ** 15, 3)  # 15 discordant pairs, all one way
+    ex = [QAExample(id=f"q{i}", title="", context="c", question=f"question {i}", answers=[]) for i in range(20)]
+    table = question_table(rows, {"en": ex})
+    assert list(table.columns) == ["id", "question", "A · en", "B · en"] and table.loc[7, "B · en"] == 0.0
+
+
+# --- attention views -------------------------------------------------------------------------------
+
+def test_head_view_and_overview_with_colorbar_and_separators():
+    import numpy as np
+
+    from xlviz.ui.attention_view import head_view_html, overview
+
+    attn = np.array([[0.9, 0.1, 0.0], [0.005, 0.5, 0.495], [0.2, 0.3, 0.5]])
+    page = head_view_html(attn, ["the", "cat", "<b>"], [0, 0, 1])
+    assert page.count("<line") == 7  # weights below 1% are not drawn
+    assert 'stroke-opacity="0.900"' in page and "&lt;b&gt;" in page and "<script src" not in page
+    fig = overview(np.stack([np.stack([attn, attn])]), layers=[0], heads=[0, 1], segment=[0, 0, 1])
+    assert fig.layout.coloraxis.colorbar.title.text == "weight" and fig.layout.coloraxis.cmax == 0.9
+    assert len(fig.layout.shapes) == 4  # one vertical and one horizontal A|B line per thumbnail

@@ -98,7 +98,7 @@ def wait_idle(page, timeout_s: float = 120, quiet_s: float = 1.5) -> None:
     page.wait_for_selector("h1", timeout=timeout_s * 1000)
     end, quiet = time.time() + timeout_s, 0.0
     while time.time() < end and quiet < quiet_s:
-        busy = page.locator('[data-testid="stStatusWidget"]').count() > 0
+        busy = page.locator('[data-testid="stStatusWidget"], [data-testid="stSpinner"]').count() > 0
         quiet = 0.0 if busy else quiet + 0.25
         page.wait_for_timeout(250)
 
@@ -143,6 +143,12 @@ def _select(page, label: str, option: str) -> None:
     wait_idle(page)
 
 
+def _selected(page, label: str) -> str:
+    """What a selectbox shows (its value may live in an input, not in the text)."""
+    box = page.locator('[data-testid="stSelectbox"]').filter(has=page.get_by_text(label, exact=True)).first
+    return box.evaluate("e => e.innerText + ' ' + Array.from(e.querySelectorAll('input')).map(i => i.value).join(' ')")
+
+
 def _nav(page, title: str) -> None:
     page.get_by_test_id("stSidebarNavLink").filter(has_text=title).click()
     wait_idle(page)
@@ -180,8 +186,7 @@ def test_populated_walk(server, page):
     page.get_by_role("link", name="Analyse this run · sov").first.click()
     wait_idle(page, timeout_s=180)
     assert_no_exception(page)
-    run_box = page.get_by_label("Run", exact=True)
-    assert "demo-run" in page.locator('[data-testid="stSelectbox"]').filter(has=run_box).inner_text()
+    assert "demo-run" in _selected(page, "Run")
     assert "run=demo-run" in page.url
     page.locator(".js-plotly-plot").first.wait_for(timeout=120_000)
     wait_idle(page)

@@ -262,3 +262,54 @@ def model_digest(folder: str | Path) -> str | None:
                 for block in iter(lambda: fh.read(1 << 20), b""):
                     h.update(block)
     return h.hexdigest() if found else None
+
+
+# --- uncertainty and error analysis --------------------------------------------------------------
+
+def cell_intervals(rows: pd.DataFrame, n_resamples: int = 1000) -> pd.DataFrame:
+    """Per model × language: EM and F1 with 95% bootstrap intervals over the questions."""
+    from xlviz.evaluation.bootstrap import bootstrap_ci
+
+    out = []
+    for (model, lang), g in rows.groupby(["model", "language"], sort=False):
+        em_lo, em_hi = bootstrap_ci(g["exact_match"].to_numpy(), n_resamples=n_resamples)
+        f1_lo, f1_hi = bootstrap_ci(g["f1"].to_numpy(), n_resamples=n_resamples)
+        out.append({"model": model, "language": lang, "n": len(g), "EM": g["exact_match"].mean(), "EM low": em_lo,
+                    "EM high": em_hi, "F1": g["f1"].mean(), "F1 low": f1_lo, "F1 high": f1_hi})
+    return pd.DataFrame(out, columns=["model", "language", "n", "EM", "EM low", "EM high", "F1", "F1 low", "F1 high"]).round(1)
+
+
+def paired_tests(rows: pd.DataFrame, n_resamples: int = 1000) -> pd.DataFrame:
+    """Every pair of models on the same questions of one language: F1 difference with its
+    paired-bootstrap interval and p-value, and McNemar's exact test on exact match."""
+    from itertools import combinations
+
+    from xlviz.evaluation.bootstrap import mcnemar_exact, paired_bootstrap
+
+    out = []
+    for lang, g in rows.groupby("language", sort=False):
+        wide_f1 = g.pivot_table(index="id", columns="model", values="f1", aggfunc="first")
+        wide_em = g.pivot_table(index="id", columns="model", values="exact_match", aggfunc="first")
+        for a, b in combinations(list(dict.fromkeys(g["model"])), 2):
+            both = wide_f1[[a, b]].dropna()
+            if both.empty:
+                continue
+            r = paired_bootstrap(both[a].to_numpy(), both[b].to_numpy(), n_resamples=n_resamples)
+            em = wide_em.loc[both.index, [a, b]] > 0
+            out.append({"language": lang, "A": a, "B": b, "n": r.n, "F1 A − B": r.difference, "low": r.low, "high": r.high,
+                        "p (paired bootstrap)": r.p_value,
+                        "p (McNemar, EM)": mcnemar_exact(int((em[a] & ~em[b]).sum()), int((~em[a] & em[b]).sum()))})
+    cols = ["language", "A", "B", "n", "F1 A − B", "low", "high", "p (paired bootstrap)", "p (McNemar, EM)"]
+    return pd.DataFrame(out, columns=cols).round({"F1 A − B": 1, "low": 1, "high": 1, "p (paired bootstrap)": 3, "p (McNemar, EM)": 3})
+
+
+def question_table(rows: pd.DataFrame, examples: Mapping[str, list[QAExample]]) -> pd.DataFrame:
+    """One row per question, F1 per model · language: sort a column to find where a system fails."""
+    if rows.empty:
+        return pd.DataFrame()
+    wide = rows.pivot_table(index="id", columns=["model", "language"], values="f1", aggfunc="first")
+    wide.columns = [f"{m} · {l}" for m, l in wide.columns]
+    first = index_by_id(next(iter(examples.values()))) if examples else {}
+    wide.insert(0, "question", [first[i].question if i in first else "" for i in wide.index])
+    order = list(dict.fromkeys(rows["id"]))
+    return wide.reindex(order).reset_index()
