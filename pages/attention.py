@@ -175,7 +175,7 @@ for col, (name, res) in zip(cols, inputs):
                           "token to keep only its lines."):
             import streamlit.components.v1 as components
 
-            components.html(av.head_view_html(sl.attentions[0, 0], sl.tokens, sl.segment), height=40 + 22 * len(sl.tokens),
+            components.html(av.head_view_html(sl.attentions[0, 0], sl.tokens, sl.segment), height=60 + 22 * len(sl.tokens),
                             scrolling=True)
         plotly(av.heatmap(sl.attentions[0, 0], sl.tokens, sl.segment, title), key=f"att_heat_{name}")
         csv_frames.append(av.slice_frame(sl.attentions, sl.layers, sl.heads, sl.tokens, name))

@@ -146,7 +146,7 @@ if probe == AGREEMENT:
         df = pd.DataFrame(rows)
         df["row"] = df["model"] + " · " + df["language"]
         cats = list(dict.fromkeys(df["category"]))
-        acc = df.pivot(index="row", columns="category", values="accuracy")[cats] * 100
+        acc = df.pivot(index="row", columns="category", values="accuracy")[cats].astype(float) * 100
         acc = acc.loc[list(dict.fromkeys(df["row"]))].rename_axis("model · language")
         # n/a: a category with no scored pair (zero coverage) has no accuracy, not 0 %
         st.dataframe(acc.style.format(precision=1, na_rep="n/a"), key=f"pr_grid_{dname}")

@@ -14,6 +14,7 @@ import streamlit as st
 
 from xlviz.ui import qa
 from xlviz.ui.choices import dataset_from_folder, discover_qa_datasets
+from xlviz.ui.colours import system_colours
 from xlviz.ui.common import CHUNK, articles_of, examples_of, guard, predict, qa_decoding, same_model_key, saved_or_none, shared_data_dir, unk_rate
 from xlviz.ui.highlight import RTL_LANGUAGES, Span, highlight, legend, model_colour, qa_card
 from xlviz.ui.sidebar import current
@@ -137,7 +138,15 @@ if bar is not None:
 articles = {lang: articles_of(dataset.file(lang)) for lang in langs}
 rows = qa.prediction_rows(examples, predictions, ids, articles=articles)
 names = [m.name for m in models]
-colours = {m.name: model_colour(i) for i, m in enumerate(models)}
+# a run's system keeps its app-wide colour (Runs page, analysis pages); other picks and a second
+# pick of the same system (another run) take the next free colours
+by_system = system_colours()
+colours: dict[str, str] = {}
+for i, m in enumerate(models):
+    system = m.key.rsplit(":export:", 1)[1] if ":export:" in m.key else None
+    c = by_system.get(system) if system else None
+    colours[m.name] = c if c and c not in colours.values() else next(
+        (model_colour(j) for j in range(i, i + 50) if model_colour(j) not in colours.values()), model_colour(i))
 
 # --- aggregate matrix (Table 3 layout) -------------------------------------------------------
 if not rows.empty:

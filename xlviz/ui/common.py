@@ -134,7 +134,7 @@ def tidy(fig):
     title = fig.layout.title.text if fig.layout.title else None
     if title:
         top = fig.layout.margin.t if fig.layout.margin and fig.layout.margin.t is not None else 0
-        fig.update_layout(title=dict(x=0, xanchor="left", y=0.98, yanchor="top"), margin=dict(t=max(top, 56)))
+        fig.update_layout(title=dict(x=0.01, xanchor="left"), margin=dict(t=max(top, 56)))
     fig.update_xaxes(automargin=True)
     fig.update_yaxes(automargin=True)
     return fig
