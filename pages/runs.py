@@ -7,6 +7,8 @@ page switches, closed tabs and app restarts.
 
 import re
 
+import pandas as pd
+
 import streamlit as st
 
 from xlviz import jobs
@@ -143,7 +145,8 @@ def finished_run_panel(run: Run) -> None:
         if not table.empty:
             wide = table.pivot_table(index="system", columns="language", values="f1", aggfunc="first")
             st.caption("F1 (%) by system and language (EM/F1 of every run in the comparison below)")
-            st.dataframe(wide.style.format(precision=1, na_rep="n/a"), width="stretch")
+            # n/a, not an empty cell: that system has no row for that language (e.g. the floor in L1)
+            st.dataframe(wide.map(lambda v: "n/a" if pd.isna(v) else f"{v:.1f}"), width="stretch")
     from xlviz.ui.export import run_report_html
 
     figures = dict(st.session_state.get(FIGURES_KEY, {}))
