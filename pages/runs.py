@@ -8,7 +8,6 @@ page switches, closed tabs and app restarts.
 import re
 
 import pandas as pd
-
 import streamlit as st
 
 from xlviz import jobs

@@ -300,6 +300,9 @@ def test_xquad_decodes_like_the_run_and_runs_one_model_once(app, fake_root, tmp_
         assert not at.exception and not at.error, _texts(at.error)
         assert calls and all(c["max_answer_length"] == 6 and c["max_length"] == 48 and c["doc_stride"] == 24 for c in calls)
         assert len(calls) == 2  # en once for both systems (same files), sov once
+        # another world's L2 is mostly unknown words to this run's sov vocabulary: said once, with the rate
+        warnings = [w.value for w in at.warning if "[UNK]" in w.value]
+        assert len(warnings) == 1 and "of the sov questions' tokens as [UNK]" in warnings[0] and "run demo-run" in warnings[0]
         em = at.dataframe[0].value
         assert em.loc["monotrans", "en"] == em.loc["samefiles", "en"]
     finally:

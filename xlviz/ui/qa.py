@@ -234,8 +234,6 @@ def saved_predictions_file(model_path: str | Path, data_file: str | Path) -> Pat
 
 def read_saved_predictions(path: str | Path, ids: Iterable[str]) -> dict[str, dict]:
     """The run's ``{id: text}`` predictions in ``predict_qa``'s shape (spans found by text)."""
-    from xlviz.errors import XlvizError
-
     try:
         raw = json.loads(Path(path).read_text(encoding="utf-8"))
     except (OSError, ValueError) as e:
