@@ -86,7 +86,9 @@ def worker_xquad(root: Path, xquad: Path, model: Path) -> dict:
 # --- driver ------------------------------------------------------------------------------------
 
 def _run_worker(tree: Path, args: list[str]) -> dict:
-    env = dict(os.environ, PYTHONPATH=str(tree), BENCH_TREE=str(tree), OMP_NUM_THREADS=os.environ.get("OMP_NUM_THREADS", "2"))
+    # as the served app (app.py sets it before torch loads): busy-waiting OpenMP threads on a shared
+    # CPU make each tiny matmul ~100x slower
+    env = dict(os.environ, PYTHONPATH=str(tree), BENCH_TREE=str(tree), OMP_WAIT_POLICY="PASSIVE")
     out = subprocess.run([sys.executable, str(Path(__file__).resolve()), "--worker", *args], env=env, cwd=tree,
                          capture_output=True, text=True, timeout=3600)
     line = next((l for l in reversed(out.stdout.splitlines()) if l.startswith("{")), None)
