@@ -98,9 +98,8 @@ def live_view(path) -> None:
     """One run's state, progress, loss curves and log; re-drawn every POLL_S while it runs."""
     run = Run(path)
     state = jobs.effective_state(path)
-    previous = st.session_state.get(f"runs_state_{run.name}")
-    st.session_state[f"runs_state_{run.name}"] = state
-    if previous is not None and previous != state:
+    shown = st.session_state.get("runs_page_states", {}).get(run.name)
+    if shown is not None and shown != state:
         # The fragment's polling interval and the run picker's "(state)" labels were fixed
         # when the whole page last ran: any change (finished, resumed, started) redraws it all.
         st.rerun()
@@ -173,12 +172,13 @@ else:
     if st.session_state.get("runs_live_select") not in names:
         watch = st.session_state.get("runs_watch")
         st.session_state["runs_live_select"] = watch if watch in names else names[0]
-    chosen = st.selectbox("Run", names, key="runs_live_select",
-                          format_func=lambda n: f"{n} ({jobs.effective_state(root / n)})")
+    page_states = {n: jobs.effective_state(root / n) for n in names}
+    st.session_state["runs_page_states"] = page_states  # what this full render shows; see live_view
+    chosen = st.selectbox("Run", names, key="runs_live_select", format_func=lambda n: f"{n} ({page_states[n]})")
     st.session_state["runs_watch"] = chosen
-    active = [r for r in runs if r.name != chosen and jobs.effective_state(r.path) in ACTIVE]
+    active = [r for r in runs if r.name != chosen and page_states[r.name] in ACTIVE]
     for path in [root / chosen] + [r.path for r in active]:
-        every = POLL_S if jobs.effective_state(path) in ACTIVE else None
+        every = POLL_S if page_states[path.name] in ACTIVE else None
         with st.container(border=True):
             st.fragment(live_view, run_every=every)(path)
 
