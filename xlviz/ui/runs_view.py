@@ -287,7 +287,8 @@ def loss_figure(metrics: list[dict]):
     rows = (len(stages) + wrap - 1) // wrap
     # each row carries its own x tick labels, so rows need room for them above the next titles
     fig = px.line(df, x="step", y="loss", facet_col="stage", facet_col_wrap=wrap, category_orders={"stage": stages},
-                  color="stage", line_group="attempt", markers=len(df) < 40,
+                  color="stage", line_group="attempt",
+                  markers=len(df) < 40 or int(df.groupby("trace").size().min()) < 3,  # a 1-point line is invisible
                   facet_row_spacing=0.22 / rows if rows > 1 else 0.03)
     fig.update_xaxes(matches=None, showticklabels=True)
     fig.update_yaxes(matches=None, showticklabels=True)
