@@ -16,12 +16,16 @@ from xlviz.analysis.reports import ModelSpec, System, aligned_words, run_systems
 from xlviz.ui import analysis as ua
 from xlviz.ui.common import guard, plotly, shared_data_dir
 from xlviz.ui.sidebar import current, page_setup
+from xlviz.ui.state import keep
 
 page_setup()
 
 WORLD, PUD, TATOEBA, MULTI30K, UPLOAD = "Run's parallel pairs", "PUD", "Tatoeba", "Multi30k", "Upload"
 POOLINGS = {"mean": "mean of all tokens", "mean_no_special": "mean without special tokens", "cls": "first token ([CLS])"}
 PAGE = "alignment"
+
+# the projection's widgets vanish while no system is picked; their choices must come back with it
+keep("al_proj_system", "al_proj_layer", "al_proj_method", "al_proj_level")
 
 st.title("Alignment across languages")
 st.caption("Per layer: does a sentence's nearest neighbour (cosine) in the other language turn out to be its "
@@ -288,7 +292,14 @@ with guard("Could not project"):
             ra, rb, la, lb, pairs = aligned_words(data, n)
             pts = ua.projection(vec["wa"][p_layer][ra], vec["wb"][p_layer][rb], tuple(la), tuple(lb), data.lang_a,
                                 data.lang_b, tuple(pairs), p_method.lower())
-        plotly(ua.projection_figure(pts, f"{p_sys} · layer {p_layer} · {p_method} of {p_level}"), key="al_fig_proj")
+        if p_method == "PCA":
+            pa, pb = ((vec["a"][p_layer, :n], vec["b"][p_layer, :n]) if p_level == "sentences"
+                      else (vec["wa"][p_layer][ra], vec["wb"][p_layer][rb]))
+            v1, v2 = ua.explained_variance(pa, pb)
+            axes = (f"PC 1 ({100 * v1:.1f}% of variance)", f"PC 2 ({100 * v2:.1f}%)")
+        else:
+            axes = ("UMAP 1", "UMAP 2")
+        plotly(ua.projection_figure(pts, f"{p_sys} · layer {p_layer} · {p_method} of {p_level}", axes=axes), key="al_fig_proj")
         st.caption("Coloured by language; grey lines join translations (for words: gold word alignments). Hover shows "
                    "the text.")
 

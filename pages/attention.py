@@ -11,11 +11,14 @@ import streamlit as st
 
 from xlviz.runs import list_runs
 from xlviz.ui import attention_view as av
-from xlviz.ui.common import attention, guard, mixed_attention, plotly, shares_body, shared_data_dir
+from xlviz.ui.common import attention, guard, max_positions, mixed_attention, plotly, shares_body, shared_data_dir
 from xlviz.ui.sidebar import current
 from xlviz.ui.sidebar import page_setup
+from xlviz.ui.state import url_state, write_url
 
 page_setup()
+URL_KEYS = ("att_source", "att_run", "att_world_pair", "att_max_len", "att_layer", "att_head", "att_hide")
+url_state("attention", URL_KEYS)
 
 TYPED, WORLD, PUD, TATOEBA = "Typed", "Generated world", "PUD", "Tatoeba"
 
@@ -50,6 +53,8 @@ with guard("Could not read the pair", stop=True):
         pair = av.Pair("typed", la, lb, ta.strip(), tb.strip())
     elif source == WORLD:
         c1, c2, c3 = st.columns([2, 1, 3])
+        if st.session_state.get("att_run") not in [r.name for r in world_runs]:
+            st.session_state["att_run"] = world_runs[0].name
         run_name = c1.selectbox("Run", [r.name for r in world_runs], key="att_run")
         run = next(r for r in world_runs if r.name == run_name)
         files = av.world_parallel_files(run.path)
@@ -59,6 +64,8 @@ with guard("Could not read the pair", stop=True):
         if not pairs:
             st.warning("This parallel file is empty.")
             st.stop()
+        if st.session_state.get("att_world_pair", 0) not in range(len(pairs)):
+            st.session_state["att_world_pair"] = 0
         k = c3.selectbox("Pair", range(len(pairs)), key="att_world_pair",
                          format_func=lambda i: f"{pairs[i].id} — {pairs[i].text_a[:70]}")
         pair = pairs[k]
@@ -115,7 +122,16 @@ mode = c3.radio("Feed the sentences", modes, key="att_mode", horizontal=False,
                      "shared body with A embedded in A's vocabulary and B in B's. Each alone: two inputs.")
 if not same and not mixed_ok:
     c3.caption("A and B are read by different models, so they can only be fed alone.")
-max_length = c4.number_input("Max tokens", min_value=8, max_value=512, value=128, step=8, key="att_max_len")
+cap = 512
+with guard("Could not load the models", stop=True):
+    cap = min(max_positions(ref_a), max_positions(ref_b))
+if int(st.session_state.get("att_max_len", 128)) > cap:  # a value kept from a larger model
+    st.session_state["att_max_len"] = cap
+st.session_state.setdefault("att_max_len", min(128, cap))
+max_length = c4.number_input("Max tokens", min_value=min(8, cap), max_value=cap, step=8, key="att_max_len",
+                             help=f"At most {cap}: the model's positions.")
+if cap < 512:
+    c4.caption(f"≤ {cap}: the model{'s' if ref_a != ref_b else ''} read{'' if ref_a != ref_b else 's'} at most {cap} positions.")
 
 inputs = []
 with guard("Could not compute attention", stop=True):
@@ -135,9 +151,14 @@ for name, res in inputs:
 L, H = inputs[0][1].n_layers, inputs[0][1].n_heads
 st.subheader("One layer and head")
 c1, c2, c3 = st.columns([2, 2, 2], vertical_alignment="bottom")
-layer = c1.selectbox("Layer", range(L), index=L - 1, key="att_layer")
+if st.session_state.get("att_layer") not in range(L):
+    st.session_state["att_layer"] = L - 1
+layer = c1.selectbox("Layer", range(L), key="att_layer")
 head_opts = ["mean of heads"] + list(range(H))
+if st.session_state.get("att_head", "mean of heads") not in head_opts:
+    st.session_state["att_head"] = "mean of heads"
 head = c2.selectbox("Head", head_opts, key="att_head")
+write_url(URL_KEYS)
 hide = c3.toggle("Hide special tokens", value=True, key="att_hide",
                  help="Drop [CLS]/[SEP]-like tokens and renormalise each row over the rest.")
 cols = st.columns(len(inputs))
@@ -149,6 +170,13 @@ for col, (name, res) in zip(cols, inputs):
         sl = attention_slice(res, layers=[layer], heads=None if head == "mean of heads" else [head],
                              hide_special=hide, average_heads=head == "mean of heads")
         title = f"{name} · layer {layer} · " + ("mean of heads" if head == "mean of heads" else f"head {head}")
+        if st.toggle("Head view", value=True, key=f"att_view_{name}",
+                     help="As bertviz: queries left, keys right, one line per weight (opacity = weight); hover a "
+                          "token to keep only its lines."):
+            import streamlit.components.v1 as components
+
+            components.html(av.head_view_html(sl.attentions[0, 0], sl.tokens, sl.segment), height=60 + 22 * len(sl.tokens),
+                            scrolling=True)
         plotly(av.heatmap(sl.attentions[0, 0], sl.tokens, sl.segment, title), key=f"att_heat_{name}")
         csv_frames.append(av.slice_frame(sl.attentions, sl.layers, sl.heads, sl.tokens, name))
 
@@ -166,7 +194,7 @@ if ov_layers:
             sl = attention_slice(res, layers=sorted(ov_layers), heads=None, hide_special=hide)
             if len(inputs) > 1:
                 st.caption(name)
-            plotly(av.overview(sl.attentions, sl.layers, sl.heads), key=f"att_ov_{name}")
+            plotly(av.overview(sl.attentions, sl.layers, sl.heads, segment=sl.segment), key=f"att_ov_{name}")
 
 # --- VECO Fig. 1: attention to the other sentence / the aligned word ----------------------------
 st.subheader("How much attention crosses languages")

@@ -79,6 +79,17 @@ if not models:
     st.stop()
 
 
+def _wilson(row) -> pd.Series:
+    """Error bars of one accuracy (%): its 95% Wilson interval over the pairs scored."""
+    from xlviz.evaluation.bootstrap import wilson_interval
+
+    n = int(row.get("n_scored") or 0)
+    if n <= 0 or pd.isna(row["accuracy"]):
+        return pd.Series({"err_plus": None, "err_minus": None})
+    lo, hi = wilson_interval(round(row["accuracy"] / 100 * n), n)
+    return pd.Series({"err_plus": 100 * hi - row["accuracy"], "err_minus": row["accuracy"] - 100 * lo})
+
+
 def label(m: ProbeModel) -> str:
     return f"{m.name} · {m.language}"
 
@@ -135,10 +146,10 @@ if probe == AGREEMENT:
         df = pd.DataFrame(rows)
         df["row"] = df["model"] + " · " + df["language"]
         cats = list(dict.fromkeys(df["category"]))
-        acc = df.pivot(index="row", columns="category", values="accuracy")[cats] * 100
+        acc = df.pivot(index="row", columns="category", values="accuracy")[cats].astype(float) * 100
         acc = acc.loc[list(dict.fromkeys(df["row"]))].rename_axis("model · language")
-        st.dataframe(acc, key=f"pr_grid_{dname}",
-                     column_config={c: st.column_config.NumberColumn(c, format="%.1f") for c in cats})
+        # n/a: a category with no scored pair (zero coverage) has no accuracy, not 0 %
+        st.dataframe(acc.style.format(precision=1, na_rep="n/a"), key=f"pr_grid_{dname}")
         cov = df.pivot(index="row", columns="category", values="coverage")[cats] * 100
         cov = cov.loc[list(dict.fromkeys(df["row"]))].rename_axis("model · language")
         overall = df[df["category"] == "all"].set_index("row")
@@ -152,9 +163,11 @@ if probe == AGREEMENT:
         import plotly.express as px
 
         bar = df[df["category"] != "all"].assign(accuracy=lambda x: 100 * x["accuracy"])
+        bar = bar.join(bar.apply(_wilson, axis=1))
         fig = px.bar(bar, x="category", y="accuracy", color="row", barmode="group", labels={"accuracy": "accuracy (%)",
-                     "row": ""}, title=f"{dname}: agreement accuracy per category",
-                     color_discrete_sequence=ua.PALETTE)
+                     "row": ""}, title=f"{dname}: agreement accuracy per category (95% Wilson intervals)",
+                     color_discrete_sequence=ua.PALETTE, error_y="err_plus", error_y_minus="err_minus",
+                     hover_data={"n_scored": True, "err_plus": False, "err_minus": False})
         fig.add_hline(y=50, line_dash="dot", line_color="gray", annotation_text="chance")
         fig.update_layout(height=380, margin=dict(t=50, b=10, l=10, r=10), yaxis_range=[0, 102])
         plotly(fig, key=f"pr_fig_agr_{dname}")

@@ -7,16 +7,21 @@ page switches, closed tabs and app restarts.
 
 import re
 
+import pandas as pd
 import streamlit as st
 
 from xlviz import jobs
 from xlviz.runs import Run, checkpoints_root, new_run_path
 from xlviz.ui import runs_view
 from xlviz.ui.choices import run_languages
-from xlviz.ui.common import guard, plotly
+from xlviz.ui.colours import system_colours
+from xlviz.ui.common import FIGURES_KEY, guard, plotly
 from xlviz.ui.sidebar import page_setup
+from xlviz.ui.state import url_state, write_url
 
 page_setup()
+URL_KEYS = ("runs_live_select", "runs_compare_pick", "runs_smoothing", "runs_curve_x")
+url_state("runs", URL_KEYS)
 
 POLL_S = 2.0
 ACTIVE = ("running", "starting")
@@ -93,10 +98,11 @@ def live_view(path) -> None:
     """One run's state, progress, loss curves and log; re-drawn every POLL_S while it runs."""
     run = Run(path)
     state = jobs.effective_state(path)
-    previous = st.session_state.get(f"runs_state_{run.name}")
-    st.session_state[f"runs_state_{run.name}"] = state
-    if previous in ACTIVE and state not in ACTIVE:
-        st.rerun()  # finished: refresh the whole page (table, comparison, sidebar models)
+    shown = st.session_state.get("runs_page_states", {}).get(run.name)
+    if shown is not None and shown != state:
+        # The fragment's polling interval and the run picker's "(state)" labels were fixed
+        # when the whole page last ran: any change (finished, resumed, started) redraws it all.
+        st.rerun()
     prog = runs_view.run_progress(run, state)
     head, b1, b2 = st.columns([6, 1, 1], vertical_alignment="center")
     head.markdown(f"#### {STATE_ICONS.get(state, ':gray[:material/radio_button_unchecked:]')} {run.name}")
@@ -136,8 +142,17 @@ def finished_run_panel(run: Run) -> None:
         table = runs_view.results_frame([run])
         if not table.empty:
             wide = table.pivot_table(index="system", columns="language", values="f1", aggfunc="first")
-            st.caption("F1 by system and language (EM/F1 of every run in the comparison below)")
-            st.dataframe(wide, width="stretch")
+            st.caption("F1 (%) by system and language (EM/F1 of every run in the comparison below)")
+            # n/a, not an empty cell: that system has no row for that language (e.g. the floor in L1)
+            st.dataframe(wide.map(lambda v: "n/a" if pd.isna(v) else f"{v:.1f}"), width="stretch")
+    from xlviz.ui.export import run_report_html
+
+    figures = dict(st.session_state.get(FIGURES_KEY, {}))
+    st.download_button("Run report (HTML)", lambda: run_report_html(run, figures).encode("utf-8"),
+                       file_name=f"xlviz-report-{run.name}.html", mime="text/html", icon=":material/description:",
+                       key=f"report_{run.name}", on_click="ignore",
+                       help="One self-contained file (plotly inlined, no network): config, curves, results and the "
+                            "analysis figures drawn in this session.")
     l2s = [l for l in run_languages(run)[1:]]
     if not l2s:
         return
@@ -154,45 +169,78 @@ if not runs:
     st.info("No runs yet — start one above.", icon=":material/info:")
 else:
     names = [r.name for r in runs]
-    watch = st.session_state.get("runs_watch")
-    index = names.index(watch) if watch in names else 0
-    chosen = st.selectbox("Run", names, index=index, key="runs_live_select",
-                          format_func=lambda n: f"{n} ({jobs.effective_state(root / n)})")
+    if st.session_state.get("runs_live_select") not in names:
+        watch = st.session_state.get("runs_watch")
+        st.session_state["runs_live_select"] = watch if watch in names else names[0]
+    page_states = {n: jobs.effective_state(root / n) for n in names}
+    st.session_state["runs_page_states"] = page_states  # what this full render shows; see live_view
+    chosen = st.selectbox("Run", names, key="runs_live_select", format_func=lambda n: f"{n} ({page_states[n]})")
     st.session_state["runs_watch"] = chosen
-    active = [r for r in runs if r.name != chosen and jobs.effective_state(r.path) in ACTIVE]
+    active = [r for r in runs if r.name != chosen and page_states[r.name] in ACTIVE]
     for path in [root / chosen] + [r.path for r in active]:
-        every = POLL_S if jobs.effective_state(path) in ACTIVE else None
+        every = POLL_S if page_states[path.name] in ACTIVE else None
         with st.container(border=True):
             st.fragment(live_view, run_every=every)(path)
 
 # --- all runs + comparison ----------------------------------------------------------------
 st.subheader("All runs")
 if runs:
+    names = [r.name for r in runs]
     with guard("Could not read the runs"):
         table = runs_view.run_table(runs)
-        event = st.dataframe(
-            table, hide_index=True, width="stretch", key="runs_table", on_select="rerun",
-            selection_mode="multi-row",
-            column_config={"best F1": st.column_config.NumberColumn(format="%.1f")},
-        )
-        picked = [table.iloc[i]["run"] for i in event.selection.rows] if event is not None else []
-        st.caption("Select two or more rows to compare their results. "
-                   f"States refresh with the page ({len(runs)} run{'s' if len(runs) != 1 else ''}).")
-        st.button("Refresh", icon=":material/refresh:", key="runs_refresh")
+        st.dataframe(table, hide_index=True, width="stretch", key="runs_table",
+                     column_config={"best F1": st.column_config.NumberColumn("best F1 (%)", format="%.1f")})
+        st.button("Refresh", icon=":material/refresh:", key="runs_refresh",
+                  help=f"States refresh with the page ({len(runs)} run{'s' if len(runs) != 1 else ''}).")
 
-    st.subheader("Compare results")
+    st.subheader("Compare runs")
+    # Picked by run name, not table row: a new run shifts the rows, never the comparison.
+    if "runs_compare_pick" in st.session_state:
+        st.session_state["runs_compare_pick"] = [n for n in st.session_state["runs_compare_pick"] if n in names]
+    picked = st.multiselect("Runs to compare", names, key="runs_compare_pick",
+                            placeholder="pick two or more runs")
     if len(picked) < 2:
-        st.info("Select two or more runs in the table above to compare exact match and F1 per system and language.",
+        st.info("Pick two or more runs to compare their curves, configs and exact match / F1 per system and language.",
                 icon=":material/info:")
     if picked:
+        chosen_runs = [Run(root / n) for n in picked]
+        with guard("Could not draw the curves"):
+            curves = runs_view.curves_frame(chosen_runs)
+            if not curves.empty:
+                stages = list(dict.fromkeys(curves["stage"]))
+                c1, c2, c3, c4 = st.columns([3, 2, 2, 2], vertical_alignment="bottom")
+                keep = c1.multiselect("Stages", stages, default=stages, key="runs_curve_stages")
+                smoothing = c2.slider("Smoothing", 0.0, 0.99, 0.0, 0.01, key="runs_smoothing",
+                                      help="Exponential moving average, as in TensorBoard (the raw curve stays faint).")
+                x_axis = c3.radio("x", ["step", "time (s)"], key="runs_curve_x", horizontal=True)
+                logs = c4.segmented_control("Log scale", ["x", "y"], selection_mode="multi", key="runs_curve_log")
+                shown = curves[curves["stage"].isin(keep)]
+                if not shown.empty:
+                    plotly(runs_view.overlay_figure(shown, x="step" if x_axis == "step" else "elapsed",
+                                                    smoothing=float(smoothing), log_x="x" in (logs or []),
+                                                    log_y="y" in (logs or [])), key="runs_curves_fig")
+        if len(picked) >= 2:
+            with guard("Could not compare the configs"):
+                diff = runs_view.config_diff(chosen_runs)
+                with st.expander(f"Config: {len(diff)} key{'s' if len(diff) != 1 else ''} differ", expanded=bool(len(diff))):
+                    if diff.empty:
+                        st.caption("The runs' configs are the same (names aside).")
+                    else:
+                        st.dataframe(diff, hide_index=True, width="stretch", key="runs_config_diff")
         with guard("Could not compare the runs"):
-            long = runs_view.results_frame([Run(root / n) for n in picked])
+            long = runs_view.results_frame(chosen_runs)
             if long.empty:
                 st.warning("The selected runs have no results yet (results.json is written after evaluation).")
             else:
+                st.markdown("**Exact match and F1 (%)**; F1 L2/L1: the share of its L1 F1 a system keeps in the L2.")
                 st.dataframe(runs_view.compare_table(long), hide_index=True, width="stretch", key="runs_compare")
-                plotly(runs_view.compare_figure(long), key="runs_compare_fig")
+                groups = runs_view.seed_groups(chosen_runs)
+                if groups:
+                    st.markdown("**Mean ± sd over runs that differ only in their seed**")
+                    st.dataframe(runs_view.seed_summary(long, groups), hide_index=True, width="stretch", key="runs_seeds")
+                plotly(runs_view.compare_figure(long, system_colours(root)), key="runs_compare_fig")
                 st.download_button("Download results (CSV)", long.to_csv(index=False), file_name="xlviz-results.csv",
                                    mime="text/csv", icon=":material/download:")
 else:
     st.info("No runs yet — start one above.", icon=":material/info:")
+write_url(URL_KEYS)

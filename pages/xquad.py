@@ -14,12 +14,16 @@ import streamlit as st
 
 from xlviz.ui import qa
 from xlviz.ui.choices import dataset_from_folder, discover_qa_datasets
-from xlviz.ui.common import CHUNK, articles_of, examples_of, guard, predict, shared_data_dir
+from xlviz.ui.colours import system_colours
+from xlviz.ui.common import CHUNK, articles_of, examples_of, guard, predict, qa_decoding, same_model_key, saved_or_none, shared_data_dir, unk_rate
 from xlviz.ui.highlight import RTL_LANGUAGES, Span, highlight, legend, model_colour, qa_card
 from xlviz.ui.sidebar import current
 from xlviz.ui.sidebar import page_setup
+from xlviz.ui.state import url_state, write_url
 
 page_setup()
+URL_KEYS = ("xq_source", "xq_folder", "xq_limit", "xq_filter", "xq_search", "xq_pick")
+url_state("xquad", URL_KEYS)  # a bookmarked or shared view opens as it was
 
 FOLDER = "folder"
 COLUMNS_PER_ROW = 3
@@ -31,6 +35,11 @@ shared = shared_data_dir()
 # --- data -----------------------------------------------------------------------------------
 datasets = {d.key: d for d in discover_qa_datasets(shared=shared)}
 options = list(datasets) + [FOLDER]
+if st.session_state.get("xq_source") not in options:
+    # default: the questions of the run the picked QA models come from (a run's models read its
+    # own world's vocabulary; another run's test set is mostly [UNK] to them)
+    model_runs = [m.run for m in sel.qa_models() if m.run]
+    st.session_state["xq_source"] = next((f"run:{r}" for r in model_runs if f"run:{r}" in datasets), options[0])
 c1, c2 = st.columns([2, 3])
 source = c1.selectbox("Questions from", options, key="xq_source", persist_state="session",
                       format_func=lambda k: datasets[k].label if k in datasets else "a folder of SQuAD files …")
@@ -50,6 +59,11 @@ else:
 if not dataset.languages():
     st.error(f"No <name>.<lang>.json files in {dataset.folder}", icon=":material/error:")
     st.stop()
+if st.session_state.get("_xq_dataset", dataset.key) != dataset.key:
+    # a filter or search carried over from another data set can leave nothing to show
+    for k in ("xq_filter", "xq_search", "xq_pick", "xq_limit"):
+        st.session_state.pop(k, None)
+st.session_state["_xq_dataset"] = dataset.key
 
 langs = [l for l in sel.languages if l in dataset.languages()]
 missing = [l for l in dataset.languages() if l not in langs]
@@ -70,13 +84,29 @@ if not all_ids:
     st.warning("These language files share no question ids, so nothing can be shown side by side.")
     st.stop()
 limit_default = len(all_ids) if len(all_ids) <= 500 else 200
+if not 1 <= int(st.session_state.get("xq_limit", limit_default)) <= len(all_ids):
+    st.session_state["xq_limit"] = limit_default
+st.session_state.setdefault("xq_limit", limit_default)
 limit = st.number_input(f"Questions to answer (of {len(all_ids)} shared by {', '.join(langs)})", min_value=1,
-                        max_value=len(all_ids), value=limit_default, step=50, key="xq_limit",
+                        max_value=len(all_ids), step=50, key="xq_limit",
                         help="Each model answers the first N questions in every language; raising N only computes the new ones.")
 ids = all_ids[: int(limit)]
 
 # --- predictions ------------------------------------------------------------------------------
 models = sel.qa_models()
+data_run = dataset.key.split(":", 1)[1] if dataset.key.startswith("run:") else None
+origin = [f"questions: {'run ' + data_run + ' (its generated test set)' if data_run else dataset.label}"]
+origin += [f"{m.name}: {'run ' + m.run if m.run else 'typed folder / hub id'}" for m in models]
+st.caption(" · ".join(origin))
+with guard("Could not check the vocabularies"):
+    for m in models:
+        for lang in langs:
+            if m.covers(lang):
+                rate = unk_rate(m.ref_for(lang), dataset.file(lang))
+                if rate > 0.05:
+                    st.warning(f"{m.name} reads {rate:.0%} of the {lang} questions' tokens as [UNK]: its vocabulary "
+                               f"does not fit this data" + (f" (it comes from run {m.run}" + (f", the data from run {data_run})" if data_run else ")")
+                                                            if m.run else "") + ".", icon=":material/translate:")
 if not models:
     st.info("Pick one or more QA models in the sidebar (a run's “· system QA” exports, or a fine-tuned QA folder) "
             "to see their answers. Showing the gold answers only.", icon=":material/info:")
@@ -85,16 +115,38 @@ jobs = [(m, lang) for m in models for lang in langs if m.covers(lang)]
 total = sum(math.ceil(len(ids) / CHUNK) for _ in jobs)
 bar = st.progress(0.0, text="Answering questions …") if jobs else None
 done = 0
+computed: dict[tuple[str, str], dict] = {}  # (model files, data file) -> predictions: one model is run once
+how_decoded: list[str] = []
 for m, lang in jobs:
+    ref = m.ref_for(lang)
     with guard(f"{m.name} on {lang}"):
-        predictions[(m.name, lang)] = predict(m.ref_for(lang), dataset.file(lang), ids, progress=bar, done=done, total=total)
+        saved = saved_or_none(ref, dataset.file(lang), ids)
+        if saved is not None:
+            predictions[(m.name, lang)] = saved
+            how_decoded.append(f"{m.name} · {lang}: the run's saved predictions")
+        else:
+            dec = qa_decoding(ref)
+            key = (same_model_key(ref), dataset.file(lang), dec.max_length, dec.doc_stride, dec.max_answer_length)
+            if key not in computed:
+                computed[key] = predict(ref, dataset.file(lang), ids, progress=bar, done=done, total=total)
+            predictions[(m.name, lang)] = computed[key]
+            how_decoded.append(f"{m.name} · {lang}: decoded with {dec.source} (window {dec.max_length}, "
+                               f"stride {dec.doc_stride}, answers ≤ {dec.max_answer_length} tokens)")
     done += math.ceil(len(ids) / CHUNK)
 if bar is not None:
     bar.empty()
 articles = {lang: articles_of(dataset.file(lang)) for lang in langs}
 rows = qa.prediction_rows(examples, predictions, ids, articles=articles)
 names = [m.name for m in models]
-colours = {m.name: model_colour(i) for i, m in enumerate(models)}
+# a run's system keeps its app-wide colour (Runs page, analysis pages); other picks and a second
+# pick of the same system (another run) take the next free colours
+by_system = system_colours()
+colours: dict[str, str] = {}
+for i, m in enumerate(models):
+    system = m.key.rsplit(":export:", 1)[1] if ":export:" in m.key else None
+    c = by_system.get(system) if system else None
+    colours[m.name] = c if c and c not in colours.values() else next(
+        (model_colour(j) for j in range(i, i + 50) if model_colour(j) not in colours.values()), model_colour(i))
 
 # --- aggregate matrix (Table 3 layout) -------------------------------------------------------
 if not rows.empty:
@@ -108,6 +160,20 @@ if not rows.empty:
     e.dataframe(qa.score_matrix(rows, "exact_match", names, langs).style.format(precision=1, na_rep="—"), width="stretch", key="xq_em")
     f.markdown("**F1 (%)**")
     f.dataframe(qa.score_matrix(rows, "f1", names, langs).style.format(precision=1, na_rep="—"), width="stretch", key="xq_f1")
+    with st.expander("Uncertainty: 95% bootstrap intervals over the questions" + (" and paired tests" if len(names) > 1 else "")):
+        st.caption("Each cell resampled over its questions (1000 bootstrap samples). With a few hundred questions, "
+                   "differences of a few points are often inside the intervals.")
+        st.dataframe(qa.cell_intervals(rows), hide_index=True, width="stretch", key="xq_ci")
+        if len(names) > 1:
+            st.caption("Two systems on the same questions: paired bootstrap of the F1 difference, and McNemar's exact "
+                       "test on exact match (p < 0.05: unlikely to be noise).")
+            st.dataframe(qa.paired_tests(rows), hide_index=True, width="stretch", key="xq_paired")
+    with st.expander("Per-question F1 (%) — sort a column to find where a system fails"):
+        st.dataframe(qa.question_table(rows, examples), hide_index=True, width="stretch", key="xq_questions",
+                     column_config={"id": st.column_config.TextColumn(width="small")})
+    if how_decoded:
+        with st.expander("How each cell was computed"):
+            st.markdown("\n".join(f"- {line}" for line in how_decoded))
     uncovered = [f"{m.name} has no {lang} model" for m in models for lang in langs if not m.covers(lang)]
     if uncovered:
         st.caption("Not scored: " + "; ".join(uncovered) + ".")
@@ -138,6 +204,7 @@ def _step(delta: int, nav_ids: list[str]) -> None:
 
 p, s, n = st.columns([1, 8, 1], vertical_alignment="bottom")
 p.button("◀ Prev", on_click=_step, args=(-1, nav), key="xq_prev", width="stretch")
+write_url(URL_KEYS)
 qid = s.selectbox(f"Question ({nav.index(st.session_state['xq_pick']) + 1} of {len(nav)})", nav, key="xq_pick",
                   format_func=lambda i: f"{i} — {first[i].question[:90]}")
 n.button("Next ▶", on_click=_step, args=(1, nav), key="xq_next", width="stretch")

@@ -43,6 +43,8 @@ def make_run(root: str | Path, name: str = "demo-run", *, models: bool = True, r
     run.write_config({
         "name": name, "seed": 0, "languages": [L2], "model_size": "tiny",
         "steps": {"pretrain": 30, "transfer": 20, "finetune": 20}, "variants": ["base", "floor"],
+        # the run's QA decoding settings: the XQuAD page must decode as the run did
+        "qa_max_length": 48, "doc_stride": 24, "max_answer_length": 6,
     })
     stages = ["s1_pretrain", f"s2_transfer-{L2}", "s3_finetune"]
     run.update_status(state=state, stage=stages[-1] if state == "completed" else stages[1],
@@ -63,6 +65,8 @@ def make_run(root: str | Path, name: str = "demo-run", *, models: bool = True, r
     wdir = path / "world"
     atomic_write_json(wdir / "world.json", {"config": world.config.to_dict(), "languages": world.languages})
     contexts = {}
+    # a real run's world also holds the English training set, sorting after test.en.json
+    atomic_write_json(wdir / "qa" / "train.en.json", world.qa("test", "en"))
     for lang in ("en", L2):
         data = world.qa("test", lang)
         atomic_write_json(wdir / "qa" / f"test.{lang}.json", data)
@@ -77,6 +81,11 @@ def make_run(root: str | Path, name: str = "demo-run", *, models: bool = True, r
         _make_transferred(path, words[L2])
         for lang in ("en", L2):
             make_tiny("bert", path / "export" / f"monotrans-{lang}", task="qa", words=words[lang], seed=1)
+        # the run's saved predictions ({id: text}, as step 4 writes them): English all gold, so
+        # a page that reuses them shows EM 100 where the tiny random model would score ~0
+        en = world.qa("test", "en")
+        atomic_write_json(path / "predictions" / "monotrans-en.json", {
+            q["id"]: q["answers"][0]["text"] for a in en["data"] for p in a["paragraphs"] for q in p["qas"]})
     return path
 
 

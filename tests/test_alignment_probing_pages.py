@@ -97,12 +97,27 @@ def test_alignment_widgets(fake_root, monkeypatch):
     at.slider(key="al_proj_layer").set_value(1).run()
     fig = next(e for e in at.get("plotly_chart") if e.key == "al_fig_proj")
     assert "layer 1 · PCA of words" in json.loads(fig.proto.spec)["layout"]["title"]["text"]
+    assert "% of variance" in json.loads(fig.proto.spec)["layout"]["xaxis"]["title"]["text"]  # explained variance on the axes
     at.slider(key="al_train_frac").set_value(0.75).run()
     assert "Map fitted on 6 pairs, retrieval on the other 2" in _texts(at.caption)
     at.toggle(key="al_words").set_value(False).run()
     assert "al_fig_words" not in _charts(at)
     at.multiselect(key="al_systems").set_value([]).run()
     assert "Pick at least one system" in _texts(at.info)
+
+
+def test_alignment_projection_choice_survives_removing_every_system(fake_root, monkeypatch):
+    at = _page(_app(fake_root, monkeypatch), "alignment")
+    at.number_input(key="al_limit_world").set_value(8).run()
+    at.radio(key="al_proj_level").set_value("words").run()
+    at.slider(key="al_proj_layer").set_value(1).run()
+    systems = at.multiselect(key="al_systems").value
+    at.multiselect(key="al_systems").set_value([]).run()  # the projection's widgets are not drawn
+    assert "Pick at least one system" in _texts(at.info)
+    at.multiselect(key="al_systems").set_value(systems).run()
+    assert at.radio(key="al_proj_level").value == "words" and at.slider(key="al_proj_layer").value == 1
+    fig = next(e for e in at.get("plotly_chart") if e.key == "al_fig_proj")
+    assert "layer 1 · PCA of words" in json.loads(fig.proto.spec)["layout"]["title"]["text"]
 
 
 def test_alignment_preset_from_link(fake_root, monkeypatch):
@@ -236,7 +251,7 @@ def test_alignment_real_data_with_a_custom_system(fake_root, monkeypatch, shared
     assert "PUD (en-de): 6 pairs" in _texts(at.caption)
     # no sidebar model reads both en and de: add one (the run's L1 model reads both sides)
     box = at.selectbox(key="al_custom_a")
-    i = next(k for k, o in enumerate(box.options) if o == "demo-run · en")
+    i = next(k for k, o in enumerate(box.options) if o == "en · encoder (pre-trained) · demo-run")
     box.set_value(i)
     at.selectbox(key="al_custom_b").set_value(i)
     at.button(key="al_custom_add").click().run()

@@ -78,25 +78,32 @@ def test_home_empty_state(tmp_path, monkeypatch):
 def test_sidebar_offers_run_models_per_language_and_exports(app):
     options = app.sidebar.multiselect(key="xlviz_models").options
     labels = " | ".join(options)
-    assert "demo-run · en" in labels  # s1_pretrain: the L1 model
-    assert "demo-run · monotrans QA (en, sov)" in labels  # exports, one model per language
+    # method or language and kind first (chips stay readable whatever the run's name), run last
+    assert "en · encoder (pre-trained) · demo-run" in labels  # s1_pretrain: the L1 model
+    assert "sov · encoder (transferred) · demo-run" in labels
+    assert "monotrans · QA (en, sov) · demo-run" in labels  # exports, one model per language
     # default: the exported QA system, remembered across pages
     assert app.sidebar.multiselect(key="xlviz_models").value == ["run:demo-run:export:monotrans"]
     assert app.sidebar.multiselect(key="xlviz_languages").value[:2] == ["en", "sov"]
     _page(app, "attention")  # the choice holds on another page
-    assert "demo-run · monotrans QA (en, sov)" in app.selectbox(key="att_model_a").options
+    assert "monotrans · QA (en, sov) · demo-run" in app.selectbox(key="att_model_a").options
 
 
-def test_sidebar_typed_model_that_cannot_load_shows_clear_error(app, tmp_path):
+def test_sidebar_typed_model_is_checked_once_when_added(app, tmp_path, fake_root):
     missing = str(tmp_path / "no-such-model")
     app.sidebar.text_input(key="xlviz_model_path").set_value(missing)
     app.sidebar.button(key="xlviz_add_model").click().run()
-    _page(app, "attention")
-    box = app.selectbox(key="att_model_a")
-    box.set_value(next(i for i, o in enumerate(box.options) if "no-such-model" in o)).run()
-    errors = _texts(app.error)
-    assert "model folder not found" in errors and missing in errors
-    assert "Traceback" not in errors
+    errors = [e.value for e in app.sidebar.error]
+    assert errors == [f"{missing}: model folder not found"]  # one message, not one per language
+    assert not any("no-such-model" in o for o in app.sidebar.multiselect(key="xlviz_models").options)
+    # a real folder: its heads are named
+    app.sidebar.text_input(key="xlviz_model_path").set_value(str(fake_root / "demo-run" / "export" / "monotrans-en"))
+    app.sidebar.button(key="xlviz_add_model").click().run()
+    assert not app.sidebar.error
+    assert "monotrans-en: question answering head" in _texts(app.sidebar.caption)
+    app.sidebar.text_input(key="xlviz_model_path").set_value(str(fake_root / "demo-run" / "s1_pretrain"))
+    app.sidebar.button(key="xlviz_add_model").click().run()
+    assert "s1_pretrain: masked LM head" in _texts(app.sidebar.caption)
 
 
 # --- runs ---------------------------------------------------------------------------------------
@@ -148,18 +155,43 @@ def test_runs_live_view_and_compare_two_runs(app):
     live = at.selectbox(key="runs_live_select")
     assert set(live.options) >= {"demo-run (completed)", "second-run (completed)"}
     assert any(getattr(e, "key", None) and str(e.key).startswith("loss_") for e in at.get("plotly_chart"))
-    assert "Select two or more" in _texts(at.info)
+    assert "Pick two or more runs" in _texts(at.info)
     links = [e.proto for e in at.get("page_link")]
     assert any(l.label == "Analyse this run · sov" and "l2=sov" in l.query_string and "run=" in l.query_string for l in links), links
-    at.session_state["runs_table"] = {"selection": {"rows": [0, 1], "columns": [], "cells": []}}
-    at.run()
+    at.multiselect(key="runs_compare_pick").set_value(["demo-run", "second-run"]).run()
     assert not at.exception
-    compare = at.dataframe[-1].value
+    compare = next(d.value for d in at.dataframe if "EM en" in d.value.columns)
     assert set(compare["run"]) == {"demo-run", "second-run"}
     assert {"EM en", "F1 en", "EM sov", "F1 sov"} <= set(compare.columns)
     row = compare[(compare["run"] == "second-run") & (compare["system"] == "monotrans")].iloc[0]
     assert row["F1 en"] == pytest.approx(55.0)
     assert any(getattr(e, "key", None) == "runs_compare_fig" for e in at.get("plotly_chart"))
+    assert row["F1 sov/L1 (%)"] == pytest.approx(round(100 * 35.0 / 55.0, 1))
+    assert "runs_curves_fig" in [e.key for e in at.get("plotly_chart")]
+
+
+def test_runs_compare_keeps_its_runs_when_a_new_run_appears(app, fake_root):
+    at = _page(app, "runs")
+    at.multiselect(key="runs_compare_pick").set_value(["demo-run", "second-run"]).run()
+    assert "The runs' configs are the same" in _texts(at.caption)
+    seeds = next(d.value for d in at.dataframe if "F1 sd" in d.value.columns)  # same config: seed-only group
+    assert set(seeds["n"]) == {2}
+    newer = Run(fake_root / "newer-run")  # newest: first row of the table
+    newer.write_config({"name": "newer-run", "seed": 3})
+    newer.write_results([{"system": "monotrans", "language": "en", "exact_match": 1.0, "f1": 2.0}])
+    try:
+        at.run()
+        assert not at.exception
+        compare = next(d.value for d in at.dataframe if "EM en" in d.value.columns)
+        assert set(compare["run"]) == {"demo-run", "second-run"}
+        assert at.multiselect(key="runs_compare_pick").value == ["demo-run", "second-run"]
+        at.multiselect(key="runs_compare_pick").set_value(["newer-run", "demo-run"]).run()
+        diff = next(d.value for d in at.dataframe if "key" in d.value.columns)  # only what differs
+        assert "name" not in set(diff["key"]) and "seed" in set(diff["key"]) and "model_size" in set(diff["key"])
+    finally:
+        import shutil
+
+        shutil.rmtree(newer.path)
 
 
 def test_runs_cancel_and_resume_buttons(app, fake_root, monkeypatch):
@@ -215,7 +247,7 @@ def test_xquad_side_by_side_with_scores_and_highlights(app):
     at = _page(app, "xquad")
     assert not at.error, _texts(at.error)
     em, f1 = at.dataframe[0].value, at.dataframe[1].value  # EM matrix, F1 matrix
-    assert list(em.index) == ["demo-run · monotrans"]
+    assert list(em.index) == ["monotrans"]  # short alias: all picks come from one run
     assert {"en", "sov", "avg"} <= set(em.columns) and {"en", "sov"} <= set(f1.columns)
     html = "\n".join(h.proto.body for h in at.get("html"))
     assert html.count('class="xlviz-qa"') == 2 and 'data-lang="sov"' in html
@@ -226,6 +258,81 @@ def test_xquad_side_by_side_with_scores_and_highlights(app):
     at.button(key="xq_prev").click().run()
     assert at.selectbox(key="xq_pick").value == first
     assert any(b.proto.label.startswith("Download predictions") for b in at.get("download_button"))
+
+
+def test_xquad_generated_world_shows_english_and_the_runs_own_numbers(app):
+    at = _page(app, "xquad")
+    assert not at.error, _texts(at.error)
+    em = at.dataframe[0].value
+    assert "en" in em.columns  # train.en.json no longer hides test.en.json
+    # the run's saved English predictions (all gold in the fixture) are its numbers; the tiny
+    # random model would score near 0
+    assert em.loc["monotrans", "en"] == pytest.approx(100.0)
+    assert "the run's saved predictions" in "\n".join(m.value for m in at.markdown)
+
+
+def test_xquad_decodes_like_the_run_and_runs_one_model_once(app, fake_root, tmp_path, monkeypatch):
+    import shutil
+
+    import streamlit as st
+
+    from tests.app_fixtures import make_qa_folder
+    from xlviz.evaluation import qa_predict
+
+    copy = fake_root / "demo-run" / "export" / "samefiles-en"
+    shutil.copytree(fake_root / "demo-run" / "export" / "monotrans-en", copy)
+    calls = []
+    real = qa_predict.predict_qa
+
+    def spy(model, tok, examples, **kw):
+        calls.append(kw)
+        return real(model, tok, examples, **kw)
+
+    monkeypatch.setattr(qa_predict, "predict_qa", spy)
+    st.cache_data.clear()
+    try:
+        at = AppTest.from_file(APP, default_timeout=TIMEOUT)
+        at.session_state["xlviz_models"] = ["run:demo-run:export:monotrans", "run:demo-run:export:samefiles"]
+        at.session_state["xq_source"] = "folder"
+        at.session_state["xq_folder"] = str(make_qa_folder(tmp_path))
+        at.run()
+        _page(at, "xquad")
+        assert not at.exception and not at.error, _texts(at.error)
+        assert calls and all(c["max_answer_length"] == 6 and c["max_length"] == 48 and c["doc_stride"] == 24 for c in calls)
+        assert len(calls) == 2  # en once for both systems (same files), sov once
+        # another world's L2 is mostly unknown words to this run's sov vocabulary: said once, with the rate
+        warnings = [w.value for w in at.warning if "[UNK]" in w.value]
+        assert len(warnings) == 1 and "of the sov questions' tokens as [UNK]" in warnings[0] and "run demo-run" in warnings[0]
+        em = at.dataframe[0].value
+        assert em.loc["monotrans", "en"] == em.loc["samefiles", "en"]
+    finally:
+        shutil.rmtree(copy)
+
+
+def test_xquad_state_lives_in_the_url(fake_root, monkeypatch):
+    monkeypatch.setenv("XLVIZ_CHECKPOINTS", str(fake_root))
+    at = AppTest.from_file(APP, default_timeout=TIMEOUT)
+    at.query_params.update({"xlviz_models": '["run:demo-run:s3_finetune", "run:demo-run:export:monotrans"]',
+                            "xq_filter": "languages disagree (for some model)", "xq_search": "?"})
+    at.run()
+    _page(at, "xquad")  # a bookmarked view: the page opens as it was
+    assert at.selectbox(key="xq_filter").value == "languages disagree (for some model)"
+    assert at.text_input(key="xq_search").value == "?"
+    assert at.sidebar.multiselect(key="xlviz_models").value == ["run:demo-run:export:monotrans"]  # unknown keys dropped
+    at.selectbox(key="xq_filter").set_value("all questions").run()
+    assert at.query_params["xq_filter"] in ("all questions", ["all questions"])
+
+
+def test_xquad_filters_reset_when_the_data_set_changes(app, tmp_path):
+    from tests.app_fixtures import make_qa_folder
+
+    at = _page(app, "xquad")
+    at.selectbox(key="xq_source").set_value("run:demo-run").run()
+    at.text_input(key="xq_search").set_value("no question has this").run()
+    assert "No question matches" in _texts(at.info)
+    at.selectbox(key="xq_source").set_value("run:second-run").run()
+    assert at.text_input(key="xq_search").value == ""
+    assert "No question matches" not in _texts(at.info)
 
 
 def test_xquad_search_and_disagreement_filter(app):
@@ -290,6 +397,17 @@ def test_attention_mixed_pair_through_the_transferred_body(app):
     assert not at.exception and not at.error, _texts(at.error)
     charts = [e.key for e in at.get("plotly_chart")]
     assert "att_heat_A + B" in charts and "att_share_cross" in charts and "att_share_aligned" in charts
+
+
+def test_attention_caps_max_tokens_at_the_models_positions(app):
+    at = AppTest.from_file(APP, default_timeout=TIMEOUT)
+    at.session_state["xlviz_models"] = ["run:demo-run:s1_pretrain"]
+    at.session_state["att_max_len"] = 512  # e.g. kept from a bigger model
+    at.run()
+    _page(at, "attention")
+    assert not at.exception and not at.error, _texts(at.error)
+    assert at.number_input(key="att_max_len").value == 64  # the tiny model's max_position_embeddings
+    assert "at most 64 positions" in _texts(at.caption)
 
 
 def test_attention_typed_pair(app):

@@ -1,10 +1,14 @@
-"""``xlviz app``: open the lab bench in a browser (``streamlit run app.py``)."""
+"""``xlviz app``: open the lab bench in a browser (``streamlit run app.py``).
+
+The command replaces itself with Streamlit (``exec``), so a kill or Ctrl-C reaches Streamlit
+itself instead of leaving it running behind a dead wrapper. Streamlit starts in the repository
+root, where it reads ``.streamlit/config.toml`` (file watcher off) as the README command does.
+"""
 
 from __future__ import annotations
 
 import argparse
 import os
-import subprocess
 import sys
 from pathlib import Path
 
@@ -40,10 +44,10 @@ def handle(args: argparse.Namespace) -> int:
     env["XLVIZ_CHECKPOINTS"] = str(checkpoints_root(args.out).resolve())
     argv = streamlit_argv(args)
     print("xlviz app:", " ".join(argv), file=sys.stderr)
-    try:
-        return subprocess.call(argv, env=env, cwd=app_path().parent)
-    except KeyboardInterrupt:
-        return 130
+    sys.stderr.flush()
+    os.chdir(app_path().parent)
+    os.execve(argv[0], argv, env)  # does not return
+    return 0
 
 
 def register(sub: argparse._SubParsersAction) -> None:

@@ -73,10 +73,12 @@ def sync_query(page: str, run: str | None, l2: str | None) -> None:
     """Keep the URL on the current run/L2 (shareable) without re-applying it as a preset."""
     if not run:
         return
-    want = {"run": run, **({"l2": l2} if l2 else {})}
-    if dict(st.query_params) != want:
-        st.query_params.clear()
-        st.query_params.update(want)
+    if st.query_params.get("run") != run:
+        st.query_params["run"] = run
+    if l2 and st.query_params.get("l2") != l2:
+        st.query_params["l2"] = l2
+    elif not l2 and "l2" in st.query_params:
+        del st.query_params["l2"]
     st.session_state[f"_xlviz_preset_{page}"] = f"{run}|{l2}"
 
 
@@ -320,7 +322,16 @@ def layer_lines(rows: list[dict], y: str, title: str, *, percent: bool = True, c
     return fig
 
 
-def projection_figure(rows: list[dict], title: str, lines: bool = True):
+def explained_variance(points_a: np.ndarray, points_b: np.ndarray) -> tuple[float, float]:
+    """Share of the variance (0..1) along the first two principal axes of both languages'
+    points together: how much of the picture a 2-D PCA shows."""
+    X = np.vstack([np.asarray(points_a, dtype=np.float64), np.asarray(points_b, dtype=np.float64)])
+    S = np.linalg.svd(X - X.mean(axis=0), compute_uv=False) ** 2
+    total = float(S.sum()) or 1.0
+    return (float(S[0]) / total if len(S) > 0 else 0.0), (float(S[1]) / total if len(S) > 1 else 0.0)
+
+
+def projection_figure(rows: list[dict], title: str, lines: bool = True, axes: tuple[str, str] | None = None):
     """Scatter of projected points coloured by language, with grey lines between translations."""
     import plotly.graph_objects as go
 
@@ -346,8 +357,8 @@ def projection_figure(rows: list[dict], title: str, lines: bool = True):
             marker=dict(size=7, color=LANG_COLOURS[k % len(LANG_COLOURS)], opacity=0.8),
             text=[_wrap(r["text"]) for r in pts], hovertemplate="%{text}<extra>" + lang + "</extra>"))
     fig.update_layout(title=title, height=520, margin=dict(t=50, b=10, l=10, r=10), legend_title_text="")
-    fig.update_xaxes(showticklabels=False)
-    fig.update_yaxes(showticklabels=False, scaleanchor="x", scaleratio=1)
+    fig.update_xaxes(showticklabels=False, title=axes[0] if axes else None)
+    fig.update_yaxes(showticklabels=False, scaleanchor="x", scaleratio=1, title=axes[1] if axes else None)
     return fig
 
 

@@ -136,7 +136,8 @@ def _pool(a: np.ndarray, n: int) -> np.ndarray:
     return np.array([[a[edges[i]:edges[i + 1], edges[j]:edges[j + 1]].mean() for j in range(n)] for i in range(n)])
 
 
-def overview(attn: np.ndarray, layers: list[int], heads: list[int], max_tokens: int = OVERVIEW_MAX_TOKENS):
+def overview(attn: np.ndarray, layers: list[int], heads: list[int], max_tokens: int = OVERVIEW_MAX_TOKENS,
+             segment: list[int] | None = None):
     """Small multiples: one thumbnail per selected layer (rows) × head (columns).
 
     ``attn`` is the slice [len(layers), len(heads), T, T]; maps longer than ``max_tokens`` are
@@ -148,15 +149,24 @@ def overview(attn: np.ndarray, layers: list[int], heads: list[int], max_tokens: 
     nl, nh = len(layers), len(heads)
     fig = make_subplots(rows=nl, cols=nh, horizontal_spacing=0.01, vertical_spacing=0.02,
                         column_titles=[f"head {h}" for h in heads], row_titles=[f"layer {l}" for l in layers])
+    T = attn.shape[-1] if attn.size else 0
+    n = min(T, max_tokens)
+    # one colour scale for every thumbnail, with its colorbar: cells compare across heads
+    top = float(np.nanmax(attn)) if attn.size and np.isfinite(attn).any() else 1.0
     for i in range(nl):
         for j in range(nh):
-            fig.add_trace(go.Heatmap(z=_pool(attn[i, j], max_tokens), colorscale="Blues", showscale=False, zmin=0,
-                                     hovertemplate=f"layer {layers[i]} head {heads[j]}<extra></extra>"),
+            fig.add_trace(go.Heatmap(z=_pool(attn[i, j], max_tokens), coloraxis="coloraxis",
+                                     hovertemplate=f"layer {layers[i]} head {heads[j]}: %{{z:.3f}}<extra></extra>"),
                           row=i + 1, col=j + 1)
+            for b in _boundaries(segment or []):  # A | B separators, in pooled coordinates
+                pos = b * n / T - 0.5 if T else b - 0.5
+                fig.add_vline(x=pos, line_color="#D55E00", line_width=1, row=i + 1, col=j + 1)
+                fig.add_hline(y=pos, line_color="#D55E00", line_width=1, row=i + 1, col=j + 1)
     fig.update_xaxes(showticklabels=False)
     fig.update_yaxes(showticklabels=False, autorange="reversed")
     cell = 110 if nh > 6 else 150
-    fig.update_layout(height=min(1400, 40 + cell * nl), margin=dict(l=10, r=30, t=40, b=10))
+    fig.update_layout(height=min(1400, 40 + cell * nl), margin=dict(l=10, r=30, t=40, b=10),
+                      coloraxis=dict(colorscale="Blues", cmin=0, cmax=top, colorbar=dict(thickness=10, title="weight")))
     fig.for_each_annotation(lambda a: a.update(font=dict(size=10)))
     return fig
 
@@ -208,3 +218,40 @@ def to_csv(*frames: pd.DataFrame) -> bytes:
     buf = io.StringIO()
     pd.concat([f for f in frames if f is not None and not f.empty], ignore_index=True).to_csv(buf, index=False)
     return buf.getvalue().encode("utf-8")
+
+
+def head_view_html(attn: np.ndarray, tokens: list[str], segment: list[int], height: int | None = None) -> str:
+    """A bertviz-style head view: the tokens in two columns (queries left, keys right), one line
+    per weight above 1% with its opacity, hover a token to keep only its lines. Self-contained
+    SVG and a few lines of script: no library, no network."""
+    T = len(tokens)
+    row = 22
+    h = height or 30 + row * T
+    colours = ["#0072B2", "#D55E00", "#777777"]
+
+    def colour(seg: int) -> str:
+        return colours[seg] if seg in (0, 1) else colours[2]
+
+    lines = []
+    for q in range(T):
+        for k in range(T):
+            w = float(attn[q, k])
+            if w >= 0.01:
+                lines.append(f'<line x1="150" y1="{20 + q * row}" x2="350" y2="{20 + k * row}" data-q="{q}" data-k="{k}" '
+                             f'stroke="{colour(segment[q] if q < len(segment) else -1)}" stroke-width="2" '
+                             f'stroke-opacity="{min(1.0, w):.3f}"><title>{html.escape(tokens[q])} → {html.escape(tokens[k])}: {w:.3f}</title></line>')
+    left = "".join(f'<text x="140" y="{24 + i * row}" text-anchor="end" data-side="q" data-i="{i}" fill="{colour(segment[i] if i < len(segment) else -1)}">'
+                   f'{html.escape(t)}</text>' for i, t in enumerate(tokens))
+    right = "".join(f'<text x="360" y="{24 + i * row}" data-side="k" data-i="{i}" fill="{colour(segment[i] if i < len(segment) else -1)}">'
+                    f'{html.escape(t)}</text>' for i, t in enumerate(tokens))
+    script = """<script>
+const svg = document.currentScript.previousElementSibling;
+svg.querySelectorAll('text').forEach(t => {
+  const attr = t.dataset.side === 'q' ? 'data-q' : 'data-k';
+  t.addEventListener('mouseenter', () => svg.querySelectorAll('line').forEach(l =>
+    l.style.display = l.getAttribute(attr) === t.dataset.i ? '' : 'none'));
+  t.addEventListener('mouseleave', () => svg.querySelectorAll('line').forEach(l => l.style.display = ''));
+});
+</script>"""
+    return (f'<svg xmlns="http://www.w3.org/2000/svg" width="520" height="{h}" font-family="sans-serif" font-size="13" '
+            f'style="cursor:default">{"".join(lines)}{left}{right}</svg>{script}')

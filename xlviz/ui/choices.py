@@ -8,6 +8,7 @@ that is how the paper compares systems (a row of Table 3).
 
 from __future__ import annotations
 
+import glob
 import json
 import os
 import re
@@ -156,19 +157,22 @@ def run_model_choices(run: Run) -> list[ModelChoice]:
 
     s1 = run.path / "s1_pretrain"
     if is_hf_model_folder(s1):
-        out.append(ModelChoice(f"run:{run.name}:s1_pretrain", f"{run.name} · {l1}", ((l1, ref(s1, l1)),), run=run.name, group="run"))
+        out.append(ModelChoice(f"run:{run.name}:s1_pretrain", f"{l1} · encoder (pre-trained) · {run.name}", ((l1, ref(s1, l1)),),
+                               run=run.name, group="run", short=f"{l1} encoder"))
     for folder in sorted(run.path.glob("s2_transfer-*")):
         m = _STAGE_RE.match(folder.name)
         if not m or not is_hf_model_folder(folder):
             continue
         lang, variant = m["lang"], m["variant"]
-        label = f"{run.name} · {lang}" + (f" ({variant})" if variant else "")
-        out.append(ModelChoice(f"run:{run.name}:{folder.name}", label, ((lang, ref(folder, lang)),), run=run.name, group="run"))
+        kind = "encoder (transferred" + (f", {variant})" if variant else ")")
+        out.append(ModelChoice(f"run:{run.name}:{folder.name}", f"{lang} · {kind} · {run.name}", ((lang, ref(folder, lang)),),
+                               run=run.name, group="run", short=f"{lang} encoder" + (f" {variant}" if variant else "")))
     for folder in sorted(run.path.glob("s3_finetune*")):
         if is_hf_model_folder(folder):
             variant = folder.name[len("s3_finetune"):].lstrip("-")
-            label = f"{run.name} · {l1} QA fine-tuned" + (f" ({variant})" if variant else "")
-            out.append(ModelChoice(f"run:{run.name}:{folder.name}", label, ((l1, ref(folder, l1)),), qa=True, run=run.name, group="run"))
+            label = f"{l1} · QA fine-tuned" + (f" ({variant})" if variant else "") + f" · {run.name}"
+            out.append(ModelChoice(f"run:{run.name}:{folder.name}", label, ((l1, ref(folder, l1)),), qa=True, run=run.name, group="run",
+                                   short=f"{l1} QA" + (f" {variant}" if variant else "")))
     systems: dict[str, list[tuple[str, ModelRef]]] = {}
     export = run.path / "export"
     if export.is_dir():
@@ -180,10 +184,59 @@ def run_model_choices(run: Run) -> list[ModelChoice]:
     for system, refs in systems.items():
         order = {l: i for i, l in enumerate(langs)}
         refs.sort(key=lambda lr: (order.get(lr[0], len(order)), lr[0]))
-        label = f"{run.name} · {system} QA (" + ", ".join(l for l, _ in refs) + ")"
+        label = f"{system} · QA (" + ", ".join(l for l, _ in refs) + f") · {run.name}"
         out.append(ModelChoice(f"run:{run.name}:export:{system}", label, tuple(refs), qa=True, run=run.name, group="export",
-                               short=f"{run.name} · {system}"))
+                               short=system))
     return out
+
+
+def with_aliases(models: list[ModelChoice]) -> list[ModelChoice]:
+    """The picked models with short, unique names for tables and legends: the method or
+    language and kind alone when the picks come from one run, with the run's name otherwise."""
+    import dataclasses
+
+    runs = {m.run for m in models if m.run}
+    out = []
+    for m in models:
+        base = m.short or m.label
+        name = base if (len(runs) <= 1 or not m.run) else f"{base} · {m.run}"
+        out.append(dataclasses.replace(m, short=name))
+    names = [m.short for m in out]
+    return [dataclasses.replace(m, short=f"{m.short} ({i + 1})") if names.count(m.short) > 1 else m for i, m in enumerate(out)]
+
+
+@dataclass(frozen=True)
+class FolderCheck:
+    """What a typed model folder or hub id can do, checked once when it is added."""
+
+    ok: bool
+    message: str
+    qa: bool = False
+    mlm: bool = False
+
+
+def check_typed(text: str) -> FolderCheck:
+    """Read a typed folder's config once: does it exist, is it a model, does it have a QA or a
+    masked-LM head? A hub id cannot be checked offline and is taken on trust."""
+    folder = Path(os.path.expanduser(text.strip()))
+    looks_local = text.strip().startswith(("/", ".", "~")) or folder.exists()
+    if not looks_local:
+        return FolderCheck(True, f"{text}: a hub id, loaded from the local Hugging Face cache when first used", qa=True, mlm=True)
+    if not folder.is_dir():
+        return FolderCheck(False, f"{text}: model folder not found")
+    if not is_hf_model_folder(folder):
+        return FolderCheck(False, f"{text}: not a model folder (needs config.json with model_type and model.safetensors)")
+    try:
+        with open(folder / "config.json", encoding="utf-8") as f:
+            archs = json.load(f).get("architectures") or []
+    except (OSError, ValueError):
+        archs = []
+    qa = any("QuestionAnswering" in a for a in archs)
+    mlm = any("MaskedLM" in a or "ForPreTraining" in a for a in archs)
+    heads = [h for h, yes in (("question answering", qa), ("masked LM", mlm)) if yes]
+    tok = "" if has_tokenizer(folder) else " — no tokenizer files in it"
+    return FolderCheck(True, f"{folder.name}: " + (" and ".join(heads) + " head" if heads else "encoder only (no QA or masked-LM head)") + tok,
+                       qa=qa, mlm=mlm)
 
 
 def folder_choice(path: str | os.PathLike) -> ModelChoice:
@@ -210,13 +263,17 @@ def discover_models(root: str | os.PathLike | None = None) -> list[ModelChoice]:
 
 # --- QA data sets ------------------------------------------------------------------------------
 
-def qa_files(folder: str | os.PathLike) -> dict[str, Path]:
-    """``{language: file}`` for SQuAD-format files named ``<anything>.<lang>.json`` in a folder."""
+def qa_files(folder: str | os.PathLike, prefix: str = "") -> dict[str, Path]:
+    """``{language: file}`` for SQuAD-format files named ``<prefix><anything>.<lang>.json``.
+
+    ``prefix`` picks one split of a folder holding several (a generated world has
+    ``train.en.json`` beside ``test.en.json``): filtering after mapping would lose a language.
+    """
     folder = Path(folder)
     out: dict[str, Path] = {}
     if not folder.is_dir():
         return out
-    for p in sorted(folder.glob("*.json")):
+    for p in sorted(folder.glob(f"{glob.escape(prefix)}*.json")):
         stem = p.name[: -len(".json")]
         lang = stem.rsplit(".", 1)[-1] if "." in stem else None
         if lang and re.fullmatch(r"[A-Za-z]{2,8}(?:[-_][A-Za-z0-9]{2,8})?", lang):
@@ -247,7 +304,7 @@ def discover_qa_datasets(root: str | os.PathLike | None = None, shared: Path | N
     """Every run's generated QA test set, then ``../shared/data/xquad`` when it exists."""
     out: list[QADataset] = []
     for run in list_runs(root):
-        files = {l: p for l, p in qa_files(run.path / "world" / "qa").items() if p.name.startswith("test.")}
+        files = qa_files(run.path / "world" / "qa", prefix="test.")
         if files:
             langs = _order_langs(list(files), run_languages(run))
             out.append(QADataset(f"run:{run.name}", f"{run.name} · generated test set", str(run.path / "world" / "qa"), tuple((l, str(files[l])) for l in langs)))

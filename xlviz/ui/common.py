@@ -125,9 +125,48 @@ def file_stamp(path: str | os.PathLike) -> str:
         return str(p)
 
 
-def plotly(fig, *, key: str | None = None) -> None:
-    """Show a plotly figure with its modebar (PNG download) on."""
+FIGURES_KEY = "_xlviz_figures"  # title -> figure: the analyses drawn this session, for run reports
+
+
+def tidy(fig):
+    """Plot hygiene shared by every chart: titles left (clear of the toolbar at the right),
+    room for them, axis labels that grow their margins instead of being cut."""
+    title = fig.layout.title.text if fig.layout.title else None
+    if title:
+        top = fig.layout.margin.t if fig.layout.margin and fig.layout.margin.t is not None else 0
+        fig.update_layout(title=dict(x=0.01, xanchor="left"), margin=dict(t=max(top, 56)))
+    fig.update_xaxes(automargin=True)
+    fig.update_yaxes(automargin=True)
+    return fig
+
+
+def plotly(fig, *, key: str | None = None, export: bool = True) -> None:
+    """Show a plotly figure with its modebar, and export buttons: PNG and SVG (rendered on
+    click by kaleido with the system chromium, offline) and the data as CSV."""
+    tidy(fig)
     st.plotly_chart(fig, key=key, config=PLOTLY_CONFIG, width="stretch")
+    if not export:
+        return
+    name = (key or "figure").replace(" ", "-")
+    title = fig.layout.title.text if fig.layout.title and fig.layout.title.text else name
+    st.session_state.setdefault(FIGURES_KEY, {})[title] = fig
+    from xlviz.ui.export import figure_csv, figure_image
+
+    def image(fmt: str):
+        def make() -> bytes:
+            try:
+                return figure_image(fig, fmt)
+            except XlvizError as e:  # the download then holds the reason, not a broken image
+                return f"xlviz: {e}".encode()
+        return make
+
+    with st.popover("Export", icon=":material/download:"):
+        st.download_button("PNG", image("png"), file_name=f"xlviz-{name}.png", mime="image/png",
+                           key=f"{name}_png", on_click="ignore")
+        st.download_button("SVG", image("svg"), file_name=f"xlviz-{name}.svg", mime="image/svg+xml",
+                           key=f"{name}_svg", on_click="ignore")
+        st.download_button("Data (CSV)", lambda: figure_csv(fig), file_name=f"xlviz-{name}.csv", mime="text/csv",
+                           key=f"{name}_csv", on_click="ignore")
 
 
 # --- QA data and predictions ------------------------------------------------------------------
@@ -161,37 +200,91 @@ def articles_of(file: str) -> list[str] | None:
 
 @st.cache_data(show_spinner=False, max_entries=2048)
 def _predict_chunk(path: str, tokenizer: str | None, mkey: str, file: str, fstamp: str, ids: tuple[str, ...],
-                   max_length: int, doc_stride: int) -> dict:
+                   max_length: int, doc_stride: int, max_answer_length: int = 30) -> dict:
     from xlviz.evaluation.qa_predict import predict_qa
 
     model, tok = _load_model(path, tokenizer, "qa", ref_stamp(ModelRef(path, tokenizer)))
     by_id = {ex.id: ex for ex in load_examples(file, fstamp)}
     examples = [by_id[i] for i in ids if i in by_id]
-    return predict_qa(model, tok, examples, max_length=max_length, doc_stride=doc_stride)
+    return predict_qa(model, tok, examples, max_length=max_length, doc_stride=doc_stride, max_answer_length=max_answer_length)
 
 
-def qa_lengths(ref: ModelRef) -> tuple[int, int]:
-    """(max_length, doc_stride): 384/128 as in the paper, capped by the model's positions."""
+def qa_decoding(ref: ModelRef):
+    """The decoding settings for a QA model: its run's (``config.json``), else SQuAD's capped
+    by the model's positions (see :func:`xlviz.ui.qa.run_decoding`)."""
+    from xlviz.ui.qa import run_decoding
+
     model, _ = load_model(ref, "qa")
     max_pos = int(getattr(model.config, "max_position_embeddings", 512) or 512)
-    max_length = min(384, max_pos)
-    return max_length, max(16, min(128, max_length // 3))
+    dec = run_decoding(ref.path, max_pos)
+    if dec.max_length > max_pos:
+        dec = type(dec)(max_pos, min(dec.doc_stride, max_pos // 2), dec.max_answer_length, dec.source + " (capped)")
+    return dec
+
+
+@st.cache_data(show_spinner=False, max_entries=256)
+def _digest(path: str, stamp: float) -> str | None:
+    from xlviz.ui.qa import model_digest
+
+    return model_digest(path)
+
+
+def same_model_key(ref: ModelRef) -> str:
+    """Equal for two references holding the same files (a run's English exports of several
+    systems are one fine-tuned model), so it is computed once; else the path."""
+    a = _digest(ref.path, _stamp(ref.path))
+    b = _digest(ref.tokenizer_path, _stamp(ref.tokenizer_path)) if ref.tokenizer else ""
+    return f"{a}|{b}" if a is not None and b is not None else model_key(ref, "qa")
+
+
+def saved_or_none(ref: ModelRef, file: str, ids: list[str]) -> dict | None:
+    """The run's own saved predictions when ``ref`` is its export and ``file`` its test set."""
+    from xlviz.ui.qa import read_saved_predictions, saved_predictions_file
+
+    saved = saved_predictions_file(ref.path, file)
+    return read_saved_predictions(saved, ids) if saved is not None else None
+
+
+@st.cache_data(show_spinner=False, max_entries=256)
+def _unk_rate(path: str, tokenizer: str | None, mkey: str, file: str, fstamp: str, n: int) -> float:
+    _, tok = _load_model(path, tokenizer, "qa", ref_stamp(ModelRef(path, tokenizer)))
+    unk = getattr(tok, "unk_token_id", None)
+    if unk is None:
+        return 0.0
+    texts = []
+    for ex in load_examples(file, fstamp)[:n]:
+        texts += [ex.question, ex.context]
+    ids = [i for enc in tok(list(dict.fromkeys(texts)), add_special_tokens=False)["input_ids"] for i in enc]
+    return sum(i == unk for i in ids) / len(ids) if ids else 0.0
+
+
+def unk_rate(ref: ModelRef, file: str, n: int = 50) -> float:
+    """Share of [UNK] tokens when the model's tokenizer reads the first ``n`` questions and
+    contexts of a data file: high when a run's model meets another run's invented language."""
+    load_model(ref, "qa")
+    return _unk_rate(ref.path, ref.tokenizer, model_key(ref, "qa"), file, file_stamp(file), n)
 
 
 def predict(ref: ModelRef, file: str, ids: list[str], progress=None, done: int = 0, total: int | None = None) -> dict:
     """Predictions of one QA model on the questions ``ids`` of one file, chunk by chunk.
 
-    Each chunk is cached (keyed by the model's files, the data file and the ids), so a second
-    look, or raising the number of questions, only computes what is new. ``progress`` is a
-    ``st.progress`` element updated per chunk over ``done .. total`` chunks of the page.
+    The run's saved predictions are used when the model and the data are the run's own (the
+    page then shows the run's numbers). Otherwise each chunk is computed with the run's
+    decoding settings and cached (keyed by the model's files, the data file and the ids), so a
+    second look, or raising the number of questions, only computes what is new. ``progress``
+    is a ``st.progress`` element updated per chunk over ``done .. total`` chunks of the page.
     """
+    saved = saved_or_none(ref, file, ids)
+    if saved is not None:
+        return saved
     mkey = model_key(ref, "qa")
     fstamp = file_stamp(file)
-    max_length, stride = qa_lengths(ref)
+    dec = qa_decoding(ref)
     out: dict = {}
     for lo in range(0, len(ids), CHUNK):
         chunk = tuple(ids[lo : lo + CHUNK])
-        out.update(_predict_chunk(ref.path, ref.tokenizer, mkey, file, fstamp, chunk, max_length, stride))
+        out.update(_predict_chunk(ref.path, ref.tokenizer, mkey, file, fstamp, chunk, dec.max_length, dec.doc_stride,
+                                  dec.max_answer_length))
         done += 1
         if progress is not None and total:
             progress.progress(min(done / total, 1.0), text=f"Answering questions … {min(done, total)}/{total} batches")
@@ -206,6 +299,17 @@ def _attention(path: str, tokenizer: str | None, mkey: str, text_a, text_b, max_
 
     model, tok = _load_model(path, tokenizer, "base", ref_stamp(ModelRef(path, tokenizer)))
     return attention_maps(model, tok, text_a, text_b, max_length=max_length)
+
+
+def max_positions(ref: ModelRef) -> int:
+    """How many tokens the model can read at once (RoBERTa-style models keep ``pad + 1``
+    position rows for padding, so fewer than ``max_position_embeddings``)."""
+    model, _ = load_model(ref, "base")
+    cfg = model.config
+    n = int(getattr(cfg, "max_position_embeddings", 0) or getattr(cfg, "n_positions", 0) or 512)
+    if getattr(cfg, "model_type", "") in ("roberta", "xlm-roberta", "camembert", "xlm-roberta-xl"):
+        n -= int(getattr(cfg, "pad_token_id", 1) or 1) + 1
+    return n
 
 
 def attention(ref: ModelRef, text_a, text_b=None, max_length: int = 128):

@@ -214,10 +214,11 @@ def results_frame(runs: list[Run]) -> pd.DataFrame:
             results = run.results()
         except XlvizError:
             continue
+        l1 = l1_language(run)
         for r in results:
             rows.append({"run": run.name, "system": r.get("system"), "language": r.get("language"),
-                         "exact_match": r.get("exact_match"), "f1": r.get("f1")})
-    return pd.DataFrame(rows, columns=["run", "system", "language", "exact_match", "f1"])
+                         "exact_match": r.get("exact_match"), "f1": r.get("f1"), "l1": l1})
+    return pd.DataFrame(rows, columns=["run", "system", "language", "exact_match", "f1", "l1"])
 
 
 def compare_table(long: pd.DataFrame) -> pd.DataFrame:
@@ -227,40 +228,206 @@ def compare_table(long: pd.DataFrame) -> pd.DataFrame:
     wide = long.pivot_table(index=["run", "system"], columns="language", values=["exact_match", "f1"], aggfunc="mean")
     wide = wide.rename(columns={"exact_match": "EM", "f1": "F1"}, level=0)
     wide.columns = [f"{metric} {lang}" for metric, lang in wide.columns]
-    return wide.round(1).reset_index()
+    wide = wide.round(1).reset_index()
+    # L2/L1: how much of its L1 score a system keeps in each L2 (the paper's transfer ratio),
+    # against the same run and system's L1 F1
+    if "l1" in long:
+        l1_of = long.groupby("run")["l1"].first()
+        for lang in [l for l in dict.fromkeys(long["language"]) if l not in set(long["l1"])]:
+            ratio = []
+            for _, row in wide.iterrows():
+                l1 = l1_of.get(row["run"])
+                num, den = row.get(f"F1 {lang}"), row.get(f"F1 {l1}")
+                ratio.append(round(100.0 * num / den, 1) if pd.notna(num) and pd.notna(den) and den else None)
+            wide[f"F1 {lang}/L1 (%)"] = ratio
+    return wide
 
 
-def compare_figure(long: pd.DataFrame):
-    """Grouped bars: language on x, one bar per run · system, EM and F1 side by side."""
+def compare_figure(long: pd.DataFrame, colours: dict[str, str] | None = None):
+    """Grouped bars: language on x, one bar per run · system, EM and F1 side by side; colour =
+    system (the app-wide colour, :mod:`xlviz.ui.colours`), pattern = run."""
     import plotly.express as px
+
+    from xlviz.ui.colours import colour_map
 
     df = long.melt(id_vars=["run", "system", "language"], value_vars=["exact_match", "f1"], var_name="metric", value_name="score")
     df["metric"] = df["metric"].map({"exact_match": "EM", "f1": "F1"})
-    df["run · system"] = df["run"] + " · " + df["system"].astype(str)
-    fig = px.bar(df, x="language", y="score", color="run · system", barmode="group", facet_col="metric",
-                 range_y=[0, 100], labels={"score": "score (%)"})
+    df["system"] = df["system"].astype(str)
+    colours = {**colour_map(df["system"]), **(colours or {})}
+    fig = px.bar(df, x="language", y="score", color="system", pattern_shape="run", barmode="group", facet_col="metric",
+                 range_y=[0, 100], labels={"score": "score (%)"}, color_discrete_map=colours, hover_data=["run"])
     fig.update_layout(height=380, margin=dict(l=10, r=10, t=40, b=10), legend=dict(orientation="h", y=-0.2))
     return fig
 
 
+def with_attempts(df: pd.DataFrame) -> pd.DataFrame:
+    """``df`` (stage, step, ...) with an ``attempt`` column: a stage's step count going back
+    (a resumed run restarts the stage it was cancelled in) starts a new attempt, so a curve
+    never joins the end of one attempt to the start of the next."""
+    df = df.reset_index(drop=True).copy()
+    attempt = []
+    last: dict = {}
+    count: dict = {}
+    for stage, step in zip(df["stage"], df["step"]):
+        if stage in last and step <= last[stage]:
+            count[stage] = count.get(stage, 0) + 1
+        last[stage] = step
+        attempt.append(count.get(stage, 0))
+    df["attempt"] = attempt
+    df["trace"] = df["stage"].astype(str) + " #" + df["attempt"].astype(str)
+    return df
+
+
 def loss_figure(metrics: list[dict]):
-    """Loss against step, one panel per stage (stages restart their step count)."""
+    """Loss against step, one panel per stage (stages restart their step count); each attempt
+    of a resumed stage is its own line."""
     import plotly.express as px
 
     df = pd.DataFrame([m for m in metrics if "loss" in m and "step" in m and "stage" in m])
     if df.empty:
         return None
+    df = with_attempts(df)
     stages = list(dict.fromkeys(df["stage"]))
     wrap = min(3, len(stages))
     rows = (len(stages) + wrap - 1) // wrap
     # each row carries its own x tick labels, so rows need room for them above the next titles
     fig = px.line(df, x="step", y="loss", facet_col="stage", facet_col_wrap=wrap, category_orders={"stage": stages},
-                  color="stage", markers=len(df) < 40, facet_row_spacing=0.22 / rows if rows > 1 else 0.03)
+                  color="stage", line_group="attempt",
+                  markers=len(df) < 40 or int(df.groupby("trace").size().min()) < 3,  # a 1-point line is invisible
+                  facet_row_spacing=0.22 / rows if rows > 1 else 0.03)
     fig.update_xaxes(matches=None, showticklabels=True)
     fig.update_yaxes(matches=None, showticklabels=True)
     fig.for_each_annotation(lambda a: a.update(text=a.text.split("=")[-1]))
     fig.update_layout(height=max(260, 230 * rows), showlegend=False, margin=dict(l=10, r=10, t=30, b=10))
     return fig
+
+
+# --- comparing runs -----------------------------------------------------------------------------
+
+def curves_frame(runs: list[Run]) -> pd.DataFrame:
+    """Training curves of several runs: run, stage, attempt, step, elapsed (s), loss."""
+    frames = []
+    for run in runs:
+        try:
+            rows = [m for m in run.metrics() if "loss" in m and "step" in m and "stage" in m]
+        except XlvizError:
+            continue
+        if rows:
+            df = with_attempts(pd.DataFrame(rows))
+            df.insert(0, "run", run.name)
+            if "elapsed" not in df:
+                df["elapsed"] = float("nan")
+            frames.append(df[["run", "stage", "attempt", "step", "elapsed", "loss"]])
+    cols = ["run", "stage", "attempt", "step", "elapsed", "loss"]
+    return pd.concat(frames, ignore_index=True) if frames else pd.DataFrame(columns=cols)
+
+
+def smooth(values, weight: float) -> list[float]:
+    """TensorBoard's debiased exponential moving average (weight 0: the raw values)."""
+    out, last, n = [], 0.0, 0
+    for v in values:
+        n += 1
+        last = last * weight + (1 - weight) * float(v)
+        out.append(last / (1 - weight ** n) if weight > 0 else float(v))
+    return out
+
+
+def overlay_figure(curves: pd.DataFrame, *, x: str = "step", smoothing: float = 0.0, log_x: bool = False,
+                   log_y: bool = False):
+    """Loss curves of several runs and stages on one chart: colour = run, dash = stage; the
+    raw curve stays faint behind the smoothed one, as in TensorBoard."""
+    import plotly.graph_objects as go
+    from plotly.colors import qualitative
+
+    fig = go.Figure()
+    runs = list(dict.fromkeys(curves["run"]))
+    stages = list(dict.fromkeys(curves["stage"]))
+    dashes = ["solid", "dash", "dot", "dashdot", "longdash", "longdashdot"]
+    palette = qualitative.Plotly
+    for (run, stage, attempt), g in curves.groupby(["run", "stage", "attempt"], sort=False):
+        colour = palette[runs.index(run) % len(palette)]
+        name = f"{run} · {stage}" + (f" (attempt {attempt + 1})" if attempt else "")
+        xs = g[x].tolist()
+        if smoothing > 0:
+            fig.add_scatter(x=xs, y=g["loss"].tolist(), mode="lines", line=dict(color=colour, width=1), opacity=0.25,
+                            showlegend=False, hoverinfo="skip", legendgroup=name)
+        fig.add_scatter(x=xs, y=smooth(g["loss"], smoothing), mode="lines", name=name, legendgroup=name,
+                        line=dict(color=colour, dash=dashes[stages.index(stage) % len(dashes)]))
+    fig.update_layout(height=420, margin=dict(l=10, r=10, t=30, b=10), legend=dict(orientation="h", y=-0.25),
+                      xaxis_title="step" if x == "step" else "time (s)", yaxis_title="loss")
+    if log_x:
+        fig.update_xaxes(type="log")
+    if log_y:
+        fig.update_yaxes(type="log")
+    return fig
+
+
+IGNORED_CONFIG_KEYS = ("name", "versions", "run_dir", "out")
+
+
+def flat_config(cfg: dict, prefix: str = "") -> dict[str, object]:
+    """``{"world.seed": 1, ...}``: nested config keys as dotted paths."""
+    out: dict[str, object] = {}
+    for k, v in (cfg or {}).items():
+        key = f"{prefix}{k}"
+        if isinstance(v, dict):
+            out.update(flat_config(v, key + "."))
+        else:
+            out[key] = _short(v) if isinstance(v, (list, tuple)) else v
+    return out
+
+
+def _config(run: Run) -> dict:
+    try:
+        cfg = run.config()
+    except XlvizError:
+        return {}
+    return {k: v for k, v in flat_config(cfg).items() if k.split(".")[0] not in IGNORED_CONFIG_KEYS}
+
+
+def config_diff(runs: list[Run]) -> pd.DataFrame:
+    """Config keys whose values differ between the runs (key × run); empty when all agree."""
+    configs = {run.name: _config(run) for run in runs}
+    keys = sorted({k for c in configs.values() for k in c})
+    rows = []
+    for k in keys:
+        values = [configs[name].get(k, "—") for name in configs]
+        if len({repr(v) for v in values}) > 1:
+            rows.append({"key": k, **{name: _short(v) if not isinstance(v, str) else v for name, v in zip(configs, values)}})
+    return pd.DataFrame(rows, columns=["key", *configs])
+
+
+def seed_groups(runs: list[Run]) -> list[list[str]]:
+    """Runs whose configs differ only in seeds (any key named ``seed``), grouped; groups of
+    two or more runs only."""
+    groups: dict[str, list[str]] = {}
+    for run in runs:
+        cfg = _config(run)
+        if not cfg:
+            continue
+        sig = repr(sorted((k, repr(v)) for k, v in cfg.items() if k.split(".")[-1] != "seed"))
+        groups.setdefault(sig, []).append(run.name)
+    return [g for g in groups.values() if len(g) > 1]
+
+
+def seed_summary(long: pd.DataFrame, groups: list[list[str]]) -> pd.DataFrame:
+    """Mean ± sd of EM and F1 per system and language over each group of seed-only runs."""
+    rows = []
+    for group in groups:
+        sub = long[long["run"].isin(group)]
+        for (system, lang), g in sub.groupby(["system", "language"], sort=False):
+            rows.append({"runs": ", ".join(group), "system": system, "language": lang, "n": len(g),
+                         "EM mean": g["exact_match"].mean(), "EM sd": g["exact_match"].std(ddof=1),
+                         "F1 mean": g["f1"].mean(), "F1 sd": g["f1"].std(ddof=1)})
+    return pd.DataFrame(rows, columns=["runs", "system", "language", "n", "EM mean", "EM sd", "F1 mean", "F1 sd"]).round(2)
+
+
+def l1_language(run: Run) -> str:
+    """The run's L1 (its first language)."""
+    from xlviz.ui.choices import run_languages
+
+    langs = run_languages(run)
+    return langs[0] if langs else "en"
 
 
 def all_runs(root=None) -> list[Run]:

@@ -13,11 +13,13 @@ from pathlib import Path
 import streamlit as st
 
 from xlviz.runs import checkpoints_root, list_runs
-from xlviz.ui.choices import ModelChoice, discover_models, folder_choice, qa_files, run_languages
+from xlviz.ui.choices import ModelChoice, check_typed, discover_models, folder_choice, qa_files, run_languages, with_aliases
 from xlviz.ui.common import shared_data_dir
+from xlviz.ui.state import url_state, write_url
 
 MODELS_KEY = "xlviz_models"
 TYPED_KEY = "xlviz_typed_models"
+TYPED_CHECK_KEY = "_xlviz_typed_check"
 LANGS_KEY = "xlviz_languages"
 SELECTION_KEY = "_xlviz_selection"
 FALLBACK_LANGUAGES = ["en", "de"]
@@ -58,6 +60,10 @@ def _add_typed() -> None:
     text = (st.session_state.get("xlviz_model_path") or "").strip()
     if not text:
         return
+    check = check_typed(text)
+    st.session_state[TYPED_CHECK_KEY] = check
+    if not check.ok:  # one message for the folder, not one per language and page
+        return
     typed = list(st.session_state.get(TYPED_KEY, []))
     if text not in typed:
         typed.append(text)
@@ -79,9 +85,10 @@ def render() -> Selection:
         by_key.setdefault(t.key, t)
     options = list(by_key)
 
-    if MODELS_KEY not in st.session_state:
-        exports = [c.key for c in choices if c.group == "export"]
-        st.session_state[MODELS_KEY] = exports[:2]
+    url_state("sidebar", (MODELS_KEY, LANGS_KEY))  # models and languages from a bookmarked or shared URL
+    if MODELS_KEY not in st.session_state:  # the newest run's exported systems
+        exports = [c for c in choices if c.group == "export"]
+        st.session_state[MODELS_KEY] = [c.key for c in exports if c.run == exports[0].run][:3] if exports else []
     else:  # a run folder may have been deleted since
         st.session_state[MODELS_KEY] = [k for k in st.session_state[MODELS_KEY] if k in by_key]
 
@@ -100,9 +107,10 @@ def render() -> Selection:
             key=MODELS_KEY,
             format_func=lambda k: by_key[k].label if k in by_key else k,
             placeholder="pick run models or add one below",
-            help="Run models: one choice per language's embeddings (run · lang). "
-            "QA choices (run · system QA) are the zero-shot exports, one model per language. "
-            "Typed paths or hub ids read every language.",
+            help="Named method or language · kind · run. Encoders: one choice per language's embeddings; "
+            "QA choices (system · QA (languages)) are a run's zero-shot exports, one model per language. "
+            "Typed paths or hub ids read every language. Tables use short names (the run is added when "
+            "the picks come from several runs).",
         )
         with st.expander("Add a model folder or hub id"):
             st.text_input(
@@ -112,6 +120,9 @@ def render() -> Selection:
                 on_change=_add_typed,
             )
             st.button("Add model", on_click=_add_typed, key="xlviz_add_model")
+            check = st.session_state.get(TYPED_CHECK_KEY)
+            if check is not None:
+                (st.caption if check.ok else st.error)(check.message)
         st.multiselect(
             "Languages",
             lang_options,
@@ -123,8 +134,9 @@ def render() -> Selection:
         root = checkpoints_root()
         st.caption(f"Runs folder: `{_display(root)}`")
 
+    write_url((MODELS_KEY, LANGS_KEY))
     selection = Selection(
-        models=[by_key[k] for k in st.session_state[MODELS_KEY] if k in by_key],
+        models=with_aliases([by_key[k] for k in st.session_state[MODELS_KEY] if k in by_key]),
         languages=list(st.session_state[LANGS_KEY]),
         available=list(by_key.values()),
     )

@@ -1,0 +1,246 @@
+"""The app's logic without a browser: data set discovery, decoding as the run did, the
+``xlviz app`` launcher and its Streamlit config, loss curves across a resume, run comparison."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from xlviz.runs import Run
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+@pytest.fixture(scope="module")
+def run_root(tmp_path_factory) -> Path:
+    from tests.app_fixtures import make_run
+
+    root = tmp_path_factory.mktemp("logic") / "checkpoints"
+    make_run(root, "demo-run")
+    return root
+
+
+# --- XQuAD data and decoding ---------------------------------------------------------------------
+
+def test_generated_test_set_keeps_english_beside_train_file(run_root):
+    from xlviz.ui.choices import discover_qa_datasets
+
+    qa = run_root / "demo-run" / "world" / "qa"
+    assert (qa / "train.en.json").is_file()  # sorts after test.en.json: it used to take en's place
+    ds = {d.key: d for d in discover_qa_datasets(run_root)}["run:demo-run"]
+    assert ds.languages() == ["en", "sov"]
+    assert Path(ds.file("en")).name == "test.en.json"
+
+
+def test_run_models_decode_with_the_runs_settings(run_root, tmp_path):
+    from xlviz.ui.qa import run_decoding
+
+    dec = run_decoding(run_root / "demo-run" / "export" / "monotrans-sov")
+    assert (dec.max_length, dec.doc_stride, dec.max_answer_length) == (48, 24, 6)
+    assert "demo-run" in dec.source
+    other = run_decoding(tmp_path / "some-model", max_positions=128)  # not a run's: SQuAD's, capped
+    assert (other.max_length, other.doc_stride, other.max_answer_length) == (128, 42, 30)
+
+
+def test_saved_predictions_only_for_the_runs_own_model_and_data(run_root, tmp_path):
+    from tests.app_fixtures import make_qa_folder
+    from xlviz.ui.qa import read_saved_predictions, saved_predictions_file
+
+    run = run_root / "demo-run"
+    own = saved_predictions_file(run / "export" / "monotrans-en", run / "world" / "qa" / "test.en.json")
+    assert own == run / "predictions" / "monotrans-en.json"
+    assert saved_predictions_file(run / "export" / "monotrans-en", run / "world" / "qa" / "test.sov.json") is None
+    assert saved_predictions_file(run / "export" / "monotrans-en", make_qa_folder(tmp_path) / "xquad.en.json") is None
+    preds = read_saved_predictions(own, ["nope"] + list(__import__("json").loads(own.read_text()))[:2])
+    assert len(preds) == 2 and all(set(p) == {"text", "start", "end", "score"} for p in preds.values())
+
+
+def test_model_digest_is_equal_for_copies_only(run_root, tmp_path):
+    from xlviz.ui.qa import model_digest
+
+    export = run_root / "demo-run" / "export"
+    copy = shutil.copytree(export / "monotrans-en", tmp_path / "copy-en")
+    assert model_digest(copy) == model_digest(export / "monotrans-en")
+    assert model_digest(export / "monotrans-sov") != model_digest(export / "monotrans-en")
+    assert model_digest(tmp_path / "missing") is None
+
+
+# --- xlviz app and its Streamlit config -----------------------------------------------------------
+
+def test_streamlit_config_turns_the_file_watcher_off():
+    cfg = tomllib.loads((REPO / ".streamlit" / "config.toml").read_text())
+    assert cfg["server"]["fileWatcherType"] == "none"
+    # and Streamlit itself reads it when started in the repository root (README's command)
+    out = subprocess.run([sys.executable, "-c", "from streamlit import config; config.get_config_options(force_reparse=True);"
+                          "print(config.get_option('server.fileWatcherType'))"],
+                         cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert out.stdout.strip().splitlines()[-1] == "none", out.stderr[-500:]
+
+
+def test_xlviz_app_replaces_itself_with_streamlit(monkeypatch, tmp_path):
+    from xlviz.commands import app as cmd
+
+    calls = []
+
+    def fake_exec(path, argv, env):
+        calls.append((path, list(argv), dict(env), os.getcwd()))
+        raise SystemExit(0)
+
+    monkeypatch.setattr(os, "execve", fake_exec)
+    monkeypatch.setattr(subprocess, "call", lambda *a, **k: pytest.fail("Streamlit started as a child process"))
+    monkeypatch.setattr(subprocess, "Popen", lambda *a, **k: pytest.fail("Streamlit started as a child process"))
+    monkeypatch.chdir(tmp_path)
+    with pytest.raises(SystemExit):
+        cmd.handle(argparse.Namespace(port=8765, out=str(tmp_path / "runs"), headless=True))
+    path, argv, env, cwd = calls[0]
+    assert path == sys.executable and argv[1:4] == ["-m", "streamlit", "run"] and "8765" in argv
+    assert Path(cwd) == REPO and (Path(cwd) / ".streamlit" / "config.toml").is_file()
+    assert env["XLVIZ_CHECKPOINTS"] == str((tmp_path / "runs").resolve())
+
+
+# --- runs: curves and comparison -------------------------------------------------------------------
+
+def _resumed_metrics() -> list[dict]:
+    first = [{"stage": "s1_pretrain", "step": s, "loss": 9.0 - s / 10, "elapsed": float(s)} for s in range(0, 50, 10)]
+    second = [{"stage": "s1_pretrain", "step": s, "loss": 8.5 - s / 10, "elapsed": 60.0 + s} for s in range(0, 80, 10)]
+    later = [{"stage": "s2_transfer-sov", "step": s, "loss": 5.0, "elapsed": 200.0 + s} for s in range(0, 30, 10)]
+    return first + second + later
+
+
+def test_loss_curve_after_a_resume_does_not_join_the_attempts():
+    from xlviz.ui.runs_view import loss_figure
+
+    fig = loss_figure(_resumed_metrics())
+    xs = [list(t.x) for t in fig.data]
+    assert len(xs) == 3  # two attempts of s1, one of s2
+    for x in xs:  # every line goes forward: no diagonal back to step 0
+        assert all(b > a for a, b in zip(x, x[1:])), x
+
+
+def test_overlay_smoothing_log_and_time_axis(tmp_path):
+    from xlviz.ui.runs_view import curves_frame, overlay_figure, smooth
+
+    assert smooth([1.0, 3.0], 0.0) == [1.0, 3.0]
+    # debiased EMA: w=0.5 -> 1, (0.25 + 0.75) / 0.75 = (0.5*0.5*1 + 0.5*3) / (1 - 0.25)
+    assert smooth([1.0, 3.0], 0.5) == pytest.approx([1.0, (0.25 + 1.5) / 0.75])
+    runs = []
+    for name in ("a", "b"):
+        run = Run(tmp_path / name)
+        run.write_config({"name": name})
+        for m in _resumed_metrics():
+            run.log_metric(**m)
+        runs.append(run)
+    curves = curves_frame(runs)
+    assert set(curves["run"]) == {"a", "b"} and set(curves["attempt"]) == {0, 1}
+    fig = overlay_figure(curves, x="elapsed", smoothing=0.6, log_y=True)
+    assert fig.layout.yaxis.type == "log" and fig.layout.xaxis.title.text == "time (s)"
+    named = [t for t in fig.data if t.showlegend is not False]
+    assert len(named) == 6 and len(fig.data) == 12  # 2 runs x 3 curves, each with its faint raw line
+    assert {t.line.color for t in named if t.name.startswith("a ·")} != {t.line.color for t in named if t.name.startswith("b ·")}
+
+
+def test_config_diff_seed_groups_and_ratio(tmp_path):
+    from xlviz.ui.runs_view import compare_table, config_diff, results_frame, seed_groups, seed_summary
+
+    runs = []
+    for name, seed, steps, f1 in (("s0", 0, 100, 60.0), ("s1", 1, 100, 70.0), ("long", 0, 400, 80.0)):
+        run = Run(tmp_path / name)
+        run.write_config({"name": name, "seed": seed, "languages": ["sov"], "pretrain_steps": steps,
+                          "world": {"seed": seed, "languages": [{"code": "sov"}]}, "versions": {"torch": name}})
+        run.write_results([{"system": "monotrans", "language": "en", "exact_match": f1 - 10, "f1": f1},
+                           {"system": "monotrans", "language": "sov", "exact_match": f1 / 2 - 10, "f1": f1 / 2}])
+        runs.append(run)
+    diff = config_diff(runs)
+    assert set(diff["key"]) == {"seed", "world.seed", "pretrain_steps"}  # name and versions left out
+    assert diff.set_index("key").loc["pretrain_steps", "long"] == "400"
+    assert seed_groups(runs) == [["s0", "s1"]]
+    long = results_frame(runs)
+    table = compare_table(long)
+    assert table.set_index("run").loc["s1", "F1 sov/L1 (%)"] == pytest.approx(50.0)
+    summary = seed_summary(long, seed_groups(runs)).set_index(["system", "language"])
+    assert summary.loc[("monotrans", "en"), "F1 mean"] == pytest.approx(65.0)
+    assert summary.loc[("monotrans", "en"), "F1 sd"] == pytest.approx(7.07, abs=0.01)  # sd of 60, 70
+    assert summary.loc[("monotrans", "sov"), "n"] == 2
+
+
+def test_one_colour_per_system_whatever_the_order():
+    from xlviz.ui.colours import colour_map
+
+    a = colour_map(["floor", "monotrans", "clwe"])
+    b = colour_map(["clwe", "monotrans", "floor", "floor"])
+    assert a == b and len(set(a.values())) == 3
+
+
+# --- export ----------------------------------------------------------------------------------------
+
+def test_figure_csv_and_self_contained_run_report(run_root):
+    from xlviz.ui.export import figure_frame, run_report_html
+    from xlviz.ui.runs_view import loss_figure
+
+    run = Run(run_root / "demo-run")
+    fig = loss_figure(run.metrics())
+    frame = figure_frame(fig)
+    assert len(frame) == len(run.metrics()) and set(frame.columns) == {"trace", "x", "y"}
+    page = run_report_html(run, {"Alignment": fig})
+    import re
+
+    assert not re.search(r"<script[^>]*\ssrc=", page)  # nothing fetched: opens offline, no CDN
+    assert page.count("Plotly.newPlot") == 2 and len(page) > 1_000_000  # plotly.js inlined once
+    assert "monotrans" in page and "max_answer_length" in page and "Training loss" in page
+
+
+@pytest.mark.skipif(not Path("/usr/bin/chromium").exists(), reason="image export needs /usr/bin/chromium (apt-get install chromium)")
+def test_figure_png_and_svg_offline():
+    import plotly.graph_objects as go
+
+    from xlviz.ui.export import figure_image
+
+    fig = go.Figure(go.Bar(x=["en", "sov"], y=[71.4, 52.0]))
+    assert figure_image(fig, "png").startswith(b"\x89PNG")
+    assert b"<svg" in figure_image(fig, "svg")[:400]
+
+
+def test_xquad_intervals_paired_tests_and_question_table():
+    import pandas as pd
+
+    from xlviz.data.squad import QAExample
+    from xlviz.ui.qa import cell_intervals, paired_tests, question_table
+
+    rows = []
+    for i in range(20):
+        rows.append({"id": f"q{i}", "language": "en", "model": "A", "exact_match": 100.0, "f1": 100.0})
+        rows.append({"id": f"q{i}", "language": "en", "model": "B", "exact_match": 100.0 if i < 5 else 0.0,
+                     "f1": 100.0 if i < 5 else 0.0})
+    rows = pd.DataFrame(rows)
+    ci = cell_intervals(rows).set_index("model")
+    assert (ci.loc["A", "F1 low"], ci.loc["A", "F1 high"]) == (100.0, 100.0)
+    assert ci.loc["B", "F1 low"] < 25.0 < ci.loc["B", "F1 high"] and ci.loc["B", "n"] == 20
+    test = paired_tests(rows).iloc[0]
+    assert test["F1 A − B"] == 75.0 and test["p (paired bootstrap)"] < 0.01
+    assert test["p (McNemar, EM)"] == round(2 / 2 ** 15, 3)  # 15 discordant pairs, all one way
+    ex = [QAExample(id=f"q{i}", title="", context="c", question=f"question {i}", answers=[]) for i in range(20)]
+    table = question_table(rows, {"en": ex})
+    assert list(table.columns) == ["id", "question", "A · en", "B · en"] and table.loc[7, "B · en"] == 0.0
+
+
+# --- attention views -------------------------------------------------------------------------------
+
+def test_head_view_and_overview_with_colorbar_and_separators():
+    import numpy as np
+
+    from xlviz.ui.attention_view import head_view_html, overview
+
+    attn = np.array([[0.9, 0.1, 0.0], [0.005, 0.5, 0.495], [0.2, 0.3, 0.5]])
+    page = head_view_html(attn, ["the", "cat", "<b>"], [0, 0, 1])
+    assert page.count("<line") == 7  # weights below 1% are not drawn
+    assert 'stroke-opacity="0.900"' in page and "&lt;b&gt;" in page and "<script src" not in page
+    fig = overview(np.stack([np.stack([attn, attn])]), layers=[0], heads=[0, 1], segment=[0, 0, 1])
+    assert fig.layout.coloraxis.colorbar.title.text == "weight" and fig.layout.coloraxis.cmax == 0.9
+    assert len(fig.layout.shapes) == 4  # one vertical and one horizontal A|B line per thumbnail

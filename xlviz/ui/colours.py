@@ -1,0 +1,41 @@
+"""One colour per system across every chart of the app.
+
+System names are not fixed (methods come from a registry and results.json rows), so colours are
+assigned from the sorted set of every system name the runs folder holds: the same system gets
+the same colour on the Runs, XQuAD and analysis pages of one app session.
+"""
+
+from __future__ import annotations
+
+from typing import Iterable
+
+# Okabe-Ito first (colour-blind safe), then plotly's D3 for the rest
+PALETTE = ("#0072B2", "#E69F00", "#009E73", "#CC79A7", "#56B4E9", "#D55E00", "#F0E442", "#000000",
+           "#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf")
+
+
+def colour_map(names: Iterable[str]) -> dict[str, str]:
+    """``{name: colour}`` for the sorted distinct names (colours repeat past the palette)."""
+    ordered = sorted({str(n) for n in names if n is not None})
+    return {n: PALETTE[i % len(PALETTE)] for i, n in enumerate(ordered)}
+
+
+def system_names(root=None) -> list[str]:
+    """Every system named in the runs' results.json rows and export/<system>-<lang> folders."""
+    from xlviz.errors import XlvizError
+    from xlviz.runs import list_runs
+
+    names: set[str] = set()
+    for run in list_runs(root):
+        try:
+            names |= {str(r.get("system")) for r in run.results() if r.get("system")}
+        except XlvizError:
+            pass
+        export = run.path / "export"
+        if export.is_dir():
+            names |= {p.name.rsplit("-", 1)[0] for p in export.iterdir() if p.is_dir() and "-" in p.name}
+    return sorted(names)
+
+
+def system_colours(root=None) -> dict[str, str]:
+    return colour_map(system_names(root))

@@ -1,0 +1,63 @@
+"""Page state that outlives its widgets and lives in the URL.
+
+Streamlit forgets a widget's value when a run does not draw it (a page stopped early, another
+page open): the widget comes back at its default while the browser may still show the old
+choice, so a radio and its chart disagree. :func:`keep` shadows the values in plain session
+keys and puts them back. :func:`url_state` mirrors chosen keys into ``st.query_params`` so a
+view can be bookmarked, shared and reloaded.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Iterable
+
+import streamlit as st
+
+SHADOW = "_keep_"
+
+
+def keep(*keys: str) -> None:
+    """Call at the top of a page, before its widgets: restore ``keys`` Streamlit dropped."""
+    for k in keys:
+        if k in st.session_state:
+            st.session_state[SHADOW + k] = st.session_state[k]
+        elif SHADOW + k in st.session_state:
+            st.session_state[k] = st.session_state[SHADOW + k]
+
+
+def _encode(value) -> str:
+    """Plain text for strings (readable URLs) unless they would read back as another type."""
+    if isinstance(value, str) and not isinstance(_decode(value), (int, float, bool, list, dict, type(None))):
+        return value
+    return json.dumps(value)
+
+
+def _decode(text: str):
+    try:
+        return json.loads(text)
+    except ValueError:
+        return text
+
+
+def url_state(page: str, keys: Iterable[str]) -> None:
+    """Restore ``keys`` from the URL the first time a session opens ``page`` (a bookmark, a
+    shared link, a reload), then keep the URL on the current values. Call before the widgets."""
+    keys = list(keys)
+    marker = f"_url_loaded_{page}"
+    if not st.session_state.get(marker):
+        st.session_state[marker] = True
+        for k in keys:
+            if k in st.query_params:
+                st.session_state[k] = _decode(st.query_params[k])
+
+
+def write_url(keys: Iterable[str]) -> None:
+    """Put the current values of ``keys`` in the URL (call after the widgets)."""
+    for k in keys:
+        if k in st.session_state and st.session_state[k] is not None:
+            text = _encode(st.session_state[k])
+            if st.query_params.get(k) != text:
+                st.query_params[k] = text
+        elif k in st.query_params:
+            del st.query_params[k]
