@@ -51,9 +51,11 @@ with st.expander("Start a transfer run", expanded=not runs, icon=":material/play
         pretrain = c1.number_input("Pre-training steps (L1 MLM)", min_value=1, value=defaults.pretrain_steps, step=50)
         transfer = c2.number_input("Transfer steps (L2 embeddings)", min_value=1, value=defaults.transfer_steps, step=50)
         finetune = c3.number_input("Fine-tuning steps (L1 QA)", min_value=1, value=defaults.finetune_steps, step=50)
-        variants = st.multiselect("Variants", runs_view.VARIANTS, default=list(defaults.variants),
-                                  help="base: MONOTRANS; floor: no transfer step (lower bound); pos: new position "
-                                  "embeddings too; noise: noisy fine-tuning; adapters: adapters in the transfer step.")
+        options = runs_view.system_options()
+        systems = st.multiselect("Systems (methods)", list(options), default=list(defaults.methods),
+                                 format_func=lambda s: f"{s} — {options[s]}",
+                                 help="Every method of the registry (xlviz.methods), trained on the same world, data, "
+                                 "model size and step budget; shared stages run once.")
         c1, c2, c3, c4, c5 = st.columns(5)
         mlm_batch = c1.number_input("MLM batch (blocks)", min_value=1, value=defaults.mlm_batch_size, step=16,
                                     help="Token blocks per masked-LM step (steps 1 and 2); many short blocks train fastest.")
@@ -67,7 +69,7 @@ with st.expander("Start a transfer run", expanded=not runs, icon=":material/play
         with guard("Could not start the run"):
             form = runs_view.TransferForm(
                 languages=tuple(languages), model_size=model_size, pretrain_steps=int(pretrain), transfer_steps=int(transfer),
-                finetune_steps=int(finetune), variants=tuple(variants), seed=int(seed), batch_size=int(batch),
+                finetune_steps=int(finetune), methods=tuple(systems), seed=int(seed), batch_size=int(batch),
                 mlm_batch_size=int(mlm_batch), corpus_documents=int(docs), qa_train_paragraphs=int(qa_train),
                 qa_test_paragraphs=int(qa_test))
             form.validate()
@@ -122,7 +124,7 @@ def live_view(path) -> None:
     elif state == "stopped":
         st.warning("The run's process is gone (killed, or the machine restarted). Resume goes on from the last "
                    "finished stage.", icon=":material/pause_circle:")
-    fig = runs_view.loss_figure(run.metrics())
+    fig = runs_view.loss_figure(run.metrics(all_attempts=True))
     if fig is not None:
         plotly(fig, key=f"loss_{run.name}")
     else:

@@ -120,7 +120,11 @@ def test_runs_form_starts_the_transfer_cli(app, monkeypatch, fake_root):
     form_inputs["MLM batch (blocks)"].set_value(48)
     next(s for s in at.selectbox if s.label == "Model size").set_value("small")
     next(m for m in at.multiselect if m.label == "Target languages").set_value(["svo", "sov"])
-    next(m for m in at.multiselect if m.label == "Variants").set_value(["base", "pos"])
+    systems = next(m for m in at.multiselect if m.label == "Systems (methods)")
+    from xlviz.methods import all_systems
+
+    assert set(all_systems()) <= {o.split(" — ")[0] for o in systems.options}, "the form offers every system of the registry"
+    systems.set_value(["monotrans", "jointpair-disjoint"])
     next(t for t in at.text_input if t.label == "Run name (optional)").set_value("my-run")
     next(b for b in at.button if b.label == "Start run").click().run()
     assert not at.exception
@@ -132,7 +136,7 @@ def test_runs_form_starts_the_transfer_cli(app, monkeypatch, fake_root):
     assert opts["--run-dir"] == str(run_dir)
     assert opts["--pretrain-steps"] == "7" and opts["--transfer-steps"] == "5" and opts["--finetune-steps"] == "3"
     assert opts["--seed"] == "11" and opts["--model-size"] == "small" and opts["--mlm-batch-size"] == "48"
-    assert opts["--languages"] == "svo,sov" and opts["--variants"] == "base,pos"
+    assert opts["--languages"] == "svo,sov" and opts["--methods"] == "monotrans,jointpair-disjoint"
     assert "Started **my-run**" in _texts(at.success)
 
 

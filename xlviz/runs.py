@@ -175,16 +175,18 @@ class Run:
             raise XlvizError("expected a list of stage names", path=self.status_path, field="stages_done")
         return status
 
-    def metrics(self) -> list[dict]:
+    def metrics(self, all_attempts: bool = False) -> list[dict]:
         """Logged steps; where a resumed stage started over, only its last attempt (a step
-        that does not increase starts a new attempt), so no (stage, step) appears twice."""
+        that does not increase starts a new attempt), so no (stage, step) appears twice.
+        ``all_attempts``: every row in order (the loss charts draw each attempt as its own line)."""
         by_stage: dict[str, list[dict]] = {}
         for row in read_jsonl(self.metrics_path):
             if not isinstance(row, dict):
                 continue
             rows = by_stage.setdefault(str(row.get("stage")), [])
             step = row.get("step")
-            if rows and isinstance(step, (int, float)) and isinstance(rows[-1].get("step"), (int, float)) and step <= rows[-1]["step"]:
+            if (not all_attempts and rows and isinstance(step, (int, float)) and isinstance(rows[-1].get("step"), (int, float))
+                    and step <= rows[-1]["step"]):
                 rows.clear()
             rows.append(row)
         return [r for rows in by_stage.values() for r in rows]

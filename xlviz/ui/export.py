@@ -94,7 +94,7 @@ def run_report_html(run, figures: dict[str, object] | None = None) -> str:
              f"<p>State: {html.escape(str(status.get('state', '?')))} · stages done: "
              f"{html.escape(', '.join(status.get('stages_done') or []) or 'none')}</p>"]
     figs: list[tuple[str, object]] = []
-    loss = loss_figure(run.metrics())
+    loss = loss_figure(run.metrics(all_attempts=True))
     if loss is not None:
         figs.append(("Training loss", loss))
     results = results_frame([run])

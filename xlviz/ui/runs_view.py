@@ -12,13 +12,31 @@ import pandas as pd
 from xlviz import jobs
 from xlviz.errors import XlvizError
 from xlviz.limits import SIZE_LIMITS
+from xlviz.methods import method_of, methods, resolve
 from xlviz.names import check_code
 from xlviz.runs import Run
 from xlviz.ui.choices import config_value
 
-VARIANTS = ("base", "floor", "pos", "noise", "adapters", "oracle")
 MODEL_SIZES = ("tiny", "small", "medium")
 L2_LANGUAGES = ("svo", "sov")
+
+
+def system_options() -> dict[str, str]:
+    """Every system of the method registry, with a one-line description (the Runs form's choices)."""
+    out = {}
+    for m in methods().values():
+        for system in m.default_systems(every=True):
+            out[system] = m.describe(system)
+        for group, members in m.sweeps().items():
+            out[group] = f"{m.describe(members[0])}: {', '.join(members)}"
+    return out
+
+
+def describe(system: str) -> str:
+    try:
+        return method_of(system).describe(system)
+    except XlvizError:
+        return system_options().get(system, system)
 
 
 @dataclass
@@ -31,7 +49,7 @@ class TransferForm:
     pretrain_steps: int = 120
     transfer_steps: int = 60
     finetune_steps: int = 60
-    variants: tuple[str, ...] = ("base", "floor", "oracle")
+    methods: tuple[str, ...] = ("monotrans", "floor", "dictionary-oracle")
     seed: int = 0
     batch_size: int = 16
     mlm_batch_size: int = 64
@@ -51,9 +69,9 @@ class TransferForm:
                 raise XlvizError(f"must be between {lo} and {hi}", field=name)
         for code in self.languages:
             check_code(code, field="languages")
-        bad = [v for v in self.variants if v not in VARIANTS]
-        if bad or not self.variants:
-            raise XlvizError(f"variants must be some of {', '.join(VARIANTS)}", field="variants")
+        if not self.methods:
+            raise XlvizError("pick at least one system", field="methods")
+        resolve(list(self.methods))  # every name in the registry, else one line naming it
 
     def argv(self, run_dir: str | Path) -> list[str]:
         """``xlviz transfer`` arguments for this form (without the program name)."""
@@ -63,7 +81,7 @@ class TransferForm:
             "transfer", "--run-dir", str(run_dir), "--name", run_dir.name, "--seed", str(int(self.seed)),
             "--languages", ",".join(self.languages), "--model-size", self.model_size,
             "--pretrain-steps", str(int(self.pretrain_steps)), "--transfer-steps", str(int(self.transfer_steps)),
-            "--finetune-steps", str(int(self.finetune_steps)), "--variants", ",".join(self.variants),
+            "--finetune-steps", str(int(self.finetune_steps)), "--methods", ",".join(self.methods),
             "--batch-size", str(int(self.batch_size)), "--mlm-batch-size", str(int(self.mlm_batch_size)),
             "--corpus-documents", str(int(self.corpus_documents)),
             "--qa-train-paragraphs", str(int(self.qa_train_paragraphs)),
@@ -196,7 +214,7 @@ def run_table(runs: list[Run]) -> pd.DataFrame:
             "steps": _short(steps) if steps is not None else "/".join(
                 _short(config_value(cfg, k)) for k in ("pretrain_steps", "transfer_steps", "finetune_steps")
             ).strip("/"),
-            "variants": _short(config_value(cfg, "variants")),
+            "systems": _short(config_value(cfg, "methods", "variants")),
             "seed": _short(config_value(cfg, "seed")),
             "results": len(results),
             "best F1": max((float(r.get("f1", 0)) for r in results), default=None),
@@ -309,7 +327,7 @@ def curves_frame(runs: list[Run]) -> pd.DataFrame:
     frames = []
     for run in runs:
         try:
-            rows = [m for m in run.metrics() if "loss" in m and "step" in m and "stage" in m]
+            rows = [m for m in run.metrics(all_attempts=True) if "loss" in m and "step" in m and "stage" in m]
         except XlvizError:
             continue
         if rows:
