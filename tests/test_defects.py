@@ -217,7 +217,6 @@ def test_retrieval_layer_is_chosen_on_held_out_pairs():
     assert out["selection_per_layer"][1] == 1.0 and out["retrieval"] == out["reported_per_layer"][1] < 0.5
 
 
-@pytest.mark.slow
 def test_corpus_alignment_reports_held_out_retrieval(tmp_path, monkeypatch):
     """stage_alignment's result rows: the layer chosen on one half, retrieval on the other,
     both split sizes recorded (sentence embeddings stubbed with the test above's layout)."""
