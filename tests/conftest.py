@@ -33,9 +33,9 @@ def shared_data() -> Path:
 
 @pytest.fixture(scope="session", autouse=True)
 def _runs_under_basetemp(tmp_path_factory):
-    """--run-dir must lie inside the checkpoints root: let tests' tmp_path run folders qualify."""
-    if "XLVIZ_CHECKPOINTS" not in os.environ:
-        os.environ["XLVIZ_CHECKPOINTS"] = str(tmp_path_factory.getbasetemp())
+    """--run-dir must lie inside the checkpoints root: let tests' tmp_path run folders qualify
+    (also when scripts/test.sh set XLVIZ_CHECKPOINTS to a folder of its own)."""
+    os.environ["XLVIZ_CHECKPOINTS"] = str(tmp_path_factory.getbasetemp())
     yield
 
 
