@@ -8,8 +8,8 @@
   Spearman) on the generated world's same-word-different-sense pairs.
 
 The paper's probing direction: the model trained on L1 and transferred into L2, probed in L2, next to
-the floor (untrained L2 embeddings), with the L1 model on L1 as reference. A run has no model trained
-on L2 directly (``xlviz transfer`` cannot train one). Results as grids (model · language × category or
+the floor (untrained L2 embeddings), with the L1 model on L1 as reference; every system of a bench
+run is probed (a run with ``mono-l2`` adds a model trained on L2 directly). Results as grids (model · language × category or
 layer), with a drill-down to single pairs and CSV export. Numbers come from ``xlviz.analysis`` (as
 ``xlviz analyse agreement|wic|probing``). Opens preset to a run with ``?run=NAME&l2=L2``.
 """
@@ -71,9 +71,9 @@ english = [m for m in sel.models if m.covers("en") and not (run and m.run == run
 for m in english:
     ref = m.ref_for("en")
     models.append(ProbeModel(m.name, "en", ModelSpec(ref.path, ref.tokenizer), "model"))
-st.caption("A run has no model trained on L2 directly (`xlviz transfer` cannot train one), so L2 is probed in the "
-           "transferred model and the floor, next to the L1 model on L1. English models picked in the sidebar are "
-           "probed on English data.")
+st.caption("L2 is probed in every system of the run (its encoders), next to the L1 model on L1; a run trained with "
+           "`--methods mono-l2` adds a model trained on L2 directly, the reference the paper probes against. English "
+           "models picked in the sidebar are probed on English data.")
 if not models:
     st.info("Pick a run, or English masked LMs in the sidebar.", icon=":material/info:")
     st.stop()

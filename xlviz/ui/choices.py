@@ -181,6 +181,12 @@ def run_model_choices(run: Run) -> list[ModelChoice]:
                 continue
             system, lang = folder.name.rsplit("-", 1)
             systems.setdefault(system, []).append((lang, ref(folder, lang)))
+    try:  # the run's own order of systems (its config's methods: MONOTRANS first), then by name
+        trained = config_value(run.config(), "methods")
+    except Exception:  # noqa: BLE001 - a half-written run must not break discovery
+        trained = None
+    rank = {s: i for i, s in enumerate(trained)} if isinstance(trained, list) else {}
+    systems = dict(sorted(systems.items(), key=lambda kv: (rank.get(kv[0], len(rank)), kv[0])))
     for system, refs in systems.items():
         order = {l: i for i, l in enumerate(langs)}
         refs.sort(key=lambda lr: (order.get(lr[0], len(order)), lr[0]))

@@ -88,7 +88,7 @@ def render() -> Selection:
     url_state("sidebar", (MODELS_KEY, LANGS_KEY))  # models and languages from a bookmarked or shared URL
     if MODELS_KEY not in st.session_state:  # the newest run's exported systems
         exports = [c for c in choices if c.group == "export"]
-        st.session_state[MODELS_KEY] = [c.key for c in exports if c.run == exports[0].run][:3] if exports else []
+        st.session_state[MODELS_KEY] = [c.key for c in exports if c.run == exports[0].run][:4] if exports else []
     else:  # a run folder may have been deleted since
         st.session_state[MODELS_KEY] = [k for k in st.session_state[MODELS_KEY] if k in by_key]
 
