@@ -118,6 +118,11 @@ class Method:
         probing) and its tokenizer; None when the system has none for that language."""
         return None
 
+    def own_l1_model(self, ctx: Context, system: str, lang: str) -> tuple[nn.Module, Any] | None:
+        """For systems with one model per L2 (pair models): the L1 QA model of the model that
+        scores ``lang``, so its L2/L1 ratio compares one model with itself; None otherwise."""
+        return None
+
     def uses(self, system: str) -> dict:
         """What the system learns from, written into its result rows."""
         return {"parallel_pairs": 0, "l2_labels": False}

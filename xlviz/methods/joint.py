@@ -206,6 +206,13 @@ class Joint(Method):
         folder = ctx.path(f"s1_{system}{unit(system, self.unit_for(ctx, system, lang))}", lang)
         return BertForMaskedLM.from_pretrained(folder, use_safetensors=True), AutoTokenizer.from_pretrained(folder)
 
+    def own_l1_model(self, ctx: Context, system: str, lang: str):
+        if system == "jointmulti" or lang == ctx.world.l1:
+            return None
+        u = unit(system, lang)
+        qa = BertForQuestionAnswering.from_pretrained(ctx.path(f"s3_{system}{u}"), use_safetensors=True)
+        return qa, AutoTokenizer.from_pretrained(ctx.path(f"s1_{system}{u}", ctx.world.l1))
+
     def qa_model(self, ctx: Context, system: str, lang: str):
         u = unit(system, self.unit_for(ctx, system, lang))
         qa = BertForQuestionAnswering.from_pretrained(ctx.path(f"s3_{system}{u}"), use_safetensors=True)

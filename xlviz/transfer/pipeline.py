@@ -88,9 +88,17 @@ class Pipeline(StagedRun):
         """The QA model ``system`` uses for ``lang`` and its tokenizer (None if it has none)."""
         return method_of(system).qa_model(self, system, lang)
 
+    def score(self, model, tok, lang: str) -> tuple[dict, dict, dict]:
+        """(scores with ``lang``'s articles stripped, official v1.1 scores, predictions) on ``lang``'s test set."""
+        data = self.world.qa("test", lang)
+        preds = predictions_to_text(predict_qa(model, tok, squad_examples(data), max_length=self.cfg.qa_max_length, doc_stride=self.cfg.doc_stride, batch_size=64, max_answer_length=self.cfg.max_answer_length))
+        # Each language's own articles are stripped (MLQA-style), so L2/L1 compares like
+        # with like; the official v1.1 numbers (English articles only) are kept beside them.
+        return evaluate_squad(data, preds, articles=self.world.articles(lang)), evaluate_squad(data, preds), preds
+
     def stage_evaluate(self, system: str) -> None:
         """Export each language's QA model and encoder and score the QA model on that
-        language's test set."""
+        language's test set (pair models: also their own L1 score, ``l1_f1``)."""
         if not self.main:
             return
         method = method_of(system)
@@ -103,19 +111,18 @@ class Pipeline(StagedRun):
             if qa is None:
                 continue
             model, tok = qa
-            data = self.world.qa("test", lang)
-            preds = predictions_to_text(predict_qa(model, tok, squad_examples(data), max_length=self.cfg.qa_max_length, doc_stride=self.cfg.doc_stride, batch_size=64, max_answer_length=self.cfg.max_answer_length))
-            # Each language's own articles are stripped (MLQA-style), so L2/L1 compares like
-            # with like; the official v1.1 numbers (English articles only) are kept beside them.
-            scores = evaluate_squad(data, preds, articles=self.world.articles(lang))
-            v11 = evaluate_squad(data, preds)
+            scores, v11, preds = self.score(model, tok, lang)
             atomic_write_json(self.path("predictions", f"{system}-{lang}.json"), preds)
             self._save(model, self.path("export", f"{system}-{lang}"), tok)
-            rows.append({"system": system, "method": method.name, "language": lang,
-                         "exact_match": round(scores["exact_match"], 2), "f1": round(scores["f1"], 2),
-                         "exact_match_v11": round(v11["exact_match"], 2), "f1_v11": round(v11["f1"], 2),
-                         **method.uses(system)})
-            self._log(f"  {system} {lang}: EM {scores['exact_match']:.1f} F1 {scores['f1']:.1f} (v1.1: EM {v11['exact_match']:.1f} F1 {v11['f1']:.1f})")
+            row = {"system": system, "method": method.name, "language": lang,
+                   "exact_match": round(scores["exact_match"], 2), "f1": round(scores["f1"], 2),
+                   "exact_match_v11": round(v11["exact_match"], 2), "f1_v11": round(v11["f1"], 2), **method.uses(system)}
+            own = method.own_l1_model(self, system, lang)
+            if own is not None:
+                row["l1_f1"] = round(self.score(*own, self.world.l1)[0]["f1"], 2)
+            rows.append(row)
+            self._log(f"  {system} {lang}: EM {scores['exact_match']:.1f} F1 {scores['f1']:.1f} (v1.1: EM {v11['exact_match']:.1f} F1 {v11['f1']:.1f})"
+                      + (f"; its own {self.world.l1} model: F1 {row['l1_f1']:.1f}" if "l1_f1" in row else ""))
         self.run.add_results(rows)
 
 
