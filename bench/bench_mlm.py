@@ -87,6 +87,18 @@ def make_batches(args) -> tuple[list[dict], int]:
     return batches, len(tok)
 
 
+def update(loss: torch.Tensor, opt, weights) -> float:
+    """One optimizer step from ``loss`` (through the float32 masters when ``weights`` is Bf16Weights)."""
+    loss.backward()
+    if weights:
+        weights.grads_to_master()
+    opt.step()
+    opt.zero_grad(set_to_none=True)
+    if weights:
+        weights.master_to_model()
+    return loss.item()
+
+
 def runner(name: str, vocab: int, args, *, masked_only: bool, precision: str, compiled: bool = False, fused: bool = True):
     """``precision``: "fp32", "autocast" (CPU bf16 autocast) or "bf16" (xlviz's Bf16Weights);
     ``fused``: xlviz's fused AdamW (masked-only variants), else PyTorch's default."""
@@ -104,14 +116,7 @@ def runner(name: str, vocab: int, args, *, masked_only: bool, precision: str, co
     def step(batch: dict) -> float:
         with torch.autocast("cpu", dtype=torch.bfloat16, enabled=precision == "autocast"):
             loss = wrapped(**batch) if masked_only else plain_mlm_loss(model, **batch)
-        loss.backward()
-        if weights:
-            weights.grads_to_master()
-        opt.step()
-        opt.zero_grad(set_to_none=True)
-        if weights:
-            weights.master_to_model()
-        return loss.item()
+        return update(loss, opt, weights)
 
     return name, step
 
@@ -145,14 +150,7 @@ def wu_runner(name: str, vocab: int, args, *, masked_only: bool, precision: str)
             loss = wrapped(**batch, language=torch.tensor(lang))
         else:
             loss = plain_mlm_loss(model.views[model.languages[lang]], **batch)
-        loss.backward()
-        if weights:
-            weights.grads_to_master()
-        opt.step()
-        opt.zero_grad(set_to_none=True)
-        if weights:
-            weights.master_to_model()
-        return loss.item()
+        return update(loss, opt, weights)
 
     return name, step
 
