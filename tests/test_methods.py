@@ -179,3 +179,9 @@ def test_a_new_method_module_is_one_registry_entry(monkeypatch):
 
     monkeypatch.setattr(registry, "_METHODS", {**methods(), "toy": Method("toy", ("toy-system",))})
     assert resolve("toy-system") == ["toy-system"] and method_of("toy-system").name == "toy"
+
+
+def test_a_method_refuses_a_config_it_cannot_run_before_any_folder_is_made(tmp_path):
+    assert cli(["transfer", "--methods", "wu-shared-top-9", "--model-size", "tiny", "--out", str(tmp_path / "runs")]) == 2
+    assert not (tmp_path / "runs").exists()
+    assert resolve("wu-sweep", layers=2) == ["wu-shared-top-2", "wu-shared-top-1", "wu-shared-top-0"]

@@ -118,6 +118,10 @@ class Method:
         probing) and its tokenizer; None when the system has none for that language."""
         return None
 
+    def validate(self, system: str, cfg: Any) -> None:
+        """Raise an XlvizError (field ``methods``) when ``system`` cannot run with ``cfg``."""
+        return None
+
     def own_l1_model(self, ctx: Context, system: str, lang: str) -> tuple[nn.Module, Any] | None:
         """For systems with one model per L2 (pair models): the L1 QA model of the model that
         scores ``lang``, so its L2/L1 ratio compares one model with itself; None otherwise."""

@@ -19,6 +19,7 @@ import re
 import torch
 from transformers import BertForMaskedLM, BertForQuestionAnswering
 
+from xlviz.errors import XlvizError
 from xlviz.io import atomic_dir
 from xlviz.methods.base import Context, Stage
 from xlviz.methods.common import WORLD, max_length
@@ -79,12 +80,13 @@ class Wu(Joint):
     def units(self, ctx: Context, system: str) -> list[str | None]:
         return list(ctx.world.l2s)
 
-    def stages(self, ctx: Context, system: str) -> list[Stage]:
-        layers = MODEL_SIZES[ctx.cfg.model_size][0]
+    def validate(self, system: str, cfg) -> None:
+        layers = MODEL_SIZES[cfg.model_size][0]
         if shared_top(system) > layers:
-            from xlviz.errors import XlvizError
+            raise XlvizError(f"{system}: the {cfg.model_size} model has only {layers} layers", field="methods")
 
-            raise XlvizError(f"{system}: the {ctx.cfg.model_size} model has only {layers} layers", field="methods")
+    def stages(self, ctx: Context, system: str) -> list[Stage]:
+        self.validate(system, ctx.cfg)
         out = [WORLD]
         for l2 in ctx.world.l2s:
             out += [pretrain_stage(system, l2), finetune_stage(system, l2)]

@@ -154,9 +154,11 @@ class TransferConfig:
             raise XlvizError("choose from ['unsupervised', 'identical']", path=path, field="clwe_init")
         if self.vocab_size < 50:
             raise XlvizError("must be at least 50", path=path, field="vocab_size")
-        from xlviz.methods import resolve
+        from xlviz.methods import method_of, resolve
 
         self.methods = resolve(self.methods, layers=MODEL_SIZES[self.model_size][0])
+        for system in self.methods:
+            method_of(system).validate(system, self)
         if not isinstance(self.seed, int):
             raise XlvizError(f"must be an integer, got {self.seed!r}", path=path, field="seed")
         self.world.validate(path=path)
