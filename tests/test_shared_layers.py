@@ -169,3 +169,32 @@ def test_from_config_and_bad_input():
         SharedTopLayers(config(), ["en", "en"], shared_top=1)
     with pytest.raises(XlvizError, match="language"):
         model(*batch(0), language="fr")
+
+
+def test_zero_shot_composition_with_a_disjoint_vocabulary():
+    """wu-shared-top-K's zero-shot model: the L1 QA model, the L2's bottom layers, then sliced to
+    the L2's own vocabulary: a plain QA model whose encoder equals the L2 view's on mapped ids."""
+    from tests.test_joint_vocab import EN, made_up_words, sentences
+    from xlviz.data.joint_vocab import DisjointVocab
+    from xlviz.data.tokenization import train_tokenizer
+    from xlviz.models.vocab_slice import slice_to_language
+
+    toks = {"en": train_tokenizer(sentences(EN, 100, 1), vocab_size=60),
+            "xx": train_tokenizer(sentences(made_up_words(20, 2), 100, 3), vocab_size=50)}
+    vocab = DisjointVocab(toks)
+    cfg = config()
+    cfg.vocab_size = vocab.vocab_size
+    torch.manual_seed(0)
+    model = SharedTopLayers(BertForMaskedLM(cfg), ["en", "xx"], shared_top=1).eval()
+    with torch.no_grad():
+        for p in model.language_layers("xx").parameters():
+            p.add_(0.1 * torch.randn_like(p))
+    qa = BertForQuestionAnswering(cfg)
+    qa.bert.load_state_dict(model.to_plain("en").bert.state_dict())
+    zero_shot = slice_to_language(with_bottom_layers(qa, model.language_layers("xx")), vocab, "xx").eval()
+    assert zero_shot.config.vocab_size == len(toks["xx"])
+    enc = toks["xx"](" ".join(made_up_words(20, 2)[:3]), return_tensors="pt")
+    with torch.no_grad():
+        got = zero_shot.bert(input_ids=enc["input_ids"]).last_hidden_state
+        want = model.to_plain("xx").bert(input_ids=vocab.to_joint("xx", enc["input_ids"])).last_hidden_state
+    torch.testing.assert_close(got, want)
