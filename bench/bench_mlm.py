@@ -64,11 +64,10 @@ def cpu_name() -> str:
     return f"{name} ({', '.join(cpu_native_bf16()) or 'no native bf16'})"
 
 
-def make_batches(args) -> tuple[list[dict], int]:
+def make_batches(args) -> tuple[list[dict], int, object]:
     world = World(WorldConfig(seed=0, corpus_documents=1500))
     corpus = world.corpus("en")
     tok = train_tokenizer(corpus, args.vocab)
-    make_batches.tokenizer = tok
     blocks = iter_blocks(lambda: corpus, tok, args.block, seed=0)
     gen = torch.Generator().manual_seed(0)
     batches = []
@@ -83,8 +82,8 @@ def make_batches(args) -> tuple[list[dict], int]:
         for b in batches:
             b["input_ids"] = table[b["input_ids"]]
             b["labels"] = torch.where(b["labels"] >= 0, table[b["labels"].clamp(min=0)], b["labels"])
-        return batches, args.model_vocab
-    return batches, len(tok)
+        return batches, args.model_vocab, tok
+    return batches, len(tok), tok
 
 
 def update(loss: torch.Tensor, opt, weights) -> float:
@@ -208,7 +207,7 @@ def main() -> None:
     p.add_argument("--methods", action=argparse.BooleanOptionalAction, default=True,
                    help="also time the joint-vocabulary, Wu et al. and HF Trainer rows")
     args = p.parse_args()
-    batches, vocab = make_batches(args)
+    batches, vocab, tok = make_batches(args)
     joint = spread(batches, vocab, vocab * args.joint_languages)
     runners = [
         runner("plain BertForMaskedLM, fp32 (baseline)", vocab, args, masked_only=False, precision="fp32"),
@@ -232,7 +231,7 @@ def main() -> None:
     times: dict[str, list[float]] = {name: [] for name, _ in runners}
     trainer = None
     if args.methods:
-        trainer = TrainerTimer(vocab, args, make_batches.tokenizer)
+        trainer = TrainerTimer(vocab, args, tok)
         times["HF Trainer + DataCollatorForLanguageModeling, fp32"] = []
     for name, step in runners:  # warm-up (allocator, oneDNN kernels, compilation)
         for b in data[name][:3]:

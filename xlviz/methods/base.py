@@ -69,16 +69,6 @@ class Stage:
         return self.train(ctx, self.build(ctx))
 
 
-@dataclass(frozen=True)
-class EncoderRef:
-    """Where an analysis page finds a system's encoder for one language (a masked LM folder
-    and its tokenizer); ``floor_seed`` marks a model rebuilt on load (see
-    :func:`xlviz.analysis.reports.load_spec`)."""
-
-    path: Path
-    tokenizer: Path | None = None
-
-
 @dataclass
 class Method:
     """A family of systems declared by one module. Subclasses override the methods below."""

@@ -38,8 +38,8 @@ def run_vectors(ctx: Context) -> None:
         for lang in world.l2s:
             result = clwe_matrices(toks, {world.l1: world.corpus(world.l1), lang: world.corpus(lang)}, world.l1, lang, dim,
                                    init=cfg.clwe_init, seed=cfg.seed)
-            # The L1 side is the same for every L2 (same corpus, seed and normalisation).
-            save_file({"embeddings": result.l1_rows}, str(tmp / f"{world.l1}.safetensors"))
+            if lang == world.l2s[0]:  # the L1 side is the same for every L2 (same corpus, seed, normalisation)
+                save_file({"embeddings": result.l1_rows}, str(tmp / f"{world.l1}.safetensors"))
             save_file({"embeddings": result.l2_rows}, str(tmp / f"{lang}.safetensors"))
             m = result.mapping
             report["languages"][lang] = {"dictionary": int(len(m.src)), "iterations": len(m.objective),

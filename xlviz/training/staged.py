@@ -151,12 +151,12 @@ class StagedRun:
         if self.main:
             self.run.update_status(**fields)
 
-    def _log(self, msg: str) -> None:
+    def log(self, msg: str) -> None:
         if self.main:
             self.run.log(msg)
             print(msg, flush=True)
 
-    def _loop(self, stage: str, steps: int, lr: float) -> tuple[LoopConfig, Callable]:
+    def loop(self, stage: str, steps: int, lr: float) -> tuple[LoopConfig, Callable]:
         """A loop config and an ``on_log`` writing metrics and progress for ``stage``."""
         cfg = LoopConfig(steps=steps, lr=lr, grad_accum=self.cfg.grad_accum, log_every=self.cfg.log_every)
 
@@ -166,7 +166,7 @@ class StagedRun:
 
         return cfg, on_log
 
-    def _save(self, model, stage_dir: Path, tokenizer=None) -> None:
+    def save(self, model, stage_dir: Path, tokenizer=None) -> None:
         """``save_pretrained`` (safetensors) into ``stage_dir`` atomically, main process only."""
         if not self.main:
             return
@@ -174,6 +174,8 @@ class StagedRun:
             model.save_pretrained(tmp)
             if tokenizer is not None:
                 tokenizer.save_pretrained(tmp)
+
+    _log, _loop, _save = log, loop, save  # the names the real-corpus and QA runs use
 
     def micro_batch(self, global_batch: int) -> int:
         """Rows per process per forward pass for a global batch of ``global_batch``."""

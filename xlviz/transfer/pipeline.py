@@ -16,6 +16,7 @@ that language in that system, for the analysis pages), ``predictions/``, ``resul
 
 from __future__ import annotations
 
+import functools
 import zlib
 from pathlib import Path
 
@@ -55,17 +56,11 @@ class Pipeline(StagedRun):
         # Batches here are per process (each process trains on its shard of the world's data).
         return make_accelerator(self.cfg.mixed_precision, self.cfg.grad_accum)
 
-    # --- the context methods see ------------------------------------------------------------
-    def log(self, msg: str) -> None:
-        self._log(msg)
-
-    def save(self, model, stage_dir: Path, tokenizer=None) -> None:
-        self._save(model, stage_dir, tokenizer)
-
-    def loop(self, stage: str, steps: int, lr: float):
-        return self._loop(stage, steps, lr)
-
     # --- plan -------------------------------------------------------------------------
+    @functools.cached_property
+    def _stages(self) -> dict[str, Stage]:
+        return self.stage_table()
+
     def stage_table(self) -> dict[str, Stage]:
         """Every training stage of the run's systems by name, in plan order."""
         seen: dict[str, Stage] = {}
@@ -76,12 +71,12 @@ class Pipeline(StagedRun):
         return {s.name: s for _, s in order}
 
     def plan(self) -> list[str]:
-        return list(self.stage_table()) + [f"s4_{system}" for system in self.cfg.systems]
+        return list(self._stages) + [f"s4_{system}" for system in self.cfg.systems]
 
     def run_stage(self, stage: str) -> None:
         if stage.startswith("s4_") and stage[3:] in self.cfg.systems:
             return self.stage_evaluate(stage[3:])
-        self.stage_table()[stage].execute(self)
+        self._stages[stage].execute(self)
 
     # --- step 4 ----------------------------------------------------------------------
     def zero_shot(self, system: str, lang: str):
