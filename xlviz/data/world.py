@@ -64,6 +64,9 @@ class WorldConfig:
     qa_dev_paragraphs: int = 60
     qa_test_paragraphs: int = 100
     parallel_pairs: int = 1000
+    # Translation pairs the parallel-data methods (VECO, PPA) train on; disjoint from the
+    # evaluation pairs above and from every QA test paragraph (``World.parallel_train``).
+    parallel_train_pairs: int = 2000
     agreement_pairs: int = 300
     sense_pairs: int = 200
 
@@ -92,7 +95,7 @@ class WorldConfig:
     def validate(self, *, path: str | None = None) -> None:
         if not isinstance(self.shared_names, bool):
             raise XlvizError(f"must be true or false, got {self.shared_names!r}", path=path, field="world.shared_names")
-        for name in ("corpus_documents", "qa_train_paragraphs", "qa_dev_paragraphs", "qa_test_paragraphs", "parallel_pairs", "agreement_pairs", "sense_pairs"):
+        for name in ("corpus_documents", "qa_train_paragraphs", "qa_dev_paragraphs", "qa_test_paragraphs", "parallel_pairs", "parallel_train_pairs", "agreement_pairs", "sense_pairs"):
             v = getattr(self, name)
             if not isinstance(v, int) or v <= 0:
                 raise XlvizError(f"must be a positive integer, got {v!r}", path=path, field=f"world.{name}")
@@ -326,14 +329,34 @@ class World:
             paras.append(facts)
         return paras
 
+    def _sizes(self) -> dict[str, int]:
+        return {"train": self.config.qa_train_paragraphs, "dev": self.config.qa_dev_paragraphs, "test": self.config.qa_test_paragraphs}
+
     def qa(self, split: str, lang: str = L1) -> dict:
-        """SQuAD v1.1 JSON. Train and dev exist in L1 only; test in every language with shared ids."""
-        language = self._check(lang)
-        sizes = {"train": self.config.qa_train_paragraphs, "dev": self.config.qa_dev_paragraphs, "test": self.config.qa_test_paragraphs}
-        if split not in sizes:
-            raise XlvizError(f"unknown split {split!r}; choose from {list(sizes)}", field="split")
+        """SQuAD v1.1 JSON. Train and dev exist in L1 only; test in every language with shared ids.
+        (The L1 training set rendered in an L2 is :meth:`translate_train`, kept apart so that no
+        zero-shot system reads it by accident.)"""
+        self._check(lang)
+        if split not in self._sizes():
+            raise XlvizError(f"unknown split {split!r}; choose from {list(self._sizes())}", field="split")
         if split != "test" and lang != L1:
-            raise XlvizError(f"the {split} split exists in {L1} only (zero-shot transfer)", field="language")
+            raise XlvizError(f"the {split} split exists in {L1} only (zero-shot transfer); "
+                             "translate-train systems read World.translate_train", field="language")
+        return self._qa(split, lang)
+
+    def translate_train(self, lang: str) -> dict:
+        """The L1 QA training set rendered in ``lang``: the same facts, questions and ids, with
+        answer offsets tracked in the L2 rendering (the translate-train setting of VECO and PPA).
+        Only systems whose ``uses()`` says ``l2_labels`` may read it (the run checks)."""
+        if self._check(lang).is_english:
+            raise XlvizError(f"translate-train data exists for the L2s only, not {lang!r}", field="language")
+        out = self._qa("train", lang)
+        out["version"] = f"xlviz-world-translate-train-{lang}"
+        return out
+
+    def _qa(self, split: str, lang: str) -> dict:
+        language = self.lang[lang]
+        sizes = self._sizes()
         articles = []
         for p_idx, facts in enumerate(self._paragraphs(split, sizes[split])):
             if p_idx % 5 == 0:
@@ -362,21 +385,52 @@ class World:
         return out
 
     # --- analysis material -------------------------------------------------------------
-    def parallel_pairs(self, l2: str, n: int | None = None) -> list[dict]:
-        """Translation pairs (statements and questions) with gold word alignment (en index, l2 index)."""
-        a, b = self.lang[L1], self._check(l2)
-        s = Sampler(self._rng("parallel"), self.habits, self.config.habit_share, self.config.preference, self.config.seed)
-        out = []
-        for i in range(n or self.config.parallel_pairs):
+    def _parallel_items(self, key: str, n: int, forbidden: frozenset = frozenset()) -> list[Item]:
+        """``n`` statements and questions; none whose clause or English text is ``forbidden``
+        (a question can read the same from two clauses: "what does nina swing?")."""
+        s = Sampler(self._rng(key), self.habits, self.config.habit_share, self.config.preference, self.config.seed)
+        items: list[Item] = []
+        while len(items) < n:
             c = s.clause(mod_share=0.1)
             item = s.question(c) if s.rng.random() < 0.2 else c
+            if not forbidden or (c not in forbidden and render(self.lang[L1], item).text not in forbidden):
+                items.append(item)
+        return items
+
+    def _pairs(self, l2: str, items: list[Item], prefix: str) -> list[dict]:
+        a, b = self.lang[L1], self._check(l2)
+        out = []
+        for i, item in enumerate(items):
             ra, rb = render(a, item), render(b, item)
             out.append({
-                "id": f"pair-{i:05d}", "src": ra.text, "tgt": rb.text,
+                "id": f"{prefix}-{i:05d}", "src": ra.text, "tgt": rb.text,
                 "src_words": [w for w, _ in ra.words], "tgt_words": [w for w, _ in rb.words],
                 "alignment": word_alignment(ra.words, rb.words),
             })
         return out
+
+    def parallel_pairs(self, l2: str, n: int | None = None) -> list[dict]:
+        """Translation pairs (statements and questions) with gold word alignment (en index, l2
+        index): the held-out pairs the analysis pages evaluate on."""
+        self._check(l2)
+        return self._pairs(l2, self._parallel_items("parallel", n or self.config.parallel_pairs), "pair")
+
+    @cached_property
+    def held_out_clauses(self) -> frozenset:
+        """What no training pair of the parallel-data methods may contain: the clauses and
+        English texts of the evaluation pairs, the clauses of every QA dev and test paragraph."""
+        items = self._parallel_items("parallel", self.config.parallel_pairs)
+        pairs = {clause_of(it) for it in items} | {render(self.lang[L1], it).text for it in items}
+        qa = {c for split in ("dev", "test") for facts in self._paragraphs(split, self._sizes()[split]) for c, _ in facts}
+        return frozenset(pairs | qa)
+
+    def parallel_train(self, l2: str, n: int | None = None) -> list[dict]:
+        """The parallel training corpus of ``l2`` (VECO's CA-MLM/TLM, PPA's MoCo + TLM): drawn
+        with its own seed, never containing a clause of :meth:`parallel_pairs` or of a QA dev or
+        test paragraph (so retrieval and QA scores stay held out)."""
+        self._check(l2)
+        items = self._parallel_items("parallel-train", n or self.config.parallel_train_pairs, self.held_out_clauses)
+        return self._pairs(l2, items, "train-pair")
 
     def dictionary(self, l2: str) -> list[dict]:
         """Gold bilingual dictionary over word forms: {en, l2, lemma, pos}."""
@@ -471,6 +525,10 @@ class World:
             atomic_write_json(d / "qa" / f"{split}.{L1}.json", self.qa(split, L1))
         for l2 in self.l2s:
             _write_jsonl(d / "parallel" / f"{L1}-{l2}.jsonl", self.parallel_pairs(l2))
+            # Training material of the parallel-data methods, in folders of their own so that
+            # no evaluation reading world/qa or world/parallel picks it up.
+            _write_jsonl(d / "parallel-train" / f"{L1}-{l2}.jsonl", self.parallel_train(l2))
+            atomic_write_json(d / "translate-train" / f"train.{l2}.json", self.translate_train(l2))
             _write_jsonl(d / "dictionary" / f"{L1}-{l2}.jsonl", self.dictionary(l2))
         return d
 

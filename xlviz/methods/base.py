@@ -41,6 +41,8 @@ class Context(Protocol):
     def log(self, msg: str) -> None: ...
     def save(self, model, stage_dir: Path, tokenizer=None) -> None: ...
     def loop(self, stage: str, steps: int, lr: float) -> tuple[Any, Callable]: ...
+    def parallel_train(self, system: str, l2: str) -> list[dict]: ...
+    def translate_train(self, system: str, l2: str) -> dict: ...
 
 
 @dataclass(frozen=True)
@@ -117,6 +119,9 @@ class Method:
         scores ``lang``, so its L2/L1 ratio compares one model with itself; None otherwise."""
         return None
 
-    def uses(self, system: str) -> dict:
-        """What the system learns from, written into its result rows."""
+    def uses(self, system: str, cfg: Any = None) -> dict:
+        """What the system learns from, written into its result rows: ``parallel_pairs`` (how
+        many translation pairs it trained on; ``cfg`` is the run's config) and ``l2_labels``
+        (whether it saw QA labels in an L2: translate-train). The run hands the parallel
+        training corpus and the translate-train data only to systems that declare them here."""
         return {"parallel_pairs": 0, "l2_labels": False}

@@ -96,10 +96,11 @@ def load_mlm(ctx: Context, stage: str) -> BertForMaskedLM:
 
 
 # --------------------------------------------------------------------------- QA
-def qa_batches(ctx: Context, tok):
-    """Shuffled batches of the L1 QA training windows, epoch after epoch (this process's share)."""
+def qa_batches(ctx: Context, tok, data: dict | None = None):
+    """Shuffled batches of QA training windows, epoch after epoch (this process's share): the
+    L1 training set, or ``data`` (SQuAD JSON, e.g. translate-train data)."""
     cfg = ctx.cfg
-    examples = squad_examples(ctx.world.qa("train"))
+    examples = squad_examples(data if data is not None else ctx.world.qa("train"))
     feats = to_tensors(prepare_train_features(tok, examples, cfg.qa_max_length, cfg.doc_stride))
     n = len(feats["input_ids"])
     rank, world_size = ctx.acc.process_index, ctx.acc.num_processes
@@ -120,12 +121,12 @@ def trim_padding(batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
     return {k: (v[:, :width] if v.ndim == 2 else v) for k, v in batch.items()}
 
 
-def finetune_qa(ctx: Context, model, stage: str, tokenizer=None):
-    """Fine-tune ``model`` for extractive QA on the L1 training set (read with ``tokenizer``,
-    default the L1 vocabulary); returns the trained model."""
+def finetune_qa(ctx: Context, model, stage: str, tokenizer=None, data: dict | None = None):
+    """Fine-tune ``model`` for extractive QA on the L1 training set, or on ``data`` (SQuAD
+    JSON), read with ``tokenizer`` (default the L1 vocabulary); returns the trained model."""
     tok = tokenizer or ctx.tokenizer(ctx.world.l1)
     loop, on_log = ctx.loop(stage, ctx.cfg.finetune_steps, ctx.cfg.finetune_lr)
-    model = train(QALoss(model), qa_batches(ctx, tok), loop, ctx.acc, on_log=on_log, desc=stage).model
+    model = train(QALoss(model), qa_batches(ctx, tok, data), loop, ctx.acc, on_log=on_log, desc=stage).model
     ctx.acc.free_memory()
     return model
 

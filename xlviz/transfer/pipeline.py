@@ -25,6 +25,7 @@ from transformers.utils import logging as hf_logging
 from xlviz.data.squad import squad_examples
 from xlviz.data.world import World
 from xlviz.evaluation.qa_predict import predict_qa, predictions_to_text
+from xlviz.errors import XlvizError
 from xlviz.evaluation.squad_metric import evaluate_squad
 from xlviz.io import atomic_write_json
 from xlviz.methods import method_of
@@ -78,6 +79,22 @@ class Pipeline(StagedRun):
             return self.stage_evaluate(stage[3:])
         self._stages[stage].execute(self)
 
+    # --- data only some systems may read ------------------------------------------------
+    def parallel_train(self, system: str, l2: str) -> list[dict]:
+        """The world's parallel training corpus for ``l2``, for a system that declares it
+        (``uses()['parallel_pairs']``), cut to the number of pairs it declares."""
+        n = method_of(system).uses(system, self.cfg)["parallel_pairs"]
+        if not n:
+            raise XlvizError(f"system {system!r} declares no parallel data (uses()['parallel_pairs'] is 0)", field="methods")
+        return self.world.parallel_train(l2, n)
+
+    def translate_train(self, system: str, l2: str) -> dict:
+        """The L1 QA training set rendered in ``l2``, for a translate-train system only: a
+        zero-shot system asking for it is a bug, and fails loudly."""
+        if not method_of(system).uses(system, self.cfg)["l2_labels"]:
+            raise XlvizError(f"system {system!r} is zero-shot (uses()['l2_labels'] is false): it may not read L2 QA labels", field="methods")
+        return self.world.translate_train(l2)
+
     # --- step 4 ----------------------------------------------------------------------
     def zero_shot(self, system: str, lang: str):
         """The QA model ``system`` uses for ``lang`` and its tokenizer (None if it has none)."""
@@ -111,7 +128,7 @@ class Pipeline(StagedRun):
             self._save(model, self.path("export", f"{system}-{lang}"), tok)
             row = {"system": system, "method": method.name, "language": lang,
                    "exact_match": round(scores["exact_match"], 2), "f1": round(scores["f1"], 2),
-                   "exact_match_v11": round(v11["exact_match"], 2), "f1_v11": round(v11["f1"], 2), **method.uses(system)}
+                   "exact_match_v11": round(v11["exact_match"], 2), "f1_v11": round(v11["f1"], 2), **method.uses(system, self.cfg)}
             own = method.own_l1_model(self, system, lang)
             if own is not None:
                 row["l1_f1"] = round(self.score(*own, self.world.l1)[0]["f1"], 2)
