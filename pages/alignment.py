@@ -15,7 +15,7 @@ import streamlit as st
 from xlviz.analysis.reports import ModelSpec, System, aligned_words, run_systems
 from xlviz.ui import analysis as ua
 from xlviz.ui.colours import label_colours, system_colours
-from xlviz.ui.common import guard, plotly, shared_data_dir, shown
+from xlviz.ui.common import NA, guard, plotly, shared_data_dir
 from xlviz.ui.sidebar import current, page_setup
 from xlviz.ui.state import keep
 
@@ -263,7 +263,7 @@ if words_on:
                    "translation among the target words.")
 with tabs[-1]:
     df = pd.DataFrame(rows)
-    st.dataframe(shown(df, 3), hide_index=True, key="al_table")
+    st.dataframe(df, hide_index=True, key="al_table", placeholder=NA)
     st.download_button("Download alignment table (CSV)", ua.csv_bytes(rows), file_name="xlviz-alignment.csv",
                        mime="text/csv", icon=":material/download:", key="al_dl")
 

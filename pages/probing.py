@@ -20,7 +20,7 @@ import streamlit as st
 from xlviz.analysis.reports import ModelSpec, ProbeModel, agreement_rows, run_probe_models
 from xlviz.ui import analysis as ua
 from xlviz.ui.colours import label_colours, system_colours
-from xlviz.ui.common import NA, guard, plotly, shared_data_dir, shown
+from xlviz.ui.common import NA, guard, plotly, shared_data_dir
 from xlviz.ui.sidebar import current, page_setup
 from xlviz.ui.state import url_state, write_url
 
@@ -100,7 +100,8 @@ if runs:
 else:
     c1.caption("No run with trained models yet: start one on the Runs page. English models from the sidebar can be "
                "probed on Marvin & Linzen.")
-english = [m for m in sel.models if m.covers("en") and not (run and m.run == run.name)]
+# masked LMs only: a QA export (the sidebar's default picks) has no MLM head to score minimal pairs with
+english = [m for m in sel.models if m.covers("en") and not m.qa and not (run and m.run == run.name)]
 for m in english:
     ref = m.ref_for("en")
     models.append(ProbeModel(m.name, "en", ModelSpec(ref.path, ref.tokenizer), "model"))
@@ -190,7 +191,7 @@ if probe == AGREEMENT:
         acc = df.pivot(index="row", columns="category", values="accuracy")[cats].astype(float) * 100
         acc = acc.loc[list(dict.fromkeys(df["row"]))].rename_axis("model · language")
         # n/a: a category with no scored pair (zero coverage) has no accuracy, not 0 %
-        st.dataframe(acc.style.format(precision=1, na_rep=NA), key=f"pr_grid_{dname}")
+        st.dataframe(acc.style.format(precision=1, na_rep=NA), key=f"pr_grid_{dname}", placeholder=NA)
         cov = df.pivot(index="row", columns="category", values="coverage")[cats] * 100
         cov = cov.loc[list(dict.fromkeys(df["row"]))].rename_axis("model · language")
         overall = df[df["category"] == "all"].set_index("row")
@@ -199,8 +200,8 @@ if probe == AGREEMENT:
             for r in overall.index))
         if dname != WORLD_DATA or (cov < 100).any().any():
             with st.expander("Coverage per category (%)", expanded=dname != WORLD_DATA):
-                st.dataframe(shown(cov), key=f"pr_cov_{dname}",
-                             column_config={c: st.column_config.NumberColumn(c, format="%.1f") for c in cats})
+                st.dataframe(cov, key=f"pr_cov_{dname}",
+                             column_config={c: st.column_config.NumberColumn(c, format="%.1f") for c in cats}, placeholder=NA)
         import plotly.express as px
 
         bar = df[df["category"] != "all"].assign(accuracy=lambda x: 100 * x["accuracy"])
@@ -232,11 +233,11 @@ if probe == AGREEMENT:
         items = [it for it in items if not it["covered"]]
     table = pd.DataFrame(items, columns=["id", "category", "masked", "sentence", "good_word", "bad_word", "logp_good",
                                          "logp_bad", "preferred", "correct", "top_prediction", "reason"])
-    st.dataframe(shown(table, 2), hide_index=True, key="pr_agr_items", column_config={
+    st.dataframe(table, hide_index=True, key="pr_agr_items", column_config={
         "masked": st.column_config.TextColumn("masked sentence", width="large"),
         "logp_good": st.column_config.NumberColumn("log P(good)", format="%.2f"),
         "logp_bad": st.column_config.NumberColumn("log P(bad)", format="%.2f"),
-        "preferred": "model preferred", "top_prediction": "top prediction at [MASK]"})
+        "preferred": "model preferred", "top_prediction": "top prediction at [MASK]"}, placeholder=NA)
     st.caption(f"{len(items)} pairs. A pair is right when the grammatical form is more probable at the masked position.")
     st.download_button("Download these pairs (CSV)", ua.csv_bytes(items), file_name="xlviz-agreement-pairs.csv",
                        mime="text/csv", icon=":material/download:", key="pr_dl_agr_items")
@@ -280,7 +281,7 @@ else:
     df = pd.DataFrame(rows)
     grid = (df.pivot(index="model", columns="layer", values="accuracy") * 100).loc[list(dict.fromkeys(df["model"]))]
     grid.columns = [f"layer {c}" for c in grid.columns]
-    st.dataframe(shown(grid), key="pr_wic_grid", column_config={c: st.column_config.NumberColumn(c, format="%.1f") for c in grid.columns})
+    st.dataframe(grid, key="pr_wic_grid", column_config={c: st.column_config.NumberColumn(c, format="%.1f") for c in grid.columns}, placeholder=NA)
     st.download_button("Download word-in-context table (CSV)", ua.csv_bytes(rows), file_name="xlviz-wic.csv",
                        mime="text/csv", icon=":material/download:", key="pr_dl_wic")
 
@@ -299,8 +300,8 @@ else:
               "correct": it["predicted"][layer] == it["same_sense"]} for it in res["items"]]
     if show == "wrong":
         items = [it for it in items if not it["correct"]]
-    st.dataframe(shown(pd.DataFrame(items), 3), hide_index=True, key="pr_wic_items",
-                 column_config={"cosine": st.column_config.NumberColumn("cosine", format="%.3f")})
+    st.dataframe(pd.DataFrame(items), hide_index=True, key="pr_wic_items",
+                 column_config={"cosine": st.column_config.NumberColumn("cosine", format="%.3f")}, placeholder=NA)
     st.caption(f"{len(items)} pairs at layer {layer}; predictions are held-out (cross-validation).")
     st.download_button("Download these pairs (CSV)", ua.csv_bytes(items), file_name="xlviz-wic-pairs.csv",
                        mime="text/csv", icon=":material/download:", key="pr_dl_wic_items")

@@ -15,7 +15,7 @@ from xlviz.runs import Run, checkpoints_root, new_run_path
 from xlviz.ui import runs_view
 from xlviz.ui.choices import run_languages
 from xlviz.ui.colours import system_colours
-from xlviz.ui.common import FIGURES_KEY, guard, plotly, shown
+from xlviz.ui.common import NA, FIGURES_KEY, guard, plotly
 from xlviz.ui.sidebar import page_setup
 from xlviz.ui.state import url_state, write_url
 
@@ -153,7 +153,7 @@ def show_results_by_setting(table: pd.DataFrame, languages: list[str]) -> None:
         st.caption(f"F1 (%) by system and language — **{setting}**"
                    + (" (QA labels in L1 only)" if setting == runs_view.ZERO_SHOT else " (trained on QA labels in the L2)"))
         # n/a, not an empty cell: that system has no row for that language (e.g. the floor in L1)
-        st.dataframe(shown(wide), width="stretch", key=f"runs_results_{runs_view.SETTINGS.index(setting)}_{sub['run'].iloc[0]}")
+        st.dataframe(wide, width="stretch", key=f"runs_results_{runs_view.SETTINGS.index(setting)}_{sub['run'].iloc[0]}", placeholder=NA)
 
 
 def finished_run_panel(run: Run) -> None:
@@ -205,9 +205,9 @@ if runs:
     names = [r.name for r in runs]
     with guard("Could not read the runs"):
         table = runs_view.run_table(runs)
-        st.dataframe(shown(table), hide_index=True, width="stretch", key="runs_table",
+        st.dataframe(table, hide_index=True, width="stretch", key="runs_table",
                      column_config={c: st.column_config.NumberColumn(f"{c} (%)", format="%.1f")
-                                    for c in ("best L2 F1, zero-shot", "best L2 F1, L2 labels")})
+                                    for c in ("best L2 F1, zero-shot", "best L2 F1, L2 labels")}, placeholder=NA)
         st.button("Refresh", icon=":material/refresh:", key="runs_refresh",
                   help=f"States refresh with the page ({len(runs)} run{'s' if len(runs) != 1 else ''}).")
 
@@ -244,7 +244,7 @@ if runs:
                     if diff.empty:
                         st.caption("The runs' configs are the same (names aside).")
                     else:
-                        st.dataframe(shown(diff), hide_index=True, width="stretch", key="runs_config_diff")
+                        st.dataframe(diff, hide_index=True, width="stretch", key="runs_config_diff", placeholder=NA)
         with guard("Could not compare the runs"):
             long = runs_view.results_frame(chosen_runs)
             if long.empty:
@@ -260,12 +260,12 @@ if runs:
                     st.caption(f"**{setting}**" + (" — QA labels in L1 only" if setting == runs_view.ZERO_SHOT
                                                    else " — trained on QA labels in the L2: a ceiling, not a transfer result"))
                     part = part.dropna(axis=1, how="all")
-                    st.dataframe(shown(part), hide_index=True, width="stretch", key=f"runs_compare_{i}")
+                    st.dataframe(part, hide_index=True, width="stretch", key=f"runs_compare_{i}", placeholder=NA)
                 groups = runs_view.seed_groups(chosen_runs)
                 if groups:
                     st.markdown("**Mean ± sd over runs that differ only in their seed**")
-                    st.dataframe(shown(runs_view.seed_summary(long, groups), 2), hide_index=True, width="stretch",
-                                 key="runs_seeds")
+                    st.dataframe(runs_view.seed_summary(long, groups), hide_index=True, width="stretch",
+                                 key="runs_seeds", placeholder=NA)
                 plotly(runs_view.compare_figure(long, system_colours(root)), key="runs_compare_fig")
                 st.download_button("Download results (CSV)", long.to_csv(index=False), file_name="xlviz-results.csv",
                                    mime="text/csv", icon=":material/download:")

@@ -15,7 +15,7 @@ import streamlit as st
 from xlviz.ui import qa
 from xlviz.ui.choices import dataset_from_folder, discover_qa_datasets
 from xlviz.ui.colours import system_colours
-from xlviz.ui.common import CHUNK, NA, articles_of, examples_of, guard, predict, qa_decoding, same_model_key, saved_or_none, shared_data_dir, shown, unk_rate
+from xlviz.ui.common import CHUNK, NA, articles_of, examples_of, guard, predict, qa_decoding, same_model_key, saved_or_none, shared_data_dir, unk_rate
 from xlviz.ui.runs_view import TRANSLATE_TRAIN, ZERO_SHOT, export_setting
 from xlviz.ui.highlight import RTL_LANGUAGES, Span, highlight, legend, model_colour, qa_card
 from xlviz.ui.sidebar import current
@@ -176,18 +176,18 @@ if not rows.empty:
             if any(setting_of[n][1] for n in members):
                 matrix.insert(0, "parallel pairs", [setting_of[n][1] for n in matrix.index])
             col.markdown(f"**{title}**")
-            col.dataframe(matrix.style.format(precision=1, na_rep=NA), width="stretch", key=k if gi == 0 else f"{k}_{gi}")
+            col.dataframe(matrix.style.format(precision=1, na_rep=NA), width="stretch", key=k if gi == 0 else f"{k}_{gi}", placeholder=NA)
     with st.expander("Uncertainty: 95% bootstrap intervals over the questions" + (" and paired tests" if len(names) > 1 else "")):
         st.caption("Each cell resampled over its questions (1000 bootstrap samples). With a few hundred questions, "
                    "differences of a few points are often inside the intervals.")
-        st.dataframe(shown(qa.cell_intervals(rows)), hide_index=True, width="stretch", key="xq_ci")
+        st.dataframe(qa.cell_intervals(rows), hide_index=True, width="stretch", key="xq_ci", placeholder=NA)
         if len(names) > 1:
             st.caption("Two systems on the same questions: paired bootstrap of the F1 difference, and McNemar's exact "
                        "test on exact match (p < 0.05: unlikely to be noise).")
-            st.dataframe(shown(qa.paired_tests(rows), 3), hide_index=True, width="stretch", key="xq_paired")
+            st.dataframe(qa.paired_tests(rows), hide_index=True, width="stretch", key="xq_paired", placeholder=NA)
     with st.expander("Per-question F1 (%) — sort a column to find where a system fails"):
-        st.dataframe(shown(qa.question_table(rows, examples), 0), hide_index=True, width="stretch", key="xq_questions",
-                     column_config={"id": st.column_config.TextColumn(width="small")})
+        st.dataframe(qa.question_table(rows, examples), hide_index=True, width="stretch", key="xq_questions",
+                     column_config={"id": st.column_config.TextColumn(width="small")}, placeholder=NA)
     if how_decoded:
         with st.expander("How each cell was computed"):
             st.markdown("\n".join(f"- {line}" for line in how_decoded))

@@ -125,19 +125,7 @@ def file_stamp(path: str | os.PathLike) -> str:
         return str(p)
 
 
-NA = "n/a"
-
-
-def shown(df, precision: int = 1):
-    """``df`` ready for ``st.dataframe``: a missing cell reads "n/a" (a zero-coverage category,
-    a system without a row for a language), never Streamlit's "None" or an empty-looking cell.
-
-    Only frames with missing cells get a Styler (its display values cost time on big tables);
-    numbers keep their type, so columns still sort numerically.
-    """
-    if df is None or df.empty or not df.isna().to_numpy().any():
-        return df
-    return df.style.format(precision=precision, na_rep=NA)
+NA = "n/a"  # what a missing number reads in every table (st.dataframe's placeholder): never "None"
 
 
 FIGURES_KEY = "_xlviz_figures"  # title -> figure: the analyses drawn this session, for run reports
