@@ -27,7 +27,8 @@ with guard("Could not read the runs folder"):
         st.info("No runs yet — start one on the **Runs** page.", icon=":material/info:")
     else:
         table = runs_view.run_table(runs)
-        st.dataframe(table, hide_index=True, width="stretch",
+        first = ["run", "state", "best L2 F1, zero-shot", "best L2 F1, L2 labels", "systems"]
+        st.dataframe(table, hide_index=True, width="stretch", column_order=first + [c for c in table.columns if c not in first],
                      column_config={c: st.column_config.NumberColumn(f"{c} (%)", format="%.1f")
                                     for c in ("best L2 F1, zero-shot", "best L2 F1, L2 labels")}, placeholder=NA)
 st.page_link("pages/runs.py", label="Start or watch runs", icon=":material/model_training:")

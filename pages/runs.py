@@ -205,7 +205,10 @@ if runs:
     names = [r.name for r in runs]
     with guard("Could not read the runs"):
         table = runs_view.run_table(runs)
+        # the scores next to the run's name: at the far right they hid behind the table's scroll
+        first = ["run", "state", "best L2 F1, zero-shot", "best L2 F1, L2 labels", "systems"]
         st.dataframe(table, hide_index=True, width="stretch", key="runs_table",
+                     column_order=first + [c for c in table.columns if c not in first],
                      column_config={c: st.column_config.NumberColumn(f"{c} (%)", format="%.1f")
                                     for c in ("best L2 F1, zero-shot", "best L2 F1, L2 labels")}, placeholder=NA)
         st.button("Refresh", icon=":material/refresh:", key="runs_refresh",

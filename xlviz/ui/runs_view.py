@@ -319,7 +319,8 @@ def compare_figure(long: pd.DataFrame, colours: dict[str, str] | None = None):
                  facet_row="setting" if two else None, range_y=[0, 100], labels={"score": "score (%)", "setting": ""},
                  color_discrete_map=colours, hover_data=["run"],
                  category_orders={"setting": list(SETTINGS)} if two else None)
-    fig.update_layout(height=380 * (2 if two else 1), margin=dict(l=10, r=10, t=40, b=10), legend=dict(orientation="h", y=-0.2))
+    fig.update_layout(height=380 * (2 if two else 1), margin=dict(l=10, r=40, t=40, b=10), legend=dict(orientation="h", y=-0.2))
+    fig.for_each_annotation(lambda a: a.update(text=a.text.split("=", 1)[-1]))  # "EM", not "metric=EM"
     return fig
 
 
