@@ -523,11 +523,14 @@ def all_runs(root=None) -> list[Run]:
 
 def export_setting(run_name: str | None, system: str | None, root=None) -> tuple[str | None, int]:
     """(setting, parallel pairs) of a run's exported system, from its results.json rows (the
-    method's declaration is written there); (None, 0) for models that are not a run's export."""
+    method's declaration is written there); (None, 0) for models that are not a run's (typed
+    folders, hub ids)."""
     from xlviz.runs import checkpoints_root
 
-    if not run_name or not system:
+    if not run_name:
         return None, 0
+    if not system:  # a run's QA stage folder in the sidebar (s3_finetune): fine-tuned on L1 labels
+        return ZERO_SHOT, 0
     try:
         rows = [r for r in Run(checkpoints_root(root) / run_name).results() if r.get("system") == system]
     except XlvizError:
