@@ -156,3 +156,30 @@ def test_alignment_charts_use_the_app_wide_system_colours(root, monkeypatch):
     assert all(len(c) == 1 for c in seen.values()), seen  # one colour per system on every chart
     assert seen["an-run · floor"] == {app_wide["floor"]}  # the Runs page's floor colour
     assert seen["an-run · transferred"] != seen["an-run · floor"]
+
+
+def test_compare_table_rows_by_setting_and_own_l1_ratio(tmp_path):
+    """Logic under the Runs page: a translate-train row never shares a row with zero-shot
+    numbers, rows written before ``l2_labels`` existed are zero-shot, and a pair model's L2/L1
+    ratio divides by its own L1 F1 (``l1_f1``)."""
+    from xlviz.runs import Run
+    from xlviz.ui.runs_view import TRANSLATE_TRAIN, ZERO_SHOT, compare_table, results_frame
+
+    run = Run(tmp_path / "r")
+    run.write_config({"name": "r", "languages": ["sov"]})
+    run.write_results([
+        {"system": "monotrans", "language": "en", "exact_match": 40.0, "f1": 50.0},  # an old row: no l2_labels
+        {"system": "monotrans", "language": "sov", "exact_match": 20.0, "f1": 25.0},
+        {"system": "pair", "language": "en", "exact_match": 30.0, "f1": 40.0, "l2_labels": False, "parallel_pairs": 7},
+        {"system": "pair", "language": "sov", "exact_match": 10.0, "f1": 20.0, "l1_f1": 80.0, "l2_labels": False,
+         "parallel_pairs": 7},
+        {"system": "sup", "language": "sov", "exact_match": 60.0, "f1": 70.0, "l2_labels": True, "parallel_pairs": 0},
+    ])
+    long = results_frame([run])
+    assert dict(zip(long["system"], long["setting"])) == {"monotrans": ZERO_SHOT, "pair": ZERO_SHOT, "sup": TRANSLATE_TRAIN}
+    table = compare_table(long).set_index("system")
+    assert list(table["setting"]) == [ZERO_SHOT, ZERO_SHOT, TRANSLATE_TRAIN]  # zero-shot first
+    assert table.loc["pair", "parallel pairs"] == 7
+    assert table.loc["monotrans", "F1 sov/L1 (%)"] == pytest.approx(50.0)
+    assert table.loc["pair", "F1 sov/L1 (%)"] == pytest.approx(25.0)  # 20 / its own 80, not / 40
+    assert table.loc["sup", "F1 sov"] == pytest.approx(70.0)
