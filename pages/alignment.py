@@ -14,7 +14,8 @@ import streamlit as st
 
 from xlviz.analysis.reports import ModelSpec, System, aligned_words, run_systems
 from xlviz.ui import analysis as ua
-from xlviz.ui.common import guard, plotly, shared_data_dir
+from xlviz.ui.colours import label_colours, system_colours
+from xlviz.ui.common import NA, guard, plotly, shared_data_dir
 from xlviz.ui.sidebar import current, page_setup
 from xlviz.ui.state import keep
 
@@ -232,6 +233,8 @@ if not rows:
     st.stop()
 
 # --- per-layer charts ---------------------------------------------------------------------------------------
+# one colour per system on every chart of the page, the same as on the Runs and XQuAD pages
+colours = label_colours([s.name for s in systems], system_colours())
 ab, ba = f"{data.lang_a} → {data.lang_b}", f"{data.lang_b} → {data.lang_a}"
 long_ret = [{"system": r["system"], "layer": r["layer"], "direction": d, "retrieval": r[k]}
             for r in rows for d, k in ((ab, "retrieval_a_to_b"), (ba, "retrieval_b_to_a")) if r.get(k) is not None]
@@ -239,14 +242,14 @@ tabs = st.tabs(["Retrieval", "CKA"] + (["Word translation"] if words_on else [])
 with tabs[0]:
     if long_ret:
         plotly(ua.layer_lines(long_ret, "retrieval", "Sentence retrieval accuracy (nearest neighbour is the translation)",
-                              dash="direction", y_label="accuracy (%)"), key="al_fig_retrieval")
+                              dash="direction", y_label="accuracy (%)", colours=colours), key="al_fig_retrieval")
         st.caption(f"Chance is 1/{len(data)} = {100 / len(data):.2f}%. Different hidden sizes cannot be compared by cosine "
                    "(no retrieval for such systems; CKA still works).")
     else:
         st.info("The chosen systems read the two languages with vectors of different sizes: no cosine retrieval.")
 with tabs[1]:
     plotly(ua.layer_lines(rows, "cka", "Linear CKA between the two languages' sentence vectors", percent=False,
-                          y_label="linear CKA"), key="al_fig_cka")
+                          y_label="linear CKA", colours=colours), key="al_fig_cka")
     st.caption("1 = the same representation up to rotation and scale; computed on the paired sentences.")
 if words_on:
     with tabs[2]:
@@ -254,13 +257,13 @@ if words_on:
                    for r in rows for d, k in ((ab, "word_translation_a_to_b"), (ba, "word_translation_b_to_a"))
                    if r.get(k) is not None]
         plotly(ua.layer_lines(long_wt, "accuracy", "Word translation accuracy against the gold dictionary",
-                              dash="direction", y_label="accuracy (%)"), key="al_fig_words")
+                              dash="direction", y_label="accuracy (%)", colours=colours), key="al_fig_words")
         n_words = next((r.get("n_words") for r in rows if r.get("n_words")), None)
         st.caption(f"Contextual vectors of each word averaged per word type; {n_words} source word types with a gold "
                    "translation among the target words.")
 with tabs[-1]:
     df = pd.DataFrame(rows)
-    st.dataframe(df, hide_index=True, key="al_table")
+    st.dataframe(df, hide_index=True, key="al_table", placeholder=NA)
     st.download_button("Download alignment table (CSV)", ua.csv_bytes(rows), file_name="xlviz-alignment.csv",
                        mime="text/csv", icon=":material/download:", key="al_dl")
 
@@ -323,7 +326,7 @@ for s in systems:
                          "n_test": r["n_test"]})
 if post:
     plotly(ua.layer_lines(post, "retrieval", f"Held-out retrieval {ab}, before and after the orthogonal map",
-                          dash="when", y_label="accuracy (%)"), key="al_fig_posthoc")
+                          dash="when", y_label="accuracy (%)", colours=colours), key="al_fig_posthoc")
     st.caption(f"Map fitted on {round(len(data) * frac)} pairs, retrieval on the other {post[0]['n_test']}.")
     st.download_button("Download post-hoc alignment (CSV)", ua.csv_bytes(post), file_name="xlviz-posthoc-alignment.csv",
                        mime="text/csv", icon=":material/download:", key="al_dl_post")

@@ -4,7 +4,7 @@ import streamlit as st
 
 from xlviz.runs import list_runs
 from xlviz.ui import runs_view
-from xlviz.ui.common import guard
+from xlviz.ui.common import NA, guard
 from xlviz.ui.sidebar import page_setup
 
 page_setup()
@@ -27,8 +27,10 @@ with guard("Could not read the runs folder"):
         st.info("No runs yet — start one on the **Runs** page.", icon=":material/info:")
     else:
         table = runs_view.run_table(runs)
-        st.dataframe(table, hide_index=True, width="stretch",
-                     column_config={"best F1": st.column_config.NumberColumn(format="%.1f")})
+        first = ["run", "state", "best L2 F1, zero-shot", "best L2 F1, L2 labels", "systems"]
+        st.dataframe(table, hide_index=True, width="stretch", column_order=first + [c for c in table.columns if c not in first],
+                     column_config={c: st.column_config.NumberColumn(f"{c} (%)", format="%.1f")
+                                    for c in ("best L2 F1, zero-shot", "best L2 F1, L2 labels")}, placeholder=NA)
 st.page_link("pages/runs.py", label="Start or watch runs", icon=":material/model_training:")
 st.page_link("pages/xquad.py", label="Compare answers on XQuAD", icon=":material/quiz:")
 st.page_link("pages/attention.py", label="Look at attention", icon=":material/grid_on:")

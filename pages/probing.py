@@ -19,14 +19,44 @@ import streamlit as st
 
 from xlviz.analysis.reports import ModelSpec, ProbeModel, agreement_rows, run_probe_models
 from xlviz.ui import analysis as ua
-from xlviz.ui.common import guard, plotly, shared_data_dir
+from xlviz.ui.colours import label_colours, system_colours
+from xlviz.ui.common import NA, guard, plotly, shared_data_dir
 from xlviz.ui.sidebar import current, page_setup
+from xlviz.ui.state import url_state, write_url
 
 page_setup()
 
 PAGE = "probing"
 AGREEMENT, WIC = "Agreement", "Word in context"
 WORLD_DATA, ML_DATA = "Generated world", "Marvin & Linzen (English)"
+# the view lives in the URL (bookmark, share, reload): probe, run, languages, data, sizes, drill-down
+URL_KEYS = ("pr_probe", "pr_run", "pr_l2s", "pr_floor", "pr_agr_data", "pr_agr_max", "pr_agr_unit", "pr_agr_drill",
+            "pr_agr_cat", "pr_agr_filter", "pr_wic_n", "pr_wic_folds", "pr_wic_drill", "pr_wic_layer", "pr_wic_filter")
+url_state(PAGE, URL_KEYS)
+from_url = {k for k in URL_KEYS if k in st.query_params}
+
+
+def stop() -> None:
+    """``st.stop`` with the URL kept on the current view."""
+    write_url(URL_KEYS)
+    st.stop()
+
+
+def valid(key: str, options, default=None) -> None:
+    """Drop a value (from an old URL, another run) the widget cannot show; else set ``default``."""
+    v = st.session_state.get(key)
+    ok = v in options if not isinstance(v, list) else all(x in options for x in v)
+    if key in st.session_state and not ok:
+        del st.session_state[key]
+    if key not in st.session_state and default is not None:
+        st.session_state[key] = default
+
+
+def within(key: str, lo: int, hi: int, default: int) -> None:
+    """Keep a number from the URL inside the widget's range; else ``default``."""
+    v = st.session_state.get(key)
+    if not isinstance(v, (int, float)) or isinstance(v, bool) or not lo <= v <= hi:
+        st.session_state[key] = default
 
 st.title("Probing: what the transferred model learned")
 st.caption("Does the transferred model (L1 body, learned L2 embeddings) know L2's agreement and word senses, "
@@ -43,10 +73,12 @@ if p_msg:
     st.warning(p_msg, icon=":material/link_off:")
 if p_run is not None:
     st.session_state["pr_run"] = p_run.name
-    st.session_state["pr_l2s"] = [p_l2] if p_l2 else list(p_run.l2s)
+    if "pr_l2s" not in from_url:  # a full URL (bookmark, reload) keeps its languages
+        st.session_state["pr_l2s"] = [p_l2] if p_l2 else list(p_run.l2s)
 
 # --- models ------------------------------------------------------------------------------------------
-probe = st.segmented_control("Probe", [AGREEMENT, WIC], key="pr_probe", required=True, default=AGREEMENT)
+valid("pr_probe", [AGREEMENT, WIC], AGREEMENT)
+probe = st.segmented_control("Probe", [AGREEMENT, WIC], key="pr_probe", required=True)
 run = None
 models: list[ProbeModel] = []
 c1, c2, c3 = st.columns([3, 2, 1], vertical_alignment="bottom")
@@ -59,7 +91,8 @@ if runs:
     if "pr_l2s" not in st.session_state or not all(l in run.l2s for l in st.session_state["pr_l2s"]):
         st.session_state["pr_l2s"] = list(run.l2s)
     l2s = c2.multiselect("Target languages", run.l2s, key="pr_l2s")
-    floor = c3.toggle("Floor", value=True, key="pr_floor", help="Also probe the floor: the L1 body with untrained L2 "
+    valid("pr_floor", [True, False], True)
+    floor = c3.toggle("Floor", key="pr_floor", help="Also probe the floor: the L1 body with untrained L2 "
                       "embeddings (what the transferred model was before the transfer step).")
     ua.sync_query(PAGE, run.name, l2s[0] if len(l2s) == 1 else None)
     with guard("Could not find the run's models"):
@@ -67,7 +100,8 @@ if runs:
 else:
     c1.caption("No run with trained models yet: start one on the Runs page. English models from the sidebar can be "
                "probed on Marvin & Linzen.")
-english = [m for m in sel.models if m.covers("en") and not (run and m.run == run.name)]
+# masked LMs only: a QA export (the sidebar's default picks) has no MLM head to score minimal pairs with
+english = [m for m in sel.models if m.covers("en") and not m.qa and not (run and m.run == run.name)]
 for m in english:
     ref = m.ref_for("en")
     models.append(ProbeModel(m.name, "en", ModelSpec(ref.path, ref.tokenizer), "model"))
@@ -76,7 +110,7 @@ st.caption("L2 is probed in every system of the run (its encoders), next to the 
            "models picked in the sidebar are probed on English data.")
 if not models:
     st.info("Pick a run, or English masked LMs in the sidebar.", icon=":material/info:")
-    st.stop()
+    stop()
 
 
 def _wilson(row) -> pd.Series:
@@ -94,17 +128,24 @@ def label(m: ProbeModel) -> str:
     return f"{m.name} · {m.language}"
 
 
+# a run's system keeps its app-wide colour (Runs, XQuAD, Alignment pages) on every chart here
+_by_model = label_colours([m.name for m in models], system_colours())
+colours = {label(m): _by_model[m.name] for m in models}
+
+
 # --- agreement -----------------------------------------------------------------------------------------
 if probe == AGREEMENT:
     data_opts = ([WORLD_DATA] if run and run.has_world else []) + ([ML_DATA] if has_ml else [])
     if not data_opts:
         st.info("No agreement data: a run with a generated world, or ../shared/data/syneval/marvin_linzen.tsv.gz.")
-        st.stop()
+        stop()
     if "pr_agr_data" not in st.session_state or not set(st.session_state["pr_agr_data"]) <= set(data_opts):
         st.session_state["pr_agr_data"] = data_opts[:1]
     c1, c2, c3 = st.columns([3, 1, 2], vertical_alignment="bottom")
     data_sel = c1.multiselect("Minimal pairs from", data_opts, key="pr_agr_data")
-    max_cat = c2.number_input("Pairs per category", min_value=1, max_value=20000, value=100, step=50, key="pr_agr_max",
+    within("pr_agr_max", 1, 20000, 100)
+    valid("pr_agr_unit", ["word", "token"])
+    max_cat = c2.number_input("Pairs per category", min_value=1, max_value=20000, step=50, key="pr_agr_max",
                               help="Evenly spread through each category (Marvin & Linzen lists singular subjects first).")
     unit = c3.radio("Scored pairs", ["word", "token"], key="pr_agr_unit", horizontal=True,
                     format_func={"word": "both forms single tokens", "token": "differ in one sub-word"}.get,
@@ -118,9 +159,10 @@ if probe == AGREEMENT:
             jobs.append((m, "marvin-linzen", "Marvin & Linzen"))
     if not jobs:
         st.info("Nothing to probe with this choice (Marvin & Linzen is English: it needs an English model).")
-        st.stop()
+        stop()
     run_path = str(run.path) if run else None
     sizes = {}
+    write_url(URL_KEYS)  # before a stop on error below
     with guard("Could not read the minimal pairs", stop=True):
         for _, d, _ in jobs:
             if d not in sizes:
@@ -136,7 +178,7 @@ if probe == AGREEMENT:
             grid_rows += agreement_rows(m.name, m.language, res, m.role, dname)
     progress.close()
     if not results:
-        st.stop()
+        stop()
 
     for dname in dict.fromkeys(d for _, _, d in jobs):
         rows = [r for r in grid_rows if r["data"] == dname]
@@ -149,7 +191,7 @@ if probe == AGREEMENT:
         acc = df.pivot(index="row", columns="category", values="accuracy")[cats].astype(float) * 100
         acc = acc.loc[list(dict.fromkeys(df["row"]))].rename_axis("model · language")
         # n/a: a category with no scored pair (zero coverage) has no accuracy, not 0 %
-        st.dataframe(acc.style.format(precision=1, na_rep="n/a"), key=f"pr_grid_{dname}")
+        st.dataframe(acc.style.format(precision=1, na_rep=NA), key=f"pr_grid_{dname}", placeholder=NA)
         cov = df.pivot(index="row", columns="category", values="coverage")[cats] * 100
         cov = cov.loc[list(dict.fromkeys(df["row"]))].rename_axis("model · language")
         overall = df[df["category"] == "all"].set_index("row")
@@ -159,17 +201,19 @@ if probe == AGREEMENT:
         if dname != WORLD_DATA or (cov < 100).any().any():
             with st.expander("Coverage per category (%)", expanded=dname != WORLD_DATA):
                 st.dataframe(cov, key=f"pr_cov_{dname}",
-                             column_config={c: st.column_config.NumberColumn(c, format="%.1f") for c in cats})
+                             column_config={c: st.column_config.NumberColumn(c, format="%.1f") for c in cats}, placeholder=NA)
         import plotly.express as px
 
         bar = df[df["category"] != "all"].assign(accuracy=lambda x: 100 * x["accuracy"])
         bar = bar.join(bar.apply(_wilson, axis=1))
-        fig = px.bar(bar, x="category", y="accuracy", color="row", barmode="group", labels={"accuracy": "accuracy (%)",
-                     "row": ""}, title=f"{dname}: agreement accuracy per category (95% Wilson intervals)",
-                     color_discrete_sequence=ua.PALETTE, error_y="err_plus", error_y_minus="err_minus",
+        # colour = system (app-wide), pattern = language: a system probed in two L2s keeps its colour
+        fig = px.bar(bar, x="category", y="accuracy", color="row", pattern_shape="language", barmode="group", labels={"accuracy": "accuracy (%)",
+                     "row": ""}, title=f"{dname}: agreement accuracy per category (95% Wilson intervals; dotted: chance)",
+                     color_discrete_sequence=ua.PALETTE, color_discrete_map=colours, error_y="err_plus", error_y_minus="err_minus",
                      hover_data={"n_scored": True, "err_plus": False, "err_minus": False})
-        fig.add_hline(y=50, line_dash="dot", line_color="gray", annotation_text="chance")
-        fig.update_layout(height=380, margin=dict(t=50, b=10, l=10, r=10), yaxis_range=[0, 102])
+        fig.add_hline(y=50, line_dash="dot", line_color="gray")  # chance: named in the title (a label here sat on bars)
+        fig.for_each_trace(lambda t: t.update(name=t.name.split(",")[0]))  # the row names its language already
+        fig.update_layout(height=380, margin=dict(t=50, b=10, l=10, r=10), yaxis_range=[0, 102], legend_title_text="")
         plotly(fig, key=f"pr_fig_agr_{dname}")
     st.download_button("Download agreement grid (CSV)", ua.csv_bytes(grid_rows), file_name="xlviz-agreement.csv",
                        mime="text/csv", icon=":material/download:", key="pr_dl_agr")
@@ -177,8 +221,11 @@ if probe == AGREEMENT:
     st.subheader("Pairs")
     keys = list(results)
     c1, c2, c3 = st.columns([3, 2, 2])
+    valid("pr_agr_drill", keys)
     pick = c1.selectbox("Model and data", keys, key="pr_agr_drill")
     m, dname, res = results[pick]
+    valid("pr_agr_cat", ["all"] + [c["category"] for c in res["by_category"]])
+    valid("pr_agr_filter", ["all", "wrong", "not scored"])
     cat = c2.selectbox("Category", ["all"] + [c["category"] for c in res["by_category"]], key="pr_agr_cat")
     show = c3.radio("Show", ["all", "wrong", "not scored"], key="pr_agr_filter", horizontal=True)
     items = [it for it in res["items"] if cat == "all" or it["category"] == cat]
@@ -192,7 +239,7 @@ if probe == AGREEMENT:
         "masked": st.column_config.TextColumn("masked sentence", width="large"),
         "logp_good": st.column_config.NumberColumn("log P(good)", format="%.2f"),
         "logp_bad": st.column_config.NumberColumn("log P(bad)", format="%.2f"),
-        "preferred": "model preferred", "top_prediction": "top prediction at [MASK]"})
+        "preferred": "model preferred", "top_prediction": "top prediction at [MASK]"}, placeholder=NA)
     st.caption(f"{len(items)} pairs. A pair is right when the grammatical form is more probable at the masked position.")
     st.download_button("Download these pairs (CSV)", ua.csv_bytes(items), file_name="xlviz-agreement-pairs.csv",
                        mime="text/csv", icon=":material/download:", key="pr_dl_agr_items")
@@ -202,13 +249,15 @@ else:
     if run is None or not run.has_world:
         st.info("Word-in-context pairs come from a run's generated world (a run on real corpora has none): start a "
                 "run on the Runs page.")
-        st.stop()
+        stop()
     st.caption("Same-word-different-sense pairs of the generated world (bat, seal, crane: animal or thing). In English "
                "both contexts contain the same word form, so only context can tell the senses apart; in the invented "
                "L2s the two senses are different words, so the probe is easy from the embeddings (layer 0) on.")
     c1, c2 = st.columns(2)
-    n_pairs = c1.number_input("Sense pairs per language", min_value=10, max_value=2000, value=200, step=50, key="pr_wic_n")
-    folds = c2.number_input("Cross-validation folds", min_value=2, max_value=10, value=5, key="pr_wic_folds")
+    within("pr_wic_n", 10, 2000, 200)
+    within("pr_wic_folds", 2, 10, 5)
+    n_pairs = c1.number_input("Sense pairs per language", min_value=10, max_value=2000, step=50, key="pr_wic_n")
+    folds = c2.number_input("Cross-validation folds", min_value=2, max_value=10, key="pr_wic_folds")
     wic_models = [m for m in models if m.role != "model" or m.language == "en"]
     progress = ua.Progress(len(wic_models), "Word in context …")
     results = {}
@@ -221,29 +270,32 @@ else:
         progress.step(label(m))
     progress.close()
     if not rows:
-        st.stop()
+        stop()
     c1, c2 = st.columns(2)
     with c1:
         plotly(ua.layer_lines(rows, "accuracy", "Word-in-context probe accuracy (cross-validated)", color="model",
-                              y_label="accuracy (%)", baseline=rows[0]["majority"]), key="pr_fig_wic")
+                              y_label="accuracy (%)", baseline=rows[0]["majority"], colours=colours), key="pr_fig_wic")
     with c2:
         plotly(ua.layer_lines(rows, "spearman", "Contextual similarity: Spearman ρ of cosine vs. gold", percent=False,
-                              color="model", y_label="Spearman ρ"), key="pr_fig_sim")
+                              color="model", y_label="Spearman ρ", colours=colours), key="pr_fig_sim")
     st.caption("Gold similarity is binary here (same sense = 1, different sense = 0), so ρ is a rank-biserial "
                "correlation; the table also has ROC AUC and the mean cosine of each class.")
     df = pd.DataFrame(rows)
     grid = (df.pivot(index="model", columns="layer", values="accuracy") * 100).loc[list(dict.fromkeys(df["model"]))]
     grid.columns = [f"layer {c}" for c in grid.columns]
-    st.dataframe(grid, key="pr_wic_grid", column_config={c: st.column_config.NumberColumn(c, format="%.1f") for c in grid.columns})
+    st.dataframe(grid, key="pr_wic_grid", column_config={c: st.column_config.NumberColumn(c, format="%.1f") for c in grid.columns}, placeholder=NA)
     st.download_button("Download word-in-context table (CSV)", ua.csv_bytes(rows), file_name="xlviz-wic.csv",
                        mime="text/csv", icon=":material/download:", key="pr_dl_wic")
 
     st.subheader("Pairs")
     c1, c2, c3 = st.columns([3, 2, 2])
+    valid("pr_wic_drill", list(results))
+    valid("pr_wic_filter", ["all", "wrong"])
     pick = c1.selectbox("Model", list(results), key="pr_wic_drill")
     m, res = results[pick]
     n_layers = len(res["layers"])
-    layer = c2.slider("Layer", 0, n_layers - 1, n_layers - 1, key="pr_wic_layer")
+    within("pr_wic_layer", 0, n_layers - 1, n_layers - 1)
+    layer = c2.slider("Layer", 0, n_layers - 1, key="pr_wic_layer")
     show = c3.radio("Show", ["all", "wrong"], key="pr_wic_filter", horizontal=True)
     items = [{"id": it["id"], "word": it["word"], "sentence 1": it["sentence1"], "sentence 2": it["sentence2"],
               "same sense": it["same_sense"], "cosine": it["cosine"][layer], "probe says same": it["predicted"][layer],
@@ -251,7 +303,8 @@ else:
     if show == "wrong":
         items = [it for it in items if not it["correct"]]
     st.dataframe(pd.DataFrame(items), hide_index=True, key="pr_wic_items",
-                 column_config={"cosine": st.column_config.NumberColumn("cosine", format="%.3f")})
+                 column_config={"cosine": st.column_config.NumberColumn("cosine", format="%.3f")}, placeholder=NA)
     st.caption(f"{len(items)} pairs at layer {layer}; predictions are held-out (cross-validation).")
     st.download_button("Download these pairs (CSV)", ua.csv_bytes(items), file_name="xlviz-wic-pairs.csv",
                        mime="text/csv", icon=":material/download:", key="pr_dl_wic_items")
+write_url(URL_KEYS)

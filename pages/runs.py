@@ -15,7 +15,7 @@ from xlviz.runs import Run, checkpoints_root, new_run_path
 from xlviz.ui import runs_view
 from xlviz.ui.choices import run_languages
 from xlviz.ui.colours import system_colours
-from xlviz.ui.common import FIGURES_KEY, guard, plotly
+from xlviz.ui.common import NA, FIGURES_KEY, guard, plotly
 from xlviz.ui.sidebar import page_setup
 from xlviz.ui.state import url_state, write_url
 
@@ -100,8 +100,8 @@ def live_view(path) -> None:
     """One run's state, progress, loss curves and log; re-drawn every POLL_S while it runs."""
     run = Run(path)
     state = jobs.effective_state(path)
-    shown = st.session_state.get("runs_page_states", {}).get(run.name)
-    if shown is not None and shown != state:
+    drawn = st.session_state.get("runs_page_states", {}).get(run.name)
+    if drawn is not None and drawn != state:
         # The fragment's polling interval and the run picker's "(state)" labels were fixed
         # when the whole page last ran: any change (finished, resumed, started) redraws it all.
         st.rerun()
@@ -138,15 +138,30 @@ def live_view(path) -> None:
         finished_run_panel(run)
 
 
+def show_results_by_setting(table: pd.DataFrame, languages: list[str]) -> None:
+    """F1 by system and language, one table per setting: zero-shot and translate-train numbers
+    are never in one table (a system that saw L2 labels is a ceiling, not a transfer result)."""
+    for setting in runs_view.SETTINGS:
+        sub = table[table["setting"] == setting]
+        if sub.empty:
+            continue
+        wide = sub.pivot_table(index="system", columns="language", values="f1", aggfunc="first")
+        wide = wide.reindex(index=list(dict.fromkeys(sub["system"])),
+                            columns=[l for l in languages if l in wide.columns] + [l for l in wide.columns if l not in languages])
+        wide.insert(0, "parallel pairs", sub.groupby("system")["parallel_pairs"].max().reindex(wide.index).astype(int))
+        wide.columns.name = None
+        st.caption(f"F1 (%) by system and language — **{setting}**"
+                   + (" (QA labels in L1 only)" if setting == runs_view.ZERO_SHOT else " (trained on QA labels in the L2)"))
+        # n/a, not an empty cell: that system has no row for that language (e.g. the floor in L1)
+        st.dataframe(wide, width="stretch", key=f"runs_results_{runs_view.SETTINGS.index(setting)}_{sub['run'].iloc[0]}", placeholder=NA)
+
+
 def finished_run_panel(run: Run) -> None:
     """Results of a finished run and links that open the analysis pages preset to it."""
     with guard("Could not read the results"):
         table = runs_view.results_frame([run])
         if not table.empty:
-            wide = table.pivot_table(index="system", columns="language", values="f1", aggfunc="first")
-            st.caption("F1 (%) by system and language (EM/F1 of every run in the comparison below)")
-            # n/a, not an empty cell: that system has no row for that language (e.g. the floor in L1)
-            st.dataframe(wide.map(lambda v: "n/a" if pd.isna(v) else f"{v:.1f}"), width="stretch")
+            show_results_by_setting(table, run_languages(run))
     from xlviz.ui.export import run_report_html
 
     figures = dict(st.session_state.get(FIGURES_KEY, {}))
@@ -190,8 +205,12 @@ if runs:
     names = [r.name for r in runs]
     with guard("Could not read the runs"):
         table = runs_view.run_table(runs)
+        # the scores next to the run's name: at the far right they hid behind the table's scroll
+        first = ["run", "state", "best L2 F1, zero-shot", "best L2 F1, L2 labels", "systems"]
         st.dataframe(table, hide_index=True, width="stretch", key="runs_table",
-                     column_config={"best F1": st.column_config.NumberColumn("best F1 (%)", format="%.1f")})
+                     column_order=first + [c for c in table.columns if c not in first],
+                     column_config={c: st.column_config.NumberColumn(f"{c} (%)", format="%.1f")
+                                    for c in ("best L2 F1, zero-shot", "best L2 F1, L2 labels")}, placeholder=NA)
         st.button("Refresh", icon=":material/refresh:", key="runs_refresh",
                   help=f"States refresh with the page ({len(runs)} run{'s' if len(runs) != 1 else ''}).")
 
@@ -216,9 +235,9 @@ if runs:
                                       help="Exponential moving average, as in TensorBoard (the raw curve stays faint).")
                 x_axis = c3.radio("x", ["step", "time (s)"], key="runs_curve_x", horizontal=True)
                 logs = c4.segmented_control("Log scale", ["x", "y"], selection_mode="multi", key="runs_curve_log")
-                shown = curves[curves["stage"].isin(keep)]
-                if not shown.empty:
-                    plotly(runs_view.overlay_figure(shown, x="step" if x_axis == "step" else "elapsed",
+                visible = curves[curves["stage"].isin(keep)]
+                if not visible.empty:
+                    plotly(runs_view.overlay_figure(visible, x="step" if x_axis == "step" else "elapsed",
                                                     smoothing=float(smoothing), log_x="x" in (logs or []),
                                                     log_y="y" in (logs or [])), key="runs_curves_fig")
         if len(picked) >= 2:
@@ -228,18 +247,28 @@ if runs:
                     if diff.empty:
                         st.caption("The runs' configs are the same (names aside).")
                     else:
-                        st.dataframe(diff, hide_index=True, width="stretch", key="runs_config_diff")
+                        st.dataframe(diff, hide_index=True, width="stretch", key="runs_config_diff", placeholder=NA)
         with guard("Could not compare the runs"):
             long = runs_view.results_frame(chosen_runs)
             if long.empty:
                 st.warning("The selected runs have no results yet (results.json is written after evaluation).")
             else:
-                st.markdown("**Exact match and F1 (%)**; F1 L2/L1: the share of its L1 F1 a system keeps in the L2.")
-                st.dataframe(runs_view.compare_table(long), hide_index=True, width="stretch", key="runs_compare")
+                st.markdown("**Exact match and F1 (%)**; F1 L2/L1: the share of its L1 F1 a system keeps in the L2; "
+                            "parallel pairs: the translation pairs a system trained on.")
+                compared = runs_view.compare_table(long)
+                for i, setting in enumerate(runs_view.SETTINGS):  # one table per setting, never mixed
+                    part = compared[compared["setting"] == setting].drop(columns="setting")
+                    if part.empty:
+                        continue
+                    st.caption(f"**{setting}**" + (" — QA labels in L1 only" if setting == runs_view.ZERO_SHOT
+                                                   else " — trained on QA labels in the L2: a ceiling, not a transfer result"))
+                    part = part.dropna(axis=1, how="all")
+                    st.dataframe(part, hide_index=True, width="stretch", key=f"runs_compare_{i}", placeholder=NA)
                 groups = runs_view.seed_groups(chosen_runs)
                 if groups:
                     st.markdown("**Mean ± sd over runs that differ only in their seed**")
-                    st.dataframe(runs_view.seed_summary(long, groups), hide_index=True, width="stretch", key="runs_seeds")
+                    st.dataframe(runs_view.seed_summary(long, groups), hide_index=True, width="stretch",
+                                 key="runs_seeds", placeholder=NA)
                 plotly(runs_view.compare_figure(long, system_colours(root)), key="runs_compare_fig")
                 st.download_button("Download results (CSV)", long.to_csv(index=False), file_name="xlviz-results.csv",
                                    mime="text/csv", icon=":material/download:")

@@ -33,9 +33,19 @@ def _words(texts) -> list[str]:
     return sorted(out)
 
 
+SUPERVISED = "mono-l2-supervised"  # translate-train: trained on L2 QA labels
+PARALLEL = "jointpair-disjoint"   # zero-shot, trained on parallel pairs
+PARALLEL_PAIRS = 12
+
+
 def make_run(root: str | Path, name: str = "demo-run", *, models: bool = True, results_shift: float = 0.0,
-             state: str = "completed") -> Path:
-    """Create ``root/name`` as a finished two-language (en + sov) transfer run."""
+             state: str = "completed", translate_train: bool = False) -> Path:
+    """Create ``root/name`` as a finished two-language (en + sov) transfer run.
+
+    ``translate_train``: the results also hold a system trained on L2 QA labels (``SUPERVISED``,
+    ``l2_labels``, F1 far above every zero-shot row) with its exported sov model, and a
+    zero-shot system that used ``PARALLEL_PAIRS`` translation pairs, as rows carry them since
+    systems declare what they learn from."""
     from tests.tiny_models import make_tiny
 
     path = Path(root) / name
@@ -59,7 +69,11 @@ def make_run(root: str | Path, name: str = "demo-run", *, models: bool = True, r
         {"system": "monotrans", "language": "en", "exact_match": 40.0 + results_shift, "f1": 50.0 + results_shift},
         {"system": "monotrans", "language": L2, "exact_match": 20.0 + results_shift, "f1": 30.0 + results_shift},
         {"system": "floor", "language": L2, "exact_match": 5.0, "f1": 9.0},
-    ])
+    ] + ([
+        {"system": PARALLEL, "language": "en", "exact_match": 38.0, "f1": 48.0, "parallel_pairs": PARALLEL_PAIRS, "l2_labels": False},
+        {"system": PARALLEL, "language": L2, "exact_match": 25.0, "f1": 35.0, "parallel_pairs": PARALLEL_PAIRS, "l2_labels": False},
+        {"system": SUPERVISED, "language": L2, "exact_match": 70.0, "f1": 80.0, "parallel_pairs": 0, "l2_labels": True},
+    ] if translate_train else []))
 
     world = _world()
     wdir = path / "world"
@@ -81,6 +95,8 @@ def make_run(root: str | Path, name: str = "demo-run", *, models: bool = True, r
         _make_transferred(path, words[L2])
         for lang in ("en", L2):
             make_tiny("bert", path / "export" / f"monotrans-{lang}", task="qa", words=words[lang], seed=1)
+        if translate_train:
+            make_tiny("bert", path / "export" / f"{SUPERVISED}-{L2}", task="qa", words=words[L2], seed=2)
         # the run's saved predictions ({id: text}, as step 4 writes them): English all gold, so
         # a page that reuses them shows EM 100 where the tiny random model would score ~0
         en = world.qa("test", "en")
@@ -113,6 +129,33 @@ def make_qa_folder(root: str | Path) -> Path:
     for lang in ("en", L2):
         atomic_write_json(folder / f"xquad.{lang}.json", world.qa("test", lang))
     return folder
+
+
+def null_cells_not_na(at) -> tuple[int, list[str]]:
+    """(missing cells seen, problems) over every ``st.dataframe`` of an AppTest page: each
+    missing cell must read "n/a" in what the browser draws (the table's placeholder, or a
+    styler's display values), not Streamlit's default "None"."""
+    from streamlit import dataframe_util
+
+    seen, problems = 0, []
+    for i, d in enumerate(at.dataframe):
+        data = d.value
+        mask = data.isna().to_numpy()
+        if not mask.any():
+            continue
+        seen += int(mask.sum())
+        if d.proto.placeholder == "n/a":  # st.dataframe(placeholder=...): every missing cell
+            continue
+        raw = d.proto.arrow_data.styler.display_values
+        if not raw:
+            problems.append(f"table {i} ({list(data.columns)[:6]}): {int(mask.sum())} missing cells drawn as "
+                            f"{d.proto.placeholder or 'None'}")
+            continue
+        drawn = dataframe_util.convert_arrow_bytes_to_pandas_df(raw).to_numpy()
+        bad = [(r, c, drawn[r, c]) for r, c in zip(*mask.nonzero()) if drawn[r, c] != "n/a"]
+        if bad:
+            problems.append(f"table {i} ({list(data.columns)[:6]}): missing cells drawn as {bad[:3]}")
+    return seen, problems
 
 
 if __name__ == "__main__":  # python -m tests.app_fixtures DIR: a demo run to click through

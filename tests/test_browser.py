@@ -121,11 +121,15 @@ def assert_no_exception(page) -> None:
 
 def test_every_page_renders_and_the_sidebar_choice_follows(server, page):
     url, _ = server
-    for name, path in (("home", ""), ("runs", "runs"), ("xquad", "xquad"), ("attention", "attention"),
+    # a page first (a bookmark right after the server started): it too gets the app's navigation,
+    # not the pages folder's file names ("app", "alignment", ...)
+    for name, path in (("runs", "runs"), ("home", ""), ("xquad", "xquad"), ("attention", "attention"),
                        ("alignment", "alignment"), ("probing", "probing")):
         page.goto(f"{url}/{path}")
         wait_idle(page)
         assert_no_exception(page)
+        nav = [t.strip().splitlines()[-1] for t in page.get_by_test_id("stSidebarNavLink").all_inner_texts()]  # icon name, title
+        assert nav == ["Home", "Runs", "XQuAD", "Attention", "Alignment", "Probing"], nav
         shot(page, f"page-{name}")
     # navigate through the sidebar: the picked models stay
     page.goto(url)

@@ -198,3 +198,26 @@ def test_predict_qa_cli_writes_official_predictions(tok, tmp_path, capsys):
     assert main(["predict-qa", "--model", str(model_dir), "--data", str(data_file), "--out", str(out)]) == 2
     err = capsys.readouterr().err
     assert "qa-model" in err and "safetensors" in err and "Traceback" not in err
+
+
+def test_vectorised_windows_pick_the_loops_spans():
+    """The page-speed rewrite keeps the answers: every window's best n-best pair is the
+    per-window loop's (same pairs, same order, first maximum on ties), with ties and
+    question/padding tokens among the top logits."""
+    import numpy as np
+
+    from xlviz.evaluation.qa_predict import _best_in_window, _best_in_windows
+
+    rng = np.random.default_rng(0)
+    for n_best, answer in ((20, 30), (3, 2), (1, 1), (60, 5)):
+        start = np.round(rng.normal(size=(300, 40)), 1).astype(np.float32)  # rounding: many ties
+        end = np.round(rng.normal(size=(300, 40)), 1).astype(np.float32)
+        context = rng.random((300, 40)) < 0.6
+        context[:5] = False  # windows with no context token
+        found, score, s, e = _best_in_windows(start, end, context, n_best, answer, block=64)
+        for w in range(300):
+            offsets = [(t, t + 1) if c else None for t, c in enumerate(context[w])]
+            ref = _best_in_window(start[w], end[w], offsets, n_best, answer)
+            assert found[w] == (ref is not None)
+            if ref is not None:
+                assert (float(score[w]), int(s[w]), int(e[w])) == ref

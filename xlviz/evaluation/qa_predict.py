@@ -60,6 +60,42 @@ def _best_in_window(
     return best
 
 
+def _best_in_windows(
+    start: np.ndarray, end: np.ndarray, context: np.ndarray, n_best: int, max_answer_length: int, block: int = 2048
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`_best_in_window` for every window at once: ``(found, score, start token, end
+    token)`` arrays over the windows (``found`` False where no n-best pair is valid).
+
+    The same pairs in the same order as the loop (each row's ``argsort``, the first maximum
+    wins), so the answers are the loop's; a Python loop over 400 pairs per window was most of
+    the XQuAD page's time on real contexts (tens of windows per question). ``context[w, t]``:
+    token t of window w belongs to the context. Windows are taken ``block`` at a time to bound
+    memory.
+    """
+    n_windows, length = start.shape
+    n = min(n_best, length)
+    found = np.zeros(n_windows, dtype=bool)
+    score = np.full(n_windows, -np.inf)
+    s_out = np.zeros(n_windows, dtype=np.int64)
+    e_out = np.zeros(n_windows, dtype=np.int64)
+    for lo in range(0, n_windows, block):
+        st, en, ctx = start[lo : lo + block], end[lo : lo + block], context[lo : lo + block]
+        rows = np.arange(len(st))[:, None]
+        s_idx = np.argsort(st, axis=1)[:, ::-1][:, :n]  # per row as the loop's 1-D argsort
+        e_idx = np.argsort(en, axis=1)[:, ::-1][:, :n]
+        S, E = s_idx[:, :, None], e_idx[:, None, :]
+        valid = ctx[rows, s_idx][:, :, None] & ctx[rows, e_idx][:, None, :] & (E >= S) & (E - S + 1 <= max_answer_length)
+        pair = st[rows, s_idx][:, :, None] + en[rows, e_idx][:, None, :]  # float32, as the loop adds
+        pair = np.where(valid, pair, -np.inf).reshape(len(st), -1)
+        best = np.argmax(pair, axis=1)  # first maximum: the loop keeps the first of equal scores
+        any_valid = valid.reshape(len(st), -1).any(axis=1)
+        found[lo : lo + block] = any_valid
+        score[lo : lo + block] = pair[np.arange(len(st)), best]
+        s_out[lo : lo + block] = s_idx[np.arange(len(st)), best // n]
+        e_out[lo : lo + block] = e_idx[np.arange(len(st)), best % n]
+    return found, score, s_out, e_out
+
+
 def _exhaustive_in_window(
     start: np.ndarray, end: np.ndarray, offsets: list, max_answer_length: int
 ) -> tuple[float, int, int] | None:
@@ -125,38 +161,45 @@ def predict_qa(
                     for k in input_keys
                 }
                 start_logits, end_logits = _logits(model(**batch))
-                all_start.extend(start_logits.detach().float().cpu().numpy())
-                all_end.extend(end_logits.detach().float().cpu().numpy())
+                all_start.append(start_logits.detach().float().cpu().numpy())
+                all_end.append(end_logits.detach().float().cpu().numpy())
                 if progress is not None:
                     progress(min(lo + batch_size, n_features), n_features)
     finally:
         if was_training:
             model.train()
 
+    offsets_of = features["offset_mapping"]
+    if n_features:
+        starts, ends = np.concatenate(all_start), np.concatenate(all_end)
+        context = np.zeros(starts.shape, dtype=bool)
+        for f, offsets in enumerate(offsets_of):
+            context[f, [t for t, o in enumerate(offsets[: starts.shape[1]]) if o is not None]] = True
+        found, scores, s_tok, e_tok = _best_in_windows(starts, ends, context, n_best, max_answer_length)
+
     by_example: dict[int, list[int]] = {}
     for f, ex_index in enumerate(features["example_index"]):
         by_example.setdefault(ex_index, []).append(f)
 
     predictions: dict[str, dict] = {}
-    for ex_index, (qid, context) in enumerate(zip(ids, contexts)):
+    for ex_index, (qid, context_text) in enumerate(zip(ids, contexts)):
         best = None  # (score, feature, start token, end token)
         windows = by_example.get(ex_index, [])
-        for f in windows:
-            found = _best_in_window(all_start[f], all_end[f], features["offset_mapping"][f], n_best, max_answer_length)
-            if found is not None and (best is None or found[0] > best[0]):
-                best = (found[0], f, found[1], found[2])
+        for f in windows:  # the first window wins a tie, as before
+            if found[f] and (best is None or scores[f] > best[0]):
+                best = (float(scores[f]), f, int(s_tok[f]), int(e_tok[f]))
         if best is None:
             for f in windows:
-                found = _exhaustive_in_window(all_start[f], all_end[f], features["offset_mapping"][f], max_answer_length)
-                if found is not None and (best is None or found[0] > best[0]):
-                    best = (found[0], f, found[1], found[2])
+                found_ex = _exhaustive_in_window(starts[f], ends[f], offsets_of[f], max_answer_length)
+                if found_ex is not None and (best is None or found_ex[0] > best[0]):
+                    best = (found_ex[0], f, found_ex[1], found_ex[2])
         if best is None:
             predictions[qid] = {"text": "", "start": 0, "end": 0, "score": -math.inf}
             continue
         score, f, s, e = best
-        offsets = features["offset_mapping"][f]
+        offsets = offsets_of[f]
         start_char, end_char = offsets[s][0], offsets[e][1]
-        predictions[qid] = {"text": context[start_char:end_char], "start": start_char, "end": end_char, "score": score}
+        predictions[qid] = {"text": context_text[start_char:end_char], "start": start_char, "end": end_char, "score": score}
     return predictions
 
 

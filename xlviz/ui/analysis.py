@@ -300,8 +300,10 @@ def word_in_context(spec: ModelSpec, run_path: str, lang: str, n: int | None, fo
 
 # --------------------------------------------------------------------------- figures
 def layer_lines(rows: list[dict], y: str, title: str, *, percent: bool = True, color: str = "system",
-                dash: str | None = None, y_label: str | None = None, baseline: float | None = None):
-    """A line chart over layers, one line per ``color`` (and ``dash``) value."""
+                dash: str | None = None, y_label: str | None = None, baseline: float | None = None,
+                colours: dict[str, str] | None = None):
+    """A line chart over layers, one line per ``color`` (and ``dash``) value; ``colours``: a
+    fixed colour per ``color`` value (the app-wide system colours), else the palette in order."""
     import pandas as pd
     import plotly.express as px
 
@@ -310,7 +312,7 @@ def layer_lines(rows: list[dict], y: str, title: str, *, percent: bool = True, c
     if percent and y in df:
         df = df.assign(**{y: 100 * df[y].astype(float)})
     fig = px.line(df, x="layer", y=y, color=color, line_dash=dash, markers=True, title=title,
-                  color_discrete_sequence=PALETTE,
+                  color_discrete_sequence=PALETTE, color_discrete_map=colours or {},
                   labels={y: y_label or y, "layer": "layer (0 = embeddings)"})
     fig.update_xaxes(dtick=1)
     if percent:

@@ -111,8 +111,11 @@ def heatmap(attn: np.ndarray, tokens: list[str], segment: list[int], title: str,
         fig.add_vline(x=b - 0.5, line_color="#D55E00", line_width=1)
         fig.add_hline(y=b - 0.5, line_color="#D55E00", line_width=1)
     size = height or int(min(900, max(360, 14 * T + 160)))
-    fig.update_layout(title=dict(text=html.escape(title) + "<br><sup>rows: queries · columns: keys</sup>", x=0.5, y=0.99,
-                                 font=dict(size=13)), height=size, margin=dict(l=10, r=10, t=110, b=10))
+    # the second line as plotly's subtitle: a "<br><sup>" line pushed the title above the figure's top edge
+    fig.update_layout(title=dict(text=html.escape(title), subtitle=dict(text="rows: queries · columns: keys"), x=0.5,
+                                 yref="container", y=0.99, yanchor="top",
+                                 font=dict(size=13)), height=size,
+                      margin=dict(l=10, r=10, t=110, b=10))
     return fig
 
 

@@ -39,3 +39,22 @@ def system_names(root=None) -> list[str]:
 
 def system_colours(root=None) -> dict[str, str]:
     return colour_map(system_names(root))
+
+
+def label_colours(labels: Iterable[str], by_system: dict[str, str] | None = None) -> dict[str, str]:
+    """Colours for chart labels such as ``"<run> · <system>"``: the first label of a system keeps
+    the system's app-wide colour (``by_system``, e.g. :func:`system_colours`), so the Alignment
+    page's floor is the Runs page's floor; a second run's same system and labels without a known
+    system take the next colours no label uses yet."""
+    by_system = by_system or {}
+    out: dict[str, str] = {}
+    for label in dict.fromkeys(str(l) for l in labels):
+        c = by_system.get(label.rsplit(" · ", 1)[-1])
+        if c and c not in out.values():
+            out[label] = c
+    free = [c for c in PALETTE if c not in out.values() and c not in by_system.values()]
+    free += [c for c in PALETTE if c not in out.values() and c not in free]
+    for label in dict.fromkeys(str(l) for l in labels):
+        if label not in out:
+            out[label] = free.pop(0) if free else PALETTE[len(out) % len(PALETTE)]
+    return out

@@ -125,6 +125,9 @@ def file_stamp(path: str | os.PathLike) -> str:
         return str(p)
 
 
+NA = "n/a"  # what a missing number reads in every table (st.dataframe's placeholder): never "None"
+
+
 FIGURES_KEY = "_xlviz_figures"  # title -> figure: the analyses drawn this session, for run reports
 
 
@@ -206,7 +209,9 @@ def _predict_chunk(path: str, tokenizer: str | None, mkey: str, file: str, fstam
     model, tok = _load_model(path, tokenizer, "qa", ref_stamp(ModelRef(path, tokenizer)))
     by_id = {ex.id: ex for ex in load_examples(file, fstamp)}
     examples = [by_id[i] for i in ids if i in by_id]
-    return predict_qa(model, tok, examples, max_length=max_length, doc_stride=doc_stride, max_answer_length=max_answer_length)
+    # batch 64: as the run's own evaluation (xlviz.transfer.pipeline), and fewer tiny forwards
+    return predict_qa(model, tok, examples, max_length=max_length, doc_stride=doc_stride, batch_size=64,
+                      max_answer_length=max_answer_length)
 
 
 def qa_decoding(ref: ModelRef):

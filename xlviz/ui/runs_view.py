@@ -188,7 +188,8 @@ def _short(value) -> str:
 
 
 def run_table(runs: list[Run]) -> pd.DataFrame:
-    """One row per run: state, stage, the config that matters and its mean zero-shot scores."""
+    """One row per run: state, stage, the config that matters and its best L2 F1, zero-shot and
+    translate-train apart."""
     rows = []
     for run in runs:
         try:
@@ -217,15 +218,38 @@ def run_table(runs: list[Run]) -> pd.DataFrame:
             "systems": _short(config_value(cfg, "methods", "variants")),
             "seed": _short(config_value(cfg, "seed")),
             "results": len(results),
-            "best F1": max((float(r.get("f1", 0)) for r in results), default=None),
+            # never one number over both settings: a translate-train row is not a zero-shot result
+            "best L2 F1, zero-shot": _best_l2_f1(results, l1_language(run), l2_labels=False),
+            "best L2 F1, L2 labels": _best_l2_f1(results, l1_language(run), l2_labels=True),
             "updated": status.get("updated", ""),
         }
         rows.append(row)
     return pd.DataFrame(rows)
 
 
+ZERO_SHOT = "zero-shot"
+TRANSLATE_TRAIN = "translate-train (L2 labels)"
+SETTINGS = (ZERO_SHOT, TRANSLATE_TRAIN)
+RESULT_COLUMNS = ["run", "setting", "system", "language", "exact_match", "f1", "parallel_pairs", "l1_f1", "l1"]
+
+
+def setting_of(row: dict) -> str:
+    """A result row's setting: zero-shot (QA labels in L1 only) or translate-train (it saw QA
+    labels in an L2, ``l2_labels``). Rows written before systems declared it are zero-shot."""
+    return TRANSLATE_TRAIN if row.get("l2_labels") else ZERO_SHOT
+
+
+def _best_l2_f1(results: list[dict], l1: str, *, l2_labels: bool) -> float | None:
+    """The best F1 of the run's L2 rows in one setting (None: no such row)."""
+    f1s = [float(r["f1"]) for r in results if r.get("language") != l1 and isinstance(r.get("f1"), (int, float))
+           and bool(r.get("l2_labels")) == l2_labels]
+    return max(f1s, default=None)
+
+
 def results_frame(runs: list[Run]) -> pd.DataFrame:
-    """Long table of results rows of several runs: run, system, language, exact_match, f1."""
+    """Long table of results rows of several runs: run, setting (zero-shot or translate-train),
+    system, language, exact_match, f1, the parallel pairs the system trained on, a pair model's
+    own L1 F1 (``l1_f1``) and the run's L1."""
     rows = []
     for run in runs:
         try:
@@ -234,47 +258,69 @@ def results_frame(runs: list[Run]) -> pd.DataFrame:
             continue
         l1 = l1_language(run)
         for r in results:
-            rows.append({"run": run.name, "system": r.get("system"), "language": r.get("language"),
-                         "exact_match": r.get("exact_match"), "f1": r.get("f1"), "l1": l1})
-    return pd.DataFrame(rows, columns=["run", "system", "language", "exact_match", "f1", "l1"])
+            pairs = r.get("parallel_pairs")
+            rows.append({"run": run.name, "setting": setting_of(r), "system": r.get("system"), "language": r.get("language"),
+                         "exact_match": r.get("exact_match"), "f1": r.get("f1"),
+                         "parallel_pairs": int(pairs) if isinstance(pairs, (int, float)) else 0,
+                         "l1_f1": r.get("l1_f1"), "l1": l1})
+    return pd.DataFrame(rows, columns=RESULT_COLUMNS)
 
 
 def compare_table(long: pd.DataFrame) -> pd.DataFrame:
-    """(run, system) × (metric, language) — EM and F1 side by side like the paper's tables."""
+    """(setting, run, system) × (metric, language): EM and F1 side by side like the paper's
+    tables, zero-shot rows first, then translate-train (never mixed in one row), with the
+    parallel pairs each system trained on and its F1 L2/L1 ratio."""
     if long.empty:
         return pd.DataFrame()
-    wide = long.pivot_table(index=["run", "system"], columns="language", values=["exact_match", "f1"], aggfunc="mean")
+    if "setting" not in long:
+        long = long.assign(setting=ZERO_SHOT)
+    keys = ["setting", "run", "system"]
+    wide = long.pivot_table(index=keys, columns="language", values=["exact_match", "f1"], aggfunc="mean")
     wide = wide.rename(columns={"exact_match": "EM", "f1": "F1"}, level=0)
     wide.columns = [f"{metric} {lang}" for metric, lang in wide.columns]
     wide = wide.round(1).reset_index()
+    order = {s: i for i, s in enumerate(SETTINGS)}
+    wide = wide.sort_values("setting", key=lambda c: c.map(lambda v: order.get(v, len(order))), kind="stable")
+    if "parallel_pairs" in long:
+        pairs = long.groupby(keys)["parallel_pairs"].max()
+        wide.insert(3, "parallel pairs", [int(pairs.get(tuple(r[k] for k in keys), 0)) for _, r in wide.iterrows()])
     # L2/L1: how much of its L1 score a system keeps in each L2 (the paper's transfer ratio),
-    # against the same run and system's L1 F1
+    # against the same run and system's L1 F1, or a pair model's own L1 F1 (``l1_f1``)
     if "l1" in long:
+        own = long.set_index(keys + ["language"])["l1_f1"] if "l1_f1" in long else None
         l1_of = long.groupby("run")["l1"].first()
         for lang in [l for l in dict.fromkeys(long["language"]) if l not in set(long["l1"])]:
             ratio = []
             for _, row in wide.iterrows():
-                l1 = l1_of.get(row["run"])
-                num, den = row.get(f"F1 {lang}"), row.get(f"F1 {l1}")
+                num, den = row.get(f"F1 {lang}"), row.get(f"F1 {l1_of.get(row['run'])}")
+                if own is not None:
+                    mine = own.get(tuple(row[k] for k in keys) + (lang,))
+                    den = mine if isinstance(mine, (int, float)) and pd.notna(mine) else den
                 ratio.append(round(100.0 * num / den, 1) if pd.notna(num) and pd.notna(den) and den else None)
-            wide[f"F1 {lang}/L1 (%)"] = ratio
-    return wide
+            wide[f"F1 {lang}/L1 (%)"] = pd.array(ratio, dtype="Float64").astype(float)
+    return wide.reset_index(drop=True)
 
 
 def compare_figure(long: pd.DataFrame, colours: dict[str, str] | None = None):
     """Grouped bars: language on x, one bar per run · system, EM and F1 side by side; colour =
-    system (the app-wide colour, :mod:`xlviz.ui.colours`), pattern = run."""
+    system (the app-wide colour, :mod:`xlviz.ui.colours`), pattern = run; zero-shot and
+    translate-train rows in separate panels."""
     import plotly.express as px
 
     from xlviz.ui.colours import colour_map
 
-    df = long.melt(id_vars=["run", "system", "language"], value_vars=["exact_match", "f1"], var_name="metric", value_name="score")
+    ids = ["run", "system", "language"] + (["setting"] if "setting" in long else [])
+    df = long.melt(id_vars=ids, value_vars=["exact_match", "f1"], var_name="metric", value_name="score")
     df["metric"] = df["metric"].map({"exact_match": "EM", "f1": "F1"})
     df["system"] = df["system"].astype(str)
     colours = {**colour_map(df["system"]), **(colours or {})}
+    two = "setting" in df and df["setting"].nunique() > 1
     fig = px.bar(df, x="language", y="score", color="system", pattern_shape="run", barmode="group", facet_col="metric",
-                 range_y=[0, 100], labels={"score": "score (%)"}, color_discrete_map=colours, hover_data=["run"])
-    fig.update_layout(height=380, margin=dict(l=10, r=10, t=40, b=10), legend=dict(orientation="h", y=-0.2))
+                 facet_row="setting" if two else None, range_y=[0, 100], labels={"score": "score (%)", "setting": ""},
+                 color_discrete_map=colours, hover_data=["run"],
+                 category_orders={"setting": list(SETTINGS)} if two else None)
+    fig.update_layout(height=380 * (2 if two else 1), margin=dict(l=10, r=40, t=40, b=10), legend=dict(orientation="h", y=-0.2))
+    fig.for_each_annotation(lambda a: a.update(text=a.text.split("=", 1)[-1]))  # "EM", not "metric=EM"
     return fig
 
 
@@ -429,15 +475,18 @@ def seed_groups(runs: list[Run]) -> list[list[str]]:
 
 
 def seed_summary(long: pd.DataFrame, groups: list[list[str]]) -> pd.DataFrame:
-    """Mean ± sd of EM and F1 per system and language over each group of seed-only runs."""
+    """Mean ± sd of EM and F1 per setting, system and language over each group of seed-only runs."""
     rows = []
+    if "setting" not in long:
+        long = long.assign(setting=ZERO_SHOT)
     for group in groups:
         sub = long[long["run"].isin(group)]
-        for (system, lang), g in sub.groupby(["system", "language"], sort=False):
-            rows.append({"runs": ", ".join(group), "system": system, "language": lang, "n": len(g),
+        for (setting, system, lang), g in sub.groupby(["setting", "system", "language"], sort=False):
+            rows.append({"runs": ", ".join(group), "setting": setting, "system": system, "language": lang, "n": len(g),
                          "EM mean": g["exact_match"].mean(), "EM sd": g["exact_match"].std(ddof=1),
                          "F1 mean": g["f1"].mean(), "F1 sd": g["f1"].std(ddof=1)})
-    return pd.DataFrame(rows, columns=["runs", "system", "language", "n", "EM mean", "EM sd", "F1 mean", "F1 sd"]).round(2)
+    return pd.DataFrame(rows, columns=["runs", "setting", "system", "language", "n", "EM mean", "EM sd", "F1 mean",
+                                       "F1 sd"]).round(2)
 
 
 def l1_language(run: Run) -> str:
@@ -470,3 +519,23 @@ def all_runs(root=None) -> list[Run]:
         return 0.0
 
     return sorted(out, key=mtime, reverse=True)
+
+
+def export_setting(run_name: str | None, system: str | None, root=None) -> tuple[str | None, int]:
+    """(setting, parallel pairs) of a run's exported system, from its results.json rows (the
+    method's declaration is written there); (None, 0) for models that are not a run's (typed
+    folders, hub ids)."""
+    from xlviz.runs import checkpoints_root
+
+    if not run_name:
+        return None, 0
+    if not system:  # a run's QA stage folder in the sidebar (s3_finetune): fine-tuned on L1 labels
+        return ZERO_SHOT, 0
+    try:
+        rows = [r for r in Run(checkpoints_root(root) / run_name).results() if r.get("system") == system]
+    except XlvizError:
+        rows = []
+    if not rows:
+        return ZERO_SHOT, 0
+    pairs = max((int(r["parallel_pairs"]) for r in rows if isinstance(r.get("parallel_pairs"), (int, float))), default=0)
+    return (TRANSLATE_TRAIN if any(r.get("l2_labels") for r in rows) else ZERO_SHOT), pairs

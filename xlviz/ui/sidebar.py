@@ -164,7 +164,9 @@ def page_setup() -> None:
     some session has executed ``st.navigation``: e.g. the first request after a server restart
     that goes straight to ``/runs``, and every AppTest rerun. Then ``app.py`` (which draws the
     sidebar) is skipped, so draw it here, under the entrypoint's script hash so its widgets keep
-    their values across pages, and switch Streamlit to ``st.navigation`` mode for later runs.
+    their values across pages, and switch Streamlit to ``st.navigation`` mode for later runs
+    (a served app reruns at once through ``app.py``: otherwise that first view showed the pages
+    folder's file names as its navigation).
     """
     try:
         from streamlit.runtime.pages_manager import PagesManager
@@ -174,6 +176,13 @@ def page_setup() -> None:
     if not PagesManager.uses_pages_directory:
         return
     PagesManager.uses_pages_directory = False
+    from streamlit.runtime import Runtime
+
+    if Runtime.exists() and type(Runtime.instance()) is Runtime:  # served; AppTest installs a mock runtime
+        # a served app: run again through app.py, now in st.navigation mode, so this first view
+        # (a bookmark or shared link right after a server start) gets the app's navigation and
+        # not the pages folder's file names
+        st.rerun()
     ctx = get_script_run_ctx()
     st.set_page_config(page_title="xlviz", page_icon=":material/translate:", layout="wide")
     if ctx is None:
