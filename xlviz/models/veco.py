@@ -38,6 +38,7 @@ from torch import nn
 from transformers import AutoConfig, AutoModel, AutoModelForMaskedLM, AutoModelForQuestionAnswering, BertConfig
 from transformers import BertForMaskedLM, BertForQuestionAnswering, BertModel
 from transformers.models.bert.modeling_bert import BertAttention, BertLayer
+from transformers.modeling_outputs import QuestionAnsweringModelOutput
 from transformers.utils import ModelOutput
 
 from xlviz.errors import XlvizError
@@ -219,10 +220,10 @@ class VecoForQuestionAnswering(BertForQuestionAnswering):
         start, end = start.squeeze(-1).contiguous(), end.squeeze(-1).contiguous()
         loss = None
         if start_positions is not None and end_positions is not None:
-            width = start.size(1)
-            loss = (F.cross_entropy(start.float(), start_positions.clamp(0, width)) +
-                    F.cross_entropy(end.float(), end_positions.clamp(0, width))) / 2
-        return {"loss": loss, "start_logits": start, "end_logits": end}
+            from xlviz.training.qa_loss import span_loss
+
+            loss = span_loss(start, end, start_positions, end_positions)
+        return QuestionAnsweringModelOutput(loss=loss, start_logits=start, end_logits=end)
 
 
 # --------------------------------------------------------------------------- plug-in / plug-out
