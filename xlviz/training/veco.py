@@ -163,8 +163,7 @@ class PairedQA(nn.Module):
     mapped to joint ids and read with its paired window (the same test question's context in
     L1), looked up by the window's ids. Why a lookup: the scorer (``predict_qa``) is shared by
     every system and builds the windows itself; the paired windows are built here with the
-    same tokenizer and stride, so every window it sends is found. ``save_pretrained`` saves
-    the VECO QA model (registered type)."""
+    same tokenizer and stride, so every window it sends is found."""
 
     def __init__(self, model: nn.Module, table: dict[tuple[int, ...], dict[str, torch.Tensor]], vocab, lang: str):
         super().__init__()
@@ -193,4 +192,8 @@ class PairedQA(nn.Module):
                           **{f"pair_{k}": v[:, :width] for k, v in pair.items()})
 
     def save_pretrained(self, path, **kwargs):
-        return self.model.save_pretrained(path, **kwargs)
+        """The VECO QA model cut to this language's rows (its tokenizer's ids; cross-attention
+        in; registered type): what the export folder's tokenizer reads."""
+        from xlviz.models.vocab_slice import slice_to_language
+
+        return slice_to_language(self.model, self.vocab, self.lang).save_pretrained(path, **kwargs)
