@@ -150,3 +150,33 @@ def test_tiny_run_of_both_systems(tmp_path):
     assert json.loads((tmp_path / "run" / "export" / "veco-sov" / "config.json").read_text())["model_type"] == "bert"
     assert json.loads((tmp_path / "run" / "export" / "veco-plugin-sov" / "config.json").read_text())["model_type"] == "xlviz_veco"
     assert json.loads((tmp_path / "run" / "encoders" / "veco-plugin-en" / "config.json").read_text())["model_type"] == "xlviz_veco"
+
+
+@pytest.mark.slow
+def test_start_from_jointpair_trains_the_cross_attention_alone_first(tmp_path):
+    """veco_init jointpair-disjoint: the pair model, then the cross-attention alone, then
+    everything; each stage trains exactly what it declares (as tests/test_methods.py checks
+    for the default systems)."""
+    import re
+
+    from tests.test_methods import gradients
+    from xlviz.transfer.pipeline import Pipeline
+
+    config = tmp_path / "tiny.json"
+    world = {**TINY["world"], "languages": [{"code": "sov", "order": "sov", "script": "cyrillic"}], "parallel_train_pairs": 30}
+    config.write_text(json.dumps({**TINY, "world": world, "methods": ["veco"], "veco_init": "jointpair-disjoint", "veco_ca_steps": 2}))
+    assert cli(["transfer", "--config", str(config), "--run-dir", str(tmp_path / "run")]) == 0
+    run = Pipeline.resume(tmp_path / "run")
+    table = run.stage_table()
+    assert list(table)[:4] == ["world", "s1_jointpair-disjoint-sov", "s1_veco-ca-from-jointpair-disjoint-sov",
+                               "s1_veco-from-jointpair-disjoint-sov"]
+    for stage in (s for s in table.values() if s.build is not None):
+        model = stage.build(run)
+        grads = gradients(model)
+        trained = {n for n, g in grads.items() if g is not None and g.abs().sum() > 0}
+        should = {n for n in grads if any(re.fullmatch(p, n) for p in stage.trains)}
+        assert trained == should, stage.name
+    ca = table["s1_veco-ca-from-jointpair-disjoint-sov"].build(run)
+    assert all((CROSS in n) == p.requires_grad for n, p in ca.named_parameters())
+    rows = Run(tmp_path / "run").results()
+    assert {r["language"] for r in rows} == {"en", "sov"} and all(r["parallel_pairs"] == 30 for r in rows)
