@@ -56,10 +56,12 @@ def batches(args, gen: torch.Generator) -> dict[str, dict]:
     def masked(x):
         return mask_tokens(x, mask_id=4, vocab_size=args.vocab, generator=gen)
 
-    half = args.batch // 2
-    body = (args.block - 2) // 2
-    x = torch.cat([ids[:half, :1], ids[:half, 1:1 + body], ids[:half, -1:]], 1)
-    y = torch.cat([ids[half:, :1], ids[half:, 1:1 + body], ids[half:, -1:]], 1)
+    # as xlviz.training.veco.pretrain_batches: batch / 2 blocks of 2 * block - 2 tokens, each cut
+    # into two block-token segments (x, y): the same tokens as the MLM batch
+    half, body = args.batch // 2, args.block - 2
+    rows = torch.cat([ids[:half, :-1], ids[half:, 1:]], 1)  # [CLS] a b [SEP]
+    x = torch.cat([rows[:, :1], rows[:, 1:1 + body], rows[:, -1:]], 1)
+    y = torch.cat([rows[:, :1], rows[:, 1 + body:1 + 2 * body], rows[:, -1:]], 1)
     (xi, xl), (yi, yl) = masked(x), masked(y)
     ones = torch.ones_like
     mono = {"input_ids": xi, "attention_mask": ones(xi), "labels": xl, "pair_input_ids": yi, "pair_attention_mask": ones(yi), "pair_labels": yl}
