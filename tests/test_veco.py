@@ -121,7 +121,7 @@ def test_ca_mlm_has_four_terms_and_stops_gradient_at_the_pair(model):
 def test_pretraining_batches_alternate_and_tlm_concatenates(model):
     mono = iter([ids(4, 12, k) for k in range(10)])
     pairs = [([2, 10 + k, 11, 3], [2, 30 + k, 31, 32, 3]) for k in range(5)]
-    gen = pretrain_batches(mono, pairs, 2, mask_id=4, sep_id=3, vocab_size=V, prob=0.3, seed=0)
+    gen = pretrain_batches(mono, pairs, 2, mask_id=4, vocab_size=V, prob=0.3, seed=0)
     first, second = next(gen), next(gen)
     assert "tlm_input_ids" not in first and first["input_ids"].shape == (2, 7) and first["pair_input_ids"].shape == (2, 7)
     assert second["tlm_input_ids"].shape[1] == 4 + 5 - 1  # [CLS] x [SEP] y [SEP]

@@ -79,7 +79,7 @@ def pretrain(ctx: Context, model: VecoForMaskedLM, l2: str, stage: str, steps: i
     tgt = reader.toks[l2]([p["tgt"] for p in data])["input_ids"]
     pairs = [(reader.to_joint(l1, a), reader.to_joint(l2, b)) for a, b in zip(src, tgt)]
     tok = reader.toks[l1]
-    batches = pretrain_batches(mono, pairs, pair_batch, mask_id=tok.mask_token_id, sep_id=tok.sep_token_id,
+    batches = pretrain_batches(mono, pairs, pair_batch, mask_id=tok.mask_token_id,
                                vocab_size=reader.size, prob=cfg.mlm_probability, seed=cfg.seed * 31 + rank)
     loop, on_log = ctx.loop(stage, steps, lr)
     model = train(VecoPretraining(model), batches, loop, ctx.acc, on_log=on_log, desc=stage).model

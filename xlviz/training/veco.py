@@ -68,7 +68,7 @@ def _mask(ids: torch.Tensor, attention: torch.Tensor, *, mask_id: int, vocab_siz
 
 
 def pretrain_batches(mono: Iterator[torch.Tensor], pairs: Sequence[tuple[list[int], list[int]]], pair_batch: int, *,
-                     mask_id: int, sep_id: int, vocab_size: int, prob: float, seed: int) -> Iterator[dict]:
+                     mask_id: int, vocab_size: int, prob: float, seed: int) -> Iterator[dict]:
     """Endless batches, monolingual and parallel in turn. ``mono`` yields [2 * pair_batch, 2 *
     block - 2] blocks (``[CLS] a b [SEP]``, joint ids), cut here into segments ``[CLS] a [SEP]``
     and ``[CLS] b [SEP]``; ``pairs`` are (x, y) joint ids with [CLS] ... [SEP] each."""
