@@ -70,6 +70,12 @@ def additive_mask(mask: torch.Tensor | None, dtype: torch.dtype) -> torch.Tensor
     return (1.0 - mask[:, None, None, :].to(dtype)) * torch.finfo(dtype).min
 
 
+def no_padding(mask: torch.Tensor | None) -> torch.Tensor | None:
+    """None for a mask without padding: attention then runs unmasked (SDPA's fast path; the
+    same numbers)."""
+    return None if mask is None or bool(mask.all()) else mask
+
+
 class VecoLayer(BertLayer):
     """A BERT layer plus the plug-and-play cross-attention; without a paired sentence it is
     exactly ``BertLayer`` (the self stream)."""
@@ -96,6 +102,7 @@ class VecoModel(BertModel):
 
     def self_stream(self, input_ids, attention_mask=None, token_type_ids=None) -> torch.Tensor:
         """h^L (Eq. 2-5): the plain BERT pass, [B, L, H]."""
+        attention_mask = no_padding(attention_mask)
         return super().forward(input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids).last_hidden_state
 
     def cross_stream(self, input_ids, attention_mask, token_type_ids, pair_states: torch.Tensor, pair_mask: torch.Tensor | None,
@@ -103,6 +110,7 @@ class VecoModel(BertModel):
         """s^L (Eq. 6-9) of ``input_ids`` attending over ``pair_states`` (the paired sentence's
         h^L, [B, Lp, H]; its padding ``pair_mask`` [B, Lp]); with ``output_attentions`` the
         cross-attention probabilities per layer [B, heads, L, Lp] (eager attention)."""
+        attention_mask, pair_mask = no_padding(attention_mask), no_padding(pair_mask)
         hidden = self.embeddings(input_ids=input_ids, token_type_ids=token_type_ids)
         mask, _ = self._create_attention_masks(attention_mask=attention_mask, encoder_attention_mask=None, embedding_output=hidden,
                                                encoder_hidden_states=None, past_key_values=None)
