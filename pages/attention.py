@@ -3,7 +3,9 @@
 Input: a typed pair, a generated world's parallel pair (with gold word alignment), a PUD
 sentence pair or a Tatoeba pair; fed as one input or each sentence alone. Shows one layer/head
 as a heatmap, a layer × head overview, and VECO's Fig. 1 question: per layer/head, how much
-attention goes to the other sentence and to the aligned word.
+attention goes to the other sentence and to the aligned word. A model with a cross-attention
+module of its own (found by its config) also shows that module's maps: A's tokens attending
+over B's last-layer states, per layer and head.
 """
 
 import numpy as np
@@ -11,7 +13,8 @@ import streamlit as st
 
 from xlviz.runs import list_runs
 from xlviz.ui import attention_view as av
-from xlviz.ui.common import attention, guard, max_positions, mixed_attention, plotly, shares_body, shared_data_dir
+from xlviz.ui.common import attention, guard, has_own_cross_attention, max_positions, mixed_attention, own_cross_attention, plotly
+from xlviz.ui.common import shares_body, shared_data_dir
 from xlviz.ui.sidebar import current
 from xlviz.ui.sidebar import page_setup
 from xlviz.ui.state import url_state, write_url
@@ -222,6 +225,24 @@ else:
         else:
             st.caption("The share of attention to the aligned word needs a gold word alignment: pick a pair "
                        "from a generated world.")
+
+# --- the model's own cross-attention --------------------------------------------------------------
+own = None
+with guard("Could not read the model's config"):
+    own_a = has_own_cross_attention(ref_a)
+if own_a:
+    st.subheader("The model's own cross-attention (A over B)")
+    st.caption("This model has a cross-attention module in every layer: A's tokens (queries, from A's previous "
+               "layer after self-attention) attend over B's last-layer states (keys and values), B read by "
+               "the model for B. Rows sum to 1 over B's tokens.")
+    with guard("Could not compute the cross-attention"):
+        own = own_cross_attention(ref_a, ref_b, pair.input_a(), pair.input_b(), max_length)
+        A, ta, tb = own.slice(layer, None if head == "mean of heads" else head, hide)
+        title = f"cross-attention · layer {layer} · " + ("mean of heads" if head == "mean of heads" else f"head {head}")
+        plotly(av.cross_heatmap(A, ta, tb, title), key="att_cross_heat")
+        own_layers = ov_layers or list(range(own.n_layers))
+        plotly(av.cross_overview(own, sorted(own_layers), hide_special=hide), key="att_cross_ov")
+        csv_frames.append(av.cross_frame(own, hide_special=hide))
 
 # --- numbers -------------------------------------------------------------------------------------
 c1, c2 = st.columns(2)

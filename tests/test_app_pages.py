@@ -414,6 +414,48 @@ def test_attention_caps_max_tokens_at_the_models_positions(app):
     assert "at most 64 positions" in _texts(at.caption)
 
 
+@pytest.fixture(scope="module")
+def veco_root(tmp_path_factory) -> Path:
+    """A fake run whose exports are a model with a cross-attention module (VECO's registered
+    type), one folder per language sharing one body: the s1 body and the transferred L2 body
+    of the fake run, each with the same cross-attention plugged in."""
+    from transformers import AutoModelForMaskedLM, AutoTokenizer
+
+    from tests.app_fixtures import L2, make_run
+    from xlviz.models.veco import CROSS, plug_in
+
+    root = tmp_path_factory.mktemp("app-veco") / "checkpoints"
+    path = make_run(root, "veco-run")
+    cross = None
+    for lang, stage in (("en", "s1_pretrain"), (L2, f"s2_transfer-{L2}")):
+        model = plug_in(AutoModelForMaskedLM.from_pretrained(path / stage), seed=3)
+        if cross is None:
+            cross = {k: v for k, v in model.state_dict().items() if CROSS in k}
+        model.load_state_dict(cross, strict=False)  # one cross-attention module for both languages
+        model.save_pretrained(path / "export" / f"crossmodel-{lang}")
+        AutoTokenizer.from_pretrained(path / stage).save_pretrained(path / "export" / f"crossmodel-{lang}")
+    return root
+
+
+def test_attention_shows_a_models_own_cross_attention(veco_root, monkeypatch):
+    monkeypatch.setenv("XLVIZ_CHECKPOINTS", str(veco_root))
+    at = _page(_new_app(models=["run:veco-run:export:crossmodel"]), "attention")
+    assert not at.exception and not at.error, _texts(at.error)
+    charts = [e.key for e in at.get("plotly_chart")]
+    assert "att_cross_heat" in charts and "att_cross_ov" in charts, charts
+    assert any(s.value.startswith("The model's own cross-attention") for s in at.subheader)
+    assert "att_share_cross" in charts  # the self-attention shares are still shown beside it
+    at.selectbox(key="att_head").set_value(1).run()
+    at.toggle(key="att_hide").set_value(False).run()
+    assert not at.exception and not at.error, _texts(at.error)
+    assert "att_cross_heat" in [e.key for e in at.get("plotly_chart")]
+
+
+def test_attention_without_cross_attention_shows_no_cross_maps(app):
+    at = _page(_new_app(models=["run:demo-run:s1_pretrain"]), "attention")
+    assert "att_cross_heat" not in [e.key for e in at.get("plotly_chart")]
+
+
 def test_attention_typed_pair(app):
     at = _page(_new_app(models=["run:demo-run:s1_pretrain"]), "attention")
     at.segmented_control(key="att_source").set_value("Typed").run()

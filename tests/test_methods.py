@@ -5,6 +5,7 @@ before; jointpair-disjoint shares no token id but the specials; the registry dri
 
 from __future__ import annotations
 
+import inspect
 import json
 import re
 from pathlib import Path
@@ -50,6 +51,12 @@ def synthetic_batch(model, vocab: int, qa: bool) -> dict:
         batch.update(start_positions=torch.tensor([3, 4]), end_positions=torch.tensor([5, 6]))
     else:
         batch["labels"] = ids.clone()
+    if "pair_input_ids" in inspect.signature(model.forward).parameters:  # models that read a sentence with its pair
+        pair = ids.flip(0)[:, :9].clone()
+        pair[:, -1] = 3
+        batch.update(pair_input_ids=pair, pair_attention_mask=torch.ones_like(pair))
+        if not qa:
+            batch["pair_labels"] = pair.clone()
     return batch
 
 

@@ -365,3 +365,78 @@ def same_body(model_a, model_b, atol: float = 1e-6) -> bool:
     if set(names) != {n for n in b if not any(s in n for s in skip)}:
         return False
     return all(a[n].shape == b[n].shape and torch.allclose(a[n].float(), b[n].float(), atol=atol) for n in names)
+
+
+# --- a model's own cross-attention (VECO's plug-in module) ---------------------------------------
+
+@dataclass
+class CrossAttentionResult:
+    """Cross-attention of sentence a's tokens (queries) over sentence b's (keys and values:
+    b's last-layer states): ``attentions`` float32 [layers, heads, Ta, Tb], rows sum to 1 over
+    b's tokens. ``tokens_*`` include the special tokens; ``special_*`` flags them."""
+
+    tokens_a: list[str]
+    tokens_b: list[str]
+    special_a: list[bool]
+    special_b: list[bool]
+    attentions: np.ndarray
+
+    @property
+    def n_layers(self) -> int:
+        return int(self.attentions.shape[0])
+
+    @property
+    def n_heads(self) -> int:
+        return int(self.attentions.shape[1])
+
+    def slice(self, layer: int, head: int | None = None, hide_special: bool = False) -> tuple[np.ndarray, list[str], list[str]]:
+        """One layer's map [Ta, Tb] (one head, or the mean of heads), optionally without
+        special tokens (rows renormalised over b's remaining tokens)."""
+        A = self.attentions[_indices(layer, self.n_layers, "layers")[0]]
+        A = A.mean(0) if head is None else A[_indices(head, self.n_heads, "heads")[0]]
+        rows = [i for i, s in enumerate(self.special_a) if not (hide_special and s)]
+        cols = [j for j, s in enumerate(self.special_b) if not (hide_special and s)]
+        A = A[np.ix_(rows, cols)].astype(np.float32)
+        if hide_special:
+            sums = A.sum(axis=-1, keepdims=True)
+            A = np.divide(A, sums, out=np.zeros_like(A), where=sums > 0)
+        return A, [self.tokens_a[i] for i in rows], [self.tokens_b[j] for j in cols]
+
+
+def has_cross_attention(model) -> bool:
+    """Whether ``model`` carries its own cross-attention module (VECO's), by its config."""
+    from xlviz.models.veco import has_cross_attention as _has
+
+    return _has(model)
+
+
+def cross_attention_maps(model_a, tokenizer_a, model_b, tokenizer_b, text_a, text_b, max_length: int = 128) -> CrossAttentionResult:
+    """The cross-attention maps of a model with a cross-attention module: ``text_a`` (read by
+    ``model_a``) attending over ``text_b``'s last-layer states (read by ``model_b``, the same
+    model, or the same body with another language's embeddings, e.g. a VECO run's per-language
+    encoders), each sentence alone with its own [CLS]/[SEP]; every layer and head."""
+    import torch
+
+    if not has_cross_attention(model_a):
+        raise XlvizError("this model has no cross-attention module of its own", field="model")
+    if model_b is not model_a and not same_body(model_a, model_b):
+        raise XlvizError("A's and B's models differ in more than their token embeddings: pick the two languages of one "
+                         "model (e.g. a pair model's exports) so B's states are the ones A's cross-attention was trained on",
+                         field="model")
+    enc_a, enc_b = _encoder(model_a), _encoder(model_b)
+    pre_split = _is_words(text_a)
+    a = tokenizer_a(text_a, is_split_into_words=pre_split, truncation=True, max_length=_usable_length(enc_a, max_length), return_tensors="pt")
+    b = tokenizer_b(text_b, is_split_into_words=pre_split, truncation=True, max_length=_usable_length(enc_b, max_length), return_tensors="pt")
+    model_a.eval()
+    model_b.eval()
+    with torch.no_grad():
+        pair = enc_b(input_ids=b["input_ids"], attention_mask=b["attention_mask"]).last_hidden_state
+        _, probs = enc_a.cross_stream(a["input_ids"], a["attention_mask"], None, pair, b["attention_mask"], output_attentions=True)
+    att = torch.stack([p[0].float() for p in probs]).cpu().numpy()
+    specials_a = set(tokenizer_a.all_special_ids)
+    specials_b = set(tokenizer_b.all_special_ids)
+    return CrossAttentionResult(
+        tokens_a=a.tokens(0), tokens_b=b.tokens(0),
+        special_a=[int(i) in specials_a for i in a["input_ids"][0]], special_b=[int(i) in specials_b for i in b["input_ids"][0]],
+        attentions=att.astype(np.float32, copy=False),
+    )

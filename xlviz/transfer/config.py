@@ -88,6 +88,12 @@ class TransferConfig:
     mixed_precision: str = "auto"
     grad_accum: int = 1
     log_every: int = 10
+    # VECO (xlviz.methods.veco): "scratch" pre-trains the cross-attention model on the world
+    # from scratch; "jointpair-disjoint" starts from that system's pair model (as the paper
+    # starts from XLM-R), the new cross-attention trained alone for veco_ca_steps, then
+    # everything for pretrain_steps.
+    veco_init: str = "scratch"
+    veco_ca_steps: int = 200
 
     @property
     def systems(self) -> list[str]:
@@ -152,6 +158,10 @@ class TransferConfig:
                              path=path, field="joint_vocab_size")
         if self.clwe_init not in ("unsupervised", "identical"):
             raise XlvizError("choose from ['unsupervised', 'identical']", path=path, field="clwe_init")
+        if self.veco_init not in ("scratch", "jointpair-disjoint"):
+            raise XlvizError(f"choose from ['scratch', 'jointpair-disjoint'], got {self.veco_init!r}", path=path, field="veco_init")
+        if isinstance(self.veco_ca_steps, bool) or not isinstance(self.veco_ca_steps, int) or self.veco_ca_steps <= 0:
+            raise XlvizError(f"must be a positive integer, got {self.veco_ca_steps!r}", path=path, field="veco_ca_steps")
         if self.vocab_size < 50:
             raise XlvizError("must be at least 50", path=path, field="vocab_size")
         from xlviz.methods import method_of, resolve

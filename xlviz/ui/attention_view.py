@@ -258,3 +258,57 @@ svg.querySelectorAll('text').forEach(t => {
 </script>"""
     return (f'<svg xmlns="http://www.w3.org/2000/svg" width="520" height="{h}" font-family="sans-serif" font-size="13" '
             f'style="cursor:default">{"".join(lines)}{left}{right}</svg>{script}')
+
+
+# --- a model's own cross-attention (A's tokens over B's) ---------------------------------------
+
+def cross_heatmap(attn: np.ndarray, tokens_a: list[str], tokens_b: list[str], title: str):
+    """One cross-attention map [Ta, Tb]: rows are A's tokens (queries), columns B's (keys)."""
+    import plotly.graph_objects as go
+
+    ta, tb = len(tokens_a), len(tokens_b)
+    hover = [[f"{tokens_a[q]} → {tokens_b[k]}: {attn[q, k]:.3f}" for k in range(tb)] for q in range(ta)]
+    fig = go.Figure(go.Heatmap(z=attn, x=list(range(tb)), y=list(range(ta)), colorscale="Oranges", zmin=0,
+                               zmax=float(np.nanmax(attn)) if attn.size else 1.0, hoverinfo="text", text=hover,
+                               colorbar=dict(thickness=10)))
+    fig.update_xaxes(tickmode="array", tickvals=list(range(tb)), ticktext=[_tick(t, 1) for t in tokens_b], tickangle=-60, side="top")
+    fig.update_yaxes(tickmode="array", tickvals=list(range(ta)), ticktext=[_tick(t, 0) for t in tokens_a], autorange="reversed")
+    fig.update_layout(title=dict(text=html.escape(title) + "<br><sup>rows: A's tokens (queries) · columns: B's tokens (keys)</sup>",
+                                 x=0.5, y=0.99, font=dict(size=13)),
+                      height=int(min(900, max(320, 16 * ta + 170))), margin=dict(l=10, r=10, t=110, b=10))
+    return fig
+
+
+def cross_overview(result, layers: list[int], hide_special: bool = True):
+    """Small multiples of the cross-attention: one thumbnail per layer (rows) × head (columns),
+    one colour scale."""
+    from plotly.subplots import make_subplots
+    import plotly.graph_objects as go
+
+    heads = list(range(result.n_heads))
+    maps = [[result.slice(l, h, hide_special)[0] for h in heads] for l in layers]
+    top = max((float(m.max()) for row in maps for m in row if m.size), default=1.0)
+    fig = make_subplots(rows=len(layers), cols=len(heads), horizontal_spacing=0.01, vertical_spacing=0.02,
+                        column_titles=[f"head {h}" for h in heads], row_titles=[f"layer {l}" for l in layers])
+    for i, l in enumerate(layers):
+        for j, h in enumerate(heads):
+            fig.add_trace(go.Heatmap(z=maps[i][j], coloraxis="coloraxis",
+                                     hovertemplate=f"layer {l} head {h}: %{{z:.3f}}<extra></extra>"), row=i + 1, col=j + 1)
+    fig.update_xaxes(showticklabels=False)
+    fig.update_yaxes(showticklabels=False, autorange="reversed")
+    fig.update_layout(height=min(1400, 40 + 130 * len(layers)), margin=dict(l=10, r=30, t=40, b=10),
+                      coloraxis=dict(colorscale="Oranges", cmin=0, cmax=top, colorbar=dict(thickness=10, title="weight")))
+    fig.for_each_annotation(lambda a: a.update(font=dict(size=10)))
+    return fig
+
+
+def cross_frame(result, hide_special: bool = True) -> pd.DataFrame:
+    """Every layer/head of a cross-attention result as rows (for the CSV download)."""
+    rows = []
+    for l in range(result.n_layers):
+        for h in range(result.n_heads):
+            A, ta, tb = result.slice(l, h, hide_special)
+            for q in range(len(ta)):
+                for k in range(len(tb)):
+                    rows.append(("cross-attention A→B", l, h, q, ta[q], k, tb[k], float(A[q, k])))
+    return pd.DataFrame(rows, columns=["input", "layer", "head", "query", "query_token", "key", "key_token", "weight"])

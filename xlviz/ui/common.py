@@ -346,3 +346,26 @@ def mixed_attention(ref_a: ModelRef, ref_b: ModelRef, text_a, text_b, max_length
     """Attention of A + B through A's body, B embedded with B's vocabulary; cached."""
     keys = model_key(ref_a, "base") + "||" + model_key(ref_b, "base")
     return _mixed_attention(ref_a.path, ref_a.tokenizer, ref_b.path, ref_b.tokenizer, keys, text_a, text_b, int(max_length))
+
+
+def has_own_cross_attention(ref: ModelRef) -> bool:
+    """Whether the model carries a cross-attention module of its own (VECO's), by its config."""
+    from xlviz.analysis.attention import has_cross_attention
+
+    model, _ = load_model(ref, "base")
+    return has_cross_attention(model)
+
+
+@st.cache_data(show_spinner=False, max_entries=64)
+def _own_cross_attention(path_a: str, tok_a: str | None, path_b: str, tok_b: str | None, keys: str, text_a, text_b, max_length: int):
+    from xlviz.analysis.attention import cross_attention_maps
+
+    model_a, tokenizer_a = _load_model(path_a, tok_a, "base", ref_stamp(ModelRef(path_a, tok_a)))
+    model_b, tokenizer_b = _load_model(path_b, tok_b, "base", ref_stamp(ModelRef(path_b, tok_b)))
+    return cross_attention_maps(model_a, tokenizer_a, model_b, tokenizer_b, text_a, text_b, max_length=max_length)
+
+
+def own_cross_attention(ref_a: ModelRef, ref_b: ModelRef, text_a, text_b, max_length: int = 128):
+    """A's tokens attending over B's last layer through A's cross-attention module; cached."""
+    keys = model_key(ref_a, "base") + "||" + model_key(ref_b, "base")
+    return _own_cross_attention(ref_a.path, ref_a.tokenizer, ref_b.path, ref_b.tokenizer, keys, text_a, text_b, int(max_length))
