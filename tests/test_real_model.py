@@ -256,7 +256,7 @@ def test_real_minilm_loads_as_an_encoder_without_mlm_head(minilm):
 @pytest.mark.real_model
 @real_model
 def test_real_minilm_step1b_a_few_steps(minilm, tmp_path):
-    """Step 1b on the real model, 3 steps on a tiny English corpus: the head trains, the body is unchanged."""
+    """Step 1b on the real model, 3 steps on a tiny English corpus: the head and the [MASK] row train, the rest is unchanged."""
     from safetensors.torch import load_file
 
     from xlviz.models.loading import load_model
@@ -275,5 +275,7 @@ def test_real_minilm_step1b_a_few_steps(minilm, tmp_path):
     assert len(tok) == 30522
     before = load_file(minilm / "model.safetensors")
     after = mlm.bert.state_dict()
-    for k in ("embeddings.word_embeddings.weight", "encoder.layer.5.output.dense.weight"):
-        assert torch.equal(after[k], before[k])
+    assert torch.equal(after["encoder.layer.5.output.dense.weight"], before["encoder.layer.5.output.dense.weight"])
+    words, m = "embeddings.word_embeddings.weight", tok.mask_token_id
+    assert torch.equal(torch.cat([after[words][:m], after[words][m + 1:]]), torch.cat([before[words][:m], before[words][m + 1:]]))
+    assert not torch.equal(after[words][m], before[words][m]), "MiniLM's never-trained [MASK] row did not learn"

@@ -4,9 +4,11 @@ BERT such as all-MiniLM-L6-v2) a head learned on L1, with the body frozen.
 Why: step 2 learns L2 token embeddings by masked-LM through the frozen L1 body, so it needs
 an MLM head that reads that body. The paper starts from a BERT that has one; a sentence
 encoder does not. Here the head is BERT's own (transform: dense + GELU + LayerNorm, then the
-output layer) with the output layer tied to the input embeddings, and only the transform and
-the output bias train: the body and the embeddings stay exactly the pre-trained ones, so
-everything step 2 and the floor inherit is the original model.
+output layer) with the output layer tied to the input embeddings. The transform, the output
+bias and the ``[MASK]`` input row train; the body and every other embedding row stay exactly
+the pre-trained ones, so everything else step 2 and the floor inherit is the original model.
+The ``[MASK]`` row has to learn: a sentence encoder never read ``[MASK]`` (all-MiniLM-L6-v2's
+row is near zero), and with it frozen the head learned word frequencies only.
 
 The transform starts as the identity (dense weight = I, bias 0), so before any training the
 logits are already the last layer, through GELU and LayerNorm, against the tied embeddings.

@@ -12,8 +12,9 @@ are the demo's):
   files; or, with ``init_model`` ("MONOTRANS on a pre-trained model"), nothing: step 1 *is*
   that model (an English BERT, RoBERTa, ... any encoder with an MLM head).
 - ``s1b_mlm_head`` (only when ``init_model`` has no masked-LM head, e.g. the sentence encoder
-  all-MiniLM-L6-v2): step 1b learns a BERT MLM head on the L1 corpus with the body frozen and
-  the output layer tied to the embeddings (:mod:`xlviz.models.mlm_head`), and saves the
+  all-MiniLM-L6-v2): step 1b learns a BERT MLM head and the ``[MASK]`` input row on the L1
+  corpus with the body frozen and the output layer tied to the embeddings
+  (:mod:`xlviz.models.mlm_head`), and saves the
   completed step-1 model to ``s1_pretrain/``, where steps 2-4 and the analyses read it.
 - ``s2_transfer-<l2>``: the L1 body frozen, new L2 token embeddings learned with MLM on the L2
   corpus (never on parallel text).
