@@ -107,9 +107,10 @@ def test_extract_without_the_package_says_how_to_install(monkeypatch, tmp_path, 
 
 # --------------------------------------------------------------------------- step 1b
 def test_mlm_head_is_learned_with_body_and_tied_output_frozen(tmp_path):
-    """A BERT without MLM head as init_model: stage s1b_mlm_head trains only the head's
-    transform and bias; the body and embeddings (= tied output layer) stay bit for bit; the
-    result is the run's s1_pretrain, from which step 2 and the floor start."""
+    """A BERT without MLM head as init_model: stage s1b_mlm_head trains the head's transform
+    and bias and the [MASK] input row; the body and the other embedding rows (= tied output
+    layer) stay bit for bit; the result is the run's s1_pretrain, from which step 2 and the
+    floor start."""
     from safetensors.torch import load_file
 
     from xlviz.models.loading import load_model
@@ -131,14 +132,44 @@ def test_mlm_head_is_learned_with_body_and_tied_output_frozen(tmp_path):
     assert run.status()["state"] == "completed"
     assert any(m["stage"] == "s1b_mlm_head" for m in run.metrics())
     before, after = load_file(enc / "model.safetensors"), load_file(tmp_path / "run" / "s1_pretrain" / "model.safetensors")
+    mlm, tok = load_model(tmp_path / "run" / "s1_pretrain", task="mlm")  # now has a head: no refusal
     body = {k: v for k, v in before.items() if not k.startswith("pooler.")}
+    words = "embeddings.word_embeddings.weight"
     for k, v in body.items():
-        assert torch.equal(after["bert." + k if "bert." + k in after else k], v), k
-    mlm, _ = load_model(tmp_path / "run" / "s1_pretrain", task="mlm")  # now has a head: no refusal
+        if k != words:
+            assert torch.equal(after["bert." + k if "bert." + k in after else k], v), k
+    # the word embeddings: every row bit for bit except [MASK]'s, which step 1b learns (the body never read it)
+    old_rows, new_rows, m = before[words], after["bert." + words], tok.mask_token_id
+    others = torch.ones(len(old_rows), dtype=torch.bool)
+    others[m] = False
+    assert torch.equal(new_rows[others], old_rows[others])
+    assert not torch.equal(new_rows[m], old_rows[m]), "the [MASK] row did not train"
     dense = mlm.cls.predictions.transform.dense.weight
     assert not torch.allclose(dense, torch.eye(dense.shape[0])), "the head's transform did not train"
     assert mlm.cls.predictions.decoder.weight.data_ptr() == mlm.bert.embeddings.word_embeddings.weight.data_ptr()
     assert has_mlm_head(tmp_path / "run" / "s1_pretrain")
+
+
+def test_freeze_for_head_options(tmp_path):
+    """mask_id: only the [MASK] row of the (tied) embeddings gets a gradient; top_layers=K:
+    the last K layers train, the others and the embeddings' other rows do not; K too big is
+    a clear error naming the config field."""
+    from xlviz.models.mlm_head import freeze_for_head, mlm_from_encoder
+
+    model, tok = mlm_from_encoder(_tiny_encoder(tmp_path))
+    names = freeze_for_head(model, mask_id=tok.mask_token_id, top_layers=1)
+    n_layers = model.config.num_hidden_layers
+    assert any(f"encoder.layer.{n_layers - 1}." in n for n in names)
+    assert not any(p.requires_grad for p in model.bert.encoder.layer[0].parameters())
+    ids = torch.tensor([[tok.cls_token_id, tok.mask_token_id, 7, 8, tok.sep_token_id]])
+    model(input_ids=ids, labels=torch.tensor([[-100, 9, -100, -100, -100]])).loss.backward()
+    grad = model.bert.embeddings.word_embeddings.weight.grad
+    rows = grad.abs().sum(1).nonzero().flatten().tolist()
+    assert rows == [tok.mask_token_id]
+    fresh, _ = mlm_from_encoder(_tiny_encoder(tmp_path / "b"))
+    assert not freeze_for_head(fresh) or not fresh.bert.embeddings.word_embeddings.weight.requires_grad
+    with pytest.raises(XlvizError, match="mlm_head_top_layers"):
+        freeze_for_head(fresh, top_layers=n_layers + 1)
 
 
 def test_step1b_needs_an_l1_corpus(tmp_path, capsys):
@@ -225,7 +256,7 @@ def test_real_minilm_loads_as_an_encoder_without_mlm_head(minilm):
 @pytest.mark.real_model
 @real_model
 def test_real_minilm_step1b_a_few_steps(minilm, tmp_path):
-    """Step 1b on the real model, 3 steps on a tiny English corpus: the head trains, the body is unchanged."""
+    """Step 1b on the real model, 3 steps on a tiny English corpus: the head and the [MASK] row train, the rest is unchanged."""
     from safetensors.torch import load_file
 
     from xlviz.models.loading import load_model
@@ -244,5 +275,7 @@ def test_real_minilm_step1b_a_few_steps(minilm, tmp_path):
     assert len(tok) == 30522
     before = load_file(minilm / "model.safetensors")
     after = mlm.bert.state_dict()
-    for k in ("embeddings.word_embeddings.weight", "encoder.layer.5.output.dense.weight"):
-        assert torch.equal(after[k], before[k])
+    assert torch.equal(after["encoder.layer.5.output.dense.weight"], before["encoder.layer.5.output.dense.weight"])
+    words, m = "embeddings.word_embeddings.weight", tok.mask_token_id
+    assert torch.equal(torch.cat([after[words][:m], after[words][m + 1:]]), torch.cat([before[words][:m], before[words][m + 1:]]))
+    assert not torch.equal(after[words][m], before[words][m]), "MiniLM's never-trained [MASK] row did not learn"

@@ -29,6 +29,7 @@ OPTIONS = {
     "--finetune-lr": ("finetune_lr", float), "--qa-batch-size": ("qa_batch_size", int),
     "--qa-max-length": ("qa_max_length", int), "--doc-stride": ("doc_stride", int),
     "--mlm-head-steps": ("mlm_head_steps", int), "--mlm-head-lr": ("mlm_head_lr", float), "--qa-train-articles": ("qa_train_articles", int),
+    "--mlm-head-top-layers": ("mlm_head_top_layers", int),
     "--mixed-precision": ("mixed_precision", str), "--grad-accum": ("grad_accum", int), "--log-every": ("log_every", int),
 }
 LISTS = {"--l1-corpus": "l1_corpus", "--l2-corpus": "l2_corpus", "--qa-eval": "qa_eval"}

@@ -4,9 +4,11 @@ BERT such as all-MiniLM-L6-v2) a head learned on L1, with the body frozen.
 Why: step 2 learns L2 token embeddings by masked-LM through the frozen L1 body, so it needs
 an MLM head that reads that body. The paper starts from a BERT that has one; a sentence
 encoder does not. Here the head is BERT's own (transform: dense + GELU + LayerNorm, then the
-output layer) with the output layer tied to the input embeddings, and only the transform and
-the output bias train: the body and the embeddings stay exactly the pre-trained ones, so
-everything step 2 and the floor inherit is the original model.
+output layer) with the output layer tied to the input embeddings. The transform, the output
+bias and the ``[MASK]`` input row train; the body and every other embedding row stay exactly
+the pre-trained ones, so everything else step 2 and the floor inherit is the original model.
+The ``[MASK]`` row has to learn: a sentence encoder never read ``[MASK]`` (all-MiniLM-L6-v2's
+row is near zero), and with it frozen the head learned word frequencies only.
 
 The transform starts as the identity (dense weight = I, bias 0), so before any training the
 logits are already the last layer, through GELU and LayerNorm, against the tied embeddings.
@@ -94,12 +96,34 @@ def mlm_from_encoder(name_or_path: str | os.PathLike, tokenizer=None):
     return model, tok
 
 
-def freeze_for_head(model) -> list[str]:
-    """Train only the MLM head's own weights (not the tied output layer = input embeddings).
-    Returns the names of the trainable parameters."""
-    from xlviz.models.surgery import word_embeddings
+class _OnlyRows:
+    """Gradient hook: keep the gradient of the given embedding rows, zero the rest."""
 
-    tied = word_embeddings(model).weight
+    def __init__(self, n_rows: int, rows: list[int]):
+        self.keep = torch.zeros(n_rows, 1)
+        self.keep[rows] = 1.0
+
+    def __call__(self, grad: torch.Tensor) -> torch.Tensor:
+        return grad * self.keep.to(grad.device, grad.dtype)
+
+
+def freeze_for_head(model, *, mask_id: int | None = None, top_layers: int = 0) -> list[str]:
+    """Train the MLM head's own weights (not the tied output layer = input embeddings).
+    Returns the names of the trainable parameters.
+
+    ``mask_id`` (the tokenizer's ``[MASK]`` id): that input embedding trains too (its gradient is kept for that row
+    only, every other row stays bit for bit). A sentence encoder never read ``[MASK]``: in
+    all-MiniLM-L6-v2 its row has norm 0.25 against 1.07 for a word (smaller than the
+    never-used ``[unusedN]`` rows), so the frozen body cannot tell a masked position from
+    noise, and a head on top of it learns little more than word frequencies (docs/real-models.md).
+    ``[MASK]`` is never a target, and step 2 shares the row with L2 as a special row.
+    ``top_layers``: the last K transformer layers train too (continued English MLM of the
+    top of the body: a deviation from the paper's frozen step 1, documented where used).
+    """
+    from xlviz.models.surgery import base_encoder, word_embeddings
+
+    emb = word_embeddings(model)
+    tied = emb.weight
     prefix = f"{model.base_model_prefix}."
     trainable = []
     for name, p in model.named_parameters():
@@ -109,6 +133,20 @@ def freeze_for_head(model) -> list[str]:
             trainable.append(name)
     if not trainable:
         raise XlvizError(f"{type(model).__name__} has no MLM head parameters to train")
+    if mask_id is not None:
+        if not 0 <= mask_id < emb.num_embeddings:
+            raise XlvizError(f"[MASK] id {mask_id} is outside the vocabulary of {emb.num_embeddings}", field="mask_token_id")
+        tied.requires_grad_(True)
+        tied.register_hook(_OnlyRows(emb.num_embeddings, [int(mask_id)]))
+        trainable.append(f"{prefix}embeddings.word_embeddings.weight[{int(mask_id)}]")
+    if top_layers:
+        layers = base_encoder(model).encoder.layer
+        if not 0 < top_layers <= len(layers):
+            raise XlvizError(f"must be between 0 and {len(layers)} (the model's layers)", field="mlm_head_top_layers")
+        for i in range(len(layers) - top_layers, len(layers)):
+            for name, p in layers[i].named_parameters():
+                p.requires_grad_(True)
+                trainable.append(f"{prefix}encoder.layer.{i}.{name}")
     return trainable
 
 

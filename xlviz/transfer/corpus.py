@@ -12,8 +12,9 @@ are the demo's):
   files; or, with ``init_model`` ("MONOTRANS on a pre-trained model"), nothing: step 1 *is*
   that model (an English BERT, RoBERTa, ... any encoder with an MLM head).
 - ``s1b_mlm_head`` (only when ``init_model`` has no masked-LM head, e.g. the sentence encoder
-  all-MiniLM-L6-v2): step 1b learns a BERT MLM head on the L1 corpus with the body frozen and
-  the output layer tied to the embeddings (:mod:`xlviz.models.mlm_head`), and saves the
+  all-MiniLM-L6-v2): step 1b learns a BERT MLM head and the ``[MASK]`` input row on the L1
+  corpus with the body frozen and the output layer tied to the embeddings
+  (:mod:`xlviz.models.mlm_head`), and saves the
   completed step-1 model to ``s1_pretrain/``, where steps 2-4 and the analyses read it.
 - ``s2_transfer-<l2>``: the L1 body frozen, new L2 token embeddings learned with MLM on the L2
   corpus (never on parallel text).
@@ -121,6 +122,8 @@ class CorpusTransferConfig(ConfigMixin):
     pretrain_lr: float = 5e-4
     mlm_head_steps: int = 300  # step 1b, only when init_model has no MLM head
     mlm_head_lr: float = 1e-3
+    mlm_head_mask_row: bool = True  # step 1b also learns the [MASK] input row (a sentence encoder never read it)
+    mlm_head_top_layers: int = 0  # step 1b also trains the body's last K layers (a deviation from the paper)
     transfer_steps: int = 1000
     transfer_lr: float = 2e-3
     embedding_init: str = "random"  # random (paper) | l1_stats (Gaussian with L1 embeddings' mean/std)
@@ -144,6 +147,10 @@ class CorpusTransferConfig(ConfigMixin):
                               "pretrain_steps", "mlm_head_steps", "transfer_steps", "eval_max_length", "finetune_steps", "qa_batch_size",
                               "qa_max_length", "doc_stride", "grad_accum", "log_every"), path)
         check_positive(self, ("pretrain_lr", "mlm_head_lr", "transfer_lr", "finetune_lr"), path, number=True)
+        if isinstance(self.mlm_head_top_layers, bool) or not isinstance(self.mlm_head_top_layers, int) or self.mlm_head_top_layers < 0:
+            raise XlvizError(f"must be a whole number >= 0, got {self.mlm_head_top_layers!r}", path=path, field="mlm_head_top_layers")
+        if not isinstance(self.mlm_head_mask_row, bool):
+            raise XlvizError(f"must be true or false, got {self.mlm_head_mask_row!r}", path=path, field="mlm_head_mask_row")
         for name in ("l1_corpus", "l2_corpus", "qa_eval"):
             if isinstance(getattr(self, name), str):
                 setattr(self, name, [getattr(self, name)])
@@ -425,7 +432,9 @@ class CorpusPipeline(StagedRun):
             raise XlvizError(f"{cfg.init_model} has no masked-LM head: step 1b learns one on an L1 corpus; give l1_corpus",
                              field="l1_corpus")
         model, tok = mlm_from_encoder(cfg.init_model, tokenizer=self.path("world", "tokenizers", cfg.l1))
-        self._log(f"  step 1b: training {', '.join(freeze_for_head(model))} (body and tied output layer frozen)")
+        trainable = freeze_for_head(model, mask_id=tok.mask_token_id if cfg.mlm_head_mask_row else None,
+                                    top_layers=cfg.mlm_head_top_layers)
+        self._log(f"  step 1b: training {', '.join(trainable)} (the rest of the body and the tied output layer frozen)")
         model = self._stream_mlm(model, tok, cfg.l1, "s1b_mlm_head", cfg.mlm_head_steps, cfg.mlm_head_lr)
         self._save(model, self.path("s1_pretrain"), tok)
 
