@@ -244,3 +244,22 @@ def test_head_view_and_overview_with_colorbar_and_separators():
     fig = overview(np.stack([np.stack([attn, attn])]), layers=[0], heads=[0, 1], segment=[0, 0, 1])
     assert fig.layout.coloraxis.colorbar.title.text == "weight" and fig.layout.coloraxis.cmax == 0.9
     assert len(fig.layout.shapes) == 4  # one vertical and one horizontal A|B line per thumbnail
+
+
+def test_each_systems_encoders_are_one_choice(run_root, tmp_path):
+    """encoders/<system>-<lang> (what Alignment, Probing and a cross-attention model's Attention
+    view use) are listed per system beside its QA exports, masked LMs, not QA."""
+    import shutil
+
+    from xlviz.runs import Run
+    from xlviz.ui.choices import run_model_choices
+
+    run_dir = tmp_path / "checkpoints" / "enc-run"
+    shutil.copytree(run_root / "demo-run", run_dir)
+    shutil.copytree(run_dir / "s1_pretrain", run_dir / "encoders" / "monotrans-en")
+    shutil.copytree(run_dir / "s2_transfer-sov", run_dir / "encoders" / "monotrans-sov")
+    choices = {c.key: c for c in run_model_choices(Run(run_dir))}
+    enc = choices["run:enc-run:encoders:monotrans"]
+    assert not enc.qa and enc.group == "encoders" and [l for l, _ in enc.per_language] == ["en", "sov"]
+    assert enc.short == "monotrans encoder" and "encoder (en, sov)" in enc.label
+    assert choices["run:enc-run:export:monotrans"].qa

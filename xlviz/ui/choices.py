@@ -173,26 +173,30 @@ def run_model_choices(run: Run) -> list[ModelChoice]:
             label = f"{l1} · QA fine-tuned" + (f" ({variant})" if variant else "") + f" · {run.name}"
             out.append(ModelChoice(f"run:{run.name}:{folder.name}", label, ((l1, ref(folder, l1)),), qa=True, run=run.name, group="run",
                                    short=f"{l1} QA" + (f" {variant}" if variant else "")))
-    systems: dict[str, list[tuple[str, ModelRef]]] = {}
-    export = run.path / "export"
-    if export.is_dir():
-        for folder in sorted(export.iterdir()):
-            if not folder.is_dir() or "-" not in folder.name or not is_hf_model_folder(folder):
-                continue
-            system, lang = folder.name.rsplit("-", 1)
-            systems.setdefault(system, []).append((lang, ref(folder, lang)))
     try:  # the run's own order of systems (its config's methods: MONOTRANS first), then by name
         trained = config_value(run.config(), "methods")
     except Exception:  # noqa: BLE001 - a half-written run must not break discovery
         trained = None
     rank = {s: i for i, s in enumerate(trained)} if isinstance(trained, list) else {}
-    systems = dict(sorted(systems.items(), key=lambda kv: (rank.get(kv[0], len(rank)), kv[0])))
-    for system, refs in systems.items():
-        order = {l: i for i, l in enumerate(langs)}
-        refs.sort(key=lambda lr: (order.get(lr[0], len(order)), lr[0]))
-        label = f"{system} · QA (" + ", ".join(l for l, _ in refs) + f") · {run.name}"
-        out.append(ModelChoice(f"run:{run.name}:export:{system}", label, tuple(refs), qa=True, run=run.name, group="export",
-                               short=system))
+    order = {l: i for i, l in enumerate(langs)}
+    # export/<system>-<lang>: each system's QA models; encoders/<system>-<lang>: the masked LM
+    # reading each language in that system (what Alignment and Probing compare; for a model with
+    # a cross-attention module of its own, what Attention shows it with)
+    for sub, kind, qa in (("export", "QA", True), ("encoders", "encoder", False)):
+        systems: dict[str, list[tuple[str, ModelRef]]] = {}
+        folder_root = run.path / sub
+        if folder_root.is_dir():
+            for folder in sorted(folder_root.iterdir()):
+                if not folder.is_dir() or "-" not in folder.name or not is_hf_model_folder(folder):
+                    continue
+                system, lang = folder.name.rsplit("-", 1)
+                systems.setdefault(system, []).append((lang, ref(folder, lang)))
+        systems = dict(sorted(systems.items(), key=lambda kv: (rank.get(kv[0], len(rank)), kv[0])))
+        for system, refs in systems.items():
+            refs.sort(key=lambda lr: (order.get(lr[0], len(order)), lr[0]))
+            label = f"{system} · {kind} (" + ", ".join(l for l, _ in refs) + f") · {run.name}"
+            out.append(ModelChoice(f"run:{run.name}:{sub}:{system}", label, tuple(refs), qa=qa, run=run.name, group=sub,
+                                   short=system if qa else f"{system} encoder"))
     return out
 
 
