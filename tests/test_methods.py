@@ -26,8 +26,10 @@ from xlviz.transfer.pipeline import Pipeline
 TINY = {
     "model_size": "tiny", "vocab_size": 200, "batch_size": 8, "mlm_batch_size": 8, "pretrain_steps": 4, "transfer_steps": 2,
     "finetune_steps": 2, "log_every": 2, "mixed_precision": "no",
+    "ppa_steps": 2, "ppa_batch_size": 8, "ppa_queue_size": 16,
     "world": {"corpus_documents": 120, "qa_train_paragraphs": 20, "qa_dev_paragraphs": 3, "qa_test_paragraphs": 4,
-              "parallel_pairs": 20, "agreement_pairs": 9, "sense_pairs": 6},
+              "parallel_pairs": 20, "agreement_pairs": 9, "sense_pairs": 6,
+              "parallel_train_pairs": 40},
 }
 
 
