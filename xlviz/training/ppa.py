@@ -126,9 +126,14 @@ class Specials:
                    vocab_size, tuple(tokenizer.all_special_ids))
 
 
-def pad(rows: Sequence[Sequence[int]], pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:
-    """Right-padded ids and their attention mask."""
-    width = max(len(r) for r in rows)
+WIDTH_BUCKET = 8
+
+
+def pad(rows: Sequence[Sequence[int]], pad_id: int, bucket: int = WIDTH_BUCKET) -> tuple[torch.Tensor, torch.Tensor]:
+    """Right-padded ids and their attention mask, the width rounded up to a multiple of
+    ``bucket``: pairs differ in length in every batch, and oneDNN compiles new bf16 kernels
+    for every new shape (see :data:`xlviz.training.mlm.MASKED_ROW_BUCKET`)."""
+    width = -(-max(len(r) for r in rows) // bucket) * bucket
     ids = torch.full((len(rows), width), pad_id, dtype=torch.long)
     mask = torch.zeros((len(rows), width), dtype=torch.long)
     for i, r in enumerate(rows):
