@@ -268,5 +268,23 @@ def test_tiny_run_of_ppa_and_ppa_codeswitch(tmp_path):
     assert (tmp_path / "run" / "encoders" / "ppa-sov" / "model.safetensors").is_file()
 
 
+@pytest.mark.slow
+def test_ppa_aligns_a_hugging_face_model_folder(tmp_path):
+    """``ppa_base`` = a saved HF masked LM (here a tiny BERT): one model aligned on every L2's
+    pairs, read by its own tokenizer in every language."""
+    from tests.test_methods import TINY
+    from tests.tiny_models import make_tiny
+    from xlviz.cli import main as cli
+
+    folder = make_tiny("bert", tmp_path / "hf", task="mlm", max_position_embeddings=128)
+    config = tmp_path / "tiny.json"
+    config.write_text(json.dumps({**TINY, "methods": ["ppa"], "ppa_base": str(folder), "ppa_objective": "moco+mlm"}))
+    assert cli(["transfer", "--config", str(config), "--run-dir", str(tmp_path / "run")]) == 0
+    rows = json.loads((tmp_path / "run" / "results.json").read_text())
+    rows = rows["results"] if isinstance(rows, dict) else rows
+    assert {r["language"] for r in rows} == {"en", "svo", "sov"} and all(r["parallel_pairs"] == 40 for r in rows)
+    assert (tmp_path / "run" / "s2_ppa" / "joint" / "model.safetensors").is_file() and not (tmp_path / "run" / "s2_ppa-sov").exists()
+
+
 if __name__ == "__main__":
     _worker(sys.argv[1])
