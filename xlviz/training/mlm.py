@@ -135,13 +135,16 @@ def mlm_batches(
 
 
 def mask_tokens(
-    input_ids: torch.Tensor, *, mask_id: int, vocab_size: int, n_special: int = 5, prob: float = 0.15, generator: torch.Generator | None = None
+    input_ids: torch.Tensor, *, mask_id: int, vocab_size: int, n_special: int = 5, prob: float = 0.15, generator: torch.Generator | None = None,
+    candidates: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """BERT masking: ``prob`` of the non-special tokens become targets; of those 80% -> [MASK],
-    10% -> a random token, 10% unchanged. Returns (inputs, labels with -100 elsewhere)."""
+    10% -> a random token, 10% unchanged. Returns (inputs, labels with -100 elsewhere).
+    ``candidates`` (bool, the shape of the ids) says which positions may be masked, for
+    vocabularies whose special tokens are not the first ``n_special`` ids."""
     ids = input_ids.clone()
     labels = input_ids.clone()
-    candidates = ids >= n_special
+    candidates = ids >= n_special if candidates is None else candidates
     chosen = (torch.rand(ids.shape, generator=generator) < prob) & candidates
     labels[~chosen] = -100
     roll = torch.rand(ids.shape, generator=generator)

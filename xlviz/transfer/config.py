@@ -94,6 +94,22 @@ class TransferConfig:
     # everything for pretrain_steps.
     veco_init: str = "scratch"
     veco_ca_steps: int = 200
+    # --- PPA (xlviz.methods.ppa; Pan et al. 2021) ---------------------------------------------
+    # The model PPA aligns: a joint system of xlviz (jointpair-disjoint, jointpair-joint,
+    # jointmulti) or the folder of a Hugging Face multilingual masked LM (never remote code).
+    ppa_base: str = "jointpair-disjoint"
+    ppa_objective: str = "moco+tlm"  # Table 5's ablations: moco | tlm | moco+mlm (TLM replaced by MLM)
+    ppa_pairs: int = 0  # parallel training pairs per L2; 0: all of the world's (world.parallel_train_pairs)
+    ppa_steps: int = 300
+    ppa_lr: float = 5e-4  # ~0.3x pre-training's, the paper's ratio (3e-5 after mBERT's 1e-4)
+    ppa_batch_size: int = 128  # pairs per step and process (the paper's 128)
+    # Negatives in the MoCo queue. The paper's 32k for 250k-2M pairs is ~13% of its smallest
+    # corpus and keys at most 250 steps old; 512 is a quarter of the world's 2,000 pairs, 4
+    # batches: a pair's own earlier key is rarely in the queue as a false negative, keys stay fresh.
+    ppa_queue_size: int = 512
+    ppa_momentum: float = 0.999
+    ppa_temperature: float = 0.05
+    ppa_projection_dim: int = 128  # d_k of the head (the paper: 300 for mBERT's 768)
 
     @property
     def systems(self) -> list[str]:
@@ -164,6 +180,7 @@ class TransferConfig:
             raise XlvizError(f"must be a positive integer, got {self.veco_ca_steps!r}", path=path, field="veco_ca_steps")
         if self.vocab_size < 50:
             raise XlvizError("must be at least 50", path=path, field="vocab_size")
+        self.validate_ppa(path=path)
         from xlviz.methods import method_of, resolve
 
         self.methods = resolve(self.methods, layers=MODEL_SIZES[self.model_size][0])
@@ -173,6 +190,32 @@ class TransferConfig:
             raise XlvizError(f"must be an integer, got {self.seed!r}", path=path, field="seed")
         self.world.validate(path=path)
         check_config(self, path=path)
+
+    def validate_ppa(self, *, path: str | None = None) -> None:
+        """The ``ppa_`` settings (``ppa_base``'s folder and the queue against the pairs are checked by the
+        method, for runs with PPA: xlviz.methods.ppa)."""
+        from xlviz.training.ppa import OBJECTIVES
+
+        for name in ("ppa_steps", "ppa_batch_size", "ppa_queue_size", "ppa_projection_dim"):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, int) or v <= 0:
+                raise XlvizError(f"must be a positive integer, got {v!r}", path=path, field=name)
+        if isinstance(self.ppa_pairs, bool) or not isinstance(self.ppa_pairs, int) or self.ppa_pairs < 0:
+            raise XlvizError(f"must be 0 (every pair of the world) or a positive integer, got {self.ppa_pairs!r}", path=path, field="ppa_pairs")
+        if self.ppa_pairs > self.world.parallel_train_pairs:
+            raise XlvizError(f"the world has {self.world.parallel_train_pairs} parallel training pairs per L2 (world.parallel_train_pairs), "
+                             f"got {self.ppa_pairs}", path=path, field="ppa_pairs")
+        if self.ppa_objective not in OBJECTIVES:
+            raise XlvizError(f"choose from {list(OBJECTIVES)}, got {self.ppa_objective!r}", path=path, field="ppa_objective")
+        for name in ("ppa_lr", "ppa_temperature"):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not v > 0:
+                raise XlvizError(f"must be a positive number, got {v!r}", path=path, field=name)
+        if isinstance(self.ppa_momentum, bool) or not isinstance(self.ppa_momentum, (int, float)) or not 0 <= self.ppa_momentum < 1:
+            raise XlvizError(f"must be a number in [0, 1), got {self.ppa_momentum!r}", path=path, field="ppa_momentum")
+        if not isinstance(self.ppa_base, str) or not self.ppa_base.strip():
+            raise XlvizError("must be a joint system (jointpair-disjoint, jointpair-joint, jointmulti) or a model folder",
+                             path=path, field="ppa_base")
 
     def dumps(self) -> str:
         return json.dumps(self.to_dict(), indent=2)
