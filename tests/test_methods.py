@@ -194,3 +194,26 @@ def test_a_method_refuses_a_config_it_cannot_run_before_any_folder_is_made(tmp_p
     assert cli(["transfer", "--methods", "wu-shared-top-9", "--model-size", "tiny", "--out", str(tmp_path / "runs")]) == 2
     assert not (tmp_path / "runs").exists()
     assert resolve("wu-sweep", layers=2) == ["wu-shared-top-2", "wu-shared-top-1", "wu-shared-top-0"]
+
+
+@pytest.mark.slow
+def test_pair_models_analyse_one_models_two_languages(bench_run):
+    """encoders/<system>-en is the first pair's English; for the other L2s a pair model exports
+    its own pair's English (<system>@<l2>-en), which the L1-L2 analyses pair with that L2."""
+    from safetensors.torch import load_file
+
+    from xlviz.analysis.reports import run_info
+
+    enc = bench_run.path("encoders")
+    info = run_info(bench_run.path())
+    for system in ("jointpair-disjoint", "veco", "ppa"):
+        pair_en = enc / f"{system}@sov-en"
+        assert (pair_en / "model.safetensors").is_file(), system
+        assert info.system_encoders("sov")[system] == (pair_en, enc / f"{system}-sov")
+        assert info.system_encoders("svo")[system] == (enc / f"{system}-en", enc / f"{system}-svo")
+    a = load_file(enc / "jointpair-disjoint@sov-en" / "model.safetensors")
+    b = load_file(bench_run.path("s1_jointpair-disjoint-sov", "en") / "model.safetensors")
+    assert all(torch.equal(a[k], b[k]) for k in b)
+    # shared-body systems have one English encoder for every L2
+    assert not list(enc.glob("monotrans@*")) and not list(enc.glob("jointmulti@*"))
+    assert "jointpair-disjoint@sov" not in info.system_encoders("sov")

@@ -174,8 +174,17 @@ class RunInfo:
     encoders: dict[str, dict[str, Path]] = field(default_factory=dict)
 
     def system_encoders(self, l2: str) -> dict[str, tuple[Path, Path]]:
-        """{system: (L1 encoder, ``l2`` encoder)} for the systems that read both languages."""
-        return {system: (langs[self.l1], langs[l2]) for system, langs in self.encoders.items() if self.l1 in langs and l2 in langs}
+        """{system: (L1 encoder, ``l2`` encoder)} for the systems that read both languages. A
+        pair model's L1 side is its ``l2`` pair's own (``encoders/<system>@<l2>-<l1>``), so both
+        sides are one model."""
+        out = {}
+        for system, langs in self.encoders.items():
+            if "@" in system or l2 not in langs:
+                continue
+            l1 = self.encoders.get(f"{system}@{l2}", {}).get(self.l1, langs.get(self.l1))
+            if l1 is not None:
+                out[system] = (l1, langs[l2])
+        return out
 
     @property
     def s1(self) -> Path:

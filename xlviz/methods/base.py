@@ -114,6 +114,12 @@ class Method:
         """Raise an XlvizError (field ``methods``) when ``system`` cannot run with ``cfg``."""
         return None
 
+    def pair_l1_encoder(self, ctx: Context, system: str, l2: str) -> tuple[nn.Module, Any] | None:
+        """For systems with one model per L2 (pair models): the L1 encoder of the model that
+        reads ``l2``, so an L1-``l2`` analysis compares one model's two languages (``encoder``'s
+        L1 is the first pair's); None otherwise."""
+        return None
+
     def own_l1_model(self, ctx: Context, system: str, lang: str) -> tuple[nn.Module, Any] | None:
         """For systems with one model per L2 (pair models): the L1 QA model of the model that
         scores ``lang``, so its L2/L1 ratio compares one model with itself; None otherwise."""

@@ -206,6 +206,12 @@ class Joint(Method):
         folder = ctx.path(f"s1_{system}{unit(system, self.unit_for(ctx, system, lang))}", lang)
         return BertForMaskedLM.from_pretrained(folder, use_safetensors=True), AutoTokenizer.from_pretrained(folder)
 
+    def pair_l1_encoder(self, ctx: Context, system: str, l2: str):
+        if self.unit_for(ctx, system, l2) is None:
+            return None
+        folder = ctx.path(f"s1_{system}{unit(system, l2)}", ctx.world.l1)
+        return BertForMaskedLM.from_pretrained(folder, use_safetensors=True), AutoTokenizer.from_pretrained(folder)
+
     def own_l1_model(self, ctx: Context, system: str, lang: str):
         if system == "jointmulti" or lang == ctx.world.l1:
             return None

@@ -289,6 +289,12 @@ class Ppa(Method):
         folder = encoder_folder(ctx, self.unit_for(ctx, lang), lang)
         return AutoModelForMaskedLM.from_pretrained(folder, use_safetensors=True), self._tokenizer(ctx, self.unit_for(ctx, lang), lang)
 
+    def pair_l1_encoder(self, ctx: Context, system: str, l2: str):
+        if not is_pair(ctx.cfg):
+            return None
+        l1 = ctx.world.l1
+        return AutoModelForMaskedLM.from_pretrained(encoder_folder(ctx, l2, l1), use_safetensors=True), self._tokenizer(ctx, l2, l1)
+
     def _tokenizer(self, ctx: Context, u: str | None, lang: str):
         rd = reader(ctx, u)
         return rd.toks[lang]

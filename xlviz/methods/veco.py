@@ -224,6 +224,11 @@ class Veco(Method):
         model = VecoForMaskedLM.from_pretrained(folder, use_safetensors=True)
         return (model if system == PLUGIN else plug_out(model)), AutoTokenizer.from_pretrained(folder)
 
+    def pair_l1_encoder(self, ctx: Context, system: str, l2: str):
+        folder = ctx.path(s1_name(ctx, l2), ctx.world.l1)
+        model = VecoForMaskedLM.from_pretrained(folder, use_safetensors=True)
+        return (model if system == PLUGIN else plug_out(model)), AutoTokenizer.from_pretrained(folder)
+
     def _plugout_qa(self, ctx: Context, l2: str):
         stage = plugout_stage(ctx, l2).name
         return BertForQuestionAnswering.from_pretrained(ctx.path(stage), use_safetensors=True)

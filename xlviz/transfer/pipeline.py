@@ -38,6 +38,10 @@ hf_logging.disable_progress_bar()
 hf_logging.set_verbosity_error()
 
 
+# encoders/<system>@<l2>-<l1>: the L1 encoder of a pair model's <l2> pair (xlviz.analysis.reports)
+PAIR_MARK = "@"
+
+
 class Pipeline(StagedRun):
     """One bench run on the generated world: ``Pipeline(cfg, run_dir).run_all()``;
     ``Pipeline.resume(run_dir).run_all()``."""
@@ -119,6 +123,10 @@ class Pipeline(StagedRun):
             encoder = method.encoder(self, system, lang)
             if encoder is not None:
                 self._save(encoder[0], self.path("encoders", f"{system}-{lang}"), encoder[1])
+            if lang != self.world.l1 and lang != self.world.l2s[0]:  # the first pair's L1 is encoders/<system>-<l1>
+                pair = method.pair_l1_encoder(self, system, lang)
+                if pair is not None:
+                    self._save(pair[0], self.path("encoders", f"{system}{PAIR_MARK}{lang}-{self.world.l1}"), pair[1])
             qa = method.qa_model(self, system, lang)
             if qa is None:
                 continue

@@ -273,8 +273,8 @@ def cross_heatmap(attn: np.ndarray, tokens_a: list[str], tokens_b: list[str], ti
                                colorbar=dict(thickness=10)))
     fig.update_xaxes(tickmode="array", tickvals=list(range(tb)), ticktext=[_tick(t, 1) for t in tokens_b], tickangle=-60, side="top")
     fig.update_yaxes(tickmode="array", tickvals=list(range(ta)), ticktext=[_tick(t, 0) for t in tokens_a], autorange="reversed")
-    fig.update_layout(title=dict(text=html.escape(title) + "<br><sup>rows: A's tokens (queries) · columns: B's tokens (keys)</sup>",
-                                 x=0.5, y=0.99, font=dict(size=13)),
+    fig.update_layout(title=dict(text=html.escape(title), subtitle=dict(text="rows: A's tokens (queries) · columns: B's tokens (keys)"),
+                                 x=0.5, yref="container", y=0.99, yanchor="top", font=dict(size=13)),
                       height=int(min(900, max(320, 16 * ta + 170))), margin=dict(l=10, r=10, t=110, b=10))
     return fig
 
