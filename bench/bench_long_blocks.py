@@ -14,7 +14,9 @@ from __future__ import annotations
 
 import argparse
 import statistics
+import sys
 import time
+from pathlib import Path
 
 import torch
 from transformers import BertForMaskedLM
@@ -24,6 +26,9 @@ from xlviz.data.world import World, WorldConfig
 from xlviz.models.monotrans import bert_config
 from xlviz.training.loop import Bf16Weights, make_optimizer, resolve_mixed_precision
 from xlviz.training.mlm import MaskedOnlyMLM, iter_batches, iter_blocks, mask_tokens
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_mlm import update  # noqa: E402  (one optimizer step, through the bf16 masters)
 
 
 def batches(corpus, tok, block: int, batch: int, n: int) -> list[dict]:
@@ -58,13 +63,7 @@ def main() -> None:
     opt = make_optimizer(weights or wrapped, 1e-4, 0.0)
 
     def step(batch: dict) -> None:
-        wrapped(**batch).backward()
-        if weights:
-            weights.grads_to_master()
-        opt.step()
-        opt.zero_grad(set_to_none=True)
-        if weights:
-            weights.master_to_model()
+        update(wrapped(**batch), opt, weights)
 
     for kind in data:  # warm-up: allocator, oneDNN kernels
         for b in data[kind][:3]:

@@ -26,11 +26,13 @@ from __future__ import annotations
 import argparse
 import multiprocessing as mp
 import statistics
+import sys
 import tempfile
 import time
 from pathlib import Path
 
 import torch
+from safetensors.torch import load_file, save_file
 from transformers import BertForMaskedLM
 
 from xlviz.data.joint_vocab import DisjointVocab
@@ -40,6 +42,9 @@ from xlviz.models.monotrans import bert_config
 from xlviz.training.loop import Bf16Weights, make_optimizer, resolve_mixed_precision
 from xlviz.training.mlm import MaskedOnlyMLM, iter_batches, iter_blocks, mask_tokens
 from xlviz.training.ppa import PPALoss, PPAModel, Specials, pair_batches
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_mlm import update  # noqa: E402  (one optimizer step, through the bf16 masters)
 
 ROWS = ("MLM (baseline)", "PPA moco+tlm", "PPA moco", "PPA tlm")
 
@@ -85,15 +90,7 @@ def runner(row: str, vocab: int, args):
     opt = make_optimizer(weights or module, 1e-4, 0.01)
 
     def step(batch: dict) -> float:
-        loss = module(**batch)
-        loss.backward()
-        if weights:
-            weights.grads_to_master()
-        opt.step()
-        opt.zero_grad(set_to_none=True)
-        if weights:
-            weights.master_to_model()
-        return loss.item()
+        return update(module(**batch), opt, weights)
 
     return step
 
@@ -102,9 +99,14 @@ def peak_memory(row: str, args, path: str, queue) -> None:
     """Child process: peak memory growth (MiB) of ``row``'s steps over its state before them
     (the batches come from a file: making them, world and tokenizers, would set a higher peak)."""
     torch.set_num_threads(args.threads)
-    saved = torch.load(path)
-    step = runner(row, saved["vocab"], args)
-    batches = saved["batches"]
+    tensors = load_file(path)
+    step = runner(row, int(tensors.pop("vocab")), args)
+    batches: dict[str, list[dict]] = {}
+    for key, value in tensors.items():  # "<row index>/<step>/<name>", written by main()
+        r, i, name = key.split("/")
+        steps = batches.setdefault(ROWS[int(r)], [])
+        steps += [{} for _ in range(int(i) + 1 - len(steps))]
+        steps[int(i)][name] = value
     # Linux: writing 5 to clear_refs resets the peak (VmHWM) to the current resident size
     with open("/proc/self/clear_refs", "w") as f:
         f.write("5")
@@ -147,8 +149,9 @@ def main() -> None:
     if args.memory:
         ctx = mp.get_context("spawn")
         with tempfile.TemporaryDirectory() as folder:
-            path = str(Path(folder) / "batches.pt")
-            torch.save({"batches": batches, "vocab": vocab}, path)
+            path = str(Path(folder) / "batches.safetensors")
+            flat = {f"{r}/{i}/{k}": v.clone() for r, row in enumerate(ROWS) for i, b in enumerate(batches[row]) for k, v in b.items()}
+            save_file({**flat, "vocab": torch.tensor(vocab)}, path)
             for row in ROWS:
                 q = ctx.Queue()
                 child = ctx.Process(target=peak_memory, args=(row, args, path, q))

@@ -234,7 +234,10 @@ def _worker(out: str) -> None:
     loss = model(batch["input_ids"], batch["key_input_ids"], batch["attention_mask"], batch["key_attention_mask"])
     acc.backward(loss)
     own = moco.key(batch["key_input_ids"], batch["key_attention_mask"])  # the keys this process enqueued (no update since)
-    torch.save({"queue": moco.ordered_queue(), "ptr": int(moco.queue_ptr), "keys": own}, Path(out) / f"rank{acc.process_index}.pt")
+    from safetensors.torch import save_file
+
+    save_file({"queue": moco.ordered_queue().contiguous(), "ptr": torch.tensor(int(moco.queue_ptr)), "keys": own.contiguous()},
+              Path(out) / f"rank{acc.process_index}.safetensors")
 
 
 @pytest.mark.slow
@@ -242,7 +245,9 @@ def test_keys_are_gathered_across_processes_before_enqueueing(tmp_path):
     from tests.test_distributed import run_launched
 
     run_launched([str(Path(__file__).resolve()), str(tmp_path)], cwd=tmp_path)
-    r0, r1 = (torch.load(tmp_path / f"rank{r}.pt") for r in (0, 1))
+    from safetensors.torch import load_file
+
+    r0, r1 = (load_file(tmp_path / f"rank{r}.safetensors") for r in (0, 1))
     assert r0["ptr"] == r1["ptr"] == 16  # 2 processes x 8 keys
     assert torch.equal(r0["queue"], r1["queue"])  # one queue on both
     assert not torch.allclose(r0["keys"], r1["keys"])  # the processes encoded different pairs

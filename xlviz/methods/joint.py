@@ -95,6 +95,26 @@ class Reader:
     def to_joint(self, lang: str, ids: list[int]) -> list[int]:
         return self.vocab.to_joint(lang, ids) if self.disjoint else ids
 
+    def save(self, model, folder) -> None:
+        """The joint model (``joint/``) and, per language, the model that reads it (its slice
+        of a disjoint vocabulary) with its tokenizer (``<lang>/``)."""
+        model.save_pretrained(folder / "joint")
+        for lang in self.langs:
+            part = slice_to_language(model, self.vocab, lang) if self.disjoint else model
+            part.save_pretrained(folder / lang)
+            self.toks[lang].save_pretrained(folder / lang)
+
+
+def block_batches(ctx: Context, reader: Reader, block: int, batch: int, salt: int = 0, mode: str = "mixed"):
+    """Batches of ``batch`` corpus blocks of ``block`` tokens in joint ids, each language its own
+    shuffled stream (this process's share), languages balanced."""
+    cfg = ctx.cfg
+    streams = {lang: map(lambda ids, lang=lang: reader.to_joint(lang, ids),
+                         iter_blocks(lambda lang=lang: ctx.world.corpus(lang), reader.toks[lang], block,
+                                     seed=cfg.seed + 17 * k + salt, rank=ctx.acc.process_index, world_size=ctx.acc.num_processes))
+               for k, lang in enumerate(reader.langs)}
+    return multilingual_batches(streams, batch, mode=mode, seed=cfg.seed + salt)
+
 
 def joint_blocks(ctx: Context, reader: Reader, mode: str = "mixed") -> Iterator[tuple[str | None, torch.Tensor]]:
     """Batches of ``mlm_batch_size`` blocks in joint ids, languages balanced
@@ -104,11 +124,7 @@ def joint_blocks(ctx: Context, reader: Reader, mode: str = "mixed") -> Iterator[
     cfg = ctx.cfg
 
     def stream(block: int, batch: int, salt: int):
-        streams = {lang: map(lambda ids, lang=lang: reader.to_joint(lang, ids),
-                             iter_blocks(lambda lang=lang: ctx.world.corpus(lang), reader.toks[lang], block,
-                                         seed=cfg.seed + 17 * k + salt, rank=ctx.acc.process_index, world_size=ctx.acc.num_processes))
-                   for k, lang in enumerate(reader.langs)}
-        return multilingual_batches(streams, batch, mode=mode, seed=cfg.seed + salt)
+        return block_batches(ctx, reader, block, batch, salt, mode)
 
     short = stream(cfg.block_size, cfg.mlm_batch_size, 0)
     if cfg.long_block_share <= 0 or max_length(ctx) <= cfg.block_size:
@@ -147,11 +163,7 @@ def pretrain_stage(system: str, l2: str | None) -> Stage:
         if not ctx.main:
             return
         with atomic_dir(ctx.path(name)) as tmp:
-            model.save_pretrained(tmp / "joint")
-            for lang in reader.langs:
-                part = slice_to_language(model, reader.vocab, lang) if reader.disjoint else model
-                part.save_pretrained(tmp / lang)
-                reader.toks[lang].save_pretrained(tmp / lang)
+            reader.save(model, tmp)
 
     langs = "L1 + every L2" if system == "jointmulti" else f"L1 + {l2}"
     return Stage(name, "pretrain", build=build, train=run_train, trains=(r".*",), note=f"every parameter: masked LM on {langs}")

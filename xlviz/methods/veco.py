@@ -32,14 +32,11 @@ from transformers import AutoTokenizer, BertForQuestionAnswering
 from xlviz.io import atomic_dir
 from xlviz.methods.base import Context, Method, Stage
 from xlviz.methods.common import WORLD, finetune_qa, max_length
-from xlviz.methods.joint import Reader
+from xlviz.methods.joint import Reader, block_batches
 from xlviz.methods.joint import pretrain_stage as joint_pretrain_stage
 from xlviz.models.monotrans import bert_config, qa_from_mlm, zero_shot_model
 from xlviz.models.veco import CROSS, VecoForMaskedLM, VecoForQuestionAnswering, plug_in, plug_out, plugin_qa, veco_config
-from xlviz.models.vocab_slice import slice_to_language
 from xlviz.training.loop import train
-from xlviz.training.mlm import iter_blocks
-from xlviz.training.multilingual import multilingual_batches
 from xlviz.training.qa_loss import QALoss
 from xlviz.training.veco import PairedQA, VecoPretraining, paired_qa_features, pretrain_batches, trim
 
@@ -66,13 +63,8 @@ def pretrain(ctx: Context, model: VecoForMaskedLM, l2: str, stage: str, steps: i
     cfg = ctx.cfg
     reader = Reader(ctx, PAIR, l2)
     rank, n = ctx.acc.process_index, ctx.acc.num_processes
-    block = 2 * cfg.block_size - 2
-    streams = {lang: map(lambda ids, lang=lang: reader.to_joint(lang, ids),
-                         iter_blocks(lambda lang=lang: ctx.world.corpus(lang), reader.toks[lang], block,
-                                     seed=cfg.seed + 17 * k, rank=rank, world_size=n))
-               for k, lang in enumerate(reader.langs)}
     pair_batch = max(1, cfg.mlm_batch_size // 2)
-    mono = (ids for _, ids in multilingual_batches(streams, pair_batch, mode="mixed", seed=cfg.seed))
+    mono = (ids for _, ids in block_batches(ctx, reader, 2 * cfg.block_size - 2, pair_batch))
     l1 = ctx.world.l1
     data = ctx.parallel_train("veco", l2)[rank::n]
     src = reader.toks[l1]([p["src"] for p in data])["input_ids"]
@@ -91,12 +83,8 @@ def save_veco(ctx: Context, model: VecoForMaskedLM, l2: str, stage: str) -> None
     """The joint VECO model and one VECO slice per language with its tokenizer."""
     if not ctx.main:
         return
-    reader = Reader(ctx, PAIR, l2)
     with atomic_dir(ctx.path(stage)) as tmp:
-        model.save_pretrained(tmp / "joint")
-        for lang in reader.langs:
-            slice_to_language(model, reader.vocab, lang).save_pretrained(tmp / lang)
-            reader.toks[lang].save_pretrained(tmp / lang)
+        Reader(ctx, PAIR, l2).save(model, tmp)
 
 
 def ca_stage(l2: str) -> Stage:
