@@ -41,12 +41,16 @@ with st.expander("Start a transfer run", expanded=not runs, icon=":material/play
     with st.form("start_run"):
         st.caption("Defaults finish in a few minutes on a CPU. The run goes on in the background; "
                    "you can close the tab and come back.")
-        c1, c2, c3 = st.columns(3)
+        c1, c2, c3, c4 = st.columns([3, 2, 1, 1])
         languages = c1.multiselect("Target languages", runs_view.L2_LANGUAGES, default=list(defaults.languages),
                                    help="Invented L2s of the generated world: svo keeps English word order, "
                                    "sov is verb-final with another script.")
         model_size = c2.selectbox("Model size", runs_view.MODEL_SIZES, index=runs_view.MODEL_SIZES.index(defaults.model_size))
         seed = c3.number_input("Seed", min_value=0, value=defaults.seed, step=1)
+        workers = c4.number_input("Stages at once", min_value=0, max_value=64, value=defaults.workers, step=1,
+                                  help="Independent stages (the pair models, step 2 per language, the fine-tunings) train "
+                                  "side by side in worker processes; 0: one per CPU core (at most 4). Small models gain "
+                                  "little from a second thread and a lot from a second core.")
         c1, c2, c3 = st.columns(3)
         pretrain = c1.number_input("Pre-training steps (L1 MLM)", min_value=1, value=defaults.pretrain_steps, step=50)
         transfer = c2.number_input("Transfer steps (L2 embeddings)", min_value=1, value=defaults.transfer_steps, step=50)
@@ -71,7 +75,7 @@ with st.expander("Start a transfer run", expanded=not runs, icon=":material/play
                 languages=tuple(languages), model_size=model_size, pretrain_steps=int(pretrain), transfer_steps=int(transfer),
                 finetune_steps=int(finetune), methods=tuple(systems), seed=int(seed), batch_size=int(batch),
                 mlm_batch_size=int(mlm_batch), corpus_documents=int(docs), qa_train_paragraphs=int(qa_train),
-                qa_test_paragraphs=int(qa_test))
+                qa_test_paragraphs=int(qa_test), workers=int(workers))
             form.validate()
             run_dir = root / name.strip() if name.strip() else new_run_path(root, "transfer")
             if name.strip() and not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]*", name.strip()):

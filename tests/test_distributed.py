@@ -133,3 +133,32 @@ def test_finetune_qa_on_two_processes_gathers_predictions(tmp_path):
         preds = json.loads((run.path / "predictions" / f"{row['system']}-{row['language']}.json").read_text())
         assert row["n_questions"] == total - len(split["train_ids"]) == len(preds), "predictions of both shards gathered"
         assert not set(preds) & set(split["train_ids"])
+
+
+@pytest.mark.slow
+def test_veco_and_ppa_run_on_two_processes(tmp_path):
+    """VECO (CA-MLM pre-training, plug-out and plug-in fine-tuning) and PPA (MoCo + TLM with
+    keys gathered across processes, code-switched fine-tuning) through the whole bench run,
+    unchanged under accelerate launch; ``workers`` falls back to one stage at a time there
+    (the processes share each stage instead)."""
+    cfg = tmp_path / "tiny.json"
+    cfg.write_text(json.dumps({
+        "model_size": "tiny", "vocab_size": 200, "batch_size": 8, "mlm_batch_size": 8, "pretrain_steps": 4, "transfer_steps": 2,
+        "finetune_steps": 2, "log_every": 1, "mixed_precision": "no", "workers": 2,
+        "methods": ["veco", "veco-plugin", "ppa", "ppa-codeswitch"],
+        "ppa_steps": 3, "ppa_batch_size": 8, "ppa_queue_size": 16,
+        "world": {"languages": [{"code": "sov", "order": "sov", "script": "cyrillic"}], "corpus_documents": 100,
+                  "qa_train_paragraphs": 12, "qa_dev_paragraphs": 2, "qa_test_paragraphs": 3, "parallel_pairs": 10,
+                  "agreement_pairs": 3, "sense_pairs": 3, "parallel_train_pairs": 40}}))
+    run_launched(["-m", "xlviz", "transfer", "--config", str(cfg), "--run-dir", str(tmp_path / "run")], cwd=tmp_path, timeout=480)
+    run = Run(tmp_path / "run")
+    status = run.status()
+    assert status["state"] == "completed" and status["num_processes"] == 2
+    assert {"s1_veco-sov", "s2_ppa-sov", "s3_veco-plugin-sov", "s3_ppa-codeswitch-sov"} <= set(status["stages_done"])
+    assert "running up to" not in run.log_path.read_text()  # one stage at a time under accelerate launch
+    steps = {(m["stage"], m["step"]) for m in run.metrics()}
+    assert ("s1_veco-sov", 4) in steps and ("s2_ppa-sov", 3) in steps
+    rows = {(r["system"], r["language"]): r for r in run.results()}
+    assert set(rows) >= {("veco", "en"), ("veco", "sov"), ("veco-plugin", "sov"), ("ppa", "sov"), ("ppa-codeswitch", "sov")}
+    assert rows[("ppa", "sov")]["parallel_pairs"] == 40 and rows[("ppa", "sov")]["l2_labels"] is False
+    assert rows[("veco-plugin", "sov")]["l2_labels"] is True

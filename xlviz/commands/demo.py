@@ -15,7 +15,7 @@ def run(args: argparse.Namespace) -> int:
     from xlviz.transfer.config import DEMO_METHODS
     from xlviz.transfer.report import results_table
 
-    base = {"name": "demo", "methods": list(DEMO_METHODS)}
+    base = {"name": "demo", "methods": list(DEMO_METHODS), "workers": 0}
     if args.variants:  # --variants all: the demo's systems plus MONOTRANS's former variants
         from xlviz.transfer.config import parse_variants
 

@@ -49,7 +49,8 @@ def run_vectors(ctx: Context) -> None:
         atomic_write_json(tmp / "mapping.json", report)
 
 
-VECTORS = Stage("clwe_vectors", "data", run=run_vectors, note="skip-gram vectors per language; L2 mapped into L1's space")
+VECTORS = Stage("clwe_vectors", "data", run=run_vectors, note="skip-gram vectors per language; L2 mapped into L1's space",
+                needs=("world",))
 
 
 def vectors(ctx: Context, lang: str) -> torch.Tensor:

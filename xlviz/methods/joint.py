@@ -73,7 +73,7 @@ def vocab_stage(system: str, l2: str | None) -> Stage:
             tok.save_pretrained(tmp)
         ctx.log(f"  joint vocabulary of {len(tok)} subwords for {', '.join(langs)}")
 
-    return Stage(name, "data", run=run, note="one vocabulary learned on all the model's languages (balanced)")
+    return Stage(name, "data", run=run, note="one vocabulary learned on all the model's languages (balanced)", needs=("world",))
 
 
 class Reader:

@@ -105,7 +105,7 @@ def ca_stage(l2: str) -> Stage:
         save_veco(ctx, model, l2, name)
 
     return Stage(name, "pretrain", build=build, train=run_train, trains=(rf".*\.{CROSS}\..*",),
-                 note=f"the cross-attention alone (rest of {PAIR} frozen): CA-MLM + TLM on en + {l2}")
+                 note=f"the cross-attention alone (rest of {PAIR} frozen): CA-MLM + TLM on en + {l2}", needs=(f"s1_{PAIR}-{l2}",))
 
 
 def pretrain_stage(ctx: Context, l2: str) -> Stage:
@@ -123,7 +123,8 @@ def pretrain_stage(ctx: Context, l2: str) -> Stage:
 
     start = "from scratch" if ctx.cfg.veco_init == "scratch" else f"from {PAIR} after the cross-attention alone"
     return Stage(name, "pretrain", build=build, train=run_train, trains=(r".*",),
-                 note=f"every parameter {start}: CA-MLM on monolingual segments, TLM + CA-MLM on en-{l2} pairs")
+                 note=f"every parameter {start}: CA-MLM on monolingual segments, TLM + CA-MLM on en-{l2} pairs",
+                 needs=() if ctx.cfg.veco_init == "scratch" else (ca_name(l2),))
 
 
 # --------------------------------------------------------------------------- fine-tuning

@@ -9,6 +9,7 @@ gradient accumulation are options.
 from __future__ import annotations
 
 import math
+import os
 import time
 from dataclasses import dataclass
 from typing import Callable, Iterator
@@ -199,7 +200,8 @@ def train(
     # stepped once per process, ending the schedule after steps / num_processes.
     module, optimizer = accelerator.prepare(module, optimizer)
     module.train()
-    bar = tqdm(total=config.steps, desc=desc, disable=not accelerator.is_local_main_process, dynamic_ncols=True)
+    bar = tqdm(total=config.steps, desc=desc, disable=not accelerator.is_local_main_process, dynamic_ncols=True,
+               position=int(os.environ.get("XLVIZ_BAR_POSITION", 0)))  # stages at once: one line each
     t0 = time.time()
     running, count = 0.0, 0
     for step in range(1, config.steps + 1):

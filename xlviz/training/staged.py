@@ -10,10 +10,17 @@ config class, ``plan()`` (the stage names) and ``run_stage(name)``.
 Scale-out contract (``accelerate launch --num_processes N -m xlviz ...``): only the main
 process writes files; every process runs every stage (training is sharded inside a stage) and
 waits for the others at stage boundaries.
+
+Stages at once (``workers`` > 1 in the config, one process): stages whose ``needs()`` are done
+run side by side in worker processes (:mod:`xlviz.training.stage_workers`), for small models
+gain almost nothing from a second thread but a lot from a second core running another stage.
+The process holding the run's writer lock stays its only writer of status, metrics, log and
+results; a worker writes only the folders of the stage it runs.
 """
 
 from __future__ import annotations
 
+import os
 import random
 import time
 from dataclasses import asdict, fields
@@ -133,13 +140,60 @@ class StagedRun:
         """The seed set before ``stage`` (its index in the plan)."""
         return self.cfg.seed * 7919 + index
 
+    def needs(self, stage: str) -> set[str]:
+        """The stages that must be done before ``stage`` starts: by default every stage before
+        it in the plan (one at a time); runs whose stages are independent override this."""
+        plan = self.plan()
+        return set(plan[: plan.index(stage)])
+
+    def workers(self) -> int:
+        """How many stages run at once: the config's ``workers`` (0: one per CPU core this
+        process may use, at most 4); 1 under ``accelerate launch`` with several processes,
+        which share each stage instead."""
+        n = int(getattr(self.cfg, "workers", 1) or 0)
+        if n == 0:
+            n = min(len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1, 4)
+        return 1 if self.acc.num_processes > 1 else max(n, 1)
+
     def config_record(self) -> dict:
         """What ``config.json`` holds: the config and the package versions."""
         return {**self.cfg.to_dict(), "versions": package_versions()}
 
     # --- helpers for stages ----------------------------------------------------------------
+    _current: str | None = None  # the stage running in this process
+    _channel: Any = None  # in a stage worker: messages to the process that owns the run
+
     def path(self, *parts: str) -> Path:
+        """A path in the run folder. While a stage runs, reading another stage's folder that
+        it does not (transitively) wait for is a bug in the stage's ``needs``: it fails here,
+        whether or not the run executes stages at once."""
+        if parts and self._current is not None and parts[0] != self._current and parts[0] in self._plan_set():
+            if parts[0] not in self.all_needs(self._current):
+                raise RuntimeError(f"stage {self._current!r} reads {parts[0]!r}, which it does not wait for: declare it in the stage's needs")
         return self.run.path.joinpath(*parts)
+
+    def _plan_set(self) -> frozenset[str]:
+        if getattr(self, "_plan_cache", None) is None:
+            self._plan_cache = frozenset(self.plan())
+        return self._plan_cache
+
+    def all_needs(self, stage: str) -> set[str]:
+        """``needs`` of ``stage``, transitively."""
+        seen: set[str] = set()
+        todo = [stage]
+        while todo:
+            for n in self.needs(todo.pop()):
+                if n not in seen:
+                    seen.add(n)
+                    todo.append(n)
+        return seen
+
+    def send(self, **message: Any) -> None:
+        """In a stage worker: one message (a JSON line) to the run's owner."""
+        import json
+
+        self._channel.write(json.dumps(message, ensure_ascii=False) + "\n")
+        self._channel.flush()
 
     def tokenizer(self, lang: str):
         """The run's tokenizer of ``lang`` (``world/tokenizers/<lang>``, written by its first stage)."""
@@ -148,10 +202,12 @@ class StagedRun:
         return AutoTokenizer.from_pretrained(self.path("world", "tokenizers", lang))
 
     def _status(self, **fields: Any) -> None:
-        if self.main:
+        if self.main and self._channel is None:
             self.run.update_status(**fields)
 
     def log(self, msg: str) -> None:
+        if self._channel is not None:
+            return self.send(log=msg)
         if self.main:
             self.run.log(msg)
             print(msg, flush=True)
@@ -161,8 +217,12 @@ class StagedRun:
         cfg = LoopConfig(steps=steps, lr=lr, grad_accum=self.cfg.grad_accum, log_every=self.cfg.log_every)
 
         def on_log(step: int, loss: float, elapsed: float) -> None:
-            self.run.log_metric(stage=stage, step=step, loss=round(loss, 5), elapsed=round(elapsed, 2))
-            self.run.update_status(progress={"stage": stage, "step": step, "total": steps, "elapsed": round(elapsed, 2)})
+            metric = {"stage": stage, "step": step, "loss": round(loss, 5), "elapsed": round(elapsed, 2)}
+            progress = {"stage": stage, "step": step, "total": steps, "elapsed": round(elapsed, 2)}
+            if self._channel is not None:
+                return self.send(metric=metric, progress=progress)
+            self.run.log_metric(**metric)
+            self.run.update_status(progress=progress)
 
         return cfg, on_log
 
@@ -193,10 +253,29 @@ class StagedRun:
         (so retrieval and QA scores of one system and language share a row)."""
         if not self.main:
             return
+        if self._channel is not None:
+            return self.send(result_fields=rows)
         merged = {(r["system"], r["language"]): dict(r) for r in self.run.results()}
         for r in rows:
             merged.setdefault((r["system"], r["language"]), {}).update(r)
         self.run.write_results(list(merged.values()))
+
+    def add_results(self, rows: list[dict]) -> None:
+        """Merge rows into results.json by (system, language), replacing older rows."""
+        if not self.main:
+            return
+        if self._channel is not None:
+            return self.send(results=rows)
+        self.run.add_results(rows)
+
+    def execute(self, stage: str, index: int) -> None:
+        """Seed and run one stage (in this process)."""
+        seed_everything(self.stage_seed(stage, index))
+        self._current = stage
+        try:
+            self.run_stage(stage)
+        finally:
+            self._current = None
 
     # --- the run ----------------------------------------------------------------------
     def run_all(self) -> list[dict]:
@@ -210,13 +289,17 @@ class StagedRun:
                          mixed_precision=str(self.acc.mixed_precision), note=None)
         self.acc.wait_for_everyone()
         try:
+            workers = self.workers()
+            if workers > 1:
+                from xlviz.training.stage_workers import run_stages
+
+                run_stages(self, plan, workers)
             for i, stage in enumerate(plan):
                 if self.run.stage_done(stage):
                     continue
                 self._status(stage=stage, stage_index=i, n_stages=len(plan))
                 self._log(f"stage {i + 1}/{len(plan)}: {stage}")
-                seed_everything(self.stage_seed(stage, i))
-                self.run_stage(stage)
+                self.execute(stage, i)
                 self.acc.wait_for_everyone()
                 if self.main:
                     self.run.mark_stage_done(stage)

@@ -88,6 +88,13 @@ class TransferConfig:
     mixed_precision: str = "auto"
     grad_accum: int = 1
     log_every: int = 10
+    # Independent stages (the pair models, step 2 per language, the fine-tunings) run at once
+    # in this many worker processes, each on cores / workers torch threads; 0: one per core (at
+    # most 4), what `xlviz demo` uses. The small models here train as fast on one thread as on
+    # two, so on 2 cores 2 workers nearly halve a run (bench/bench_workers.py). A stage's bytes
+    # depend on its thread count: the same seed gives the same bytes for the same workers on
+    # the same machine.
+    workers: int = 1
     # VECO (xlviz.methods.veco): "scratch" pre-trains the cross-attention model on the world
     # from scratch; "jointpair-disjoint" starts from that system's pair model (as the paper
     # starts from XLM-R), the new cross-attention trained alone for veco_ca_steps, then
@@ -172,6 +179,8 @@ class TransferConfig:
             raise XlvizError(f"unknown model size {self.model_size!r}; choose from {list(MODEL_SIZES)}", path=path, field="model_size")
         if self.mixed_precision not in MIXED_PRECISION:
             raise XlvizError(f"choose from {list(MIXED_PRECISION)}", path=path, field="mixed_precision")
+        if isinstance(self.workers, bool) or not isinstance(self.workers, int) or not 0 <= self.workers <= 64:
+            raise XlvizError(f"must be an integer from 0 (one per core) to 64, got {self.workers!r}", path=path, field="workers")
         if self.doc_stride >= self.qa_max_length:
             raise XlvizError("must be smaller than qa_max_length", path=path, field="doc_stride")
         if isinstance(self.joint_vocab_size, bool) or not isinstance(self.joint_vocab_size, int) or self.joint_vocab_size < 0 \

@@ -78,6 +78,15 @@ class Pipeline(StagedRun):
     def plan(self) -> list[str]:
         return list(self._stages) + [f"s4_{system}" for system in self.cfg.systems]
 
+    def needs(self, stage: str) -> set[str]:
+        """A training stage waits for every stage of an earlier phase and for the stages of its
+        own phase it names; ``s4_<system>`` for the system's stages (and what they wait for)."""
+        if stage.startswith("s4_") and stage[3:] in self.cfg.systems:
+            own = {s.name for s in method_of(stage[3:]).stages(self, stage[3:])}
+            return own | {n for s in own for n in self.needs(s)}
+        st = self._stages[stage]
+        return {n for n, s in self._stages.items() if PHASES[s.phase] < PHASES[st.phase]} | set(st.needs)
+
     def run_stage(self, stage: str) -> None:
         if stage.startswith("s4_") and stage[3:] in self.cfg.systems:
             return self.stage_evaluate(stage[3:])
@@ -143,7 +152,7 @@ class Pipeline(StagedRun):
             rows.append(row)
             self._log(f"  {system} {lang}: EM {scores['exact_match']:.1f} F1 {scores['f1']:.1f} (v1.1: EM {v11['exact_match']:.1f} F1 {v11['f1']:.1f})"
                       + (f"; its own {self.world.l1} model: F1 {row['l1_f1']:.1f}" if "l1_f1" in row else ""))
-        self.run.add_results(rows)
+        self.add_results(rows)
 
 
 def run_transfer(config: TransferConfig, run_dir: str | Path) -> list[dict]:

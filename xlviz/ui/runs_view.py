@@ -56,6 +56,7 @@ class TransferForm:
     corpus_documents: int = 1000
     qa_train_paragraphs: int = 300
     qa_test_paragraphs: int = 40
+    workers: int = 0  # stages at once (0: one per core, at most 4)
 
     def validate(self) -> None:
         if not self.languages:
@@ -67,6 +68,8 @@ class TransferForm:
             lo, hi = SIZE_LIMITS[name]  # the documented range (docs/reliability.md)
             if not lo <= int(getattr(self, name)) <= hi:
                 raise XlvizError(f"must be between {lo} and {hi}", field=name)
+        if not 0 <= int(self.workers) <= 64:
+            raise XlvizError("must be between 0 (one per core) and 64", field="workers")
         for code in self.languages:
             check_code(code, field="languages")
         if not self.methods:
@@ -85,7 +88,7 @@ class TransferForm:
             "--batch-size", str(int(self.batch_size)), "--mlm-batch-size", str(int(self.mlm_batch_size)),
             "--corpus-documents", str(int(self.corpus_documents)),
             "--qa-train-paragraphs", str(int(self.qa_train_paragraphs)),
-            "--qa-test-paragraphs", str(int(self.qa_test_paragraphs)),
+            "--qa-test-paragraphs", str(int(self.qa_test_paragraphs)), "--workers", str(int(self.workers)),
         ]
 
 
@@ -154,8 +157,11 @@ def run_progress(run: Run, state: str | None = None, now: _dt.datetime | None = 
     if state == "running" and frac and frac > 0.01 and elapsed is not None:
         left = elapsed * (1.0 - frac) / frac
     stage = status.get("stage")
+    running = status.get("running") if state == "running" else None
     bits = [state]
-    if stage:
+    if isinstance(running, list) and len(running) > 1 and all(isinstance(s, str) for s in running):
+        bits.append(f"stages {' + '.join(running)}")  # stages at once (workers)
+    elif stage:
         bits.append(f"stage {stage}")
     if frac is not None:
         bits.append(f"{100 * frac:.0f}%")
