@@ -23,3 +23,60 @@ def results_table(rows: list[dict], l1: str = "en") -> str:
     if v11:
         lines.append("EM/F1 strip each language's own articles (as MLQA does); F1 v1.1: English articles only.")
     return "\n".join(lines)
+
+
+def _ratios(rows: list[dict], l1: str) -> dict[tuple[str, str], float]:
+    """(system, language) -> L2/L1 F1 over the same model's L1 score (as ``results_table``)."""
+    l1_f1 = {r["system"]: r["f1"] for r in rows if r["language"] == l1}
+    out = {}
+    for r in rows:
+        base = r.get("l1_f1") or l1_f1.get(r["system"])
+        if r["language"] != l1 and base:
+            out[(r["system"], r["language"])] = r["f1"] / base
+    return out
+
+
+def _mean_sd(values: list[float]) -> tuple[float, float]:
+    m = sum(values) / len(values)
+    sd = (sum((v - m) ** 2 for v in values) / (len(values) - 1)) ** 0.5 if len(values) > 1 else 0.0
+    return m, sd
+
+
+def seeds_table(runs: list[list[dict]], l1: str = "en") -> str:
+    """A Markdown table of several runs of the same systems (seeds): per system and language
+    the mean F1 ± the sample standard deviation over the runs that have it, and the mean L2/L1
+    ratio. The setting column keeps zero-shot and translate-train rows apart (``l2_labels``)
+    and says how many translation pairs a system read (``parallel_pairs``)."""
+    systems: dict[str, dict] = {}
+    languages: list[str] = []
+    for rows in runs:
+        ratios = _ratios(rows, l1)
+        for r in rows:
+            s = systems.setdefault(r["system"], {"f1": {}, "ratio": {}, "labels": False, "pairs": 0})
+            s["f1"].setdefault(r["language"], []).append(r["f1"])
+            if (r["system"], r["language"]) in ratios:
+                s["ratio"].setdefault(r["language"], []).append(ratios[(r["system"], r["language"])])
+            s["labels"] |= bool(r.get("l2_labels"))
+            s["pairs"] = max(s["pairs"], int(r.get("parallel_pairs") or 0))
+            if r["language"] not in languages:
+                languages.append(r["language"])
+    languages.sort(key=lambda lang: (lang != l1, lang))
+    head = ["system", "setting", *languages, "runs"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for name in sorted(systems, key=lambda n: (systems[n]["labels"], n)):
+        s = systems[name]
+        setting = ("translate-train" if s["labels"] else "zero-shot") + (f", {s['pairs']:,} pairs" if s["pairs"] else "")
+        cells = []
+        for lang in languages:
+            if lang not in s["f1"]:
+                cells.append("—")
+                continue
+            m, sd = _mean_sd(s["f1"][lang])
+            cell = f"{m:.1f} ± {sd:.1f}" if len(s["f1"][lang]) > 1 else f"{m:.1f}"
+            if lang in s["ratio"]:
+                cell += f" ({_mean_sd(s['ratio'][lang])[0]:.2f})"
+            cells.append(cell)
+        n = max(len(v) for v in s["f1"].values())
+        lines.append(f"| {name} | {setting} | " + " | ".join(cells) + f" | {n} |")
+    lines.append(f"\nF1 mean ± sample standard deviation over runs; in brackets the mean L2/{l1} ratio (a pair model over its own {l1} score).")
+    return "\n".join(lines)
