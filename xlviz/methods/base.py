@@ -54,10 +54,11 @@ class Stage:
     exports) give ``run`` instead. ``trains`` are regular expressions over parameter names:
     the parameters that receive gradient, and only those (``tests/test_methods.py`` checks it
     with a backward pass). ``rows`` says which rows of the token embeddings train when only
-    some do ("special": the shared special-token rows only). A stage may read the folders of
-    every stage of an earlier phase; ``needs`` names the stages of its own phase it reads (the
-    run starts it only after them, and a stage reading a stage it may not wait for fails:
-    stages of one phase can run at the same time, ``workers``)."""
+    some do ("special": the shared special-token rows only). A stage may read the data
+    stages' folders and those of the stages of earlier phases listed before it by a system that
+    runs it; ``needs`` names any other stage it reads (the run starts it only after them, and a
+    stage reading a stage it does not wait for fails: independent stages can run at the same
+    time, ``workers``)."""
 
     name: str
     phase: str

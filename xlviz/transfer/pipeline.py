@@ -70,7 +70,7 @@ class Pipeline(StagedRun):
         """Every training stage of the run's systems by name, in plan order."""
         seen: dict[str, Stage] = {}
         for system in self.cfg.systems:
-            for stage in method_of(system).stages(self, system):
+            for stage in self._lists[system]:
                 seen.setdefault(stage.name, stage)
         order = sorted(enumerate(seen.values()), key=lambda iv: (PHASES[iv[1].phase], iv[0]))
         return {s.name: s for _, s in order}
@@ -78,14 +78,29 @@ class Pipeline(StagedRun):
     def plan(self) -> list[str]:
         return list(self._stages) + [f"s4_{system}" for system in self.cfg.systems]
 
+    @functools.cached_property
+    def _lists(self) -> dict[str, list[Stage]]:
+        """Each system's stages, as its method lists them."""
+        return {system: method_of(system).stages(self, system) for system in self.cfg.systems}
+
     def needs(self, stage: str) -> set[str]:
-        """A training stage waits for every stage of an earlier phase and for the stages of its
-        own phase it names; ``s4_<system>`` for the system's stages (and what they wait for)."""
+        """What ``stage`` waits for: every data stage (the world, the vocabularies), and, in the
+        list of each system that runs it, the stages of earlier phases (MONOTRANS's step 2
+        waits for its step 1, not for the joint models' pre-training), plus the same-phase
+        stages it names (``Stage.needs``); ``s4_<system>`` waits for the system's stages.
+        A stage that reads a folder outside these fails (``StagedRun.path``)."""
         if stage.startswith("s4_") and stage[3:] in self.cfg.systems:
-            own = {s.name for s in method_of(stage[3:]).stages(self, stage[3:])}
+            own = {s.name for s in self._lists[stage[3:]]}
             return own | {n for s in own for n in self.needs(s)}
         st = self._stages[stage]
-        return {n for n, s in self._stages.items() if PHASES[s.phase] < PHASES[st.phase]} | set(st.needs)
+        out = set(st.needs)
+        if st.phase == "data":
+            return out
+        out |= {n for n, s in self._stages.items() if s.phase == "data"}
+        for stages in self._lists.values():
+            if any(s.name == stage for s in stages):
+                out |= {s.name for s in stages if PHASES[s.phase] < PHASES[st.phase]}
+        return out
 
     def run_stage(self, stage: str) -> None:
         if stage.startswith("s4_") and stage[3:] in self.cfg.systems:
