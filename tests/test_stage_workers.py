@@ -145,3 +145,13 @@ def test_killed_parallel_run_leaves_no_worker_and_resumes_to_the_same_bytes(tmp_
     assert clean.returncode == 0, clean.stderr[-2000:]
     assert digest(run_dir) == digest(root / "clean")
     assert not list(run_dir.rglob(".*.tmp"))
+
+
+def test_runs_page_names_every_running_stage():
+    from xlviz.ui.runs_view import stage_text
+
+    assert stage_text({"stage": "s1_pretrain", "running": ["s1_pretrain", "s1_jointpair-disjoint-svo"]}, "running") == \
+        "s1_pretrain + s1_jointpair-disjoint-svo"
+    assert stage_text({"stage": "s1_pretrain", "running": ["s1_pretrain", "x"]}, "cancelled") == "s1_pretrain"
+    assert stage_text({"stage": "s2_transfer-svo"}, "running") == "s2_transfer-svo"
+    assert stage_text({"running": [3]}, "running") == ""  # a malformed status.json: nothing, no crash

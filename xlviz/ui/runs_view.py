@@ -136,6 +136,15 @@ class Progress:
     text: str
 
 
+def stage_text(status: dict, state: str | None) -> str:
+    """The stage a run is in; "a + b" while it trains several at once (``workers``)."""
+    running = status.get("running") if state == "running" else None
+    if isinstance(running, list) and running and all(isinstance(s, str) for s in running):
+        return " + ".join(running)
+    stage = status.get("stage")
+    return stage if isinstance(stage, str) else ""
+
+
 def run_progress(run: Run, state: str | None = None, now: _dt.datetime | None = None) -> Progress:
     """Overall progress, elapsed time and an estimate of the time left (linear in progress)."""
     try:
@@ -157,12 +166,9 @@ def run_progress(run: Run, state: str | None = None, now: _dt.datetime | None = 
     if state == "running" and frac and frac > 0.01 and elapsed is not None:
         left = elapsed * (1.0 - frac) / frac
     stage = status.get("stage")
-    running = status.get("running") if state == "running" else None
     bits = [state]
-    if isinstance(running, list) and len(running) > 1 and all(isinstance(s, str) for s in running):
-        bits.append(f"stages {' + '.join(running)}")  # stages at once (workers)
-    elif stage:
-        bits.append(f"stage {stage}")
+    if text := stage_text(status, state):
+        bits.append(f"stage{'s' * (' + ' in text)} {text}")
     if frac is not None:
         bits.append(f"{100 * frac:.0f}%")
     if elapsed is not None:
@@ -215,7 +221,7 @@ def run_table(runs: list[Run]) -> pd.DataFrame:
         row = {
             "run": run.name,
             "state": state,
-            "stage": status.get("stage") or "",
+            "stage": stage_text(status, state),
             "languages": _short(config_value(cfg, "languages")),
             "model size": _short(config_value(cfg, "model_size", "size")),
             "steps": _short(steps) if steps is not None else "/".join(
