@@ -13,7 +13,9 @@ Writers use :mod:`xlviz.io` atomics, so a reader (the app) never sees half a fil
 killed run can resume from ``status.json["stages_done"]``. One process writes a run at a time:
 :meth:`Run.writer_lock` holds an ``fcntl.flock`` on ``.writer.lock`` (released by the OS when
 the process dies), confines every write to the run folder and turns SIGTERM into Ctrl-C so a
-terminated run is marked ``cancelled``. Readers never crash on a malformed folder:
+terminated run is marked ``cancelled``. A run training several stages at
+once (``workers``) has worker processes write its stage folders for the lock holder, which
+stays the only writer of the files above (:mod:`xlviz.training.stage_workers`). Readers never crash on a malformed folder:
 :meth:`Run.unreadable` gives the reason to show instead.
 """
 
