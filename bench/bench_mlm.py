@@ -23,6 +23,12 @@ bottom layers (``wu-shared-top-K``: two languages, one batch per language in tur
 Hugging Face ``Trainer`` with ``DataCollatorForLanguageModeling`` (masking on the fly, float32
 on the CPU), what a user would run instead, timed per step by a callback.
 
+Each row's FLOPs per step are counted once by ``torch.utils.flop_counter.FlopCounterMode`` (the
+matrix products it executes, forward and backward: the masked-only rows do less work than the
+plain ones), and the table gives the achieved TFLOP/s and its share of this CPU's bf16 peak:
+cores × clock × 1,024 FLOP per cycle per core with AMX (a TDPBF16PS tile product, 8,192
+multiply-adds, every 16 cycles), 128 with AVX512-BF16 only (``--peak-tflops`` overrides it).
+
 Runs are interleaved round-robin in one process, so machine load (this shared machine sees
 CPU steal) hits all alike; each round gives one ratio per variant against the baseline of the
 same round, and the table reports the median ratio and the median step time.
@@ -62,6 +68,31 @@ def cpu_name() -> str:
     except (OSError, StopIteration):
         pass
     return f"{name} ({', '.join(cpu_native_bf16()) or 'no native bf16'})"
+
+
+def bf16_peak_tflops() -> tuple[float, str]:
+    """This CPU's bf16 peak (TFLOP/s) from its flags, core count and clock (/proc/cpuinfo's MHz,
+    the nominal clock on a VM); 0 where the CPU has no native bf16."""
+    flags = cpu_native_bf16()
+    per_cycle = 1024 if "AMX" in flags else 128 if "AVX512-BF16" in flags else 0
+    mhz = 0.0
+    try:
+        with open("/proc/cpuinfo") as f:
+            mhz = next(float(line.split(":", 1)[1]) for line in f if line.startswith("cpu MHz"))
+    except (OSError, StopIteration, ValueError):
+        pass
+    cores = torch.get_num_threads()
+    return cores * mhz * 1e6 * per_cycle / 1e12, f"{cores} cores x {mhz:.0f} MHz x {per_cycle} FLOP/cycle"
+
+
+def count_flops(step, batch: dict) -> int:
+    """FLOPs one training step executes (forward and backward matrix products), counted by
+    PyTorch's FlopCounterMode (this runs one extra step)."""
+    from torch.utils.flop_counter import FlopCounterMode
+
+    with FlopCounterMode(display=False) as counter:
+        step(batch)
+    return counter.get_total_flops()
 
 
 def make_batches(args) -> tuple[list[dict], int, object]:
@@ -206,6 +237,7 @@ def main() -> None:
     p.add_argument("--wu-shared", type=int, default=2, help="shared top layers of the Wu et al. row")
     p.add_argument("--methods", action=argparse.BooleanOptionalAction, default=True,
                    help="also time the joint-vocabulary, Wu et al. and HF Trainer rows")
+    p.add_argument("--peak-tflops", type=float, default=0.0, help="this CPU's bf16 peak (default: from its flags and clock)")
     args = p.parse_args()
     batches, vocab, tok = make_batches(args)
     joint = spread(batches, vocab, vocab * args.joint_languages)
@@ -238,6 +270,10 @@ def main() -> None:
             step(b)
     if trainer:
         trainer.run(batches[:3])
+    flops = {name: count_flops(step, data[name][0]) for name, step in runners}
+    if trainer:  # the same model and products as the plain loop
+        flops["HF Trainer + DataCollatorForLanguageModeling, fp32"] = flops[runners[0][0]]
+    peak, how = (args.peak_tflops, "given") if args.peak_tflops else bf16_peak_tflops()
     for _ in range(args.rounds):
         for name, step in runners:
             t0 = time.perf_counter()
@@ -251,15 +287,21 @@ def main() -> None:
           f"{args.steps} steps x {args.rounds} rounds, torch threads={torch.get_num_threads()}, "
           f"{cpu_name()}, auto precision={resolve_mixed_precision('auto')}")
     hf = times.get("HF Trainer + DataCollatorForLanguageModeling, fp32")
-    print(f"{'variant':<52} {'s/step':>8} {'tokens/s':>10} {'vs plain':>9} {'range':>12} {'vs Trainer':>11}")
+    print(f"bf16 peak {peak:.2f} TFLOP/s ({how})")
+    print(f"{'variant':<52} {'s/step':>8} {'tokens/s':>10} {'vs plain':>9} {'range':>12} {'vs Trainer':>11} "
+          f"{'MFLOP/token':>12} {'TFLOP/s':>8} {'% peak':>7}")
     for name in times:
         t = statistics.median(times[name])
         ref = times[pairs.get(name, runners[0][0])]
         ratios = sorted(b / v for b, v in zip(ref, times[name]))
         vs_hf = f"{statistics.median(h / v for h, v in zip(hf, times[name])):>10.2f}x" if hf else ""
-        print(f"{name:<52} {t:>8.3f} {tokens / t:>10.0f} {statistics.median(ratios):>8.2f}x {ratios[0]:>5.2f}-{ratios[-1]:.2f}x {vs_hf}")
+        tflops = flops[name] / t / 1e12
+        share = f"{100 * tflops / peak:>6.1f}%" if peak else "n/a"
+        print(f"{name:<52} {t:>8.3f} {tokens / t:>10.0f} {statistics.median(ratios):>8.2f}x {ratios[0]:>5.2f}-{ratios[-1]:.2f}x "
+              f"{vs_hf:>11} {flops[name] / tokens / 1e6:>12.2f} {tflops:>8.3f} {share:>7}")
     print("vs plain: against the plain fp32 loop of the same model (the joint and Wu rows against their own plain rows); "
-          "vs Trainer: against the HF Trainer row, same data; medians over rounds.")
+          "vs Trainer: against the HF Trainer row, same data; medians over rounds. MFLOP/token: the matrix products "
+          "each step executes (FlopCounterMode), so masked-only rows count less work; % peak: TFLOP/s over the bf16 peak.")
 
 
 if __name__ == "__main__":

@@ -245,6 +245,9 @@ with tabs[0]:
                               dash="direction", y_label="accuracy (%)", colours=colours), key="al_fig_retrieval")
         st.caption(f"Chance is 1/{len(data)} = {100 / len(data):.2f}%. Different hidden sizes cannot be compared by cosine "
                    "(no retrieval for such systems; CKA still works).")
+        for group in ua.coinciding(vectors):
+            st.caption(f"{' and '.join(group)} read the sentences with the same encoder (identical vectors): their lines "
+                       "coincide on every chart, and the one drawn last hides the others.")
     else:
         st.info("The chosen systems read the two languages with vectors of different sizes: no cosine retrieval.")
 with tabs[1]:

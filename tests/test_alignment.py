@@ -183,3 +183,15 @@ def test_umap_projection():
     P = project(X, "umap", seed=0)
     assert P.shape == (25, 2) and np.all(np.isfinite(P))
     assert project(X[:6], "umap", n_neighbors=15).shape == (6, 2)  # n_neighbors lowered to n - 1
+
+
+def test_coinciding_systems_are_grouped():
+    """Two names for one encoder (same vectors in both languages) are reported, so the page can
+    say why only one of their lines shows; a system equal in one language only is not."""
+    from xlviz.ui.analysis import coinciding
+
+    rng = np.random.default_rng(0)
+    a, b, c = (rng.normal(size=(3, 5, 4)) for _ in range(3))
+    vectors = {"ppa": {"a": a, "b": b}, "jointpair": {"a": a, "b": c}, "ppa-codeswitch": {"a": a.copy(), "b": b.copy()}}
+    assert coinciding(vectors) == [["ppa", "ppa-codeswitch"]]
+    assert coinciding({"x": {"a": a, "b": b}, "y": {"a": a[:, :2], "b": b}}) == []

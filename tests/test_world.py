@@ -215,3 +215,34 @@ def test_shared_names_keep_english_spelling_and_change_nothing_else():
     assert sum(plain.stems[lemma] != shared.stems[lemma] for lemma in others) <= 2  # only a stem that drew a name's spelling
     cyr = L2Lexicon.generate(7, "cyrillic", shared_names=True)
     assert cyr.word("nina") == "нина"  # written in the L2's script, as real languages transliterate names
+
+
+def test_l1_variety_renders_marked_english_orders_and_leaves_the_l2s_alone():
+    """``l1_variety``: a share of English statements as an object cleft, a topicalised object or a
+    fronted location, fixed per clause; constituents stay contiguous (QA offsets hold), the L2s
+    and English questions are unchanged, and 0 gives the default world byte for byte."""
+    c = Clause(NP("dog", "sg", "the", ("big",)), "see", NP("ball", "pl", "the"), PP("in", NP("garden")))
+    texts = set()
+    for seed in range(60):
+        words = Language("en", variety=1.0, variety_seed=seed).render_statement(c)
+        texts.add(join_words([w for w, _ in words])[0])
+    assert texts == {"it is the balls that the big dog sees in the garden.", "the balls, the big dog sees in the garden.",
+                     "in the garden, the big dog sees the balls."}
+    assert Language("en", variety=0.0, variety_seed=1).render_statement(c) == Language("en").render_statement(c)
+    with pytest.raises(XlvizError, match="l1_variety"):
+        WorldConfig(l1_variety=1.5).validate()
+
+    plain, varied = World(WorldConfig(seed=3, **SMALL)), World(WorldConfig(seed=3, l1_variety=0.4, **SMALL))
+    assert varied.corpus("sov") == plain.corpus("sov") and varied.qa("test", "sov") == plain.qa("test", "sov")
+    statements = [render_text for doc in varied.corpus("en") for render_text in doc.split(". ")]
+    marked = sum(s.startswith("it is ") or ", " in s for s in statements) / len(statements)
+    assert 0.15 < marked < 0.5, marked
+    qs = [qa["question"] for a in varied.qa("test")["data"] for p in a["paragraphs"] for qa in p["qas"]]
+    assert qs == [qa["question"] for a in plain.qa("test")["data"] for p in a["paragraphs"] for qa in p["qas"]]
+    assert varied.qa("test") != plain.qa("test")
+    for a in varied.qa("train")["data"]:
+        for p in a["paragraphs"]:
+            for qa in p["qas"]:
+                ans = qa["answers"][0]
+                assert p["context"][ans["answer_start"]: ans["answer_start"] + len(ans["text"])] == ans["text"]
+    assert World(WorldConfig(seed=3, l1_variety=0.0, **SMALL)).corpus("en") == plain.corpus("en")

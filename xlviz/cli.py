@@ -55,7 +55,18 @@ def main(argv: list[str] | None = None) -> int:
         where = f"{e.filename}: " if e.filename else ""
         print(f"xlviz {args.command}: error: {where}{e.strerror or e}".replace("\n", " "), file=sys.stderr)
         return 2
+    finally:
+        close_distributed()
     return int(result or 0)
+
+
+def close_distributed() -> None:
+    """Under ``accelerate launch``, tear the process group down before the interpreter exits.
+    Left to exit-time destructors, gloo's threads sometimes abort a rank after a finished run
+    ("terminate called without an active exception", SIGABRT), failing the launch."""
+    dist = sys.modules.get("torch.distributed")
+    if dist is not None and dist.is_available() and dist.is_initialized():
+        dist.destroy_process_group()
 
 
 if __name__ == "__main__":

@@ -8,11 +8,17 @@ order.
 
 from __future__ import annotations
 
+import hashlib
 from dataclasses import dataclass
 
 from xlviz.data.lexicon import NAMES, L2Lexicon, english_3sg, english_plural, noun_class, surface_lemma
 
 ORDERS = ("svo", "sov")
+# Marked English orders real English has besides subject-verb-object (world setting
+# ``l1_variety``): "it is the letter that paul reads ." (an object cleft, O S V),
+# "the letter, paul reads ." (a topicalised object, O S V) and "near the lake, paul reads the
+# letter ." (a fronted location, before subject and verb).
+L1_VARIANTS = ("object-cleft", "topicalised-object", "fronted-location")
 
 
 @dataclass(frozen=True)
@@ -62,6 +68,20 @@ class Language:
     code: str
     order: str = "svo"
     lexicon: L2Lexicon | None = None  # None = English
+    variety: float = 0.0  # English only: the share of statements in one of L1_VARIANTS
+    variety_seed: int = 0
+
+    def variant(self, c: Clause) -> str | None:
+        """The marked order this statement takes, if any: a fixed function of the clause and the
+        seed (so a clause reads the same in the corpus, the QA sets and the parallel pairs, and in
+        every process)."""
+        if not self.is_english or self.variety <= 0:
+            return None
+        h = hashlib.blake2b(f"{self.variety_seed}|{c!r}".encode(), digest_size=8).digest()
+        if int.from_bytes(h[:4], "big") / 2**32 >= self.variety:
+            return None
+        options = L1_VARIANTS if c.loc else L1_VARIANTS[:2]
+        return options[int.from_bytes(h[4:], "big") % len(options)]
 
     @property
     def is_english(self) -> bool:
@@ -115,8 +135,15 @@ class Language:
         verb = [(self.verb(c.verb, number), "verb")]
         obj = self.render_np(c.obj, "obj")
         loc = self.render_pp(c.loc, "loc") if c.loc else []
+        variant = self.variant(c)
         if self.order == "sov":
             words = subj + loc + obj + verb
+        elif variant == "object-cleft":
+            words = [("it", "cleft"), ("is", "cleft")] + obj + [("that", "cleft")] + subj + verb + loc
+        elif variant == "topicalised-object":
+            words = obj + [(",", "punct")] + subj + verb + loc
+        elif variant == "fronted-location":
+            words = loc + [(",", "punct")] + subj + verb + obj
         else:
             words = subj + verb + obj + loc
         return words + [(".", "punct")]

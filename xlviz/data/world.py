@@ -56,6 +56,11 @@ class WorldConfig:
     # names: anchors for a joint vocabulary and a seed for CLWE's identical-strings mode. Off by
     # default: the invented L2s then share no word with English (docs/methods.md).
     shared_names: bool = False
+    # Share of English statements in a marked order real English has (an object cleft, a
+    # topicalised object, a fronted location: grammar.L1_VARIANTS), so that English shows
+    # objects and locations before the verb as a verb-final L2 does. The L2s are unchanged;
+    # English questions keep their order. 0 (default): every statement subject-verb-object.
+    l1_variety: float = 0.0
     # Facts (sentences) per QA paragraph, inclusive range. Small models learn to match a
     # question to its sentence among two or three quickly; with more they stall on type
     # heuristics for thousands of steps (docs/world.md has the measurements).
@@ -93,6 +98,8 @@ class WorldConfig:
         return asdict(self)
 
     def validate(self, *, path: str | None = None) -> None:
+        if isinstance(self.l1_variety, bool) or not isinstance(self.l1_variety, (int, float)) or not 0 <= self.l1_variety <= 1:
+            raise XlvizError(f"must be a number from 0 to 1, got {self.l1_variety!r}", path=path, field="world.l1_variety")
         if not isinstance(self.shared_names, bool):
             raise XlvizError(f"must be true or false, got {self.shared_names!r}", path=path, field="world.shared_names")
         for name in ("corpus_documents", "qa_train_paragraphs", "qa_dev_paragraphs", "qa_test_paragraphs", "parallel_pairs", "parallel_train_pairs", "agreement_pairs", "sense_pairs"):
@@ -249,7 +256,7 @@ class World:
         self.languages: list[str] = [L1] + [l.code for l in config.languages]
         self.specs = {l.code: l for l in config.languages}
         self.habits = make_habits(config.seed)
-        self.lang: dict[str, Language] = {L1: Language(L1)}
+        self.lang: dict[str, Language] = {L1: Language(L1, variety=float(config.l1_variety), variety_seed=config.seed)}
         for i, spec in enumerate(config.languages):
             lex = L2Lexicon.generate(config.seed * 1000 + i, spec.script, shared_names=config.shared_names)
             self.lang[spec.code] = Language(spec.code, spec.order, lex)

@@ -182,6 +182,23 @@ def sentence_vectors(spec: ModelSpec, texts: list[str], pooling: str, max_length
     return np.concatenate(parts, axis=1)
 
 
+def coinciding(vectors: dict[str, dict[str, np.ndarray]]) -> list[list[str]]:
+    """Groups of systems whose vectors are identical in both languages: one encoder under two
+    names (e.g. ``ppa`` and ``ppa-codeswitch``, which differ only in fine-tuning). Their lines lie
+    exactly on each other, so the chart shows the colour of the last one drawn and the reader needs
+    telling where the others went."""
+    groups: list[list[str]] = []
+    for name, vec in vectors.items():
+        for g in groups:
+            first = vectors[g[0]]
+            if all(k in first and first[k].shape == vec[k].shape and np.array_equal(first[k], vec[k]) for k in ("a", "b")):
+                g.append(name)
+                break
+        else:
+            groups.append([name])
+    return [g for g in groups if len(g) > 1]
+
+
 def word_vectors(spec: ModelSpec, words: list[list[str]], max_length: int, progress: Progress | None = None,
                  text: str = "Word vectors") -> np.ndarray:
     """[layers + 1, N words, d] contextual word vectors of pre-split sentences, flattened in order."""
