@@ -90,6 +90,16 @@ def test_exported_zero_shot_model_loads_and_answers(finished_run):
     ow, l1w, mw = (m.bert.embeddings.word_embeddings.weight for m in (oracle, l1, model))
     assert torch.equal(ow[tok.get_vocab()[pair["sov"]]], l1w[en_tok.get_vocab()[pair["en"]]])
     assert not torch.equal(ow, mw)
+    # and the oracle's encoder (what the Alignment and Probing pages read) has those rows too,
+    # from step 1's L1 model: not a copy of monotrans's encoder
+    from transformers import AutoModelForMaskedLM
+
+    enc = {s: AutoModelForMaskedLM.from_pretrained(finished_run.path / "encoders" / f"{s}-sov", use_safetensors=True)
+           for s in ("monotrans", "dictionary-oracle")}
+    s1 = AutoModelForMaskedLM.from_pretrained(finished_run.path / "s1_pretrain", use_safetensors=True)
+    e_or, e_mt, e_l1 = (m.bert.embeddings.word_embeddings.weight for m in (enc["dictionary-oracle"], enc["monotrans"], s1))
+    assert torch.equal(e_or[tok.get_vocab()[pair["sov"]]], e_l1[en_tok.get_vocab()[pair["en"]]])
+    assert not torch.equal(e_or, e_mt)
 
 
 @pytest.mark.slow

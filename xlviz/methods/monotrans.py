@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import torch
 from transformers import BertForMaskedLM, BertForQuestionAnswering
 
 from xlviz.data.vocabulary import translation_rows
@@ -30,6 +31,7 @@ from xlviz.models.monotrans import (
     add_embedding_noise, drop_cls_position_and_segment, fold_cls_position, freeze_for_step2, freeze_for_step3, make_l2_mlm,
     qa_from_mlm, zero_shot_model,
 )
+from xlviz.models.surgery import word_embeddings
 
 
 @dataclass(frozen=True)
@@ -159,10 +161,7 @@ class Monotrans(Method):
         if lang == ctx.world.l1:
             return qa, tok
         l2 = self.encoder(ctx, system, lang)[0]
-        rows = None
-        if v.oracle:
-            pairs = [(r[ctx.world.l1], r[lang]) for r in ctx.world.dictionary(lang)] + [(p, p) for p in ".?"]
-            rows = translation_rows(pairs, ctx.tokenizer(ctx.world.l1), tok)
+        rows = oracle_rows(ctx, lang) if v.oracle else None
         adapters = ctx.cfg.adapter_size if v.adapters else 0
         return zero_shot_model(qa, l2, l2_positions=v.pos, adapter_size=adapters, dictionary_rows=rows), tok
 
@@ -176,7 +175,20 @@ class Monotrans(Method):
         if not v.step2:
             return l2_init_model(ctx, load_mlm(ctx, "s1_pretrain"), len(tok)), tok
         cls = XlvizBertForMaskedLM if v.adapters else BertForMaskedLM
-        return cls.from_pretrained(ctx.path(f"s2_transfer-{lang}{v.s2_suffix}"), use_safetensors=True), tok
+        model = cls.from_pretrained(ctx.path(f"s2_transfer-{lang}{v.s2_suffix}"), use_safetensors=True)
+        if v.oracle:  # the rows the oracle's QA model reads with: gold translations' L1 rows (step 1's)
+            l1 = word_embeddings(load_mlm(ctx, "s1_pretrain")).weight
+            with torch.no_grad():
+                for l2_id, l1_id in oracle_rows(ctx, lang).items():
+                    word_embeddings(model).weight[l2_id] = l1[l1_id]
+        return model, tok
+
+
+def oracle_rows(ctx: Context, lang: str) -> dict[int, int]:
+    """``{lang id: L1 id}`` of the dictionary oracle: gold translations that are whole tokens in
+    both vocabularies, and the sentence punctuation."""
+    pairs = [(r[ctx.world.l1], r[lang]) for r in ctx.world.dictionary(lang)] + [(p, p) for p in ".?"]
+    return translation_rows(pairs, ctx.tokenizer(ctx.world.l1), ctx.tokenizer(lang))
 
 
 METHOD = Monotrans("monotrans", tuple(VARIANTS), description="MONOTRANS and its variants (Artetxe et al. 2020)", order=0)

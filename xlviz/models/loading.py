@@ -37,6 +37,7 @@ SUPPORTED_MODEL_TYPES = {
     "distilbert": "DistilBERT",
     "electra": "ELECTRA",
     "xlviz_veco": "VECO (BERT with a cross-attention module, xlviz.models.veco)",
+    "xlviz_bert": "BERT with adapters (MONOTRANS's +adapters systems, xlviz.models.adapters)",
 }
 SAFE_WEIGHTS = ("model.safetensors", "model.safetensors.index.json")
 PICKLE_WEIGHTS = ("pytorch_model.bin", "pytorch_model.bin.index.json", "tf_model.h5", "flax_model.msgpack", "model.ckpt.index")
