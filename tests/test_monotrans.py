@@ -184,6 +184,10 @@ def test_swap_with_positions_and_adapters_exports_and_reloads(tmp_path):
     loaded = AutoModelForQuestionAnswering.from_pretrained(tmp_path, use_safetensors=True)
     x = torch.randint(0, V2, (1, 12))
     assert torch.allclose(loaded(input_ids=x).end_logits, zs.eval()(input_ids=x).end_logits, atol=1e-6)
+    # xlviz's one loading path (the analyses, every page) accepts the adapter model type too
+    from xlviz.models.loading import _check_folder
+
+    assert _check_folder(tmp_path)["model_type"] == "xlviz_bert"
 
 
 def test_cls_without_position_and_segment_folds_exactly():
