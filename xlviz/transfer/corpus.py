@@ -573,8 +573,8 @@ class CorpusPipeline(StagedRun):
             if self.main:
                 atomic_write_json(self.path("predictions", f"{system}-{lang}.json"), preds)
                 self._save(model, self.path("export", f"{system}-{lang}"), tok)
-                rows.append({"system": system, "language": lang, "exact_match": round(scores["exact_match"], 2),
-                             "f1": round(scores["f1"], 2), "n_questions": scores["n_questions"]})
+                rows.append({"system": system, "language": lang, "exact_match": round(scores["exact_match"], 4),
+                             "f1": round(scores["f1"], 4), "n_questions": scores["n_questions"]})
                 self._log(f"  {system} {lang}: EM {scores['exact_match']:.1f} F1 {scores['f1']:.1f} ({scores['n_questions']} questions)")
         self.add_result_fields(rows)
 

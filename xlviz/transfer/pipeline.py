@@ -158,12 +158,13 @@ class Pipeline(StagedRun):
             scores, v11, preds = self.score(model, tok, lang)
             atomic_write_json(self.path("predictions", f"{system}-{lang}.json"), preds)
             self._save(model, self.path("export", f"{system}-{lang}"), tok)
+            # four decimals: tables print one, and two stored decimals rounded twice (7.4499 -> 7.45 -> 7.5)
             row = {"system": system, "method": method.name, "language": lang,
-                   "exact_match": round(scores["exact_match"], 2), "f1": round(scores["f1"], 2),
-                   "exact_match_v11": round(v11["exact_match"], 2), "f1_v11": round(v11["f1"], 2), **method.uses(system, self.cfg)}
+                   "exact_match": round(scores["exact_match"], 4), "f1": round(scores["f1"], 4),
+                   "exact_match_v11": round(v11["exact_match"], 4), "f1_v11": round(v11["f1"], 4), **method.uses(system, self.cfg)}
             own = method.own_l1_model(self, system, lang)
             if own is not None:
-                row["l1_f1"] = round(self.score(*own, self.world.l1)[0]["f1"], 2)
+                row["l1_f1"] = round(self.score(*own, self.world.l1)[0]["f1"], 4)
             rows.append(row)
             self._log(f"  {system} {lang}: EM {scores['exact_match']:.1f} F1 {scores['f1']:.1f} (v1.1: EM {v11['exact_match']:.1f} F1 {v11['f1']:.1f})"
                       + (f"; its own {self.world.l1} model: F1 {row['l1_f1']:.1f}" if "l1_f1" in row else ""))

@@ -293,8 +293,8 @@ class QAPipeline(StagedRun):
         if self.main:
             system = cfg.system_name
             atomic_write_json(self.path("predictions", f"{system}-{lang}.json"), preds)
-            self.add_result_fields([{"system": system, "language": lang, "exact_match": round(scores["exact_match"], 2),
-                                     "f1": round(scores["f1"], 2), "n_questions": scores["n_questions"]}])
+            self.add_result_fields([{"system": system, "language": lang, "exact_match": round(scores["exact_match"], 4),
+                                     "f1": round(scores["f1"], 4), "n_questions": scores["n_questions"]}])
             self._log(f"  {system} {lang}: EM {scores['exact_match']:.1f} F1 {scores['f1']:.1f} ({scores['n_questions']} questions)")
 
 
