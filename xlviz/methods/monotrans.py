@@ -160,28 +160,34 @@ class Monotrans(Method):
         tok = ctx.tokenizer(lang)
         if lang == ctx.world.l1:
             return qa, tok
-        l2 = self.encoder(ctx, system, lang)[0]
+        l2 = self._l2_mlm(ctx, v, lang)  # zero_shot_model copies the oracle's rows from the fine-tuned L1 model
         rows = oracle_rows(ctx, lang) if v.oracle else None
         adapters = ctx.cfg.adapter_size if v.adapters else 0
         return zero_shot_model(qa, l2, l2_positions=v.pos, adapter_size=adapters, dictionary_rows=rows), tok
 
     def encoder(self, ctx: Context, system: str, lang: str):
         """The masked LM reading ``lang``: step 1's model for L1, step 2's (or the floor's
-        untrained) L2 embeddings under the same body for an L2."""
+        untrained) L2 embeddings under the same body for an L2; the oracle's with its gold
+        translations' L1 rows (step 1's), as its QA model reads."""
         v = VARIANTS[system]
         tok = ctx.tokenizer(lang)
         if lang == ctx.world.l1:
             return load_mlm(ctx, "s1_pretrain"), tok
-        if not v.step2:
-            return l2_init_model(ctx, load_mlm(ctx, "s1_pretrain"), len(tok)), tok
-        cls = XlvizBertForMaskedLM if v.adapters else BertForMaskedLM
-        model = cls.from_pretrained(ctx.path(f"s2_transfer-{lang}{v.s2_suffix}"), use_safetensors=True)
-        if v.oracle:  # the rows the oracle's QA model reads with: gold translations' L1 rows (step 1's)
-            l1 = word_embeddings(load_mlm(ctx, "s1_pretrain")).weight
+        model = self._l2_mlm(ctx, v, lang)
+        if v.oracle:
+            l1, l2 = word_embeddings(load_mlm(ctx, "s1_pretrain")).weight, word_embeddings(model).weight
             with torch.no_grad():
                 for l2_id, l1_id in oracle_rows(ctx, lang).items():
-                    word_embeddings(model).weight[l2_id] = l1[l1_id]
+                    l2[l2_id] = l1[l1_id]
         return model, tok
+
+    @staticmethod
+    def _l2_mlm(ctx: Context, v: Variant, lang: str):
+        """Step 2's masked LM for ``lang`` (the floor: the untrained L2 embeddings under step 1's body)."""
+        if not v.step2:
+            return l2_init_model(ctx, load_mlm(ctx, "s1_pretrain"), len(ctx.tokenizer(lang)))
+        cls = XlvizBertForMaskedLM if v.adapters else BertForMaskedLM
+        return cls.from_pretrained(ctx.path(f"s2_transfer-{lang}{v.s2_suffix}"), use_safetensors=True)
 
 
 def oracle_rows(ctx: Context, lang: str) -> dict[int, int]:
