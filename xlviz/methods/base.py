@@ -153,8 +153,8 @@ class Method:
         (whether it saw QA labels in an L2: translate-train) and ``translate_test`` (whether it
         reads the gold L1 translation of each test context at test time). The run hands the
         parallel training corpus, the translate-train data and the test translations only to
-        systems that declare them here."""
-        return {"parallel_pairs": 0, "l2_labels": False, "translate_test": False}
+        systems that declare them here (a missing ``translate_test`` is false)."""
+        return {"parallel_pairs": 0, "l2_labels": False}
 
     def setting(self, system: str, cfg: Any = None) -> str:
         """zero-shot, translate-train or translate-test (:func:`setting_of` of ``uses``)."""
