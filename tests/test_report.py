@@ -108,3 +108,16 @@ def test_report_intervals_from_saved_predictions_and_compare(tmp_path, capsys):
     assert cli(["report", str(tmp_path / "r"), "--compare", "good", "veco-plugin"]) == 2
     err = capsys.readouterr().err
     assert "different settings" in err and "Traceback" not in err
+
+
+def test_report_over_seeds_adds_the_seeds_by_paragraphs_interval(tmp_path, capsys):
+    right = {f"q{i}-{j}": f"a{i}" for i in range(8) for j in range(3)}
+    wrong = {k: "zzz" for k in right}
+    for name, preds, f1 in (("s0", right, 100.0), ("s1", wrong, 0.0)):
+        _run(tmp_path / name, [{"system": "m", "language": "sov", "exact_match": f1, "f1": f1}], {"m": preds})
+    assert cli(["report", str(tmp_path / "s0"), str(tmp_path / "s1")]) == 0
+    out = capsys.readouterr().out
+    # within a seed every paragraph scores alike: only the seed draw matters -> 0 / 50 / 100 at 1/4, 1/2, 1/4
+    assert "| m | zero-shot | 50.0 ± 70.7 [t -585.3, 685.3] [seeds×paragraphs 0.0, 100.0] | 2 |" in out
+    assert cli(["report", str(tmp_path / "s0"), str(tmp_path / "s1"), "--compare", "m", "m"]) == 0
+    assert "| sov | F1 | +0.0 | [+0.0, +0.0] | 1.000 | no difference shown | 2 | 8 | 24 |" in capsys.readouterr().out
