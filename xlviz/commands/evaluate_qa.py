@@ -22,6 +22,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("prediction_file", metavar="PREDICTIONS.json", help="JSON object {question id: answer text}")
     p.add_argument("--articles", default=None, metavar="WORD,WORD",
                    help="the answer language's article words, replacing a/an/the (MLQA-style); default: official v1.1")
+    p.add_argument("--language", default=None, metavar="LANG",
+                   help="score as MLQA's evaluation script scores LANG (Unicode punctuation, the language's articles, "
+                        "characters as tokens for zh/th); the XQuAD languages are known")
     p.set_defaults(handler=run)
 
 
@@ -40,6 +43,7 @@ def run(args: argparse.Namespace) -> int:
     result = evaluate_squad(
         dataset_json["data"], predictions, on_unanswered=lambda msg: print(msg, file=sys.stderr),
         articles=[w.strip() for w in args.articles.split(",") if w.strip()] if args.articles is not None else None,
+        language=args.language,
     )
     print(json.dumps(result))
     return 0

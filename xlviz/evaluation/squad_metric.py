@@ -18,6 +18,8 @@ from __future__ import annotations
 
 import re
 import string
+import sys
+import unicodedata
 from collections import Counter
 from functools import lru_cache, partial
 from pathlib import Path
@@ -64,10 +66,81 @@ def normalize_answer(s: str, articles: Sequence[str] | None = None) -> str:
     return white_space_fix(remove_articles(remove_punc(lower(s))))
 
 
-def f1_score(prediction: str, ground_truth: str, articles: Sequence[str] | None = None) -> float:
-    """Token-bag F1 between normalised strings; 0 when no token is shared (as official)."""
-    prediction_tokens = normalize_answer(prediction, articles).split()
-    ground_truth_tokens = normalize_answer(ground_truth, articles).split()
+# --- MLQA's evaluation (Lewis et al. 2020, facebookresearch/MLQA mlqa_evaluation_v1.py) -----------
+# Real XQuAD languages are scored as MLQA's script scores its languages: every Unicode
+# punctuation character is dropped (not only ASCII's), each language strips its own articles,
+# and Chinese is segmented into characters (CJK characters and punctuation become tokens), so
+# F1 gives partial credit per character. The script knows en, es, hi, vi, de, ar, zh; the other
+# XQuAD languages follow the same steps with no article list (el, ru, tr, ro: whitespace tokens)
+# and Thai, written without spaces, is segmented like Chinese (over the Thai block). Those
+# additions are xlviz's, marked as such in ``MLQA_EXTENSIONS``.
+@lru_cache(maxsize=1)
+def _unicode_punct() -> frozenset[str]:
+    """MLQA's PUNCT: every Unicode character of a punctuation category, and ASCII's (built on
+    first use: it walks every code point)."""
+    return frozenset(chr(i) for i in range(sys.maxunicode) if unicodedata.category(chr(i)).startswith("P")) | _PUNCTUATION
+MLQA_ARTICLES = {
+    "en": r"\b(a|an|the)\b",
+    "es": r"\b(un|una|unos|unas|el|la|los|las)\b",
+    "hi": None,  # Hindi has no formal articles
+    "vi": r"\b(của|là|cái|chiếc|những)\b",
+    "de": r"\b(ein|eine|einen|einem|eines|einer|der|die|das|den|dem|des)\b",
+    "ar": "\\sال^|ال",
+    "zh": None,
+}
+MLQA_EXTENSIONS = {"el": None, "ru": None, "tr": None, "ro": None, "th": None}
+_SEGMENTED = {"zh": re.compile(r"[\u4e00-\u9fa5]"), "th": re.compile(r"[\u0e00-\u0e7f]")}
+
+
+def mlqa_languages() -> list[str]:
+    """Languages :func:`mlqa_normalize` scores: MLQA's seven and the other XQuAD languages."""
+    return sorted({**MLQA_ARTICLES, **MLQA_EXTENSIONS})
+
+
+def _mixed_segmentation(text: str, script: re.Pattern) -> list[str]:
+    """MLQA's ``mixed_segmentation``: characters of the script and punctuation are tokens of
+    their own, runs of other characters are split at whitespace."""
+    out, run = [], ""
+    punct = _unicode_punct()
+    for ch in text:
+        if script.search(ch) or ch in punct:
+            if run:
+                out.extend(run.split())
+                run = ""
+            out.append(ch)
+        else:
+            run += ch
+    if run:
+        out.extend(run.split())
+    return out
+
+
+def mlqa_normalize(s: str, language: str) -> str:
+    """MLQA's ``normalize_answer(s, lang)``: lower, drop Unicode punctuation, drop the
+    language's articles, then whitespace- or character-segment and join with spaces."""
+    if language not in MLQA_ARTICLES and language not in MLQA_EXTENSIONS:
+        raise XlvizError(f"no MLQA normalisation for language {language!r}; known: {', '.join(mlqa_languages())}", field="language")
+    punct = _unicode_punct()
+    text = "".join(ch for ch in s.lower() if ch not in punct)
+    pattern = MLQA_ARTICLES.get(language)
+    if pattern:
+        text = re.sub(pattern, " ", text)
+    tokens = _mixed_segmentation(text, _SEGMENTED[language]) if language in _SEGMENTED else text.split()
+    return " ".join(t for t in tokens if t.strip() != "")
+
+
+def _normalizer(articles: Sequence[str] | None, language: str | None) -> Callable[[str], str]:
+    if language is not None:
+        return partial(mlqa_normalize, language=language)
+    return partial(normalize_answer, articles=articles)
+
+
+def f1_score(prediction: str, ground_truth: str, articles: Sequence[str] | None = None, language: str | None = None) -> float:
+    """Token-bag F1 between normalised strings; 0 when no token is shared (as official).
+    ``language``: MLQA's normalisation for that language (``articles`` is then ignored)."""
+    norm = _normalizer(articles, language)
+    prediction_tokens = norm(prediction).split()
+    ground_truth_tokens = norm(ground_truth).split()
     common = Counter(prediction_tokens) & Counter(ground_truth_tokens)
     num_same = sum(common.values())
     if num_same == 0:
@@ -78,14 +151,16 @@ def f1_score(prediction: str, ground_truth: str, articles: Sequence[str] | None 
     return f1
 
 
-def exact_match_score(prediction: str, ground_truth: str, articles: Sequence[str] | None = None) -> bool:
+def exact_match_score(prediction: str, ground_truth: str, articles: Sequence[str] | None = None, language: str | None = None) -> bool:
     """True when the normalised strings are identical."""
-    return normalize_answer(prediction, articles) == normalize_answer(ground_truth, articles)
+    norm = _normalizer(articles, language)
+    return norm(prediction) == norm(ground_truth)
 
 
-def scorers(articles: Sequence[str] | None = None) -> tuple[Callable[[str, str], bool], Callable[[str, str], float]]:
-    """(exact match, F1) functions of (prediction, ground truth) for one language's articles."""
-    return partial(exact_match_score, articles=articles), partial(f1_score, articles=articles)
+def scorers(articles: Sequence[str] | None = None, language: str | None = None) -> tuple[Callable[[str, str], bool], Callable[[str, str], float]]:
+    """(exact match, F1) functions of (prediction, ground truth): official v1.1, v1.1 with one
+    language's ``articles`` (the generated world), or MLQA's script for a real ``language``."""
+    return partial(exact_match_score, articles=articles, language=language), partial(f1_score, articles=articles, language=language)
 
 
 def metric_max_over_ground_truths(metric_fn: Callable[[str, str], Any], prediction: str, ground_truths: Sequence[str]):
@@ -142,15 +217,17 @@ def evaluate_squad(
     *,
     on_unanswered: Callable[[str], None] | None = None,
     articles: Sequence[str] | None = None,
+    language: str | None = None,
 ) -> dict[str, float]:
     """Official v1.1 ``evaluate``: {"exact_match", "f1"} in percent over all questions.
 
     ``dataset`` is the JSON's ``data`` list (a whole SQuAD dict is accepted too). A question
     with no prediction scores 0; the official script prints ``Unanswered question <id> will
     receive score 0.`` for each, which ``on_unanswered`` receives when given. ``articles``
-    switches to MLQA-style normalisation with the language's own article words.
+    switches to MLQA-style normalisation with the language's own article words; ``language``
+    to MLQA's own script for that (real) language.
     """
-    em_fn, f1_fn = scorers(articles)
+    em_fn, f1_fn = scorers(articles, language)
     squad_data = _articles(dataset)
     _check_predictions(predictions)
     f1 = exact_match = total = 0
@@ -170,7 +247,8 @@ def evaluate_squad(
     return {"exact_match": exact_match, "f1": f1}
 
 
-def per_question_scores(dataset: Any, predictions: Mapping[str, str], articles: Sequence[str] | None = None) -> list[dict]:
+def per_question_scores(dataset: Any, predictions: Mapping[str, str], articles: Sequence[str] | None = None,
+                        language: str | None = None) -> list[dict]:
     """One row per question, for browsing errors: scores in percent (0 or 100 for EM).
 
     The mean of the rows' ``exact_match`` / ``f1`` equals :func:`evaluate_squad`. A missing
@@ -178,7 +256,7 @@ def per_question_scores(dataset: Any, predictions: Mapping[str, str], articles: 
     """
     squad_data = _articles(dataset)
     _check_predictions(predictions)
-    em_fn, f1_fn = scorers(articles)
+    em_fn, f1_fn = scorers(articles, language)
     rows = []
     for qa, ground_truths in _iter_questions(squad_data):
         prediction = predictions.get(qa["id"])

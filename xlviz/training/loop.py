@@ -59,6 +59,24 @@ def resolve_mixed_precision(name: str) -> str:
     return name
 
 
+FORCE_PRECISION_ENV = "XLVIZ_MIXED_PRECISION"
+
+
+def run_precision(setting: str) -> str:
+    """The precision a whole run trains in: its ``mixed_precision`` setting, unless the
+    environment forces one (``XLVIZ_MIXED_PRECISION=no`` or ``bf16``). Why: ``auto`` resolves
+    differently on CPUs with and without native bf16, so the test suite is run under both
+    precisions on one machine (scripts/test.sh) to catch tests that depend on rounding."""
+    forced = os.environ.get(FORCE_PRECISION_ENV, "").strip()
+    if not forced:
+        return setting
+    if forced not in ("no", "bf16"):
+        from xlviz.errors import XlvizError
+
+        raise XlvizError(f"must be 'no' or 'bf16', got {forced!r}", path="environment", field=FORCE_PRECISION_ENV)
+    return forced
+
+
 def make_accelerator(mixed_precision: str = "no", grad_accum: int = 1, cpu: bool | None = None, **kwargs) -> Accelerator:
     """An Accelerator. bf16 means autocast on GPUs and bf16 weights with float32 master
     copies on CPUs (fast on those with native bf16; see :class:`Bf16Weights`)."""

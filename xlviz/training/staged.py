@@ -35,7 +35,7 @@ from xlviz.errors import XlvizError
 from xlviz.io import atomic_dir
 from xlviz.names import check_config
 from xlviz.runs import Run, now_iso, package_versions
-from xlviz.training.loop import LoopConfig, make_accelerator
+from xlviz.training.loop import LoopConfig, make_accelerator, run_precision
 
 
 def seed_everything(seed: int) -> None:
@@ -112,7 +112,7 @@ class StagedRun:
         self.t0 = time.time()
 
     def make_accelerator(self):
-        return make_global_batch_accelerator(self.cfg.mixed_precision, self.cfg.grad_accum)
+        return make_global_batch_accelerator(run_precision(self.cfg.mixed_precision), self.cfg.grad_accum)
 
     @classmethod
     def resume(cls, run_dir: str | Path):

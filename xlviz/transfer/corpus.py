@@ -545,6 +545,7 @@ class CorpusPipeline(StagedRun):
         from xlviz.data.squad import read_squad_json
         from xlviz.models.loading import load_model
         from xlviz.models.monotrans import zero_shot_model
+        from xlviz.evaluation.squad_metric import mlqa_languages
         from xlviz.transfer.qa import evaluate_qa, qa_files, squad_subset
 
         cfg = self.cfg
@@ -567,14 +568,18 @@ class CorpusPipeline(StagedRun):
                 model = zero_shot_model(qa, l2, special_rows=self.special_rows(l1_tok, tok))
             data = squad_subset(read_squad_json(files[lang]), lambda qid: qid not in train_ids)
             model.to(self.acc.device)
+            # real languages are scored as MLQA's script scores them (official v1.1 kept beside)
             scores, preds = evaluate_qa(model, tok, data, accelerator=self.acc, max_length=cfg.qa_max_length,
-                                        doc_stride=cfg.doc_stride, batch_size=64)
+                                        doc_stride=cfg.doc_stride, batch_size=64,
+                                        language=lang if lang in mlqa_languages() else None)
             model.to("cpu")
             if self.main:
                 atomic_write_json(self.path("predictions", f"{system}-{lang}.json"), preds)
                 self._save(model, self.path("export", f"{system}-{lang}"), tok)
                 rows.append({"system": system, "language": lang, "exact_match": round(scores["exact_match"], 4),
-                             "f1": round(scores["f1"], 4), "n_questions": scores["n_questions"]})
+                             "f1": round(scores["f1"], 4), "n_questions": scores["n_questions"],
+                             **{k: (round(v, 4) if isinstance(v, float) else v) for k, v in scores.items()
+                                if k in ("exact_match_v11", "f1_v11", "normalisation")}})
                 self._log(f"  {system} {lang}: EM {scores['exact_match']:.1f} F1 {scores['f1']:.1f} ({scores['n_questions']} questions)")
         self.add_result_fields(rows)
 

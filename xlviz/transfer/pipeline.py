@@ -31,7 +31,7 @@ from xlviz.evaluation.uncertainty import paragraph_ids, score_intervals
 from xlviz.io import atomic_write_json
 from xlviz.methods import method_of
 from xlviz.methods.base import PHASES, Stage, setting_of
-from xlviz.training.loop import make_accelerator
+from xlviz.training.loop import make_accelerator, run_precision
 from xlviz.training.staged import StagedRun
 from xlviz.transfer.config import TransferConfig
 
@@ -60,7 +60,7 @@ class Pipeline(StagedRun):
 
     def make_accelerator(self):
         # Batches here are per process (each process trains on its shard of the world's data).
-        return make_accelerator(self.cfg.mixed_precision, self.cfg.grad_accum)
+        return make_accelerator(run_precision(self.cfg.mixed_precision), self.cfg.grad_accum)
 
     # --- plan -------------------------------------------------------------------------
     @functools.cached_property

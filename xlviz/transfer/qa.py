@@ -158,10 +158,11 @@ def train_qa(
 
 
 def evaluate_qa(model, tokenizer, data: dict, *, accelerator=None, max_length: int = 384, doc_stride: int = 128,
-                batch_size: int = 64, max_answer_length: int = 30) -> tuple[dict, dict[str, str]]:
+                batch_size: int = 64, max_answer_length: int = 30, language: str | None = None) -> tuple[dict, dict[str, str]]:
     """(``{"exact_match", "f1", "n_questions"}``, ``{id: answer}``) of ``model`` on a SQuAD dict.
     With an accelerator of several processes, examples are sharded and predictions gathered
-    (every process gets the scores)."""
+    (every process gets the scores). ``language``: a real language's MLQA normalisation for
+    ``exact_match``/``f1``, with the official v1.1 scores beside them (``*_v11``)."""
     from xlviz.evaluation.qa_predict import predict_qa, predictions_to_text
     from xlviz.evaluation.squad_metric import evaluate_squad
 
@@ -174,7 +175,10 @@ def evaluate_qa(model, tokenizer, data: dict, *, accelerator=None, max_length: i
         from accelerate.utils import gather_object
 
         preds = dict(gather_object(list(preds.items())))
-    scores = evaluate_squad(data["data"], preds)
+    scores = evaluate_squad(data["data"], preds, language=language)
+    if language is not None:
+        v11 = evaluate_squad(data["data"], preds)
+        scores.update(exact_match_v11=v11["exact_match"], f1_v11=v11["f1"], normalisation=f"mlqa-{language}")
     return {**scores, "n_questions": len(examples)}, preds
 
 

@@ -40,15 +40,17 @@ def index_by_id(examples: Iterable[QAExample]) -> dict[str, QAExample]:
     return {ex.id: ex for ex in examples}
 
 
-def score(prediction: str | None, answers: list[dict], articles: list[str] | None = None) -> tuple[float, float]:
+def score(prediction: str | None, answers: list[dict], articles: list[str] | None = None,
+          language: str | None = None) -> tuple[float, float]:
     """(EM, F1) in percent of one prediction against the gold answers (0, 0 when missing);
-    ``articles``: the language's own article words (MLQA-style), else official v1.1."""
+    ``articles``: the language's own article words (MLQA-style), ``language``: MLQA's script
+    for a real language, else official v1.1."""
     from xlviz.evaluation.squad_metric import metric_max_over_ground_truths, scorers
 
     golds = [a["text"] for a in answers] or [""]
     if prediction is None:
         return 0.0, 0.0
-    em_fn, f1_fn = scorers(articles)
+    em_fn, f1_fn = scorers(articles, language)
     em = metric_max_over_ground_truths(em_fn, prediction, golds)
     f1 = metric_max_over_ground_truths(f1_fn, prediction, golds)
     return 100.0 * float(em), 100.0 * float(f1)
@@ -59,9 +61,11 @@ def prediction_rows(
     predictions: Mapping[tuple[str, str], Mapping[str, dict]],
     ids: list[str] | None = None,
     articles: Mapping[str, list[str] | None] | None = None,
+    mlqa: Mapping[str, str | None] | None = None,
 ) -> pd.DataFrame:
     """One row per (question, language, model) with the prediction and its EM/F1
-    (``articles[lang]``: that language's article words for MLQA-style scoring).
+    (``articles[lang]``: that language's article words for MLQA-style scoring; ``mlqa[lang]``:
+    score that language with MLQA's script, for real data).
 
     ``predictions[(model_label, lang)]`` is ``predict_qa``'s ``{id: {"text","start","end","score"}}``.
     """
@@ -74,7 +78,7 @@ def prediction_rows(
                 continue
             p = preds.get(qid)
             text = p.get("text") if p else None
-            em, f1 = score(text, ex.answers, (articles or {}).get(lang))
+            em, f1 = score(text, ex.answers, (articles or {}).get(lang), (mlqa or {}).get(lang))
             rows.append({
                 "id": qid, "language": lang, "model": model, "question": ex.question,
                 "prediction": text, "start": p.get("start") if p else None, "end": p.get("end") if p else None,
