@@ -111,6 +111,11 @@ st.caption("L2 is probed in every system of the run (its encoders), next to the 
 if not models:
     st.info("Pick a run, or English masked LMs in the sidebar.", icon=":material/info:")
     stop()
+# which model reads which data, and what each row is (its method says: mono-l2 is the untransferred reference)
+with st.expander("Rows: role and direction", expanded=False):
+    st.dataframe(pd.DataFrame([{"model": m.name, "language": m.language, "role": m.role,
+                                "direction": m.direction or f"{m.language} model on {m.language} data"} for m in models]),
+                 hide_index=True, width="stretch", key="pr_rows", placeholder=NA)
 
 
 def _wilson(row) -> pd.Series:

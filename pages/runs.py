@@ -145,19 +145,11 @@ def live_view(path) -> None:
 def show_results_by_setting(table: pd.DataFrame, languages: list[str]) -> None:
     """F1 by system and language, one table per setting: zero-shot and translate-train numbers
     are never in one table (a system that saw L2 labels is a ceiling, not a transfer result)."""
-    for setting in runs_view.SETTINGS:
-        sub = table[table["setting"] == setting]
-        if sub.empty:
-            continue
-        wide = sub.pivot_table(index="system", columns="language", values="f1", aggfunc="first")
-        wide = wide.reindex(index=list(dict.fromkeys(sub["system"])),
-                            columns=[l for l in languages if l in wide.columns] + [l for l in wide.columns if l not in languages])
-        wide.insert(0, "parallel pairs", sub.groupby("system")["parallel_pairs"].max().reindex(wide.index).astype(int))
-        wide.columns.name = None
-        st.caption(f"F1 (%) by system and language — **{setting}**"
-                   + (" (QA labels in L1 only)" if setting == runs_view.ZERO_SHOT else " (trained on QA labels in the L2)"))
+    for setting, wide in runs_view.results_by_setting(table, languages):  # each cell: F1 [95% CI]
+        st.caption(f"F1 (%) by system and language — **{setting}** ({runs_view.SETTING_NOTES[setting]})")
         # n/a, not an empty cell: that system has no row for that language (e.g. the floor in L1)
-        st.dataframe(wide, width="stretch", key=f"runs_results_{runs_view.SETTINGS.index(setting)}_{sub['run'].iloc[0]}", placeholder=NA)
+        st.dataframe(wide, width="stretch", key=f"runs_results_{runs_view.SETTINGS.index(setting)}_{table['run'].iloc[0]}", placeholder=NA)
+    st.caption(runs_view.interval_caption(table))
 
 
 def finished_run_panel(run: Run) -> None:
@@ -210,11 +202,12 @@ if runs:
     with guard("Could not read the runs"):
         table = runs_view.run_table(runs)
         # the scores next to the run's name: at the far right they hid behind the table's scroll
-        first = ["run", "state", "best L2 F1, zero-shot", "best L2 F1, L2 labels", "systems"]
+        first = ["run", "state", "best L2 F1, zero-shot", "best L2 F1, L2 labels", "best L2 F1, translate-test", "systems"]
         st.dataframe(table, hide_index=True, width="stretch", key="runs_table",
                      column_order=first + [c for c in table.columns if c not in first],
                      column_config={c: st.column_config.NumberColumn(f"{c} (%)", format="%.1f")
-                                    for c in ("best L2 F1, zero-shot", "best L2 F1, L2 labels")}, placeholder=NA)
+                                    for c in ("best L2 F1, zero-shot", "best L2 F1, L2 labels", "best L2 F1, translate-test")},
+                     placeholder=NA)
         st.button("Refresh", icon=":material/refresh:", key="runs_refresh",
                   help=f"States refresh with the page ({len(runs)} run{'s' if len(runs) != 1 else ''}).")
 
@@ -264,13 +257,12 @@ if runs:
                     part = compared[compared["setting"] == setting].drop(columns="setting")
                     if part.empty:
                         continue
-                    st.caption(f"**{setting}**" + (" — QA labels in L1 only" if setting == runs_view.ZERO_SHOT
-                                                   else " — trained on QA labels in the L2: a ceiling, not a transfer result"))
+                    st.caption(f"**{setting}** — {runs_view.SETTING_NOTES[setting]}; [95% CI]: paragraph bootstrap, 1 seed")
                     part = part.dropna(axis=1, how="all")
                     st.dataframe(part, hide_index=True, width="stretch", key=f"runs_compare_{i}", placeholder=NA)
                 groups = runs_view.seed_groups(chosen_runs)
                 if groups:
-                    st.markdown("**Mean ± sd over runs that differ only in their seed**")
+                    st.markdown("**Mean ± sd over runs that differ only in their seed**, with the mean's 95% t interval over them")
                     st.dataframe(runs_view.seed_summary(long, groups), hide_index=True, width="stretch",
                                  key="runs_seeds", placeholder=NA)
                 plotly(runs_view.compare_figure(long, system_colours(root)), key="runs_compare_fig")

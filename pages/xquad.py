@@ -17,7 +17,7 @@ from xlviz.ui.choices import dataset_from_folder, discover_qa_datasets
 from xlviz.ui.colours import system_colours
 from xlviz.evaluation.squad_metric import mlqa_languages
 from xlviz.ui.common import CHUNK, NA, articles_of, examples_of, guard, predict, qa_decoding, same_model_key, saved_or_none, shared_data_dir, unk_rate
-from xlviz.ui.runs_view import TRANSLATE_TRAIN, ZERO_SHOT, export_setting
+from xlviz.ui.runs_view import SETTING_NOTES, SETTINGS, ZERO_SHOT, export_setting
 from xlviz.ui.highlight import RTL_LANGUAGES, Span, highlight, legend, model_colour, qa_card
 from xlviz.ui.sidebar import current
 from xlviz.ui.sidebar import page_setup
@@ -162,34 +162,36 @@ if not rows.empty:
     if own:
         st.caption(f"{', '.join(own)}: the answer language's own articles are stripped before scoring (MLQA-style), "
                    "as in the run's results; other languages use the official SQuAD v1.1 normalisation.")
-    # zero-shot and translate-train (a system that saw L2 QA labels) are never one table
+    # zero-shot, translate-train (L2 QA labels) and translate-test (the test's gold translation) are never one table
     setting_of = {m.name: export_setting(m.run, m.key.rsplit(":export:", 1)[1] if ":export:" in m.key else None) for m in models}
     groups: dict[str | None, list[str]] = {}
     for name in names:
         groups.setdefault(setting_of[name][0], []).append(name)
-    order = [ZERO_SHOT, TRANSLATE_TRAIN, None]
+    order = [*SETTINGS, None]
     for gi, setting in enumerate(sorted(groups, key=order.index)):
         members = groups[setting]
-        if len(groups) > 1 or setting == TRANSLATE_TRAIN:
+        if len(groups) > 1 or setting != ZERO_SHOT:
             st.markdown(f"**{setting or 'other models (not a run export: setting unknown)'}**"
-                        + (" — QA labels in L1 only" if setting == ZERO_SHOT else
-                           " — trained on QA labels in the L2: a ceiling, not a transfer result" if setting == TRANSLATE_TRAIN else ""))
+                        + (f" — {SETTING_NOTES[setting]}" if setting else ""))
         e, f = st.columns(2)
         for col, metric, title, k in ((e, "exact_match", "Exact match (%)", "xq_em"), (f, "f1", "F1 (%)", "xq_f1")):
-            matrix = qa.score_matrix(rows, metric, members, langs)
+            matrix = qa.score_matrix_ci(rows, metric, members, langs)  # each cell: mean [95% paragraph bootstrap]
             if matrix.empty:
                 continue
             if any(setting_of[n][1] for n in members):
                 matrix.insert(0, "parallel pairs", [setting_of[n][1] for n in matrix.index])
             col.markdown(f"**{title}**")
             col.dataframe(matrix.style.format(precision=1, na_rep=NA), width="stretch", key=k if gi == 0 else f"{k}_{gi}", placeholder=NA)
-    with st.expander("Uncertainty: 95% bootstrap intervals over the questions" + (" and paired tests" if len(names) > 1 else "")):
-        st.caption("Each cell resampled over its questions (1000 bootstrap samples). With a few hundred questions, "
+    st.caption("[low, high]: 95% intervals resampling whole paragraphs (a context's questions go together; 1000 "
+               "resamples); each model is one seed, so the spread over training seeds is not in them.")
+    with st.expander("Uncertainty: 95% paragraph bootstrap intervals" + (" and paired tests" if len(names) > 1 else "")):
+        st.caption("Each cell resampled by paragraph (1000 bootstrap samples). With a few hundred questions, "
                    "differences of a few points are often inside the intervals.")
         st.dataframe(qa.cell_intervals(rows), hide_index=True, width="stretch", key="xq_ci", placeholder=NA)
         if len(names) > 1:
-            st.caption("Two systems on the same questions: paired bootstrap of the F1 difference, and McNemar's exact "
-                       "test on exact match (p < 0.05: unlikely to be noise).")
+            st.caption("Two systems on the same questions: the F1 difference with its paired paragraph-bootstrap interval "
+                       "and a paired permutation test flipping whole paragraphs, and McNemar's exact test on exact match "
+                       "(which treats questions as independent). p < 0.05: unlikely to be noise.")
             st.dataframe(qa.paired_tests(rows), hide_index=True, width="stretch", key="xq_paired", placeholder=NA)
     with st.expander("Per-question F1 (%) — sort a column to find where a system fails"):
         st.dataframe(qa.question_table(rows, examples), hide_index=True, width="stretch", key="xq_questions",

@@ -271,7 +271,8 @@ def test_xquad_generated_world_shows_english_and_the_runs_own_numbers(app):
     assert "en" in em.columns  # train.en.json no longer hides test.en.json
     # the run's saved English predictions (all gold in the fixture) are its numbers; the tiny
     # random model would score near 0
-    assert em.loc["monotrans", "en"] == pytest.approx(100.0)
+    # each cell: the score with its 95% paragraph-bootstrap interval
+    assert em.loc["monotrans", "en"] == "100.0 [100.0, 100.0]"
     assert "the run's saved predictions" in "\n".join(m.value for m in at.markdown)
 
 

@@ -18,12 +18,16 @@ SEED_B = [{"system": "x", "language": "en", "f1": 60.0, "exact_match": 50.0},
 
 def test_seeds_table_by_hand():
     lines = seeds_table([SEED_A, SEED_B]).splitlines()
-    # x: en (80, 60) -> 70 ± sqrt(200) = 14.1; sov (20, 30) -> 25 ± 7.1; ratios 0.25, 0.5 -> 0.375
-    assert "| x | zero-shot | 70.0 ± 14.1 | 25.0 ± 7.1 (0.38) | 2 |" in lines
-    # a pair model's ratio divides by its own L1 score (l1_f1 60), not the system's en row (50)
-    assert "| pair | zero-shot | 50.0 | 30.0 (0.50) | 1 |" in lines
-    # translate-train rows come after the zero-shot ones and say what they read
-    assert lines.index("| tt | translate-train, 2,000 pairs | — | 60.0 | 1 |") > lines.index("| x | zero-shot | 70.0 ± 14.1 | 25.0 ± 7.1 (0.38) | 2 |")
+    # x: en (80, 60) -> 70 ± sqrt(200) = 14.1, t interval 70 ± t(0.975, 1) 12.706 * 14.142 / sqrt(2) = 70 ± 127.1;
+    # sov (20, 30) -> 25 ± 7.1, 25 ± 63.5; ratios 0.25, 0.5 -> 0.375
+    x_row = "| x | zero-shot | 70.0 ± 14.1 [t -57.1, 197.1] | 25.0 ± 7.1 [t -38.5, 88.5] (0.38) | 2 |"
+    assert x_row in lines
+    # a pair model's ratio divides by its own L1 score (l1_f1 60), not the system's en row (50); one run says so
+    assert "| pair | zero-shot | 50.0 (1 seed) | 30.0 (1 seed) (0.50) | 1 |" in lines
+    # translate-train rows are a table of their own, after the zero-shot one, and say what they read
+    tt = "| tt | translate-train, 2,000 pairs | — | 60.0 (1 seed) | 1 |"
+    assert lines.index(tt) > lines.index(x_row)
+    assert any(line.startswith("**translate-train**") for line in lines[lines.index(x_row):lines.index(tt)])
 
 
 def test_report_command(tmp_path, capsys):
@@ -32,10 +36,88 @@ def test_report_command(tmp_path, capsys):
         (tmp_path / name / "config.json").write_text("{}")
         (tmp_path / name / "results.json").write_text(json.dumps(rows))
     assert cli(["report", str(tmp_path / "a"), str(tmp_path / "b")]) == 0
-    assert "70.0 ± 14.1" in capsys.readouterr().out
+    assert "70.0 ± 14.1 [t -57.1, 197.1]" in capsys.readouterr().out
     assert cli(["report", str(tmp_path / "a")]) == 0
     assert "F1 L2/L1" in capsys.readouterr().out
     (tmp_path / "empty").mkdir()
     assert cli(["report", str(tmp_path / "empty")]) == 2
     err = capsys.readouterr().err
     assert "results.json" in err and "Traceback" not in err
+
+
+# --- intervals, settings and paired comparisons ------------------------------------------------------------
+
+def _squad(paragraphs: int, per: int) -> dict:
+    """A test set of ``paragraphs`` paragraphs with ``per`` questions each; answer of q<i>-<j> "a<i>"."""
+    return {"version": "1.1", "data": [{"title": "t", "paragraphs": [
+        {"context": f"a{i} b{i}", "qas": [{"id": f"q{i}-{j}", "question": "?", "answers": [{"text": f"a{i}", "answer_start": 0}]}
+                                        for j in range(per)]} for i in range(paragraphs)]}]}
+
+
+def _run(folder, rows, predictions: dict[str, dict[str, str]], paragraphs: int = 8, per: int = 3):
+    (folder / "world" / "qa").mkdir(parents=True)
+    (folder / "predictions").mkdir()
+    (folder / "config.json").write_text("{}")
+    (folder / "results.json").write_text(json.dumps(rows))
+    (folder / "world" / "qa" / "test.sov.json").write_text(json.dumps(_squad(paragraphs, per)))
+    for system, preds in predictions.items():
+        (folder / "predictions" / f"{system}-sov.json").write_text(json.dumps(preds))
+
+
+def test_translate_test_rows_get_their_own_table():
+    from xlviz.transfer.report import results_table
+
+    rows = [{"system": "veco", "language": "sov", "exact_match": 10.0, "f1": 12.0, "f1_ci_low": 8.0, "f1_ci_high": 16.0,
+             "exact_match_ci_low": 6.0, "exact_match_ci_high": 14.0, "n_paragraphs": 40, "n_questions": 140, "n_resamples": 2000},
+            # written before rows carried a setting: the registry says veco-plugin reads the test translation
+            {"system": "veco-plugin", "language": "sov", "exact_match": 80.0, "f1": 84.7, "l2_labels": True}]
+    text = results_table(rows)
+    lines = text.splitlines()
+    zero = next(i for i, line in enumerate(lines) if line.startswith("veco "))
+    test = next(i for i, line in enumerate(lines) if line.startswith("translate-test:"))
+    plug = next(i for i, line in enumerate(lines) if line.startswith("veco-plugin "))
+    assert zero < test < plug  # a header between them: never one table
+    assert "[6.0, 14.0]" in lines[zero] and "[8.0, 16.0]" in lines[zero] and "n/a" in lines[plug]
+    assert "40 paragraphs, 140 questions" in text and "B = 2000" in text and "1 seed" in text
+    assert seeds_table([rows]).count("**") == 4  # two settings, two headings
+
+
+def test_report_intervals_from_saved_predictions_and_compare(tmp_path, capsys):
+    right = {f"q{i}-{j}": f"a{i}" for i in range(8) for j in range(3)}
+    wrong = {k: "zzz" for k in right}
+    half = {k: (v if int(k[1]) % 2 else "zzz") for k, v in right.items()}  # right on odd paragraphs
+    rows = [{"system": s, "language": "sov", "exact_match": 0.0, "f1": 0.0} for s in ("good", "bad", "half")]
+    rows.append({"system": "veco-plugin", "language": "sov", "exact_match": 0.0, "f1": 0.0})
+    _run(tmp_path / "r", rows, {"good": right, "bad": wrong, "half": half, "veco-plugin": right})
+    assert cli(["report", str(tmp_path / "r")]) == 0
+    out = capsys.readouterr().out
+    # "half": paragraphs all right or all wrong, 4 of 8 -> resampled paragraph means range widely
+    line = next(x for x in out.splitlines() if x.startswith("half "))
+    assert "n/a" not in line and "[" in line
+    assert "8 paragraphs, 24 questions" in out
+    assert cli(["report", str(tmp_path / "r"), "--compare", "good", "bad"]) == 0
+    out = capsys.readouterr().out
+    # every paragraph favours good by 100: the exact sign-flip p is 2 / 2^8
+    assert "| sov | F1 | +100.0 | [+100.0, +100.0] | 0.008 | good better | 1 | 8 | 24 |" in out
+    assert cli(["report", str(tmp_path / "r"), "--compare", "good", "half"]) == 0
+    out = capsys.readouterr().out
+    # good - half: +300 on the 4 even paragraphs, 0 on the odd ones; only the 2 x 16 of 256 sign patterns that
+    # keep the 4 non-zero blocks together reach 1200 -> p = 1/8: four paragraphs cannot show it
+    assert "| sov | F1 | +50.0 |" in out and "| 0.125 | no difference shown |" in out
+    # systems of different settings are not compared
+    assert cli(["report", str(tmp_path / "r"), "--compare", "good", "veco-plugin"]) == 2
+    err = capsys.readouterr().err
+    assert "different settings" in err and "Traceback" not in err
+
+
+def test_report_over_seeds_adds_the_seeds_by_paragraphs_interval(tmp_path, capsys):
+    right = {f"q{i}-{j}": f"a{i}" for i in range(8) for j in range(3)}
+    wrong = {k: "zzz" for k in right}
+    for name, preds, f1 in (("s0", right, 100.0), ("s1", wrong, 0.0)):
+        _run(tmp_path / name, [{"system": "m", "language": "sov", "exact_match": f1, "f1": f1}], {"m": preds})
+    assert cli(["report", str(tmp_path / "s0"), str(tmp_path / "s1")]) == 0
+    out = capsys.readouterr().out
+    # within a seed every paragraph scores alike: only the seed draw matters -> 0 / 50 / 100 at 1/4, 1/2, 1/4
+    assert "| m | zero-shot | 50.0 ± 70.7 [t -585.3, 685.3] [seeds×paragraphs 0.0, 100.0] | 2 |" in out
+    assert cli(["report", str(tmp_path / "s0"), str(tmp_path / "s1"), "--compare", "m", "m"]) == 0
+    assert "| sov | F1 | +0.0 | [+0.0, +0.0] | 1.000 | no difference shown | 2 | 8 | 24 |" in capsys.readouterr().out

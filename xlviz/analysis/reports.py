@@ -150,12 +150,31 @@ class System:
 
 @dataclass(frozen=True)
 class ProbeModel:
-    """A masked LM probed in one language; ``role``: reference (L1 on L1), transferred, floor, model."""
+    """A masked LM probed in one language; ``role``: reference (the L1 model on L1, or a model
+    trained on the L2 directly), transferred, floor, model; ``direction``: which model reads
+    which data (the Probing page says it for every row)."""
 
     name: str
     language: str
     spec: ModelSpec
     role: str = "model"
+    direction: str = ""
+
+
+L1_ON_L1 = "L1 model on L1 data"
+L2_ON_L2 = "L2 encoder on L2 data"
+
+
+def probe_role(system: str) -> str:
+    """A bench system's role on the Probing page, as its method declares it
+    (:meth:`xlviz.methods.base.Method.probe_role`): ``mono-l2`` is the untransferred reference,
+    ``floor`` the floor, the others transferred; "model" for a name the registry does not know."""
+    from xlviz.methods import method_of
+
+    try:
+        return method_of(system).probe_role(system)
+    except XlvizError:
+        return "model"
 
 
 @dataclass
@@ -288,23 +307,23 @@ def run_probe_models(run_dir: str | os.PathLike, l2s: Sequence[str] | None = Non
     for l2 in chosen:
         _l2_check(info, l2)
     l1_spec = ModelSpec(str(info.s1), None if _has_tokenizer(info.s1) else str(info.world_dir / "tokenizers" / info.l1))
-    out = [ProbeModel(f"{info.name} · L1 model", info.l1, l1_spec, "reference")]
+    out = [ProbeModel(f"{info.name} · L1 model", info.l1, l1_spec, "reference", L1_ON_L1)]
     for l2 in chosen:
         pairs = info.system_encoders(l2)
-        if pairs:  # a bench run: each system's encoder of the L2
-            out += [ProbeModel(f"{info.name} · {system}", l2, ModelSpec(str(b)), "floor" if system == "floor" else "transferred")
+        if pairs:  # a bench run: each system's encoder of the L2, its role from its method
+            out += [ProbeModel(f"{info.name} · {system}", l2, ModelSpec(str(b)), probe_role(system), L2_ON_L2)
                     for system, (_, b) in pairs.items() if floor or system != "floor"]
             continue
         if l2 in info.transferred:
             s2 = info.transferred[l2]
             out.append(ProbeModel(f"{info.name} · transferred", l2,
                                   ModelSpec(str(s2), None if _has_tokenizer(s2) else str(info.l2_tokenizers.get(l2, "")) or None),
-                                  "transferred"))
+                                  "transferred", L2_ON_L2))
         if floor and l2 in info.l2_tokenizers:
             out.append(ProbeModel(f"{info.name} · floor", l2, ModelSpec(str(info.s1), str(info.l2_tokenizers[l2]),
                                                                        floor_seed=info.seed + 1, floor_init=info.floor_init,
                                                                        floor_init_std=info.floor_init_std),
-                                  "floor"))
+                                  "floor", L2_ON_L2))
     return out
 
 

@@ -1,5 +1,7 @@
-"""``xlviz report RUN [RUN ...]``: the results of finished runs as a table; several runs of the
-same systems (seeds) as mean ± standard deviation, zero-shot and translate-train apart."""
+"""``xlviz report RUN [RUN ...]``: the results of finished runs as a table, every score with its
+95% interval; several runs of the same systems (seeds) as mean ± standard deviation with
+intervals over seeds; one table per setting (zero-shot, translate-train, translate-test).
+``--compare A B``: A − B on the same questions per language, with interval and p-value."""
 
 from __future__ import annotations
 
@@ -10,6 +12,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("report", help="results of one run, or mean ± sd over several runs (seeds), as a table",
                        description=__doc__.splitlines()[0])
     p.add_argument("runs", nargs="+", metavar="RUN", help="run folders (results.json)")
+    p.add_argument("--compare", nargs=2, metavar=("SYSTEM_A", "SYSTEM_B"),
+                   help="paired difference A − B per language (interval and p-value; over seeds when several runs)")
     p.set_defaults(handler=run)
 
 
@@ -18,14 +22,22 @@ def run(args: argparse.Namespace) -> int:
 
     from xlviz.errors import XlvizError
     from xlviz.runs import Run
-    from xlviz.transfer.report import results_table, seeds_table
+    from xlviz.transfer.report import compare_table, results_table, seeds_table
+    from xlviz.transfer.uncertainty import combined_intervals, compare_systems, fill_intervals
 
-    results = []
+    results, folders = [], []
     for folder in args.runs:
         r = Run(Path(folder))
         rows = r.results()
         if not rows:
             raise XlvizError("no results yet (the run has not scored any system)", path=r.results_path)
         results.append(rows)
-    print(results_table(results[0]) if len(results) == 1 else seeds_table(results))
+        folders.append(r.path)
+    if getattr(args, "compare", None):
+        print(compare_table(compare_systems(folders, results, *args.compare), *args.compare))
+        return 0
+    if len(results) == 1:
+        print(results_table(fill_intervals(folders[0], results[0])))
+    else:
+        print(seeds_table(results, combined=combined_intervals(folders, results)))
     return 0

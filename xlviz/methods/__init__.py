@@ -12,7 +12,7 @@ import importlib
 import pkgutil
 
 from xlviz.errors import XlvizError
-from xlviz.methods.base import Method, Stage
+from xlviz.methods.base import SETTINGS, TRANSLATE_TEST, TRANSLATE_TRAIN, ZERO_SHOT, Method, Stage, setting_of
 
 _SKIP = {"base", "common"}
 _METHODS: dict[str, Method] | None = None
@@ -78,4 +78,18 @@ def resolve(names: str | list[str], layers: int = 4) -> list[str]:
     return out
 
 
-__all__ = ["Method", "Stage", "methods", "all_systems", "method_of", "aliases", "resolve"]
+def row_setting(row: dict) -> str:
+    """The setting of a results row: its ``setting`` field; rows written before rows carried
+    it get their system's declaration from the registry (so an old ``veco-plugin`` row is
+    translate-test), else what the row itself says (``l2_labels``, ``translate_test``)."""
+    value = row.get("setting")
+    if value in SETTINGS:
+        return value
+    try:
+        return method_of(str(row.get("system"))).setting(str(row.get("system")))
+    except XlvizError:
+        return setting_of(row)
+
+
+__all__ = ["Method", "Stage", "methods", "all_systems", "method_of", "aliases", "resolve", "row_setting", "SETTINGS",
+           "ZERO_SHOT", "TRANSLATE_TRAIN", "TRANSLATE_TEST"]

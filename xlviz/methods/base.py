@@ -27,6 +27,22 @@ from torch import nn
 
 PHASES = {"data": 0, "pretrain": 1, "transfer": 2, "finetune": 3}
 
+# What a result row may be compared with: never a row of another setting.
+ZERO_SHOT = "zero-shot"  # QA labels in L1 only; the test reads the L2 alone
+TRANSLATE_TRAIN = "translate-train"  # QA labels in an L2 (translated training set); the test reads the L2 alone
+TRANSLATE_TEST = "translate-test"  # the test reads each L2 test context with its gold L1 translation
+SETTINGS = (ZERO_SHOT, TRANSLATE_TRAIN, TRANSLATE_TEST)
+
+
+def setting_of(uses: dict) -> str:
+    """The setting of a system from what it declares it reads (:meth:`Method.uses`): reading a
+    translation at test time outranks reading L2 labels in training."""
+    if uses.get("translate_test"):
+        return TRANSLATE_TEST
+    if uses.get("l2_labels"):
+        return TRANSLATE_TRAIN
+    return ZERO_SHOT
+
 
 class Context(Protocol):
     """What a stage function may use of the run that executes it."""
@@ -43,6 +59,7 @@ class Context(Protocol):
     def loop(self, stage: str, steps: int, lr: float) -> tuple[Any, Callable]: ...
     def parallel_train(self, system: str, l2: str) -> list[dict]: ...
     def translate_train(self, system: str, l2: str) -> dict: ...
+    def test_translation(self, system: str, l2: str) -> dict: ...
 
 
 @dataclass(frozen=True)
@@ -133,6 +150,17 @@ class Method:
     def uses(self, system: str, cfg: Any = None) -> dict:
         """What the system learns from, written into its result rows: ``parallel_pairs`` (how
         many translation pairs it trained on; ``cfg`` is the run's config) and ``l2_labels``
-        (whether it saw QA labels in an L2: translate-train). The run hands the parallel
-        training corpus and the translate-train data only to systems that declare them here."""
+        (whether it saw QA labels in an L2: translate-train) and ``translate_test`` (whether it
+        reads the gold L1 translation of each test context at test time). The run hands the
+        parallel training corpus, the translate-train data and the test translations only to
+        systems that declare them here (a missing ``translate_test`` is false)."""
         return {"parallel_pairs": 0, "l2_labels": False}
+
+    def setting(self, system: str, cfg: Any = None) -> str:
+        """zero-shot, translate-train or translate-test (:func:`setting_of` of ``uses``)."""
+        return setting_of(self.uses(system, cfg))
+
+    def probe_role(self, system: str) -> str:
+        """What the system's L2 encoder is on the Probing page: "transferred" (an L1 model
+        carried into the L2), "floor" or "reference" (trained on the L2 directly)."""
+        return "transferred"

@@ -57,6 +57,10 @@ class MonoL2(Method):
             return None
         return BertForQuestionAnswering.from_pretrained(ctx.path(f"s3_supervised-{lang}"), use_safetensors=True), ctx.tokenizer(lang)
 
+    def probe_role(self, system: str) -> str:
+        # trained on the L2 directly, never transferred: the reference the transferred rows face
+        return "reference"
+
     def encoder(self, ctx: Context, system: str, lang: str):
         stage = "s1_pretrain" if lang == ctx.world.l1 else f"s1_pretrain-{lang}"
         return load_mlm(ctx, stage), ctx.tokenizer(lang)

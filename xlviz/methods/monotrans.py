@@ -165,6 +165,9 @@ class Monotrans(Method):
         adapters = ctx.cfg.adapter_size if v.adapters else 0
         return zero_shot_model(qa, l2, l2_positions=v.pos, adapter_size=adapters, dictionary_rows=rows), tok
 
+    def probe_role(self, system: str) -> str:
+        return "floor" if system == "floor" else "transferred"
+
     def encoder(self, ctx: Context, system: str, lang: str):
         """The masked LM reading ``lang``: step 1's model for L1, step 2's (or the floor's
         untrained) L2 embeddings under the same body for an L2; the oracle's with its gold

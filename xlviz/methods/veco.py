@@ -7,8 +7,13 @@
 - ``veco-plugin``: plug-in fine-tuning, translate-train with bilingual inputs: each L2
   training window is read with its L1 version (and each L1 window with its L2 version, both
   labelled: the paper's plug-in predicts the labels of x and y), the span head over
-  [h ; s]; at test time the L2 context is read with its L1 version. Uses L2 labels; exported
-  as the registered ``xlviz_veco`` type.
+  [h ; s]; at test time the L2 context is read with its gold L1 version. Uses L2 labels and
+  the test set's translation: setting ``translate-test``, a table of its own (never beside
+  zero-shot or translate-train rows). Exported as the registered ``xlviz_veco`` type.
+- ``veco-plugin-out``: the same plug-in fine-tuned model with the cross-attention unplugged
+  at test time (:func:`xlviz.models.veco.plug_out_qa`): it reads the L2 test context alone,
+  so it is the translate-train row comparable with ``mono-l2-supervised`` and
+  ``ppa-codeswitch`` (it still trained on L2 labels: not zero-shot). Exported as a plain BERT.
 
 Like ``jointpair-disjoint``, one model per L2 on L1 + that L2, each language its own
 vocabulary side by side (:class:`xlviz.methods.joint.Reader`), so the two are compared at
@@ -35,13 +40,16 @@ from xlviz.methods.common import WORLD, finetune_qa, max_length
 from xlviz.methods.joint import Reader, block_batches
 from xlviz.methods.joint import pretrain_stage as joint_pretrain_stage
 from xlviz.models.monotrans import bert_config, qa_from_mlm, zero_shot_model
-from xlviz.models.veco import CROSS, VecoForMaskedLM, VecoForQuestionAnswering, plug_in, plug_out, plugin_qa, veco_config
+from xlviz.models.veco import (CROSS, VecoForMaskedLM, VecoForQuestionAnswering, plug_in, plug_out, plug_out_qa, plugin_qa,
+                               veco_config)
+from xlviz.models.vocab_slice import slice_to_language
 from xlviz.training.loop import train
 from xlviz.training.qa_loss import QALoss
 from xlviz.training.veco import PairedQA, VecoPretraining, paired_qa_features, pretrain_batches, trim
 
 PLUGIN = "veco-plugin"
-SYSTEMS = ("veco", PLUGIN)
+PLUGIN_OUT = "veco-plugin-out"  # plug-in fine-tuning, cross-attention unplugged at test time
+SYSTEMS = ("veco", PLUGIN, PLUGIN_OUT)
 PAIR = "jointpair-disjoint"  # how VECO reads its languages (and the model veco_init may start from)
 
 
@@ -193,17 +201,23 @@ class Veco(Method):
             if ctx.cfg.veco_init != "scratch":
                 out += [joint_pretrain_stage(PAIR, l2), ca_stage(l2)]
             out.append(pretrain_stage(ctx, l2))
-            out.append(plugin_stage(ctx, l2) if system == PLUGIN else plugout_stage(ctx, l2))
+            out.append(plugin_stage(ctx, l2) if system in (PLUGIN, PLUGIN_OUT) else plugout_stage(ctx, l2))
         return out
 
     def describe(self, system: str) -> str:
         if system == PLUGIN:
-            return "VECO, plug-in fine-tuning: translate-train, each L2 example read with its L1 version (uses L2 labels)"
+            return ("VECO, plug-in fine-tuning on translate-train, tested translate-test: each L2 test context read with "
+                    "its gold L1 translation (uses L2 labels and the test translation)")
+        if system == PLUGIN_OUT:
+            return ("VECO, plug-in fine-tuning on translate-train, cross-attention unplugged at test time: reads the L2 test "
+                    "context alone (uses L2 labels)")
         return "VECO (cross-attention MLM + TLM on parallel pairs), plug-out fine-tuning on L1, zero-shot"
 
     def uses(self, system: str, cfg=None) -> dict:
         pairs = cfg.world.parallel_train_pairs if cfg is not None else 0
-        return {"parallel_pairs": pairs, "l2_labels": system == PLUGIN}
+        # plug-in fine-tuning (both plug-in systems) reads the translate-train set; only the
+        # plugged-in test reads the gold L1 translation of each test context
+        return {"parallel_pairs": pairs, "l2_labels": system in (PLUGIN, PLUGIN_OUT), "translate_test": system == PLUGIN}
 
     def unit_for(self, ctx: Context, lang: str) -> str:
         return lang if lang != ctx.world.l1 else ctx.world.l2s[0]
@@ -222,9 +236,17 @@ class Veco(Method):
         stage = plugout_stage(ctx, l2).name
         return BertForQuestionAnswering.from_pretrained(ctx.path(stage), use_safetensors=True)
 
+    def _plugin_out_qa(self, ctx: Context, l2: str, lang: str):
+        """``l2``'s plug-in fine-tuned model unplugged, cut to ``lang``'s vocabulary rows."""
+        model = VecoForQuestionAnswering.from_pretrained(ctx.path(plugin_stage(ctx, l2).name), use_safetensors=True)
+        reader = Reader(ctx, PAIR, l2)
+        return slice_to_language(plug_out_qa(model), reader.vocab, lang), reader.toks[lang]
+
     def own_l1_model(self, ctx: Context, system: str, lang: str):
         if system == PLUGIN or lang == ctx.world.l1:
             return None
+        if system == PLUGIN_OUT:
+            return self._plugin_out_qa(ctx, lang, ctx.world.l1)
         return self._plugout_qa(ctx, lang), AutoTokenizer.from_pretrained(ctx.path(s1_name(ctx, lang), ctx.world.l1))
 
     def qa_model(self, ctx: Context, system: str, lang: str):
@@ -235,9 +257,13 @@ class Veco(Method):
             model = VecoForQuestionAnswering.from_pretrained(ctx.path(plugin_stage(ctx, lang).name), use_safetensors=True)
             reader = Reader(ctx, PAIR, lang)
             cfg = ctx.cfg
-            wrapped = PairedQA.build(model, ctx.world.qa("test", lang), ctx.world.qa("test", l1), reader.toks[lang], reader.toks[l1],
+            # the gold L1 translation of the test set: only a translate-test system may read it
+            translation = ctx.test_translation(PLUGIN, lang)
+            wrapped = PairedQA.build(model, ctx.world.qa("test", lang), translation, reader.toks[lang], reader.toks[l1],
                                      reader.vocab, lang, l1, cfg.qa_max_length, cfg.doc_stride)
             return wrapped, reader.toks[lang]
+        if system == PLUGIN_OUT:
+            return self._plugin_out_qa(ctx, self.unit_for(ctx, lang), lang)
         unit = self.unit_for(ctx, lang)
         qa = self._plugout_qa(ctx, unit)
         folder = ctx.path(s1_name(ctx, unit), lang)

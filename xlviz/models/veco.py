@@ -298,6 +298,24 @@ def plugin_qa(mlm: VecoForMaskedLM, seed: int = 0) -> VecoForQuestionAnswering:
     return _load(qa, state, allowed_missing="qa_outputs")
 
 
+@torch.no_grad()
+def plug_out_qa(model: VecoForQuestionAnswering) -> BertForQuestionAnswering:
+    """A plug-in fine-tuned QA model with the cross-attention unplugged at test time: a plain
+    ``BertForQuestionAnswering`` that reads no translation. Without the cross-attention
+    sub-layers the cross stream's layers are self-attention then feed-forward, the self
+    stream's layers, so s^L = h^L and the span head over [h ; s] becomes one over h with
+    weight W_h + W_s (same bias)."""
+    if not isinstance(model, VecoForQuestionAnswering):
+        raise XlvizError(f"plug-out at test time takes a plug-in VECO QA model, got {type(model).__name__}", field="model")
+    hidden = model.config.hidden_size
+    state = {k: v.detach().clone() for k, v in model.state_dict().items() if CROSS not in k and not k.startswith("qa_outputs.")}
+    w = model.qa_outputs.weight.detach()
+    state["qa_outputs.weight"] = (w[:, :hidden] + w[:, hidden:]).clone()
+    state["qa_outputs.bias"] = model.qa_outputs.bias.detach().clone()
+    out = _load(BertForQuestionAnswering(plain_config(model.config)), state, allowed_missing="\0")
+    return out.to(dtype=model.dtype).train(model.training)
+
+
 def cross_attention_parameters(model: nn.Module) -> list[str]:
     return [n for n, _ in model.named_parameters() if CROSS in n]
 
@@ -307,5 +325,5 @@ AutoModel.register(VecoConfig, VecoModel, exist_ok=True)
 AutoModelForMaskedLM.register(VecoConfig, VecoForMaskedLM, exist_ok=True)
 AutoModelForQuestionAnswering.register(VecoConfig, VecoForQuestionAnswering, exist_ok=True)
 
-__all__ = ["VecoConfig", "VecoModel", "VecoForMaskedLM", "VecoForQuestionAnswering", "plug_out", "plug_in", "plugin_qa",
+__all__ = ["VecoConfig", "VecoModel", "VecoForMaskedLM", "VecoForQuestionAnswering", "plug_out", "plug_in", "plugin_qa", "plug_out_qa",
            "has_cross_attention", "cross_attention_parameters", "ca_mlm", "MODEL_TYPE"]

@@ -26,10 +26,11 @@ from xlviz.data.squad import squad_examples
 from xlviz.data.world import World
 from xlviz.evaluation.qa_predict import predict_qa, predictions_to_text
 from xlviz.errors import XlvizError
-from xlviz.evaluation.squad_metric import evaluate_squad
+from xlviz.evaluation.squad_metric import evaluate_squad, per_question_scores
+from xlviz.evaluation.uncertainty import paragraph_ids, score_intervals
 from xlviz.io import atomic_write_json
 from xlviz.methods import method_of
-from xlviz.methods.base import PHASES, Stage
+from xlviz.methods.base import PHASES, Stage, setting_of
 from xlviz.training.loop import make_accelerator, run_precision
 from xlviz.training.staged import StagedRun
 from xlviz.transfer.config import TransferConfig
@@ -123,18 +124,32 @@ class Pipeline(StagedRun):
             raise XlvizError(f"system {system!r} is zero-shot (uses()['l2_labels'] is false): it may not read L2 QA labels", field="methods")
         return self.world.translate_train(l2)
 
+    def test_translation(self, system: str, l2: str) -> dict:
+        """The L1 version of ``l2``'s test set (the gold translation of every test context),
+        for a translate-test system only: any other system asking for it is a bug."""
+        if not method_of(system).uses(system, self.cfg).get("translate_test"):
+            raise XlvizError(f"system {system!r} does not declare translate-test (uses()['translate_test'] is false): "
+                             "it may not read the test set's translation", field="methods")
+        return self.world.qa("test", self.world.l1)
+
     # --- step 4 ----------------------------------------------------------------------
     def zero_shot(self, system: str, lang: str):
         """The QA model ``system`` uses for ``lang`` and its tokenizer (None if it has none)."""
         return method_of(system).qa_model(self, system, lang)
 
     def score(self, model, tok, lang: str) -> tuple[dict, dict, dict]:
-        """(scores with ``lang``'s articles stripped, official v1.1 scores, predictions) on ``lang``'s test set."""
+        """(scores with ``lang``'s articles stripped and their paragraph-bootstrap intervals,
+        official v1.1 scores, predictions) on ``lang``'s test set."""
         data = self.world.qa("test", lang)
         preds = predictions_to_text(predict_qa(model, tok, squad_examples(data), max_length=self.cfg.qa_max_length, doc_stride=self.cfg.doc_stride, batch_size=64, max_answer_length=self.cfg.max_answer_length))
         # Each language's own articles are stripped (MLQA-style), so L2/L1 compares like
         # with like; the official v1.1 numbers (English articles only) are kept beside them.
-        return evaluate_squad(data, preds, articles=self.world.articles(lang)), evaluate_squad(data, preds), preds
+        scores = evaluate_squad(data, preds, articles=self.world.articles(lang))
+        # questions share paragraphs: the interval resamples whole paragraphs (fixed seed, so a
+        # resumed run writes the same results.json)
+        per_question = per_question_scores(data, preds, articles=self.world.articles(lang))
+        scores.update(score_intervals(per_question, paragraph_ids(data)))
+        return scores, evaluate_squad(data, preds), preds
 
     def stage_evaluate(self, system: str) -> None:
         """Export each language's QA model and encoder and score the QA model on that
@@ -159,9 +174,11 @@ class Pipeline(StagedRun):
             atomic_write_json(self.path("predictions", f"{system}-{lang}.json"), preds)
             self._save(model, self.path("export", f"{system}-{lang}"), tok)
             # four decimals: tables print one, and two stored decimals rounded twice (7.4499 -> 7.45 -> 7.5)
-            row = {"system": system, "method": method.name, "language": lang,
+            uses = {"translate_test": False, **method.uses(system, self.cfg)}
+            row = {"system": system, "method": method.name, "language": lang, "setting": setting_of(uses),
                    "exact_match": round(scores["exact_match"], 4), "f1": round(scores["f1"], 4),
-                   "exact_match_v11": round(v11["exact_match"], 4), "f1_v11": round(v11["f1"], 4), **method.uses(system, self.cfg)}
+                   **{k: v for k, v in scores.items() if k not in ("exact_match", "f1")},
+                   "exact_match_v11": round(v11["exact_match"], 4), "f1_v11": round(v11["f1"], 4), **uses}
             own = method.own_l1_model(self, system, lang)
             if own is not None:
                 row["l1_f1"] = round(self.score(*own, self.world.l1)[0]["f1"], 4)

@@ -1,25 +1,73 @@
-"""Result tables: system x language EM/F1 with the L2/L1 F1 ratio."""
+"""Result tables: system x language EM/F1 with their intervals and the L2/L1 F1 ratio, one
+table per setting (zero-shot, translate-train, translate-test: never side by side)."""
 
 from __future__ import annotations
 
+from xlviz.methods import SETTINGS, row_setting
+
+SETTING_NOTES = {
+    "zero-shot": "QA labels in L1 only; the test reads the L2 alone",
+    "translate-train": "trained on QA labels in the L2 (a translated training set): a ceiling, not a transfer result",
+    "translate-test": "reads each L2 test context with its gold L1 translation at test time: not comparable with either",
+}
+
+
+def by_setting(rows: list[dict]) -> list[tuple[str, list[dict]]]:
+    """(setting, its rows) in the order zero-shot, translate-train, translate-test; empty ones left out."""
+    groups: dict[str, list[dict]] = {}
+    for r in rows:
+        groups.setdefault(row_setting(r), []).append(r)
+    return [(s, groups[s]) for s in SETTINGS if s in groups]
+
+
+def ci_text(row: dict, metric: str) -> str:
+    """``[low, high]`` of a row's interval for ``metric`` (exact_match, f1), or ``n/a``."""
+    lo, hi = row.get(f"{metric}_ci_low"), row.get(f"{metric}_ci_high")
+    if not isinstance(lo, (int, float)) or not isinstance(hi, (int, float)):
+        return "n/a"
+    return f"[{lo:.1f}, {hi:.1f}]"
+
+
+def interval_note(rows: list[dict]) -> str:
+    """What the intervals of one run's rows are: method, resamples, paragraphs, questions; 1 seed."""
+    with_ci = [r for r in rows if "f1_ci_low" in r]
+    if not with_ci:
+        return "No intervals: these rows carry none and the run kept no predictions to compute them from. 1 seed."
+    paras = sorted({int(r.get("n_paragraphs") or 0) for r in with_ci})
+    questions = sorted({int(r.get("n_questions") or 0) for r in with_ci})
+    b = max(int(r.get("n_resamples") or 0) for r in with_ci)
+    span = (lambda v: f"{v[0]}" if len(v) == 1 else f"{v[0]}-{v[-1]}")
+    return (f"[low, high]: 95% paragraph bootstrap intervals (whole test paragraphs resampled, B = {b}; "
+            f"{span(paras)} paragraphs, {span(questions)} questions per language). 1 seed: the intervals say nothing "
+            "about the spread over training seeds (report several runs for that).")
+
 
 def results_table(rows: list[dict], l1: str = "en") -> str:
-    """A plain-text table, one line per system and language, L1 first; the L2/L1 ratio divides
-    by the same model's L1 F1 (``l1_f1`` of a pair model's row, else the system's L1 row). EM/F1 strip each
-    language's own articles (MLQA-style); ``F1 v1.1`` is the official English-only
-    normalisation, shown when the rows carry it."""
+    """A plain-text table per setting, one line per system and language, L1 first, each score
+    with its interval; the L2/L1 ratio divides by the same model's L1 F1 (``l1_f1`` of a pair
+    model's row, else the system's L1 row). EM/F1 strip each language's own articles
+    (MLQA-style); ``F1 v1.1`` is the official English-only normalisation, shown when the rows
+    carry it."""
     l1_f1 = {r["system"]: r["f1"] for r in rows if r["language"] == l1}
     v11 = any("f1_v11" in r for r in rows)
     w = max([20] + [len(str(r["system"])) for r in rows])
-    head = f"{'system':<{w}} {'language':<9} {'EM':>6} {'F1':>6} {'F1 L2/L1':>9}" + (f" {'F1 v1.1':>8}" if v11 else "")
-    lines = [head, "-" * len(head)]
-    for r in sorted(rows, key=lambda r: (r["system"], r["language"] != l1, r["language"])):
-        base = r.get("l1_f1") or l1_f1.get(r["system"])  # pair models: the L1 score of the same model
-        ratio = "" if r["language"] == l1 or not base else f"{r['f1'] / base:.2f}"
-        line = f"{r['system']:<{w}} {r['language']:<9} {r['exact_match']:>6.1f} {r['f1']:>6.1f} {ratio:>9}"
-        if v11:
-            line += f" {r['f1_v11']:>8.1f}" if "f1_v11" in r else f" {'':>8}"
-        lines.append(line)
+    head = (f"{'system':<{w}} {'language':<9} {'EM':>6} {'EM 95% CI':>14} {'F1':>6} {'F1 95% CI':>14} {'F1 L2/L1':>9}"
+            + (f" {'F1 v1.1':>8}" if v11 else ""))
+    lines = []
+    groups = by_setting(rows)
+    for setting, part in groups:
+        if len(groups) > 1 or setting != "zero-shot":
+            lines += ([""] if lines else []) + [f"{setting}: {SETTING_NOTES[setting]}"]
+        lines += [head, "-" * len(head)]
+        for r in sorted(part, key=lambda r: (r["system"], r["language"] != l1, r["language"])):
+            base = r.get("l1_f1") or l1_f1.get(r["system"])  # pair models: the L1 score of the same model
+            ratio = "" if r["language"] == l1 or not base else f"{r['f1'] / base:.2f}"
+            line = (f"{r['system']:<{w}} {r['language']:<9} {r['exact_match']:>6.1f} {ci_text(r, 'exact_match'):>14} "
+                    f"{r['f1']:>6.1f} {ci_text(r, 'f1'):>14} {ratio:>9}")
+            if v11:
+                line += f" {r['f1_v11']:>8.1f}" if "f1_v11" in r else f" {'':>8}"
+            lines.append(line)
+    lines.append(interval_note(rows))
     if v11:
         lines.append("EM/F1 strip each language's own articles (as MLQA does); F1 v1.1: English articles only.")
     return "\n".join(lines)
@@ -42,41 +90,83 @@ def _mean_sd(values: list[float]) -> tuple[float, float]:
     return m, sd
 
 
-def seeds_table(runs: list[list[dict]], l1: str = "en") -> str:
-    """A Markdown table of several runs of the same systems (seeds): per system and language
-    the mean F1 ± the sample standard deviation over the runs that have it, and the mean L2/L1
-    ratio. The setting column keeps zero-shot and translate-train rows apart (``l2_labels``)
-    and says how many translation pairs a system read (``parallel_pairs``)."""
+def seeds_table(runs: list[list[dict]], l1: str = "en", combined: dict | None = None) -> str:
+    """Markdown tables of several runs of the same systems (seeds), one per setting: per system
+    and language the mean F1 ± the sample standard deviation over the runs that have it, its
+    95% t interval over those runs, the combined interval (seeds, then test paragraphs,
+    resampled: ``combined[(system, language)]``, when the runs kept their predictions) and the
+    mean L2/L1 ratio. A cell from one run says "1 seed". The setting line says how many
+    translation pairs a system read (``parallel_pairs``)."""
+    from xlviz.evaluation.uncertainty import seed_interval
+
     systems: dict[str, dict] = {}
     languages: list[str] = []
     for rows in runs:
         ratios = _ratios(rows, l1)
         for r in rows:
-            s = systems.setdefault(r["system"], {"f1": {}, "ratio": {}, "labels": False, "pairs": 0})
+            s = systems.setdefault(r["system"], {"f1": {}, "ratio": {}, "setting": row_setting(r), "pairs": 0})
             s["f1"].setdefault(r["language"], []).append(r["f1"])
             if (r["system"], r["language"]) in ratios:
                 s["ratio"].setdefault(r["language"], []).append(ratios[(r["system"], r["language"])])
-            s["labels"] |= bool(r.get("l2_labels"))
             s["pairs"] = max(s["pairs"], int(r.get("parallel_pairs") or 0))
             if r["language"] not in languages:
                 languages.append(r["language"])
     languages.sort(key=lambda lang: (lang != l1, lang))
     head = ["system", "setting", *languages, "runs"]
-    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
-    for name in sorted(systems, key=lambda n: (systems[n]["labels"], n)):
-        s = systems[name]
-        setting = ("translate-train" if s["labels"] else "zero-shot") + (f", {s['pairs']:,} pairs" if s["pairs"] else "")
-        cells = []
-        for lang in languages:
-            if lang not in s["f1"]:
-                cells.append("—")
-                continue
-            m, sd = _mean_sd(s["f1"][lang])
-            cell = f"{m:.1f} ± {sd:.1f}" if len(s["f1"][lang]) > 1 else f"{m:.1f}"
-            if lang in s["ratio"]:
-                cell += f" ({_mean_sd(s['ratio'][lang])[0]:.2f})"
-            cells.append(cell)
-        n = max(len(v) for v in s["f1"].values())
-        lines.append(f"| {name} | {setting} | " + " | ".join(cells) + f" | {n} |")
-    lines.append(f"\nF1 mean ± sample standard deviation over runs; in brackets the mean L2/{l1} ratio (a pair model over its own {l1} score).")
+    lines = []
+    for setting in SETTINGS:
+        names = sorted(n for n in systems if systems[n]["setting"] == setting)
+        if not names:
+            continue
+        lines += (["" ] if lines else []) + [f"**{setting}**: {SETTING_NOTES[setting]}", "",
+                                             "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+        for name in names:
+            s = systems[name]
+            label = setting + (f", {s['pairs']:,} pairs" if s["pairs"] else "")
+            cells = []
+            for lang in languages:
+                if lang not in s["f1"]:
+                    cells.append("—")
+                    continue
+                values = s["f1"][lang]
+                m, sd = _mean_sd(values)
+                if len(values) > 1:
+                    t = seed_interval(values)
+                    cell = f"{m:.1f} ± {sd:.1f} [t {t.low:.1f}, {t.high:.1f}]"
+                else:
+                    cell = f"{m:.1f} (1 seed)"
+                both = (combined or {}).get((name, lang))
+                if both is not None and both.n_seeds == len(values):
+                    cell += f" [seeds×paragraphs {both.low:.1f}, {both.high:.1f}]"
+                if lang in s["ratio"]:
+                    cell += f" ({_mean_sd(s['ratio'][lang])[0]:.2f})"
+                cells.append(cell)
+            n = max(len(v) for v in s["f1"].values())
+            lines.append(f"| {name} | {label} | " + " | ".join(cells) + f" | {n} |")
+    lines.append(f"\nF1 mean ± sample standard deviation over runs; [t low, high]: 95% Student-t interval of the mean over "
+                 f"runs (seeds); [seeds×paragraphs low, high]: 95% two-level bootstrap (runs resampled, then test paragraphs "
+                 f"within each); in brackets the mean L2/{l1} ratio (a pair model over its own {l1} score).")
+    return "\n".join(lines)
+
+
+def compare_table(rows: list[dict], a: str, b: str) -> str:
+    """``xlviz report --compare A B``: per language and metric, A − B on the same questions with
+    its 95% interval and p-value, and whether the bench can say which is better (p < 0.05)."""
+    head = ["language", "metric", f"{a} − {b}", "95% CI", "p", "verdict", "seeds", "paragraphs", "questions"]
+    lines = [f"**{a}** against **{b}** ({rows[0]['setting']}), paired on the same test questions", "",
+             "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for r in rows:
+        if r["p_value"] < 0.05 and r["low"] > 0:
+            verdict = f"{a} better"
+        elif r["p_value"] < 0.05 and r["high"] < 0:
+            verdict = f"{b} better"
+        else:
+            verdict = "no difference shown"
+        metric = "F1" if r["metric"] == "f1" else "EM"
+        lines.append(f"| {r['language']} | {metric} | {r['difference']:+.1f} | [{r['low']:+.1f}, {r['high']:+.1f}] | "
+                     f"{r['p_value']:.3f} | {verdict} | {r['n_seeds']} | {r['n_paragraphs']} | {r['n_questions']} |")
+    one = rows[0]
+    lines.append(f"\nInterval: {one['method']} (B = {one['n_resamples']}); p: {one['p_method']} (two-sided, whole paragraphs"
+                 + (", per seed" if one["n_seeds"] > 1 else "") + ")." + (" 1 seed: says nothing about the spread over "
+                                                                          "training seeds." if one["n_seeds"] == 1 else ""))
     return "\n".join(lines)

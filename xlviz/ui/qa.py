@@ -18,7 +18,8 @@ import pandas as pd
 from xlviz.data.squad import QAExample, load_squad
 from xlviz.errors import XlvizError
 
-ROW_COLUMNS = ["id", "language", "model", "question", "prediction", "start", "end", "score", "gold", "exact_match", "f1"]
+ROW_COLUMNS = ["id", "language", "model", "question", "prediction", "start", "end", "score", "gold", "exact_match", "f1",
+               "paragraph"]
 
 
 def load_languages(files: Mapping[str, str]) -> dict[str, list[QAExample]]:
@@ -84,6 +85,8 @@ def prediction_rows(
                 "score": p.get("score") if p else None,
                 "gold": " | ".join(a["text"] for a in ex.answers),
                 "exact_match": em, "f1": f1,
+                # questions sharing a context are one cluster of the paragraph bootstrap
+                "paragraph": f"{ex.title}\n{ex.context}",
             })
     return pd.DataFrame(rows, columns=ROW_COLUMNS)
 
@@ -268,41 +271,86 @@ def model_digest(folder: str | Path) -> str | None:
 
 # --- uncertainty and error analysis --------------------------------------------------------------
 
+def _clusters(g: pd.DataFrame) -> list:
+    """Each row's paragraph (its cluster); rows without one are their own cluster."""
+    if "paragraph" in g:
+        return [p if isinstance(p, str) else f"id:{i}" for p, i in zip(g["paragraph"], g["id"])]
+    return [f"id:{i}" for i in g["id"]]
+
+
 def cell_intervals(rows: pd.DataFrame, n_resamples: int = 1000) -> pd.DataFrame:
-    """Per model × language: EM and F1 with 95% bootstrap intervals over the questions."""
-    from xlviz.evaluation.bootstrap import bootstrap_ci
+    """Per model × language: EM and F1 with 95% intervals resampling whole paragraphs (the
+    questions of one context go together)."""
+    from xlviz.evaluation.uncertainty import cluster_bootstrap
 
     out = []
     for (model, lang), g in rows.groupby(["model", "language"], sort=False):
-        em_lo, em_hi = bootstrap_ci(g["exact_match"].to_numpy(), n_resamples=n_resamples)
-        f1_lo, f1_hi = bootstrap_ci(g["f1"].to_numpy(), n_resamples=n_resamples)
-        out.append({"model": model, "language": lang, "n": len(g), "EM": g["exact_match"].mean(), "EM low": em_lo,
-                    "EM high": em_hi, "F1": g["f1"].mean(), "F1 low": f1_lo, "F1 high": f1_hi})
-    return pd.DataFrame(out, columns=["model", "language", "n", "EM", "EM low", "EM high", "F1", "F1 low", "F1 high"]).round(1)
+        clusters = _clusters(g)
+        em = cluster_bootstrap(g["exact_match"].to_numpy(), clusters, n_resamples=n_resamples)
+        f1 = cluster_bootstrap(g["f1"].to_numpy(), clusters, n_resamples=n_resamples)
+        out.append({"model": model, "language": lang, "n": len(g), "paragraphs": f1.n_paragraphs, "EM": em.mean,
+                    "EM low": em.low, "EM high": em.high, "F1": f1.mean, "F1 low": f1.low, "F1 high": f1.high})
+    return pd.DataFrame(out, columns=["model", "language", "n", "paragraphs", "EM", "EM low", "EM high", "F1", "F1 low",
+                                      "F1 high"]).round(1)
+
+
+def score_matrix_ci(rows: pd.DataFrame, metric: str, models: list[str] | None = None, languages: list[str] | None = None,
+                    n_resamples: int = 1000) -> pd.DataFrame:
+    """:func:`score_matrix` with every cell ``mean [low, high]`` (95% paragraph bootstrap); the
+    ``avg`` cell resamples the paragraphs of the per-question average over the languages (the
+    languages share question ids, so a question's languages go together)."""
+    from xlviz.evaluation.uncertainty import cluster_bootstrap
+
+    if rows.empty:
+        return pd.DataFrame()
+    langs = [l for l in (languages or list(dict.fromkeys(rows["language"]))) if l in set(rows["language"])]
+    names = [m for m in (models or list(dict.fromkeys(rows["model"]))) if m in set(rows["model"])]
+    text = lambda iv: f"{iv.mean:.1f} [{iv.low:.1f}, {iv.high:.1f}]"  # noqa: E731
+    out = {}
+    for model in names:
+        g = rows[rows["model"] == model]
+        cells = {}
+        for lang in langs:
+            part = g[g["language"] == lang]
+            if not part.empty:
+                cells[lang] = text(cluster_bootstrap(part[metric].to_numpy(), _clusters(part), n_resamples=n_resamples))
+        have = [l for l in langs if l in cells]
+        if have:
+            wide = g[g["language"].isin(have)].pivot_table(index="id", columns="language", values=metric, aggfunc="first").dropna()
+            first = g[g["language"] == have[0]].drop_duplicates("id").set_index("id")
+            if not wide.empty:
+                clusters = _clusters(first.loc[wide.index].reset_index())
+                cells["avg"] = text(cluster_bootstrap(wide.mean(axis=1).to_numpy(), clusters, n_resamples=n_resamples))
+        out[model] = cells
+    return pd.DataFrame.from_dict(out, orient="index").reindex(columns=langs + ["avg"])
 
 
 def paired_tests(rows: pd.DataFrame, n_resamples: int = 1000) -> pd.DataFrame:
     """Every pair of models on the same questions of one language: F1 difference with its
-    paired-bootstrap interval and p-value, and McNemar's exact test on exact match."""
+    paired paragraph-bootstrap interval and its paired permutation p-value (signs of whole
+    paragraphs flipped), and McNemar's exact test on exact match."""
     from itertools import combinations
 
-    from xlviz.evaluation.bootstrap import mcnemar_exact, paired_bootstrap
+    from xlviz.evaluation.bootstrap import mcnemar_exact
+    from xlviz.evaluation.uncertainty import paired_test
 
     out = []
     for lang, g in rows.groupby("language", sort=False):
         wide_f1 = g.pivot_table(index="id", columns="model", values="f1", aggfunc="first")
         wide_em = g.pivot_table(index="id", columns="model", values="exact_match", aggfunc="first")
+        para = dict(zip(g["id"], _clusters(g)))
         for a, b in combinations(list(dict.fromkeys(g["model"])), 2):
             both = wide_f1[[a, b]].dropna()
             if both.empty:
                 continue
-            r = paired_bootstrap(both[a].to_numpy(), both[b].to_numpy(), n_resamples=n_resamples)
+            r = paired_test(both[a].to_numpy(), both[b].to_numpy(), [para[i] for i in both.index], n_resamples=n_resamples)
             em = wide_em.loc[both.index, [a, b]] > 0
-            out.append({"language": lang, "A": a, "B": b, "n": r.n, "F1 A − B": r.difference, "low": r.low, "high": r.high,
-                        "p (paired bootstrap)": r.p_value,
+            out.append({"language": lang, "A": a, "B": b, "n": r.n_questions, "paragraphs": r.n_paragraphs,
+                        "F1 A − B": r.difference, "low": r.low, "high": r.high, "p (paired permutation)": r.p_value,
                         "p (McNemar, EM)": mcnemar_exact(int((em[a] & ~em[b]).sum()), int((~em[a] & em[b]).sum()))})
-    cols = ["language", "A", "B", "n", "F1 A − B", "low", "high", "p (paired bootstrap)", "p (McNemar, EM)"]
-    return pd.DataFrame(out, columns=cols).round({"F1 A − B": 1, "low": 1, "high": 1, "p (paired bootstrap)": 3, "p (McNemar, EM)": 3})
+    cols = ["language", "A", "B", "n", "paragraphs", "F1 A − B", "low", "high", "p (paired permutation)", "p (McNemar, EM)"]
+    return pd.DataFrame(out, columns=cols).round({"F1 A − B": 1, "low": 1, "high": 1, "p (paired permutation)": 3,
+                                                  "p (McNemar, EM)": 3})
 
 
 def question_table(rows: pd.DataFrame, examples: Mapping[str, list[QAExample]]) -> pd.DataFrame:

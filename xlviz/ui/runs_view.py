@@ -233,6 +233,7 @@ def run_table(runs: list[Run]) -> pd.DataFrame:
             # never one number over both settings: a translate-train row is not a zero-shot result
             "best L2 F1, zero-shot": _best_l2_f1(results, l1_language(run), l2_labels=False),
             "best L2 F1, L2 labels": _best_l2_f1(results, l1_language(run), l2_labels=True),
+            "best L2 F1, translate-test": _best_l2_f1(results, l1_language(run), l2_labels=True, setting=TRANSLATE_TEST),
             "updated": status.get("updated", ""),
         }
         rows.append(row)
@@ -241,27 +242,45 @@ def run_table(runs: list[Run]) -> pd.DataFrame:
 
 ZERO_SHOT = "zero-shot"
 TRANSLATE_TRAIN = "translate-train (L2 labels)"
-SETTINGS = (ZERO_SHOT, TRANSLATE_TRAIN)
-RESULT_COLUMNS = ["run", "setting", "system", "language", "exact_match", "f1", "parallel_pairs", "l1_f1", "l1"]
+TRANSLATE_TEST = "translate-test (gold L1 translation at test time)"
+SETTINGS = (ZERO_SHOT, TRANSLATE_TRAIN, TRANSLATE_TEST)
+SETTING_NOTES = {ZERO_SHOT: "QA labels in L1 only", TRANSLATE_TRAIN: "trained on QA labels in the L2: a ceiling, not a transfer result",
+                 TRANSLATE_TEST: "reads each L2 test context with its gold L1 translation: comparable with neither other setting"}
+CI_COLUMNS = ["exact_match_ci_low", "exact_match_ci_high", "f1_ci_low", "f1_ci_high", "n_paragraphs", "n_questions"]
+RESULT_COLUMNS = ["run", "setting", "system", "language", "exact_match", "f1", "parallel_pairs", "l1_f1", "l1", *CI_COLUMNS]
 
 
 def setting_of(row: dict) -> str:
-    """A result row's setting: zero-shot (QA labels in L1 only) or translate-train (it saw QA
-    labels in an L2, ``l2_labels``). Rows written before systems declared it are zero-shot."""
-    return TRANSLATE_TRAIN if row.get("l2_labels") else ZERO_SHOT
+    """A result row's setting label: zero-shot (QA labels in L1 only), translate-train (it saw
+    QA labels in an L2) or translate-test (it reads the test context's gold translation), as
+    the row (or, for rows written before rows carried it, its method) declares."""
+    from xlviz.methods import row_setting
+
+    return SETTINGS[("zero-shot", "translate-train", "translate-test").index(row_setting(row))]
 
 
-def _best_l2_f1(results: list[dict], l1: str, *, l2_labels: bool) -> float | None:
+def with_interval(value, low, high) -> str:
+    """``61.2 [55.0, 67.1]``: a score with its interval (``61.2`` alone when it has none)."""
+    if not isinstance(value, (int, float)) or pd.isna(value):
+        return ""
+    if isinstance(low, (int, float)) and isinstance(high, (int, float)) and not (pd.isna(low) or pd.isna(high)):
+        return f"{value:.1f} [{low:.1f}, {high:.1f}]"
+    return f"{value:.1f}"
+
+
+def _best_l2_f1(results: list[dict], l1: str, *, l2_labels: bool, setting: str | None = None) -> float | None:
     """The best F1 of the run's L2 rows in one setting (None: no such row)."""
+    want = setting or (TRANSLATE_TRAIN if l2_labels else ZERO_SHOT)
     f1s = [float(r["f1"]) for r in results if r.get("language") != l1 and isinstance(r.get("f1"), (int, float))
-           and bool(r.get("l2_labels")) == l2_labels]
+           and setting_of(r) == want]
     return max(f1s, default=None)
 
 
 def results_frame(runs: list[Run]) -> pd.DataFrame:
-    """Long table of results rows of several runs: run, setting (zero-shot or translate-train),
-    system, language, exact_match, f1, the parallel pairs the system trained on, a pair model's
-    own L1 F1 (``l1_f1``) and the run's L1."""
+    """Long table of results rows of several runs: run, setting (zero-shot, translate-train or
+    translate-test), system, language, exact_match, f1, the parallel pairs the system trained
+    on, a pair model's own L1 F1 (``l1_f1``), the run's L1 and the rows' 95% paragraph-bootstrap
+    intervals (None for rows written before rows carried them)."""
     rows = []
     for run in runs:
         try:
@@ -274,8 +293,40 @@ def results_frame(runs: list[Run]) -> pd.DataFrame:
             rows.append({"run": run.name, "setting": setting_of(r), "system": r.get("system"), "language": r.get("language"),
                          "exact_match": r.get("exact_match"), "f1": r.get("f1"),
                          "parallel_pairs": int(pairs) if isinstance(pairs, (int, float)) else 0,
-                         "l1_f1": r.get("l1_f1"), "l1": l1})
+                         "l1_f1": r.get("l1_f1"), "l1": l1,
+                         **{k: r.get(k) if isinstance(r.get(k), (int, float)) else None for k in CI_COLUMNS}})
     return pd.DataFrame(rows, columns=RESULT_COLUMNS)
+
+
+def results_by_setting(table: pd.DataFrame, languages: list[str]) -> list[tuple[str, pd.DataFrame]]:
+    """One run's results as (setting, system × language table) pairs, one per setting present:
+    each cell the F1 with its 95% paragraph-bootstrap interval (``61.2 [55.0, 67.1]``), the
+    parallel pairs each system trained on first. Settings are never mixed in one table."""
+    out = []
+    for setting in SETTINGS:
+        sub = table[table["setting"] == setting]
+        if sub.empty:
+            continue
+        lo, hi = (sub[c] if c in sub else pd.Series([None] * len(sub), index=sub.index) for c in ("f1_ci_low", "f1_ci_high"))
+        sub = sub.assign(cell=[with_interval(v, a, b) for v, a, b in zip(sub["f1"], lo, hi)])
+        wide = sub.pivot_table(index="system", columns="language", values="cell", aggfunc="first")
+        wide = wide.reindex(index=list(dict.fromkeys(sub["system"])),
+                            columns=[l for l in languages if l in wide.columns] + [l for l in wide.columns if l not in languages])
+        wide.insert(0, "parallel pairs", sub.groupby("system")["parallel_pairs"].max().reindex(wide.index).astype(int))
+        wide.columns.name = None
+        out.append((setting, wide))
+    return out
+
+
+def interval_caption(table: pd.DataFrame) -> str:
+    """What the intervals of one run's table are (method, paragraphs, questions) and "1 seed"."""
+    n = table["n_paragraphs"].dropna() if "n_paragraphs" in table else pd.Series(dtype=float)
+    q = table["n_questions"].dropna() if "n_questions" in table else pd.Series(dtype=float)
+    if n.empty:
+        return "No intervals: this run's results were written before rows carried them (`xlviz report` computes them). 1 seed."
+    span = (lambda s: f"{int(s.min())}" if s.min() == s.max() else f"{int(s.min())}-{int(s.max())}")
+    return (f"[low, high]: 95% paragraph bootstrap (whole test paragraphs resampled; {span(n)} paragraphs, {span(q)} "
+            "questions per language). 1 seed: the spread over training seeds is not in these intervals.")
 
 
 def compare_table(long: pd.DataFrame) -> pd.DataFrame:
@@ -293,6 +344,18 @@ def compare_table(long: pd.DataFrame) -> pd.DataFrame:
     wide = wide.round(1).reset_index()
     order = {s: i for i, s in enumerate(SETTINGS)}
     wide = wide.sort_values("setting", key=lambda c: c.map(lambda v: order.get(v, len(order))), kind="stable")
+    if "f1_ci_low" in long:  # every score beside its 95% interval (one run's paragraph bootstrap)
+        cis = {tuple(r[k] for k in keys + ["language"]): r for r in long.to_dict("records")}
+        for metric, name in (("exact_match", "EM"), ("f1", "F1")):
+            for lang in dict.fromkeys(long["language"]):
+                col = f"{name} {lang}"
+                if col not in wide:
+                    continue
+                cells = []
+                for _, row in wide.iterrows():
+                    r = cis.get(tuple(row[k] for k in keys) + (lang,))
+                    cells.append("" if r is None else with_interval(r[metric], r[f"{metric}_ci_low"], r[f"{metric}_ci_high"]))
+                wide.insert(wide.columns.get_loc(col) + 1, f"{col} [95% CI]", cells)
     if "parallel_pairs" in long:
         pairs = long.groupby(keys)["parallel_pairs"].max()
         wide.insert(3, "parallel pairs", [int(pairs.get(tuple(r[k] for k in keys), 0)) for _, r in wide.iterrows()])
@@ -487,7 +550,17 @@ def seed_groups(runs: list[Run]) -> list[list[str]]:
 
 
 def seed_summary(long: pd.DataFrame, groups: list[list[str]]) -> pd.DataFrame:
-    """Mean ± sd of EM and F1 per setting, system and language over each group of seed-only runs."""
+    """Mean ± sd of EM and F1 per setting, system and language over each group of seed-only
+    runs, with the mean's 95% Student-t interval over the runs (none from one run: "1 seed")."""
+    from xlviz.evaluation.uncertainty import seed_interval
+
+    def t_text(values) -> str:
+        values = [float(v) for v in values if pd.notna(v)]
+        if len(values) < 2:
+            return "1 seed" if values else ""
+        t = seed_interval(values)
+        return f"[{t.low:.1f}, {t.high:.1f}]"
+
     rows = []
     if "setting" not in long:
         long = long.assign(setting=ZERO_SHOT)
@@ -496,9 +569,10 @@ def seed_summary(long: pd.DataFrame, groups: list[list[str]]) -> pd.DataFrame:
         for (setting, system, lang), g in sub.groupby(["setting", "system", "language"], sort=False):
             rows.append({"runs": ", ".join(group), "setting": setting, "system": system, "language": lang, "n": len(g),
                          "EM mean": g["exact_match"].mean(), "EM sd": g["exact_match"].std(ddof=1),
-                         "F1 mean": g["f1"].mean(), "F1 sd": g["f1"].std(ddof=1)})
-    return pd.DataFrame(rows, columns=["runs", "setting", "system", "language", "n", "EM mean", "EM sd", "F1 mean",
-                                       "F1 sd"]).round(2)
+                         "EM 95% t over seeds": t_text(g["exact_match"]),
+                         "F1 mean": g["f1"].mean(), "F1 sd": g["f1"].std(ddof=1), "F1 95% t over seeds": t_text(g["f1"])})
+    return pd.DataFrame(rows, columns=["runs", "setting", "system", "language", "n", "EM mean", "EM sd", "EM 95% t over seeds",
+                                       "F1 mean", "F1 sd", "F1 95% t over seeds"]).round(2)
 
 
 def l1_language(run: Run) -> str:
@@ -550,4 +624,5 @@ def export_setting(run_name: str | None, system: str | None, root=None) -> tuple
     if not rows:
         return ZERO_SHOT, 0
     pairs = max((int(r["parallel_pairs"]) for r in rows if isinstance(r.get("parallel_pairs"), (int, float))), default=0)
-    return (TRANSLATE_TRAIN if any(r.get("l2_labels") for r in rows) else ZERO_SHOT), pairs
+    settings = {setting_of(r) for r in rows}
+    return next((s for s in reversed(SETTINGS) if s in settings), ZERO_SHOT), pairs
