@@ -179,6 +179,7 @@ class MapResult:
     src: np.ndarray
     trg: np.ndarray
     objective: list[float] = field(default_factory=list)
+    keep_prob: list[float] = field(default_factory=list)  # stochastic induction's keep probability per iteration
 
     @property
     def x_mapped(self) -> np.ndarray:
@@ -193,7 +194,7 @@ def self_learning(
     *,
     csls_k: int = 10,
     vocab_cutoff: int = 20000,
-    stochastic_initial: float = 1.0,
+    stochastic_initial: float = 0.1,
     stochastic_multiplier: float = 2.0,
     stochastic_interval: int = 50,
     threshold: float = 1e-6,
@@ -206,12 +207,12 @@ def self_learning(
     Stochastic dictionary induction keeps each similarity with probability ``keep_prob``
     (starting at ``stochastic_initial``, multiplied by ``stochastic_multiplier`` after
     ``stochastic_interval`` iterations without improvement; VecMap's unsupervised default is
-    0.1); with ``stochastic_initial=1`` the loop is deterministic. The last step refits W on
+    0.1, for every seed, and so it is here); with ``stochastic_initial=1`` the loop is deterministic. The last step refits W on
     the final dictionary. ``x``, ``z`` normalised; dictionary given as row index arrays."""
     rng = np.random.default_rng(seed)
     xs, zs = x[:vocab_cutoff], z[:vocab_cutoff]
     keep_prob = float(stochastic_initial)
-    best, last_improvement, objectives = -np.inf, 0, []
+    best, last_improvement, objectives, keeps = -np.inf, 0, [], []
     for it in range(1, max_iterations + 1):
         if it - last_improvement > stochastic_interval:
             if keep_prob >= 1.0:
@@ -222,6 +223,7 @@ def self_learning(
         sim = (xs @ w) @ zs.T
         objective = float((sim.max(axis=1).mean() + sim.max(axis=0).mean()) / 2)
         objectives.append(objective)
+        keeps.append(keep_prob)
         scores = csls(sim, csls_k)
         if keep_prob < 1.0:
             scores = np.where(rng.random(scores.shape) < keep_prob, scores, -np.inf)
@@ -232,7 +234,7 @@ def self_learning(
             break  # converged: the dictionary reproduces itself
         src, trg = new_src, new_trg
     w = procrustes(x[src], z[trg])
-    return MapResult(w=w, x=x, z=z, src=src, trg=trg, objective=objectives)
+    return MapResult(w=w, x=x, z=z, src=src, trg=trg, objective=objectives, keep_prob=keeps)
 
 
 INITS = ("unsupervised", "identical", "dictionary")
