@@ -28,7 +28,7 @@ from xlviz.training.mlm import MaskedOnlyMLM
 from xlviz.transfer.config import TransferConfig
 from xlviz.transfer.pipeline import Pipeline
 
-from tests.test_methods import TINY, gradients
+from tests.test_methods import SHIFT_INVARIANT, TINY, gradients, training_stages
 
 
 # --------------------------------------------------------------------------- the schedule
@@ -203,6 +203,28 @@ def test_each_new_stage_trains_and_freezes_what_it_should(plastic_run):
     rows = grads["bert.embeddings.word_embeddings.weight"].abs().sum(1)
     assert rows[N_SPECIAL:].sum() == 0 and rows[2] > 0, "step 3: the L1 token rows stay frozen but the special ones"
     assert "wechsel-only" not in {s.name for s in table.values()}  # no stage of its own: no step 2
+
+
+@pytest.mark.slow
+def test_new_stages_train_exactly_what_they_declare(plastic_run):
+    """tests/test_methods.py's check, on the new systems' own stages: the parameters that get
+    gradient are the declared ones, and the declared rows."""
+    mine = [s for s in training_stages(plastic_run) if "forgetting" in s.name or "wechsel" in s.name]
+    assert {s.name for s in mine} == {"s1_forgetting", "s3_forgetting"} | {
+        f"s2_{kind}-{lang}" for kind in ("forgetting", "wechsel", "forgetting-wechsel") for lang in ("svo", "sov")}
+    for stage in mine:
+        grads = gradients(stage.build(plastic_run))
+        declared = [re.compile(p) for p in stage.trains]
+        trained = {n for n, g in grads.items() if g is not None and (g.abs().sum() > 0 or n.endswith(SHIFT_INVARIANT))}
+        should = {n for n in grads if any(p.fullmatch(n) for p in declared)}
+        assert trained == should, f"{stage.name}: {sorted(trained ^ should)}"
+        rows = grads["bert.embeddings.word_embeddings.weight"].abs().sum(1)
+        if stage.rows == "special":
+            assert rows[N_SPECIAL:].sum() == 0 and rows[2] > 0, stage.name
+        elif stage.rows == "all but special":
+            assert rows[:N_SPECIAL].sum() == 0 and rows[N_SPECIAL:].sum() > 0, stage.name
+        else:
+            assert rows.sum() > 0, stage.name
 
 
 @pytest.mark.slow
