@@ -9,6 +9,7 @@ initialisation is the ``wechsel_vectors`` stage plus the row mixing at the start
 
     .venv/bin/python bench/bench_plastic.py                 # the tiny smoke size (seconds)
     .venv/bin/python bench/bench_plastic.py --size default  # the bench's defaults (minutes)
+    .venv/bin/python bench/bench_plastic.py --overlap       # FOCUS's anchors: tokens L1 and each L2 share
 
 The run folder goes under $XLVIZ_CHECKPOINTS (or a temporary folder) and is removed after.
 """
@@ -47,11 +48,34 @@ class TimedPipeline(Pipeline):
         self.times[stage] = time.perf_counter() - t0
 
 
+def overlap(seed: int) -> None:
+    """How many tokens each L2's vocabulary shares with L1's (specials left out), names off and
+    on: the anchors FOCUS would build every other row from (docs/methods.md, FOCUS)."""
+    from xlviz.data.tokenization import train_tokenizer
+    from xlviz.data.world import World, WorldConfig
+
+    cfg = TransferConfig()
+    for shared in (False, True):
+        world = World(WorldConfig(shared_names=shared, seed=seed))
+        toks = {lang: train_tokenizer(world.corpus(lang), cfg.vocab_size, algorithm=cfg.tokenizer, model_max_length=cfg.qa_max_length)
+                for lang in world.languages}
+        v1 = set(toks[world.l1].get_vocab()) - set(toks[world.l1].all_special_tokens)
+        for l2 in world.l2s:
+            v2 = set(toks[l2].get_vocab()) - set(toks[l2].all_special_tokens)
+            common = sorted(v1 & v2)
+            longer = [t for t in common if len(t.removeprefix("##")) > 1]
+            print(f"shared_names {str(shared):5s} {l2}: {len(common)} of {len(v2)} tokens shared, {len(longer)} longer than one "
+                  f"character: {' '.join(longer)}")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--size", choices=["tiny", "default"], default="tiny")
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--overlap", action="store_true", help="only count the tokens L1 and each L2 share")
     args = ap.parse_args()
+    if args.overlap:
+        return overlap(args.seed)
     settings = (TINY if args.size == "tiny" else {}) | {"methods": SYSTEMS, "seed": args.seed, "workers": 1}
     cfg = TransferConfig.from_dict(settings)
     root = Path(tempfile.mkdtemp(dir=os.environ.get("XLVIZ_CHECKPOINTS")))
