@@ -65,7 +65,8 @@ def train_mlm(ctx: Context, model, lang: str, stage: str, steps: int, lr: float,
             yield {"input_ids": inputs, "labels": labels}
 
     loop, on_log = ctx.loop(stage, steps, lr)
-    wrapped = train(MaskedOnlyMLM(model), batches(), loop, ctx.acc, on_log=on_log, desc=stage, after_step=after_step)
+    extra = {"after_step": after_step} if after_step is not None else {}
+    wrapped = train(MaskedOnlyMLM(model), batches(), loop, ctx.acc, on_log=on_log, desc=stage, **extra)
     ctx.acc.free_memory()
     return wrapped.model
 
