@@ -47,9 +47,10 @@ def max_length(ctx: Context) -> int:
 
 
 # --------------------------------------------------------------------------- masked LM
-def train_mlm(ctx: Context, model, lang: str, stage: str, steps: int, lr: float):
+def train_mlm(ctx: Context, model, lang: str, stage: str, steps: int, lr: float, after_step=None):
     """Masked-LM training of ``model`` on ``lang``'s corpus (masked-only loss, bf16 where the
-    CPU has native bf16); returns the trained model."""
+    CPU has native bf16); returns the trained model. ``after_step`` goes to
+    :func:`xlviz.training.loop.train` (its parameter names start with ``model.``)."""
     cfg = ctx.cfg
     tok = ctx.tokenizer(lang)
     corpus = ctx.world.corpus(lang)
@@ -64,7 +65,8 @@ def train_mlm(ctx: Context, model, lang: str, stage: str, steps: int, lr: float)
             yield {"input_ids": inputs, "labels": labels}
 
     loop, on_log = ctx.loop(stage, steps, lr)
-    wrapped = train(MaskedOnlyMLM(model), batches(), loop, ctx.acc, on_log=on_log, desc=stage)
+    extra = {"after_step": after_step} if after_step is not None else {}
+    wrapped = train(MaskedOnlyMLM(model), batches(), loop, ctx.acc, on_log=on_log, desc=stage, **extra)
     ctx.acc.free_memory()
     return wrapped.model
 

@@ -206,12 +206,17 @@ def train(
     *,
     on_log: Callable[[int, float, float], None] | None = None,
     desc: str = "training",
+    after_step: Callable[[int, torch.optim.Optimizer, dict[str, torch.Tensor]], None] | None = None,
 ) -> nn.Module:
     """Run ``config.steps`` optimizer steps. ``module(**batch)`` must return the loss;
     ``batches`` yields this process's shard. ``on_log(step, loss, elapsed)`` is called on the
-    main process with the loss averaged over processes and the last ``log_every`` steps."""
+    main process with the loss averaged over processes and the last ``log_every`` steps.
+    ``after_step(step, optimizer, params)`` runs in every process after each optimizer step,
+    with the tensors the optimizer updates by name (the float32 masters under bf16 weights),
+    so a stage can rewrite parameters and their optimizer state (active forgetting's resets)."""
     bf16 = Bf16Weights(module) if uses_bf16_weights(accelerator) else None
     optimizer = make_optimizer(bf16 or module, config.lr, config.weight_decay)
+    stepped = dict((bf16 or module).named_parameters())  # names as in ``module``, before any wrapping
     masters = [p for _, p in bf16.named_parameters()] if bf16 else None  # what bf16 clips and steps
     scheduler = linear_schedule(optimizer, config.steps, config.warmup_ratio)
     # The scheduler is stepped here once per optimizer step: a prepared scheduler would be
@@ -242,6 +247,10 @@ def train(
                 optimizer.zero_grad(set_to_none=True)
             running += loss.detach().float().item() / config.grad_accum
         count += 1
+        if after_step is not None:
+            after_step(step, getattr(optimizer, "optimizer", optimizer), stepped)
+            if bf16:
+                bf16.master_to_model()
         bar.update(1)
         if step % config.log_every == 0 or step == config.steps:
             mean = accelerator.reduce(torch.tensor(running / count, device=accelerator.device), reduction="mean").item()

@@ -123,6 +123,17 @@ class TransferConfig:
     ppa_momentum: float = 0.99
     ppa_temperature: float = 0.05
     ppa_projection_dim: int = 128  # d_k of the head (the paper: 300 for mBERT's 768)
+    # --- active forgetting and WECHSEL (xlviz.methods.forgetting, xlviz.methods.wechsel) -------
+    # Re-draw step 1's token embeddings every K updates; 0: the paper's ratio (1,000 of 125,000
+    # updates), round(pretrain_steps / 125), 8 at 1,000 steps (docs/methods.md).
+    forget_every: int = 0
+    # The bilingual dictionary WECHSEL aligns its static spaces with: "gold" (the world's: an
+    # upper bound), "seed" (wechsel_seed_size gold entries drawn with the seed) or "identical"
+    # (the strings both vocabularies share; with world.shared_names, the names).
+    wechsel_dictionary: str = "gold"
+    wechsel_seed_size: int = 50
+    wechsel_neighbours: int = 10  # k, the paper's 10
+    wechsel_temperature: float = 0.1  # tau, the paper's 0.1
 
     @property
     def systems(self) -> list[str]:
@@ -196,6 +207,7 @@ class TransferConfig:
         if self.vocab_size < 50:
             raise XlvizError("must be at least 50", path=path, field="vocab_size")
         self.validate_ppa(path=path)
+        self.validate_plastic(path=path)
         from xlviz.methods import method_of, resolve
 
         self.methods = resolve(self.methods, layers=MODEL_SIZES[self.model_size][0])
@@ -231,6 +243,19 @@ class TransferConfig:
         if not isinstance(self.ppa_base, str) or not self.ppa_base.strip():
             raise XlvizError("must be a joint system (jointpair-disjoint, jointpair-joint, jointmulti) or a model folder",
                              path=path, field="ppa_base")
+
+    def validate_plastic(self, *, path: str | None = None) -> None:
+        """The ``forget_every`` and ``wechsel_`` settings."""
+        for name, low in (("forget_every", 0), ("wechsel_seed_size", 1), ("wechsel_neighbours", 1)):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, int) or v < low:
+                raise XlvizError(f"must be an integer of at least {low}, got {v!r}", path=path, field=name)
+        if self.wechsel_dictionary not in ("gold", "seed", "identical"):
+            raise XlvizError(f"choose from ['gold', 'seed', 'identical'], got {self.wechsel_dictionary!r}", path=path,
+                             field="wechsel_dictionary")
+        t = self.wechsel_temperature
+        if isinstance(t, bool) or not isinstance(t, (int, float)) or not 0 < t < float("inf"):
+            raise XlvizError(f"must be a positive number, got {t!r}", path=path, field="wechsel_temperature")
 
     def dumps(self) -> str:
         return json.dumps(self.to_dict(), indent=2)

@@ -1,0 +1,150 @@
+"""WECHSEL (Minixhofer et al., NAACL 2022): the L2 token embeddings start as a
+similarity-weighted mean of L1 embedding rows instead of random vectors
+(:mod:`xlviz.models.wechsel`).
+
+- ``wechsel_vectors`` (data): skip-gram vectors of each language's subwords (the CLWE
+  baseline's, same seeds), each L2's aligned onto L1's with one Procrustes fit on the
+  dictionary ``wechsel_dictionary`` names (``gold``: the world's, an upper bound; ``seed``:
+  ``wechsel_seed_size`` gold entries drawn with the run's seed; ``identical``: the strings both
+  vocabularies share), then for every L2 subword its ``wechsel_neighbours`` nearest L1
+  subwords and their softmax weights (temperature ``wechsel_temperature``).
+- ``monotrans+wechsel``: MONOTRANS (its step 1 and step 3 shared with ``monotrans``), step 2
+  (``s2_wechsel-<l2>``) starting from the WECHSEL rows of step 1's L1 embeddings.
+- ``wechsel-only``: no step 2: the WECHSEL rows themselves, swapped into MONOTRANS's
+  fine-tuned model (zero-shot, no L2 training at all beside the static vectors).
+- ``monotrans+forgetting+wechsel``: both follow-ups at once (neither paper combines them):
+  active forgetting's step 1 (``s1_forgetting``, shared with ``monotrans+forgetting``), step 2
+  (``s2_forgetting-wechsel-<l2>``) from the WECHSEL rows of *its* L1 embeddings, its step 3.
+
+The dictionary setting is written into each result row (``wechsel_dictionary``, and
+``wechsel_seed_size`` for ``seed``).
+"""
+
+from __future__ import annotations
+
+import random
+
+import torch
+from safetensors.torch import load_file, save_file
+from transformers import BertForMaskedLM
+
+from xlviz.io import atomic_dir, atomic_write_json
+from xlviz.methods import forgetting
+from xlviz.methods.base import Context, Method, Stage
+from xlviz.methods.common import WORLD, load_mlm, new_bert, pretrain_stage
+from xlviz.methods.monotrans import Variant, finetune_stage, l2_init_model
+from xlviz.models.surgery import word_embeddings
+from xlviz.models.wechsel import aligned_spaces, neighbour_table, precision_at_1, wechsel_rows
+
+MONOTRANS, ONLY, BOTH = "monotrans+wechsel", "wechsel-only", "monotrans+forgetting+wechsel"
+VECTORS_DIR = "wechsel_vectors"
+
+
+def dictionary_pairs(ctx: Context, lang: str) -> list[tuple[str, str]] | None:
+    """The (L1 word, L2 word) pairs the alignment is fitted on; None: identical strings.
+    ``seed`` draws its entries among the gold pairs that are one token in both vocabularies
+    (the only ones a subword-level fit can use), so N is the number of pairs it sees."""
+    cfg, world = ctx.cfg, ctx.world
+    if cfg.wechsel_dictionary == "identical":
+        return None
+    gold = sorted({(r[world.l1], r[lang]) for r in world.dictionary(lang)})
+    if cfg.wechsel_dictionary == "gold":
+        return gold
+    v1, v2 = ctx.tokenizer(world.l1).get_vocab(), ctx.tokenizer(lang).get_vocab()
+    usable = [(a, b) for a, b in gold if a in v1 and b in v2]
+    return sorted(random.Random(f"wechsel-seed-{cfg.seed}-{lang}").sample(usable, min(cfg.wechsel_seed_size, len(usable))))
+
+
+def gold_ids(ctx: Context, lang: str) -> dict[int, int]:
+    """{L2 id: L1 id} of the gold pairs that are one token on both sides (for precision@1)."""
+    v1, v2 = ctx.tokenizer(ctx.world.l1).get_vocab(), ctx.tokenizer(lang).get_vocab()
+    return {v2[r[lang]]: v1[r[ctx.world.l1]] for r in ctx.world.dictionary(lang) if r[ctx.world.l1] in v1 and r[lang] in v2}
+
+
+def run_vectors(ctx: Context) -> None:
+    if not ctx.main:
+        return
+    cfg, world = ctx.cfg, ctx.world
+    dim = new_bert(ctx, world.l1).config.hidden_size
+    toks = {lang: ctx.tokenizer(lang) for lang in world.languages}
+    report = {"dictionary": cfg.wechsel_dictionary, "seed_size": cfg.wechsel_seed_size if cfg.wechsel_dictionary == "seed" else None,
+              "neighbours": cfg.wechsel_neighbours, "temperature": cfg.wechsel_temperature, "dim": dim, "languages": {}}
+    with atomic_dir(ctx.path(VECTORS_DIR)) as tmp:
+        for lang in world.l2s:
+            spaces = aligned_spaces(toks, {world.l1: world.corpus(world.l1), lang: world.corpus(lang)}, world.l1, lang, dim,
+                                    dictionary=dictionary_pairs(ctx, lang), seed=cfg.seed)
+            ids, weights = neighbour_table(spaces.l2, spaces.l1, l2_known=spaces.l2_known, l1_known=spaces.l1_known,
+                                           k=cfg.wechsel_neighbours, temperature=cfg.wechsel_temperature)
+            save_file({"neighbours": ids, "weights": weights}, str(tmp / f"{lang}.safetensors"))
+            p1 = precision_at_1(ids, gold_ids(ctx, lang))
+            report["languages"][lang] = {"pairs": spaces.pairs, "coverage": float(spaces.l2_known.mean()),
+                                         "gold_precision_at_1": None if p1 is None else round(p1, 4)}
+            ctx.log(f"  {lang}: {spaces.pairs} {cfg.wechsel_dictionary} pairs aligned the static spaces; nearest L1 subword is the "
+                    f"gold translation for {'-' if p1 is None else f'{p1:.0%}'} of one-token dictionary words")
+        atomic_write_json(tmp / "report.json", report)
+
+
+VECTORS = Stage(VECTORS_DIR, "data", run=run_vectors, needs=("world",),
+                note="skip-gram vectors per language aligned with the WECHSEL dictionary; each L2 subword's nearest L1 subwords")
+
+
+def wechsel_init(ctx: Context, l1: BertForMaskedLM, lang: str) -> BertForMaskedLM:
+    """Step 2's starting model with the WECHSEL rows of ``l1``'s token embeddings (subwords
+    without a static vector and the special rows as MONOTRANS starts them)."""
+    model = l2_init_model(ctx, l1, len(ctx.tokenizer(lang)))
+    table = load_file(str(ctx.path(VECTORS_DIR, f"{lang}.safetensors")))
+    emb = word_embeddings(model)
+    with torch.no_grad():
+        emb.weight.copy_(wechsel_rows(word_embeddings(l1).weight, table["neighbours"], table["weights"], emb.weight))
+    return model
+
+
+class Wechsel(Method):
+    def stages(self, ctx: Context, system: str) -> list[Stage]:
+        l2s = ctx.world.l2s
+        if system == BOTH:
+            return [WORLD, forgetting.PRETRAIN, VECTORS] + [
+                forgetting.transfer_stage(f"s2_forgetting-wechsel-{lang}", forgetting.S1, lang, wechsel_init, "from the WECHSEL rows")
+                for lang in l2s] + [forgetting.FINETUNE]
+        out = [WORLD, pretrain_stage(), VECTORS]
+        if system == MONOTRANS:
+            out += [forgetting.transfer_stage(f"s2_wechsel-{lang}", "s1_pretrain", lang, wechsel_init, "from the WECHSEL rows")
+                    for lang in l2s]
+        return out + [finetune_stage(Variant())]
+
+    def describe(self, system: str) -> str:
+        return {
+            MONOTRANS: "MONOTRANS with step 2 starting from WECHSEL's initialisation (Minixhofer et al. 2022)",
+            ONLY: "WECHSEL's initialisation alone swapped in (no step 2)",
+            BOTH: "active forgetting in step 1, step 2 from WECHSEL's initialisation (a combination)",
+        }[system]
+
+    def uses(self, system: str, cfg=None) -> dict:
+        out = {"parallel_pairs": 0, "l2_labels": False}
+        if cfg is not None:
+            out["wechsel_dictionary"] = cfg.wechsel_dictionary
+            if cfg.wechsel_dictionary == "seed":
+                out["wechsel_seed_size"] = cfg.wechsel_seed_size
+        return out
+
+    @staticmethod
+    def _s1(system: str) -> str:
+        return forgetting.S1 if system == BOTH else "s1_pretrain"
+
+    def _l2(self, ctx: Context, system: str, lang: str):
+        if system == ONLY:
+            return wechsel_init(ctx, load_mlm(ctx, "s1_pretrain"), lang)
+        stage = f"s2_forgetting-wechsel-{lang}" if system == BOTH else f"s2_wechsel-{lang}"
+        return BertForMaskedLM.from_pretrained(ctx.path(stage), use_safetensors=True)
+
+    def qa_model(self, ctx: Context, system: str, lang: str):
+        s3 = forgetting.S3 if system == BOTH else "s3_finetune"
+        return forgetting.swap(ctx, s3, None if lang == ctx.world.l1 else self._l2(ctx, system, lang), lang)
+
+    def encoder(self, ctx: Context, system: str, lang: str):
+        model = load_mlm(ctx, self._s1(system)) if lang == ctx.world.l1 else self._l2(ctx, system, lang)
+        return model, ctx.tokenizer(lang)
+
+
+METHOD = Wechsel("wechsel", (MONOTRANS, ONLY, BOTH), description="WECHSEL's initialisation of the L2 embeddings (Minixhofer et al. 2022)",
+                 order=6)
