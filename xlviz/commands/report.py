@@ -9,7 +9,7 @@ import argparse
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("report", help="results of one run, or mean ± sd over several runs (seeds), as a table",
                        description=__doc__.splitlines()[0])
-    p.add_argument("runs", nargs="+", metavar="RUN", help="run folders (results.json)")
+    p.add_argument("runs", nargs="+", metavar="RUN", help="run folders (results.json), or one sweep folder (xlviz sweep)")
     p.set_defaults(handler=run)
 
 
@@ -20,6 +20,13 @@ def run(args: argparse.Namespace) -> int:
     from xlviz.runs import Run
     from xlviz.transfer.report import results_table, seeds_table
 
+    from xlviz.transfer.sweep import Sweep
+
+    if len(args.runs) == 1 and Sweep(args.runs[0]).exists():  # a sweep folder: means and intervals over seeds
+        from xlviz.transfer.sweep_report import sweep_table
+
+        print(sweep_table(args.runs[0]))
+        return 0
     results = []
     for folder in args.runs:
         r = Run(Path(folder))
