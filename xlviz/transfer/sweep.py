@@ -365,8 +365,11 @@ def make_executor(folder: Path, backend: str, slurm: dict):
     if backend == "debug":
         return submitit.DebugExecutor(folder)
     if backend == "local":
+        import torch
+
         ex = submitit.LocalExecutor(folder)
-        ex.update_parameters(timeout_min=60 * 24 * 7)  # a cell's own length; submitit's default is 2 minutes
+        # a cell's own length (submitit's default is 2 minutes); submitit hides GPUs not asked for
+        ex.update_parameters(timeout_min=60 * 24 * 7, gpus_per_node=torch.cuda.device_count() if torch.cuda.is_available() else 0)
         return ex
     ex = submitit.SlurmExecutor(folder)
     params = {"time": int(slurm.get("time") or 240), "cpus_per_task": int(slurm.get("cpus_per_task") or 4)}
