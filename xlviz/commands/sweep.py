@@ -32,7 +32,8 @@ def run(args: argparse.Namespace) -> int:
     bad = {n: s for n, s in states.items() if s != "completed"}
     if bad:
         raise XlvizError(f"{len(bad)} of {len(states)} cells did not complete ({', '.join(f'{n}: {s}' for n, s in bad.items())}); "
-                         "see their log.txt, then re-run the same command to continue", path=folder)
+                         "see their log.txt (a job that died before its run began: sweep/submitit/*.err), then re-run the same command "
+                         "to continue", path=folder)
     from xlviz.transfer.sweep_report import sweep_table
 
     print(sweep_table(folder))
