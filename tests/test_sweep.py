@@ -206,3 +206,35 @@ def test_not_a_sweep_folder(tmp_path):
     assert not Sweep(tmp_path).exists()
     with pytest.raises(XlvizError, match="unknown backend"):
         Sweep(tmp_path).run("kubernetes")
+
+
+def test_report_means_intervals_and_paired_differences(tmp_path):
+    """A sweep folder written by hand (two grammars x two seeds): the means, the intervals
+    over seeds and the paired differences are computed from the cells' results."""
+    from xlviz.io import atomic_write_json
+    from xlviz.transfer.sweep_report import paired_differences, sweep_rows, sweep_table
+
+    f1 = {("svo", 0): (80.0, 70.0, 10.0), ("svo", 1): (60.0, 60.0, 12.0), ("tr", 0): (80.0, 40.0, 8.0), ("tr", 1): (60.0, 12.0, 6.0)}
+    cells = []
+    for i, ((lang, seed), (en, mono, floor)) in enumerate(f1.items()):
+        name = f"{i:03d}-languages-{lang}_seed-{seed}"
+        cells.append({"name": name, "overrides": {"world.languages": [{"code": lang, "order": lang}], "seed": seed},
+                      "config": {"seed": seed, "world": {"languages": [{"code": lang, "order": lang, "script": "latin"}]}}})
+        rows = [{"system": s, "language": "en", "f1": en, "exact_match": en / 2} for s in ("monotrans", "floor")]
+        rows += [{"system": "monotrans", "language": lang, "f1": mono, "exact_match": mono / 4},
+                 {"system": "floor", "language": lang, "f1": floor, "exact_match": 0.0}]
+        atomic_write_json(tmp_path / name / "results.json", rows)
+    atomic_write_json(tmp_path / "sweep" / "sweep.json", {"cells": cells})
+    rows = {(r["setting"], r["system"], r["language"]): r for r in sweep_rows(tmp_path)}
+    tr = rows[("languages=tr", "monotrans", "tr")]
+    assert tr["n"] == 2 and tr["distance"] == 5
+    assert tr["f1"] == pytest.approx(26.0) and tr["ratio"] == pytest.approx((40 / 80 + 12 / 60) / 2)
+    assert tr["ratio_low"] == pytest.approx(0.2) and tr["ratio_high"] == pytest.approx(0.5)  # two seeds: their values bound it
+    assert tr["em_ratio"] == pytest.approx(((10 / 40) + (3 / 30)) / 2)
+    assert rows[("languages=svo", "floor", "svo")]["distance"] == 0
+    (d,) = [d for d in paired_differences(tmp_path, "monotrans", "floor") if d["language"] == "tr"]
+    assert d["n"] == 2 and d["difference"] == pytest.approx(((40 - 8) / 80 + (12 - 6) / 60) / 2)
+    assert d["low"] == pytest.approx(0.1) and d["high"] == pytest.approx(0.4)
+    table = sweep_table(tmp_path)
+    assert "| languages=tr | monotrans | tr | 5 | 2 | 26.0 [12.0, 40.0] |" in table
+    assert "| languages=tr | tr | monotrans: +0.25 [+0.10, +0.40] | 2 |" in table

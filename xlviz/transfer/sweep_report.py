@@ -94,6 +94,39 @@ def sweep_rows(folder: str | Path) -> list[dict]:
     return out
 
 
+def paired_differences(folder: str | Path, a: str, b: str, metric: str = "ratio") -> list[dict]:
+    """Per setting and L2: ``a`` minus ``b`` in ``metric`` (``f1``, ``exact_match``, ``ratio``),
+    paired by cell (the same seed, world and English body), its mean over seeds and 95%
+    bootstrap interval over the per-seed differences (None with one seed)."""
+    sweep = Sweep(folder)
+    if not sweep.exists():
+        raise XlvizError("not a sweep folder (no sweep/sweep.json)", path=folder)
+    diffs: dict[tuple, list[float]] = {}
+    for cell in sweep.cells():
+        rows = sweep.cell_run(cell).results()
+        l1 = {r["system"]: r for r in rows if r["language"] == L1}
+        by = {(r["system"], r["language"]): r for r in rows}
+        for (system, lang), r in by.items():
+            if system != a or lang == L1 or (b, lang) not in by:
+                continue
+
+            def value(row: dict, sys: str) -> float | None:
+                if metric != "ratio":
+                    return row[metric]
+                base = row.get("l1_f1") or (l1.get(sys) or {}).get("f1")
+                return row["f1"] / base if base else None
+
+            va, vb = value(r, a), value(by[(b, lang)], b)
+            if va is not None and vb is not None:
+                diffs.setdefault((_setting(cell), lang), []).append(va - vb)
+    out = []
+    for (setting, lang), values in diffs.items():
+        iv = _interval(values)
+        out.append({"setting": setting, "language": lang, "a": a, "b": b, "metric": metric, "n": len(values),
+                    "difference": iv["mean"], "low": iv["low"], "high": iv["high"]})
+    return out
+
+
 def _cell(row: dict, metric: str, fmt: str) -> str:
     if metric not in row:
         return "—"
@@ -112,6 +145,15 @@ def sweep_table(folder: str | Path) -> str:
         lines.append(f"| {r['setting']} | {r['system']} | {r['language']} | {'' if r['distance'] is None else r['distance']} | "
                      f"{r['n']} | {_cell(r, 'f1', '.1f')} | {_cell(r, 'exact_match', '.1f')} | {_cell(r, 'ratio', '.2f')} | "
                      f"{_cell(r, 'em_ratio', '.2f')} |")
+    systems = sorted({r["system"] for r in rows})
+    if "floor" in systems:  # what each system gains over the blind model, paired by cell
+        lines += ["", "| setting | language | system - floor (F1 L2/L1) | seeds |", "|---|---|---|---|"]
+        for other in systems:
+            if other == "floor":
+                continue
+            for d in paired_differences(folder, other, "floor"):
+                iv = f" [{d['low']:+.2f}, {d['high']:+.2f}]" if d["low"] is not None else ""
+                lines.append(f"| {d['setting']} | {d['language']} | {other}: {d['difference']:+.2f}{iv} | {d['n']} |")
     lines.append("\nMean over seeds [95% percentile-bootstrap interval over the seeds' values; none with one seed]. "
                  "Ratios divide by the same system's English score in the same cell; distance: typological features "
                  "that differ from English (docs/typology.md).")
@@ -153,4 +195,4 @@ def ratio_figure(rows: list[dict], systems: list[str] | None = None):
     return fig
 
 
-__all__ = ["sweep_rows", "sweep_table", "ratio_figure"]
+__all__ = ["sweep_rows", "sweep_table", "paired_differences", "ratio_figure"]
