@@ -183,7 +183,7 @@ def ratio_figure(rows: list[dict], systems: list[str] | None = None):
             if banded:
                 fig.add_trace(go.Scatter(x=[r["distance"] for r in banded] + [r["distance"] for r in reversed(banded)],
                                          y=[r[f"{metric}_high"] for r in banded] + [r[f"{metric}_low"] for r in reversed(banded)],
-                                         fill="toself", fillcolor=color, opacity=0.15, line={"width": 0}, hoverinfo="skip",
+                                         mode="lines", fill="toself", fillcolor=color, opacity=0.15, line={"width": 0}, hoverinfo="skip",
                                          showlegend=False, legendgroup=system), row=1, col=col)
             fig.add_trace(go.Scatter(x=x, y=[r[metric] for r in have], mode="lines+markers", name=system, legendgroup=system,
                                      showlegend=col == 1, line={"color": color},
