@@ -238,3 +238,16 @@ def test_report_means_intervals_and_paired_differences(tmp_path):
     table = sweep_table(tmp_path)
     assert "| languages=tr | monotrans | tr | 5 | 2 | 26.0 [12.0, 40.0] |" in table
     assert "| languages=tr | tr | monotrans: +0.25 [+0.10, +0.40] | 2 |" in table
+
+
+def test_slurm_off_a_cluster_is_one_line(tmp_path):
+    import shutil
+
+    pytest.importorskip("submitit")
+    if shutil.which("srun"):
+        pytest.skip("this machine has Slurm")
+    from xlviz.transfer.sweep import make_executor
+
+    with pytest.raises(XlvizError) as e:
+        make_executor(tmp_path, "slurm", {"partition": "cpu"})
+    assert e.value.field == "--backend" and "Slurm" in str(e.value)

@@ -371,7 +371,10 @@ def make_executor(folder: Path, backend: str, slurm: dict):
         # a cell's own length (submitit's default is 2 minutes); submitit hides GPUs not asked for
         ex.update_parameters(timeout_min=60 * 24 * 7, gpus_per_node=torch.cuda.device_count() if torch.cuda.is_available() else 0)
         return ex
-    ex = submitit.SlurmExecutor(folder)
+    try:
+        ex = submitit.SlurmExecutor(folder)
+    except RuntimeError as e:  # no srun: not on a Slurm cluster
+        raise XlvizError(f"cannot use Slurm here: {e}", field="--backend") from None
     params = {"time": int(slurm.get("time") or 240), "cpus_per_task": int(slurm.get("cpus_per_task") or 4)}
     if slurm.get("partition"):
         params["partition"] = slurm["partition"]
