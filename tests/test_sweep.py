@@ -251,3 +251,12 @@ def test_slurm_off_a_cluster_is_one_line(tmp_path):
     with pytest.raises(XlvizError) as e:
         make_executor(tmp_path, "slurm", {"partition": "cpu"})
     assert e.value.field == "--backend" and "Slurm" in str(e.value)
+
+
+@pytest.mark.slow
+def test_cells_are_runs_of_the_sweep_folder(swept):
+    """With the app's checkpoints root at the sweep folder, every cell is a run (the sweep's own
+    record is not)."""
+    from xlviz.runs import list_runs
+
+    assert sorted(r.name for r in list_runs(swept["folder"])) == ["000-languages-svo", "001-languages-tr"]
