@@ -43,8 +43,12 @@ with st.expander("Start a transfer run", expanded=not runs, icon=":material/play
                    "you can close the tab and come back.")
         c1, c2, c3, c4 = st.columns([3, 2, 1, 1])
         languages = c1.multiselect("Target languages", runs_view.L2_LANGUAGES, default=list(defaults.languages),
-                                   help="Invented L2s of the generated world: svo keeps English word order, "
-                                   "sov is verb-final with another script.")
+                                   help="Invented L2s of the generated world, one per grammar preset (docs/typology.md): svo keeps "
+                                   "English's grammar, sov is verb-final with another script, tr is head-final like Turkish, "
+                                   "cy verb-initial like Welsh, step1-step3 go from svo to sov one feature at a time.")
+        extra = c1.text_input("More L2s with their own grammar (optional)", placeholder="x:tr+determiner=before, y:cy+adjective=before",
+                              help="code:grammar entries, comma-separated: a preset and feature=value changes (features: "
+                              "word_order, adposition, adjective, modifier, determiner, question).")
         model_size = c2.selectbox("Model size", runs_view.MODEL_SIZES, index=runs_view.MODEL_SIZES.index(defaults.model_size))
         seed = c3.number_input("Seed", min_value=0, value=defaults.seed, step=1)
         workers = c4.number_input("Stages at once", min_value=0, max_value=64, value=defaults.workers, step=1,
@@ -72,7 +76,7 @@ with st.expander("Start a transfer run", expanded=not runs, icon=":material/play
     if submitted:
         with guard("Could not start the run"):
             form = runs_view.TransferForm(
-                languages=tuple(languages), model_size=model_size, pretrain_steps=int(pretrain), transfer_steps=int(transfer),
+                languages=tuple(languages) + tuple(e.strip() for e in extra.split(",") if e.strip()), model_size=model_size, pretrain_steps=int(pretrain), transfer_steps=int(transfer),
                 finetune_steps=int(finetune), methods=tuple(systems), seed=int(seed), batch_size=int(batch),
                 mlm_batch_size=int(mlm_batch), corpus_documents=int(docs), qa_train_paragraphs=int(qa_train),
                 qa_test_paragraphs=int(qa_test), workers=int(workers))

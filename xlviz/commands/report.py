@@ -11,7 +11,7 @@ import argparse
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("report", help="results of one run, or mean ± sd over several runs (seeds), as a table",
                        description=__doc__.splitlines()[0])
-    p.add_argument("runs", nargs="+", metavar="RUN", help="run folders (results.json)")
+    p.add_argument("runs", nargs="+", metavar="RUN", help="run folders (results.json), or one sweep folder (xlviz sweep)")
     p.add_argument("--compare", nargs=2, metavar=("SYSTEM_A", "SYSTEM_B"),
                    help="paired difference A − B per language (interval and p-value; over seeds when several runs)")
     p.set_defaults(handler=run)
@@ -25,6 +25,13 @@ def run(args: argparse.Namespace) -> int:
     from xlviz.transfer.report import compare_table, results_table, seeds_table
     from xlviz.transfer.uncertainty import combined_intervals, compare_systems, fill_intervals
 
+    from xlviz.transfer.sweep import Sweep
+
+    if len(args.runs) == 1 and Sweep(args.runs[0]).exists():  # a sweep folder: means and intervals over seeds
+        from xlviz.transfer.sweep_report import sweep_table
+
+        print(sweep_table(args.runs[0]))
+        return 0
     results, folders = [], []
     for folder in args.runs:
         r = Run(Path(folder))

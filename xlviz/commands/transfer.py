@@ -19,7 +19,9 @@ def add_transfer_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out", help="checkpoints root (default: $XLVIZ_CHECKPOINTS or ./checkpoints)")
     p.add_argument("--name", help="run name prefix")
     p.add_argument("--seed", type=int)
-    p.add_argument("--languages", help="L2s of the generated world, e.g. 'svo,sov' or 'sov:sov:greek' (code:order:script)")
+    p.add_argument("--languages", help="L2s of the generated world: code[:grammar[:script]], comma-separated, e.g. 'svo,sov', 'tr,cy', "
+                                         "'x:tr+determiner=before:greek'; a code that names a grammar preset takes it (presets: "
+                                         "svo step1 step2 step3 sov tr cy; docs/typology.md); or a JSON list of entries with 'features'")
     p.add_argument("--model-size", dest="model_size", help="tiny | small | medium")
     p.add_argument("--vocab-size", dest="vocab_size", type=int)
     p.add_argument("--pretrain-steps", dest="pretrain_steps", type=int)
@@ -39,8 +41,6 @@ def add_transfer_options(p: argparse.ArgumentParser) -> None:
 
 def build_config(args: argparse.Namespace, base: dict | None = None):
     """Merge a config file (or defaults) with command-line overrides into a validated config."""
-    from xlviz.data.world import LanguageSpec
-    from xlviz.errors import XlvizError
     from xlviz.transfer.config import TransferConfig
 
     d = dict(base or {})
@@ -60,15 +60,9 @@ def build_config(args: argparse.Namespace, base: dict | None = None):
         if getattr(args, key, None) is not None:
             world[key] = getattr(args, key)
     if getattr(args, "languages", None):
-        specs = []
-        for item in args.languages.split(","):
-            parts = item.strip().split(":")
-            if not parts[0]:
-                raise XlvizError("empty language code", field="languages")
-            order = parts[1] if len(parts) > 1 else ("sov" if parts[0] == "sov" else "svo")
-            script = parts[2] if len(parts) > 2 else ("cyrillic" if parts[0] == "sov" else "latin")
-            specs.append(LanguageSpec(parts[0], order, script).__dict__)
-        world["languages"] = specs
+        from xlviz.data.typology import parse_languages
+
+        world["languages"] = parse_languages(args.languages)
     if "seed" in d:
         world.setdefault("seed", d["seed"])
     if world:

@@ -10,10 +10,12 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass
+from functools import cached_property
 
 from xlviz.data.lexicon import NAMES, L2Lexicon, english_3sg, english_plural, noun_class, surface_lemma
+from xlviz.data.typology import PRESETS, Grammar, grammar_of
 
-ORDERS = ("svo", "sov")
+ORDERS = tuple(PRESETS)  # the named grammars (xlviz.data.typology); any feature set is allowed too
 # Marked English orders real English has besides subject-verb-object (world setting
 # ``l1_variety``): "it is the letter that paul reads ." (an object cleft, O S V),
 # "the letter, paul reads ." (a topicalised object, O S V) and "near the lake, paul reads the
@@ -66,7 +68,7 @@ class Language:
     """How one language renders clauses: English words, or an invented lexicon in an order."""
 
     code: str
-    order: str = "svo"
+    order: "str | Grammar" = "svo"  # a preset name or a Grammar (xlviz.data.typology)
     lexicon: L2Lexicon | None = None  # None = English
     variety: float = 0.0  # English only: the share of statements in one of L1_VARIANTS
     variety_seed: int = 0
@@ -86,6 +88,10 @@ class Language:
     @property
     def is_english(self) -> bool:
         return self.lexicon is None
+
+    @cached_property
+    def grammar(self) -> Grammar:
+        return grammar_of(self.order)
 
     # --- words ---------------------------------------------------------------
     def noun(self, np: NP) -> str:
@@ -107,28 +113,38 @@ class Language:
 
     # --- phrases -------------------------------------------------------------
     def render_np(self, np: NP, slot: str) -> list[Word]:
-        out: list[Word] = []
+        g = self.grammar
         adjs = [(self.fn(a), f"{slot}/adj{i}") for i, a in enumerate(np.adjs)]
         head = (self.noun(np), f"{slot}/head")
-        if np.det:
-            det = self.fn(np.det)
-            if self.is_english and det == "a" and (adjs[0][0] if adjs else head[0])[0] in "aeiou":
-                det = "an"
-            out.append((det, f"{slot}/det"))
-        if self.order == "sov":
-            out += [head] + adjs
-        else:
-            out += adjs + [head]
-        if np.mod is not None:
-            out += self.render_pp(np.mod, f"{slot}/mod")
-        return out
+        core = adjs + [head] if g.adjective == "before" else [head] + adjs
+        det: list[Word] = []
+        if np.det and g.determiner != "none":
+            word = self.fn(np.det)
+            if self.is_english and word == "a" and core[0][0][0] in "aeiou":
+                word = "an"
+            det = [(word, f"{slot}/det")]
+        mod = self.render_pp(np.mod, f"{slot}/mod") if np.mod is not None else []
+        if g.modifier == "before":  # "the near-the-cats dog" / "cats-near dog"
+            return det + mod + core if g.determiner == "before" else mod + core + det
+        # an article after the noun attaches to the noun's phrase, before its modifier
+        return (det + core if g.determiner == "before" else core + det) + mod
 
     def render_pp(self, pp: PP, slot: str) -> list[Word]:
         prep = (self.fn(pp.prep), f"{slot}/prep")
         inner = self.render_np(pp.np, f"{slot}/np")
-        return inner + [prep] if self.order == "sov" else [prep] + inner
+        return inner + [prep] if self.grammar.adposition == "post" else [prep] + inner
 
     # --- clauses ---------------------------------------------------------------
+    def _clause_order(self, subj: list[Word], verb: list[Word], obj: list[Word], loc: list[Word]) -> list[Word]:
+        """The constituents in the grammar's word order (a location goes before the object in a
+        verb-final clause, after it otherwise)."""
+        order = self.grammar.word_order
+        if order == "sov":
+            return subj + loc + obj + verb
+        if order == "vso":
+            return verb + subj + obj + loc
+        return subj + verb + obj + loc
+
     def render_statement(self, c: Clause, verb_number: str | None = None) -> list[Word]:
         number = verb_number or c.subj.number
         subj = self.render_np(c.subj, "subj")
@@ -136,33 +152,26 @@ class Language:
         obj = self.render_np(c.obj, "obj")
         loc = self.render_pp(c.loc, "loc") if c.loc else []
         variant = self.variant(c)
-        if self.order == "sov":
-            words = subj + loc + obj + verb
-        elif variant == "object-cleft":
+        if variant == "object-cleft":
             words = [("it", "cleft"), ("is", "cleft")] + obj + [("that", "cleft")] + subj + verb + loc
         elif variant == "topicalised-object":
             words = obj + [(",", "punct")] + subj + verb + loc
         elif variant == "fronted-location":
             words = loc + [(",", "punct")] + subj + verb + obj
         else:
-            words = subj + verb + obj + loc
+            words = self._clause_order(subj, verb, obj, loc)
         return words + [(".", "punct")]
 
     def render_question(self, q: Question) -> list[Word]:
         c = q.clause
+        g = self.grammar
         wh_lemma = {"subj": c.subj.wh, "obj": c.obj.wh, "loc": "where"}[q.target]
         wh = [(self.fn(wh_lemma), "wh")]
-        subj = self.render_np(c.subj, "subj")
-        obj = self.render_np(c.obj, "obj")
-        loc = self.render_pp(c.loc, "loc") if c.loc else []
-        if self.order == "sov":  # wh in situ, no auxiliary, verb agrees
-            if q.target == "subj":
-                words = wh + loc + obj + [(self.verb(c.verb, "sg"), "verb")]
-            elif q.target == "obj":
-                words = subj + loc + wh + [(self.verb(c.verb, c.subj.number), "verb")]
-            else:
-                words = subj + wh + obj + [(self.verb(c.verb, c.subj.number), "verb")]
-        else:  # English order with do-support; the svo L2 mirrors it word by word
+        parts = {"subj": self.render_np(c.subj, "subj"), "obj": self.render_np(c.obj, "obj"),
+                 "loc": self.render_pp(c.loc, "loc") if c.loc else []}
+        if g.word_order == "svo" and g.question == "fronted":
+            # English order with do-support; an svo L2 mirrors it word by word
+            subj, obj, loc = parts["subj"], parts["obj"], parts["loc"]
             aux = [(self.fn("does" if c.subj.number == "sg" else "do"), "aux")]
             if q.target == "subj":
                 words = wh + [(self.verb(c.verb, "sg"), "verb")] + obj + loc
@@ -170,6 +179,14 @@ class Language:
                 words = wh + aux + subj + [(self.verb(c.verb, None), "verb")] + loc
             else:
                 words = wh + aux + subj + [(self.verb(c.verb, None), "verb")] + obj
+        else:  # no auxiliary, the verb agrees; the wh word in the asked phrase's place, or first
+            verb = [(self.verb(c.verb, "sg" if q.target == "subj" else c.subj.number), "verb")]
+            if g.question == "in-situ":
+                parts[q.target] = wh
+                words = self._clause_order(parts["subj"], verb, parts["obj"], parts["loc"])
+            else:
+                parts[q.target] = []
+                words = wh + self._clause_order(parts["subj"], verb, parts["obj"], parts["loc"])
         return words + [("?", "punct")]
 
 

@@ -15,11 +15,12 @@ from dataclasses import asdict, dataclass, field
 from functools import cached_property
 from pathlib import Path
 
-from xlviz.data.grammar import NP, ORDERS, PP, Clause, Language, Question, Word, constituent_span, join_words, word_alignment
+from xlviz.data.grammar import NP, PP, Clause, Language, Question, Word, constituent_span, join_words, word_alignment
 from xlviz.data.lexicon import (
     ADJECTIVES, ANIMALS, FOOD, HOMONYMS, NAMES, PEOPLE, PLACES, PREPOSITIONS, SCRIPTS, TEXT, THINGS, TOOLS, VERBS,
     L2Lexicon, english_3sg, english_plural, surface_lemma,
 )
+from xlviz.data.typology import grammar_of, normal_form
 from xlviz.errors import XlvizError
 from xlviz.io import atomic_write_json, atomic_write_text, read_json
 from xlviz.names import check_code, language_entries
@@ -32,11 +33,14 @@ SELECTS = {"eat": sorted(FOOD), "read": sorted(TEXT), "feed": ANIMALS + [HOMONYM
 
 @dataclass(frozen=True)
 class LanguageSpec:
-    """An invented L2: a code, a word order ("svo" = English order, "sov" = verb-final with
-    postpositions and adjectives after nouns) and a script."""
+    """An invented L2: a code, a grammar and a script. The grammar (still called ``order``, so
+    configs written before the typology features read and write the same) is a preset name of
+    :mod:`xlviz.data.typology` ("svo" = English's grammar, "sov" = verb-final with postpositions,
+    adjectives after nouns and wh in situ, "tr", "cy", "step1".."step3") or a mapping of its
+    typological features."""
 
     code: str
-    order: str = "svo"
+    order: "str | dict" = "svo"
     script: str = "latin"
 
 
@@ -90,7 +94,7 @@ class WorldConfig:
             d["qa_facts"] = tuple(f)
         cfg = cls(**d)
         if langs is not None:
-            cfg.languages = [LanguageSpec(**l) for l in language_entries(langs, path=path)]
+            cfg.languages = _language_specs(langs, path=path)
         cfg.validate(path=path)
         return cfg
 
@@ -113,10 +117,36 @@ class WorldConfig:
             raise XlvizError(f"L2 codes must be unique and differ from '{L1}': {codes}", path=path, field="world.languages")
         for l in self.languages:
             check_code(l.code, field="world.languages.code", path=path)
-            if l.order not in ORDERS:
-                raise XlvizError(f"unknown word order {l.order!r} for '{l.code}'; choose from {list(ORDERS)}", path=path, field="world.languages.order")
+            grammar_of(l.order, field="world.languages.order", path=path)
             if l.script not in SCRIPTS:
                 raise XlvizError(f"unknown script {l.script!r} for '{l.code}'; choose from {sorted(SCRIPTS)}", path=path, field="world.languages.script")
+
+
+def _language_specs(langs: object, *, path: str | None) -> list[LanguageSpec]:
+    """A config's ``languages`` list: each entry a code or an object with ``code``, ``script``
+    and a grammar, given as ``order`` (a preset name or an object of features) and/or
+    ``features`` (an object of features over ``order``'s preset). Grammars that are not a plain
+    preset are stored as their full feature mapping."""
+    if not isinstance(langs, list):
+        return [LanguageSpec(**l) for l in language_entries(langs, path=path)]
+    plain, grammars = [], []
+    for entry in langs:
+        grammar = None
+        if isinstance(entry, dict) and (isinstance(entry.get("order"), dict) or "features" in entry):
+            entry = dict(entry)
+            order, features = entry.pop("order", "svo"), entry.pop("features", {})
+            if not isinstance(features, dict):
+                raise XlvizError(f"must be an object of typological features, got {features!r}", path=path, field="world.languages.features")
+            base = order if isinstance(order, dict) else {"preset": order}
+            grammar = normal_form({**base, **features}, field="world.languages.features", path=path)
+        plain.append(entry)
+        grammars.append(grammar)
+    specs = []
+    for entry, grammar in zip(language_entries(plain, path=path), grammars):
+        if grammar is not None:
+            entry["order"] = grammar
+        specs.append(LanguageSpec(**entry))
+    return specs
 
 
 def make_habits(seed: int) -> dict[str, dict]:
@@ -259,7 +289,7 @@ class World:
         self.lang: dict[str, Language] = {L1: Language(L1, variety=float(config.l1_variety), variety_seed=config.seed)}
         for i, spec in enumerate(config.languages):
             lex = L2Lexicon.generate(config.seed * 1000 + i, spec.script, shared_names=config.shared_names)
-            self.lang[spec.code] = Language(spec.code, spec.order, lex)
+            self.lang[spec.code] = Language(spec.code, grammar_of(spec.order), lex)
 
     @property
     def l2s(self) -> list[str]:

@@ -12,13 +12,14 @@ import pandas as pd
 from xlviz import jobs
 from xlviz.errors import XlvizError
 from xlviz.limits import SIZE_LIMITS
+from xlviz.data.typology import PRESETS, parse_languages
 from xlviz.methods import method_of, methods, resolve
 from xlviz.names import check_code
 from xlviz.runs import Run
 from xlviz.ui.choices import config_value
 
 MODEL_SIZES = ("tiny", "small", "medium")
-L2_LANGUAGES = ("svo", "sov")
+L2_LANGUAGES = tuple(PRESETS)  # the grammar presets (xlviz.data.typology); each its own L2 code
 
 
 def system_options() -> dict[str, str]:
@@ -70,8 +71,10 @@ class TransferForm:
                 raise XlvizError(f"must be between {lo} and {hi}", field=name)
         if not 0 <= int(self.workers) <= 64:
             raise XlvizError("must be between 0 (one per core) and 64", field="workers")
-        for code in self.languages:
-            check_code(code, field="languages")
+        for entry in self.languages:  # a preset, or code:grammar[:script] (e.g. x:tr+determiner=before)
+            if "," in entry:
+                raise XlvizError(f"one language per entry, got {entry!r}", field="languages")
+            check_code(parse_languages(entry)[0]["code"], field="languages")
         if not self.methods:
             raise XlvizError("pick at least one system", field="methods")
         resolve(list(self.methods))  # every name in the registry, else one line naming it

@@ -1,0 +1,262 @@
+"""``xlviz sweep``: the grid, the cells as normal runs through submitit's local mode (the same
+results.json bytes as each cell run alone), resuming after a kill, the English stages run once
+per group, one writer, and the report over seeds."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from xlviz.errors import XlvizError
+from xlviz.transfer.sweep import Sweep, make_cells, parse_grid, run_sweep
+
+ROOT = Path(__file__).resolve().parents[1]
+# tests/test_methods.py's TINY world and budget
+TINY = {
+    "model_size": "tiny", "vocab_size": 200, "batch_size": 8, "mlm_batch_size": 8, "pretrain_steps": 4, "transfer_steps": 2,
+    "finetune_steps": 2, "log_every": 2, "mixed_precision": "no",
+    "world": {"corpus_documents": 120, "qa_train_paragraphs": 20, "qa_dev_paragraphs": 3, "qa_test_paragraphs": 4,
+              "parallel_pairs": 20, "agreement_pairs": 9, "sense_pairs": 6, "parallel_train_pairs": 40},
+}
+METHODS = "monotrans,floor"
+
+
+def xlviz(*args: str, **kw) -> subprocess.Popen:
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    return subprocess.Popen([sys.executable, "-m", "xlviz", *args], cwd=ROOT, env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True, start_new_session=True, **kw)
+
+
+def finish(p: subprocess.Popen) -> str:
+    out, _ = p.communicate(timeout=900)
+    assert p.returncode == 0, out
+    return out
+
+
+@pytest.fixture(scope="module")
+def swept(tmp_path_factory):
+    """A 2-cell sweep (svo, tr) killed once its first cell finished, then re-run with the same
+    command to the end; and each cell run alone with ``xlviz transfer``."""
+    pytest.importorskip("submitit")
+    tmp = tmp_path_factory.mktemp("sweep")
+    config = tmp / "tiny.json"
+    config.write_text(json.dumps(TINY))
+    folder = tmp / "sw"
+    cmd = ["sweep", "--config", str(config), "--grid", "world.languages=svo,tr", "--methods", METHODS, "--out", str(folder)]
+    p = xlviz(*cmd)
+    first = folder / "000-languages-svo" / "status.json"
+    deadline = time.monotonic() + 600
+    while time.monotonic() < deadline and p.poll() is None:
+        if first.exists() and json.loads(first.read_text() or "{}").get("state") == "completed":
+            break
+        time.sleep(0.2)
+    killed = p.poll() is None
+    if killed:
+        os.killpg(p.pid, signal.SIGKILL)  # the sweep and its submitit jobs
+        p.wait()
+    out = finish(xlviz(*cmd))
+    alone = {}
+    for lang in ("svo", "tr"):
+        run_dir = tmp / "alone" / lang
+        finish(xlviz("transfer", "--config", str(config), "--languages", lang, "--methods", METHODS,
+                     "--out", str(tmp / "alone"), "--run-dir", str(run_dir)))
+        alone[lang] = run_dir
+    return {"folder": folder, "alone": alone, "out": out, "killed": killed, "config": config, "cmd": cmd}
+
+
+@pytest.mark.slow
+def test_cells_give_the_bytes_of_runs_alone(swept):
+    folder = swept["folder"]
+    for cell, lang in (("000-languages-svo", "svo"), ("001-languages-tr", "tr")):
+        ours = (folder / cell / "results.json").read_bytes()
+        assert ours == (swept["alone"][lang] / "results.json").read_bytes()
+        assert {r["language"] for r in json.loads(ours)} == {"en", lang}
+        for f in ("s1_pretrain/model.safetensors", "s3_finetune/model.safetensors", f"export/monotrans-{lang}/model.safetensors"):
+            assert (folder / cell / f).read_bytes() == (swept["alone"][lang] / f).read_bytes(), f
+
+
+@pytest.mark.slow
+def test_a_killed_sweep_resumes(swept):
+    log = (swept["folder"] / "sweep" / "log.txt").read_text()
+    assert swept["killed"], "the sweep finished before it could be killed"
+    assert "sweep of 2 cells (local); 1 already completed" in log
+    runs = log.split("sweep of 2 cells")
+    assert len(runs) == 3  # the killed run and the resumed one
+    assert "000-languages-svo: started" not in runs[2], "a completed cell ran again"
+    for cell in ("000-languages-svo", "001-languages-tr"):
+        assert json.loads((swept["folder"] / cell / "status.json").read_text())["state"] == "completed"
+
+
+@pytest.mark.slow
+def test_english_stages_run_once_per_group(swept):
+    """The English pre-training and fine-tuning ran in one cell; the other got copies (a sweep
+    over G grammars x S seeds pre-trains S times, not G x S)."""
+    trained = copied = 0
+    for cell in ("000-languages-svo", "001-languages-tr"):
+        log = (swept["folder"] / cell / "log.txt").read_text()
+        trained += log.count(": s1_pretrain\n")
+        copied += log.count("stage s1_pretrain: copied from cell 000-languages-svo")
+        assert log.count(": s3_finetune\n") + log.count("stage s3_finetune: copied") >= 1
+    assert (trained, copied) == (1, 1)
+    metrics = [json.loads(l) for l in (swept["folder"] / "001-languages-tr" / "metrics.jsonl").read_text().splitlines()]
+    assert any(m["stage"] == "s1_pretrain" for m in metrics), "the copied stage's training curve comes with it"
+
+
+@pytest.mark.slow
+def test_report_over_the_sweep(swept, capsys):
+    from xlviz.cli import main
+    from xlviz.transfer.sweep_report import ratio_figure, sweep_rows
+
+    rows = sweep_rows(swept["folder"])
+    by = {(r["setting"], r["system"], r["language"]): r for r in rows}
+    assert by[("languages=tr", "monotrans", "tr")]["distance"] == 5
+    assert by[("languages=svo", "floor", "svo")]["distance"] == 0
+    en = json.loads((swept["folder"] / "001-languages-tr" / "results.json").read_text())
+    f1 = {(r["system"], r["language"]): r["f1"] for r in en}
+    assert by[("languages=tr", "monotrans", "tr")]["f1"] == f1[("monotrans", "tr")]
+    assert main(["report", str(swept["folder"])]) == 0
+    out = capsys.readouterr().out
+    assert "| languages=tr | monotrans | tr | 5 | 1 |" in out
+    fig = ratio_figure(rows)
+    assert {t.name for t in fig.data if t.showlegend} == {"monotrans", "floor"}
+    assert sorted({x for t in fig.data for x in t.x}) == [0, 5]
+
+
+@pytest.mark.slow
+def test_another_grid_in_the_same_folder_is_refused(swept, capsys):
+    from xlviz.cli import main
+
+    assert main(swept["cmd"][:4] + ["world.languages=svo,cy", "--methods", METHODS, "--out", str(swept["folder"])]) == 2
+    err = capsys.readouterr().err
+    assert "another grid" in err and err.count("\n") == 1
+
+
+@pytest.mark.slow
+def test_the_sweep_has_one_writer(tmp_path):
+    from xlviz.runs import Run
+
+    config = tmp_path / "tiny.json"
+    config.write_text(json.dumps(TINY))
+    with Run(tmp_path / "sw" / "sweep").writer_lock():
+        p = xlviz("sweep", "--config", str(config), "--grid", "seed=0,1", "--methods", "floor", "--out", str(tmp_path / "sw"))
+        out, _ = p.communicate(timeout=300)
+    assert p.returncode == 2 and "another process" in out
+    assert not (tmp_path / "sw" / "sweep" / "sweep.json").exists() and not (tmp_path / "sw" / "000-seed-0").exists()
+
+
+def test_grid_parsing_and_cells(tmp_path):
+    from xlviz.commands.transfer import build_config
+
+    grid = parse_grid(["world.languages=svo,tr,x:cy+adjective=before", "seed=0,1"])
+    assert [k for k, _ in grid] == ["world.languages", "seed"]
+    assert grid[1][1] == [0, 1]
+    args = argparse.Namespace(methods="monotrans", languages=None, seed=None)
+    cells = make_cells(grid, args, None, build_config)
+    assert [c.name for c in cells] == ["000-languages-svo_seed-0", "001-languages-svo_seed-1", "002-languages-tr_seed-0",
+                                       "003-languages-tr_seed-1", "004-languages-x_seed-0", "005-languages-x_seed-1"]
+    assert cells[3].config["seed"] == 1 and cells[3].config["world"]["seed"] == 1
+    assert cells[3].config["world"]["languages"] == [{"code": "tr", "order": "tr", "script": "latin"}]
+    # cells differing only in their L2s share a group (their English stages); seeds do not
+    assert cells[0].group() == cells[2].group() == cells[4].group() != cells[1].group()
+    file = tmp_path / "grid.json"
+    file.write_text(json.dumps({"world.languages": ["svo,sov", [{"code": "tr", "order": "tr"}]], "world.preference": [1.0, 2.0]}))
+    grid = parse_grid(None, str(file))
+    cells = make_cells(grid, argparse.Namespace(), None, build_config)
+    assert len(cells) == 4 and [l["code"] for l in cells[0].config["world"]["languages"]] == ["svo", "sov"]
+    assert cells[1].config["world"]["preference"] == 2.0
+
+
+@pytest.mark.parametrize("items,field,message", [
+    (["seed"], "--grid", "is not KEY=V1,V2"),
+    (["seed=0", "seed=1"], "--grid", "appears twice"),
+    ([], "--grid", "at least one"),
+    (["world.languages=x:tr+determiner=suffix"], "languages.determiner", "unknown value 'suffix'"),
+])
+def test_bad_grids_name_the_field(items, field, message):
+    with pytest.raises(XlvizError) as e:
+        parse_grid(items)
+    assert e.value.field == field and message in str(e.value)
+
+
+def test_unknown_settings_and_flag_conflicts_are_refused():
+    from xlviz.commands.transfer import build_config
+
+    with pytest.raises(XlvizError) as e:
+        make_cells(parse_grid(["no_such_setting=1,2"]), argparse.Namespace(), None, build_config)
+    assert e.value.field == "no_such_setting"
+    with pytest.raises(XlvizError, match="both in the grid and given as a flag"):
+        make_cells(parse_grid(["seed=0,1"]), argparse.Namespace(seed=3), None, build_config)
+    with pytest.raises(XlvizError, match="both in the grid"):
+        make_cells(parse_grid(["world.languages=svo,tr"]), argparse.Namespace(languages="sov"), None, build_config)
+
+
+def test_not_a_sweep_folder(tmp_path):
+    from xlviz.transfer.sweep_report import sweep_rows
+
+    with pytest.raises(XlvizError, match="not a sweep folder"):
+        sweep_rows(tmp_path)
+    assert not Sweep(tmp_path).exists()
+    with pytest.raises(XlvizError, match="unknown backend"):
+        Sweep(tmp_path).run("kubernetes")
+
+
+def test_report_means_intervals_and_paired_differences(tmp_path):
+    """A sweep folder written by hand (two grammars x two seeds): the means, the intervals
+    over seeds and the paired differences are computed from the cells' results."""
+    from xlviz.io import atomic_write_json
+    from xlviz.transfer.sweep_report import paired_differences, sweep_rows, sweep_table
+
+    f1 = {("svo", 0): (80.0, 70.0, 10.0), ("svo", 1): (60.0, 60.0, 12.0), ("tr", 0): (80.0, 40.0, 8.0), ("tr", 1): (60.0, 12.0, 6.0)}
+    cells = []
+    for i, ((lang, seed), (en, mono, floor)) in enumerate(f1.items()):
+        name = f"{i:03d}-languages-{lang}_seed-{seed}"
+        cells.append({"name": name, "overrides": {"world.languages": [{"code": lang, "order": lang}], "seed": seed},
+                      "config": {"seed": seed, "world": {"languages": [{"code": lang, "order": lang, "script": "latin"}]}}})
+        rows = [{"system": s, "language": "en", "f1": en, "exact_match": en / 2} for s in ("monotrans", "floor")]
+        rows += [{"system": "monotrans", "language": lang, "f1": mono, "exact_match": mono / 4},
+                 {"system": "floor", "language": lang, "f1": floor, "exact_match": 0.0}]
+        atomic_write_json(tmp_path / name / "results.json", rows)
+    atomic_write_json(tmp_path / "sweep" / "sweep.json", {"cells": cells})
+    rows = {(r["setting"], r["system"], r["language"]): r for r in sweep_rows(tmp_path)}
+    tr = rows[("languages=tr", "monotrans", "tr")]
+    assert tr["n"] == 2 and tr["distance"] == 5
+    assert tr["f1"] == pytest.approx(26.0) and tr["ratio"] == pytest.approx((40 / 80 + 12 / 60) / 2)
+    assert tr["ratio_low"] == pytest.approx(0.2) and tr["ratio_high"] == pytest.approx(0.5)  # two seeds: their values bound it
+    assert tr["em_ratio"] == pytest.approx(((10 / 40) + (3 / 30)) / 2)
+    assert rows[("languages=svo", "floor", "svo")]["distance"] == 0
+    (d,) = [d for d in paired_differences(tmp_path, "monotrans", "floor") if d["language"] == "tr"]
+    assert d["n"] == 2 and d["difference"] == pytest.approx(((40 - 8) / 80 + (12 - 6) / 60) / 2)
+    assert d["low"] == pytest.approx(0.1) and d["high"] == pytest.approx(0.4)
+    table = sweep_table(tmp_path)
+    assert "| languages=tr | monotrans | tr | 5 | 2 | 26.0 [12.0, 40.0] |" in table
+    assert "| languages=tr | tr | monotrans: +0.25 [+0.10, +0.40] | 2 |" in table
+
+
+def test_slurm_off_a_cluster_is_one_line(tmp_path):
+    import shutil
+
+    pytest.importorskip("submitit")
+    if shutil.which("srun"):
+        pytest.skip("this machine has Slurm")
+    from xlviz.transfer.sweep import make_executor
+
+    with pytest.raises(XlvizError) as e:
+        make_executor(tmp_path, "slurm", {"partition": "cpu"})
+    assert e.value.field == "--backend" and "Slurm" in str(e.value)
+
+
+@pytest.mark.slow
+def test_cells_are_runs_of_the_sweep_folder(swept):
+    """With the app's checkpoints root at the sweep folder, every cell is a run (the sweep's own
+    record is not)."""
+    from xlviz.runs import list_runs
+
+    assert sorted(r.name for r in list_runs(swept["folder"])) == ["000-languages-svo", "001-languages-tr"]

@@ -1,0 +1,198 @@
+"""A sweep's results: per setting (a cell without its seed), system and language, the mean over
+seeds of F1, EM and their L2/L1 ratios with a 95% interval, as a table and as plotly figures.
+
+Why: one run's ratio moves by several points with the seed (docs/world.md), so a sweep over
+grammars says something only as means with intervals over seeds. The interval is the
+percentile bootstrap over the seeds' values (``xlviz.evaluation.intervals``): with three seeds
+it is rough, and the table says how many seeds each mean has.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from xlviz.errors import XlvizError
+from xlviz.evaluation.intervals import bootstrap_interval
+from xlviz.transfer.sweep import Cell, Sweep
+
+SEED_KEYS = ("seed", "world.seed")
+L1 = "en"
+
+
+def _setting(cell: Cell) -> str:
+    """The cell's label without its seed: ``languages=tr``."""
+    parts = [f"{k.split('.')[-1]}={_show(v)}" for k, v in cell.overrides.items() if k not in SEED_KEYS]
+    return ", ".join(parts) or "all"
+
+
+def _show(value: object) -> str:
+    if isinstance(value, list) and all(isinstance(v, dict) and "code" in v for v in value):
+        return "+".join(str(v["code"]) for v in value)
+    return value if isinstance(value, str) else json.dumps(value)
+
+
+def _distance(cell: Cell, lang: str) -> int | None:
+    from xlviz.data.typology import typological_distance
+
+    for spec in (cell.config.get("world") or {}).get("languages") or []:
+        if isinstance(spec, dict) and spec.get("code") == lang:
+            return typological_distance(spec.get("order", "svo"))
+    return None
+
+
+def _interval(values: list[float]) -> dict:
+    if len(values) < 2:
+        v = values[0]
+        return {"mean": v, "low": None, "high": None}
+    iv = bootstrap_interval(values)
+    return {"mean": iv["mean"], "low": iv["low"], "high": iv["high"]}
+
+
+def sweep_rows(folder: str | Path) -> list[dict]:
+    """One row per (setting, system, language): ``n`` seeds with results, and for ``f1``,
+    ``exact_match``, ``ratio`` (L2 F1 over the same model's L1 F1) and ``em_ratio`` the mean,
+    ``*_low`` and ``*_high`` (None with one seed); ``distance`` is the language's typological
+    distance from English (L1 rows: 0)."""
+    sweep = Sweep(folder)
+    if not sweep.exists():
+        raise XlvizError("not a sweep folder (no sweep/sweep.json)", path=folder)
+    groups: dict[tuple, dict] = {}
+    order: list[tuple] = []
+    for cell in sweep.cells():
+        rows = sweep.cell_run(cell).results()
+        l1 = {r["system"]: r for r in rows if r["language"] == L1}
+        for r in rows:
+            key = (_setting(cell), r["system"], r["language"])
+            if key not in groups:
+                groups[key] = {"setting": key[0], "system": key[1], "language": key[2],
+                               "distance": 0 if key[2] == L1 else _distance(cell, key[2]), "values": {}, "cells": []}
+                order.append(key)
+            g = groups[key]
+            g["cells"].append(cell.name)
+            vals = {"f1": r["f1"], "exact_match": r["exact_match"]}
+            base = l1.get(r["system"])
+            if r["language"] != L1:
+                f1_base = r.get("l1_f1") or (base or {}).get("f1")
+                if f1_base:
+                    vals["ratio"] = r["f1"] / f1_base
+                if base and base.get("exact_match") and not r.get("l1_f1"):
+                    vals["em_ratio"] = r["exact_match"] / base["exact_match"]
+            for k, v in vals.items():
+                g["values"].setdefault(k, []).append(v)
+    out = []
+    for key in order:
+        g = groups[key]
+        row = {k: g[k] for k in ("setting", "system", "language", "distance")}
+        row["n"] = len(g["cells"])
+        for metric in ("f1", "exact_match", "ratio", "em_ratio"):
+            values = g["values"].get(metric)
+            if values:
+                iv = _interval(values)
+                row[metric], row[f"{metric}_low"], row[f"{metric}_high"] = iv["mean"], iv["low"], iv["high"]
+        out.append(row)
+    return out
+
+
+def paired_differences(folder: str | Path, a: str, b: str, metric: str = "ratio") -> list[dict]:
+    """Per setting and L2: ``a`` minus ``b`` in ``metric`` (``f1``, ``exact_match``, ``ratio``),
+    paired by cell (the same seed, world and English body), its mean over seeds and 95%
+    bootstrap interval over the per-seed differences (None with one seed)."""
+    sweep = Sweep(folder)
+    if not sweep.exists():
+        raise XlvizError("not a sweep folder (no sweep/sweep.json)", path=folder)
+    diffs: dict[tuple, list[float]] = {}
+    for cell in sweep.cells():
+        rows = sweep.cell_run(cell).results()
+        l1 = {r["system"]: r for r in rows if r["language"] == L1}
+        by = {(r["system"], r["language"]): r for r in rows}
+        for (system, lang), r in by.items():
+            if system != a or lang == L1 or (b, lang) not in by:
+                continue
+
+            def value(row: dict, sys: str) -> float | None:
+                if metric != "ratio":
+                    return row[metric]
+                base = row.get("l1_f1") or (l1.get(sys) or {}).get("f1")
+                return row["f1"] / base if base else None
+
+            va, vb = value(r, a), value(by[(b, lang)], b)
+            if va is not None and vb is not None:
+                diffs.setdefault((_setting(cell), lang), []).append(va - vb)
+    out = []
+    for (setting, lang), values in diffs.items():
+        iv = _interval(values)
+        out.append({"setting": setting, "language": lang, "a": a, "b": b, "metric": metric, "n": len(values),
+                    "difference": iv["mean"], "low": iv["low"], "high": iv["high"]})
+    return out
+
+
+def _cell(row: dict, metric: str, fmt: str) -> str:
+    if metric not in row:
+        return "—"
+    text = format(row[metric], fmt)
+    if row.get(f"{metric}_low") is not None:
+        text += f" [{format(row[f'{metric}_low'], fmt)}, {format(row[f'{metric}_high'], fmt)}]"
+    return text
+
+
+def sweep_table(folder: str | Path) -> str:
+    """Markdown: per setting, system and L2, F1, EM and the ratios with their 95% intervals."""
+    rows = sweep_rows(folder)
+    head = ["setting", "system", "language", "distance", "seeds", "F1", "EM", "F1 L2/L1", "EM L2/L1"]
+    lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    for r in sorted(rows, key=lambda r: (r["system"], r["distance"] if r["distance"] is not None else 99, r["setting"], r["language"])):
+        lines.append(f"| {r['setting']} | {r['system']} | {r['language']} | {'' if r['distance'] is None else r['distance']} | "
+                     f"{r['n']} | {_cell(r, 'f1', '.1f')} | {_cell(r, 'exact_match', '.1f')} | {_cell(r, 'ratio', '.2f')} | "
+                     f"{_cell(r, 'em_ratio', '.2f')} |")
+    systems = sorted({r["system"] for r in rows})
+    if "floor" in systems and len(systems) > 1:  # what each system gains over the blind model, paired by cell
+        lines += ["", "| setting | language | system - floor (F1 L2/L1) | seeds |", "|---|---|---|---|"]
+        for other in systems:
+            if other == "floor":
+                continue
+            for d in paired_differences(folder, other, "floor"):
+                iv = f" [{d['low']:+.2f}, {d['high']:+.2f}]" if d["low"] is not None else ""
+                lines.append(f"| {d['setting']} | {d['language']} | {other}: {d['difference']:+.2f}{iv} | {d['n']} |")
+    lines.append("\nMean over seeds [95% percentile-bootstrap interval over the seeds' values; none with one seed]. "
+                 "Ratios divide by the same system's English score in the same cell; distance: typological features "
+                 "that differ from English (docs/typology.md).")
+    return "\n".join(lines)
+
+
+def ratio_figure(rows: list[dict], systems: list[str] | None = None):
+    """Plotly: L2/L1 ratio against typological distance, one line per system with its interval
+    band, F1 (left) beside EM (right: the floor's F1 is mostly partial credit). ``rows`` from
+    :func:`sweep_rows`."""
+    import plotly.graph_objects as go
+    from plotly.colors import qualitative
+    from plotly.subplots import make_subplots
+
+    pts = [r for r in rows if r["language"] != L1 and r.get("distance") is not None]
+    names = systems or sorted({r["system"] for r in pts})
+    fig = make_subplots(rows=1, cols=2, subplot_titles=("F1 L2/L1", "EM L2/L1"), shared_yaxes=True)
+    for i, system in enumerate(names):
+        color = qualitative.Plotly[i % len(qualitative.Plotly)]
+        mine = sorted((r for r in pts if r["system"] == system), key=lambda r: (r["distance"], r["setting"]))
+        for col, metric in ((1, "ratio"), (2, "em_ratio")):
+            have = [r for r in mine if metric in r]
+            if not have:
+                continue
+            x = [r["distance"] for r in have]
+            banded = [r for r in have if r.get(f"{metric}_low") is not None]
+            if banded:
+                fig.add_trace(go.Scatter(x=[r["distance"] for r in banded] + [r["distance"] for r in reversed(banded)],
+                                         y=[r[f"{metric}_high"] for r in banded] + [r[f"{metric}_low"] for r in reversed(banded)],
+                                         mode="lines", fill="toself", fillcolor=color, opacity=0.15, line={"width": 0}, hoverinfo="skip",
+                                         showlegend=False, legendgroup=system), row=1, col=col)
+            fig.add_trace(go.Scatter(x=x, y=[r[metric] for r in have], mode="lines+markers", name=system, legendgroup=system,
+                                     showlegend=col == 1, line={"color": color},
+                                     text=[f"{r['setting']} ({r['language']}, {r['n']} seeds)" for r in have],
+                                     hovertemplate="%{text}<br>distance %{x}: %{y:.2f}<extra>" + system + "</extra>"),
+                          row=1, col=col)
+    fig.update_xaxes(title_text="typological distance from English (features that differ)", dtick=1)
+    fig.update_yaxes(title_text="L2/L1", row=1, col=1)
+    return fig
+
+
+__all__ = ["sweep_rows", "sweep_table", "paired_differences", "ratio_figure"]
