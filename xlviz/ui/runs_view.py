@@ -4,6 +4,7 @@ the transfer command line from the form, and the cross-run comparison of results
 from __future__ import annotations
 
 import datetime as _dt
+import json
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -211,7 +212,14 @@ def run_table(runs: list[Run]) -> pd.DataFrame:
             cfg = run.config()
         except XlvizError:
             cfg = {}
-        state = f"unreadable: {problem}" if (problem := run.unreadable()) else jobs.effective_state(run.path)
+        # a folder the app started whose job has not (or never) written its config is no
+        # unreadable run: it is starting, cancelled or failed, and can be resumed or deleted
+        problem = run.unreadable() if run.exists() else None
+        state = f"unreadable: {problem}" if problem else jobs.effective_state(run.path)
+        try:
+            tags = ", ".join(run.notes()["tags"])
+        except XlvizError:
+            tags = "unreadable notes.json"
         try:
             status = run.status()
         except XlvizError:
@@ -237,6 +245,7 @@ def run_table(runs: list[Run]) -> pd.DataFrame:
             "best L2 F1, zero-shot": _best_l2_f1(results, l1_language(run), l2_labels=False),
             "best L2 F1, L2 labels": _best_l2_f1(results, l1_language(run), l2_labels=True),
             "best L2 F1, translate-test": _best_l2_f1(results, l1_language(run), l2_labels=True, setting=TRANSLATE_TEST),
+            "tags": tags,
             "updated": status.get("updated", ""),
         }
         rows.append(row)
@@ -525,6 +534,25 @@ def _config(run: Run) -> dict:
     except XlvizError:
         return {}
     return {k: v for k, v in flat_config(cfg).items() if k.split(".")[0] not in IGNORED_CONFIG_KEYS}
+
+
+def config_table(run: Run) -> pd.DataFrame:
+    """One run's whole ``config.json`` as rows of (setting, value), dotted keys, values as text
+    (shown read-only; package versions included: they are part of reproducing it). Empty
+    when the run has not written its config yet; an XlvizError naming the file when it is
+    unreadable."""
+    if not run.exists():
+        return pd.DataFrame(columns=["setting", "value"])
+    flat = flat_config(run.config())
+    return pd.DataFrame([{"setting": k, "value": v if isinstance(v, str) else json.dumps(v)} for k, v in flat.items()],
+                        columns=["setting", "value"])
+
+
+def parse_tags(text: str) -> list[str]:
+    """Tags typed as one comma-separated line, checked (:func:`xlviz.runs.check_tags`)."""
+    from xlviz.runs import check_tags
+
+    return check_tags([t.strip() for t in str(text).split(",") if t.strip()])
 
 
 def config_diff(runs: list[Run]) -> pd.DataFrame:
