@@ -225,13 +225,58 @@ class FolderCheck:
     mlm: bool = False
 
 
+def _heads(archs: object) -> tuple[bool, bool]:
+    """(QA head, masked-LM head) from a config's ``architectures``."""
+    archs = [a for a in archs if isinstance(a, str)] if isinstance(archs, list) else []
+    return (any("QuestionAnswering" in a for a in archs),
+            any("MaskedLM" in a or "ForPreTraining" in a for a in archs))
+
+
+def cached_hub_config(repo_id: str) -> tuple[dict | None, str]:
+    """(config, "") of a hub model whose config and safetensors weights are in the local
+    Hugging Face cache, else (None, why not). The app runs offline: a hub id it cannot load
+    from the cache would fail on every page, so it is refused once, here."""
+    from huggingface_hub import try_to_load_from_cache
+    from huggingface_hub.utils import HFValidationError, validate_repo_id
+
+    try:
+        validate_repo_id(repo_id)
+    except HFValidationError:
+        return None, "not a model folder, and not a valid Hugging Face id"
+    try:
+        config = try_to_load_from_cache(repo_id, "config.json")
+        weights = [try_to_load_from_cache(repo_id, f) for f in ("model.safetensors", "model.safetensors.index.json")]
+    except (OSError, ValueError) as e:
+        return None, f"the Hugging Face cache cannot be read ({e})"
+    if not isinstance(config, str):
+        return None, ("not in the local Hugging Face cache, and the app does not download models: download it "
+                      "on a machine with network access (huggingface-cli download) or type a model folder")
+    if not any(isinstance(w, str) for w in weights):
+        return None, "in the Hugging Face cache without safetensors weights (xlviz loads safetensors only)"
+    try:
+        with open(config, encoding="utf-8") as f:
+            data = json.load(f)
+    except (OSError, ValueError) as e:
+        return None, f"its cached config.json cannot be read ({e})"
+    if not isinstance(data, dict) or "model_type" not in data:
+        return None, "its cached config.json has no model_type"
+    return data, ""
+
+
 def check_typed(text: str) -> FolderCheck:
     """Read a typed folder's config once: does it exist, is it a model, does it have a QA or a
-    masked-LM head? A hub id cannot be checked offline and is taken on trust."""
+    masked-LM head? A hub id must be in the local Hugging Face cache (:func:`cached_hub_config`)."""
     folder = Path(os.path.expanduser(text.strip()))
     looks_local = text.strip().startswith(("/", ".", "~")) or folder.exists()
     if not looks_local:
-        return FolderCheck(True, f"{text}: a hub id, loaded from the local Hugging Face cache when first used", qa=True, mlm=True)
+        config, why = cached_hub_config(text.strip())
+        if config is None:
+            return FolderCheck(False, f"{text}: {why}")
+        qa, mlm = _heads(config.get("architectures"))
+        heads = [h for h, yes in (("question answering", qa), ("masked LM", mlm)) if yes]
+        return FolderCheck(True, f"{text}: a hub id in the local cache, " + (" and ".join(heads) + " head" if heads
+                                                                                 else "encoder only (no QA or masked-LM head)"),
+                           qa=qa, mlm=mlm)
     if not folder.is_dir():
         return FolderCheck(False, f"{text}: model folder not found")
     if not is_hf_model_folder(folder):
@@ -254,8 +299,11 @@ def folder_choice(path: str | os.PathLike) -> ModelChoice:
     text = str(path).strip()
     folder = Path(os.path.expanduser(text))
     qa = folder.is_dir() and is_qa_folder(folder)
+    if not folder.is_dir():  # a hub id: its heads from the cached config (none when it is not cached)
+        config, _ = cached_hub_config(text)
+        qa = config is not None and _heads(config.get("architectures"))[0]
     name = folder.name if folder.is_dir() else text
-    return ModelChoice(f"path:{text}", f"{name}" + (" (QA)" if qa else ""), any_language=ModelRef(text), qa=qa or not folder.is_dir(), group="typed")
+    return ModelChoice(f"path:{text}", f"{name}" + (" (QA)" if qa else ""), any_language=ModelRef(text), qa=qa, group="typed")
 
 
 def discover_models(root: str | os.PathLike | None = None) -> list[ModelChoice]:

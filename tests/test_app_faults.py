@@ -1,0 +1,95 @@
+"""Faults found walking the app as a researcher: each test fails on the code before its fix.
+
+Same fixtures as tests/test_app_pages.py (tiny runs written by tests/app_fixtures.py); nothing
+here trains, downloads or starts a job.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from streamlit.testing.v1 import AppTest
+
+APP = str(Path(__file__).resolve().parents[1] / "app.py")
+TIMEOUT = 120
+
+
+@pytest.fixture(scope="module")
+def fake_root(tmp_path_factory) -> Path:
+    from tests.app_fixtures import make_run
+
+    root = tmp_path_factory.mktemp("faults") / "checkpoints"
+    make_run(root, "demo-run")
+    return root
+
+
+@pytest.fixture()
+def app(fake_root, monkeypatch):
+    monkeypatch.setenv("XLVIZ_CHECKPOINTS", str(fake_root))
+    at = AppTest.from_file(APP, default_timeout=TIMEOUT).run()
+    assert not at.exception, at.exception
+    return at
+
+
+def _page(at: AppTest, name: str) -> AppTest:
+    at.switch_page(f"pages/{name}.py").run()
+    assert not at.exception, [e.message for e in at.exception]
+    return at
+
+
+def _texts(elements) -> str:
+    return "\n".join(str(e.value) for e in elements)
+
+
+# --- a hub id is checked once, against the local cache ----------------------------------------
+
+def _fake_hub_cache(cache: Path, repo_id: str, architectures: list[str], *, weights: bool = True) -> None:
+    """A model in the layout huggingface_hub's cache uses (refs/main -> snapshots/<sha>/)."""
+    repo = cache / ("models--" + repo_id.replace("/", "--"))
+    snap = repo / "snapshots" / "0123abcd"
+    snap.mkdir(parents=True)
+    (repo / "refs").mkdir()
+    (repo / "refs" / "main").write_text("0123abcd")
+    (snap / "config.json").write_text(json.dumps({"model_type": "bert", "architectures": architectures}))
+    if weights:
+        (snap / "model.safetensors").write_bytes(b"")
+
+
+@pytest.fixture()
+def hub_cache(tmp_path, monkeypatch) -> Path:
+    from huggingface_hub import constants
+
+    cache = tmp_path / "hf-cache"
+    cache.mkdir()
+    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(cache))
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    _fake_hub_cache(cache, "org/tiny-mlm", ["BertForMaskedLM"])
+    _fake_hub_cache(cache, "org/pickle-only", ["BertForMaskedLM"], weights=False)
+    return cache
+
+
+def test_hub_id_not_in_the_cache_is_refused_once_when_added(hub_cache):
+    from xlviz.ui.choices import check_typed, folder_choice
+
+    missing = check_typed("org/not-downloaded")
+    assert not missing.ok and "not in the local Hugging Face cache" in missing.message
+    assert not check_typed("org/pickle-only").ok
+    cached = check_typed("org/tiny-mlm")
+    assert cached.ok and cached.mlm and not cached.qa and "masked LM head" in cached.message
+    assert not folder_choice("org/tiny-mlm").qa, "a hub encoder without a QA head is no QA system"
+
+
+def test_sidebar_refuses_an_uncached_hub_id_with_one_message(app, hub_cache):
+    app.sidebar.text_input(key="xlviz_model_path").set_value("org/not-downloaded")
+    app.sidebar.button(key="xlviz_add_model").click().run()
+    errors = [e.value for e in app.sidebar.error]
+    assert len(errors) == 1 and errors[0].startswith("org/not-downloaded: not in the local Hugging Face cache")
+    assert "path:org/not-downloaded" not in app.sidebar.multiselect(key="xlviz_models").options
+    _page(app, "xquad")
+    assert not [e for e in app.main.error if "not-downloaded" in str(e.value)], "no error box on the pages"
+    app.sidebar.text_input(key="xlviz_model_path").set_value("org/tiny-mlm")
+    app.sidebar.button(key="xlviz_add_model").click().run()
+    assert not app.sidebar.error
+    assert "path:org/tiny-mlm" in app.sidebar.multiselect(key="xlviz_models").value
