@@ -19,6 +19,7 @@ import streamlit as st
 
 from xlviz.analysis.reports import ModelSpec, ProbeModel, agreement_rows, run_probe_models
 from xlviz.ui import analysis as ua
+from xlviz.ui.choices import split_probeable
 from xlviz.ui.colours import label_colours, system_colours
 from xlviz.ui.common import NA, guard, plotly, shared_data_dir
 from xlviz.ui.sidebar import current, page_setup
@@ -108,6 +109,11 @@ for m in english:
 st.caption("L2 is probed in every system of the run (its encoders), next to the L1 model on L1; a run trained with "
            "`--methods mono-l2` adds a model trained on L2 directly, the reference the paper probes against. English "
            "models picked in the sidebar are probed on English data.")
+models, no_head = split_probeable(models, mlm=probe == AGREEMENT)
+if no_head:
+    st.caption("Not offered, no masked-LM head " + ("to score minimal pairs with" if probe == AGREEMENT else "to build the floor from")
+               + ": "
+               + ", ".join(dict.fromkeys(m.name for m in no_head)) + ".")
 if not models:
     st.info("Pick a run, or English masked LMs in the sidebar.", icon=":material/info:")
     stop()

@@ -93,3 +93,39 @@ def test_sidebar_refuses_an_uncached_hub_id_with_one_message(app, hub_cache):
     app.sidebar.button(key="xlviz_add_model").click().run()
     assert not app.sidebar.error
     assert "path:org/tiny-mlm" in app.sidebar.multiselect(key="xlviz_models").value
+
+
+# --- probing offers only models it can probe --------------------------------------------------
+
+def _encoder_only(src: Path, dest: Path) -> Path:
+    """A copy of a masked LM whose config says it is a bare encoder (as MiniLM before step 1b)."""
+    import shutil
+
+    shutil.copytree(src, dest)
+    cfg = json.loads((dest / "config.json").read_text())
+    cfg["architectures"] = ["BertModel"]
+    (dest / "config.json").write_text(json.dumps(cfg))
+    return dest
+
+
+def test_probing_offers_only_masked_lms_and_says_why(fake_root, tmp_path, monkeypatch):
+    from xlviz.ui.choices import has_mlm_head, split_probeable
+
+    encoder = _encoder_only(fake_root / "demo-run" / "s1_pretrain", tmp_path / "minilm-encoder")
+    assert has_mlm_head(encoder) is False and has_mlm_head(fake_root / "demo-run" / "s1_pretrain") is True
+    monkeypatch.setenv("XLVIZ_CHECKPOINTS", str(fake_root))
+    at = AppTest.from_file(APP, default_timeout=TIMEOUT)
+    at.session_state["xlviz_typed_models"] = [str(encoder)]
+    at.session_state["xlviz_models"] = [f"path:{encoder}"]
+    at.run()
+    _page(at, "probing")
+    rows = next(d.value for d in at.dataframe if "role" in d.value.columns)
+    assert "minilm-encoder" not in set(rows["model"]) and len(rows) > 0
+    assert "Not offered, no masked-LM head to score minimal pairs with: minilm-encoder." in _texts(at.caption)
+    assert not [e for e in at.error if "minilm-encoder" in str(e.value)], "no error box for it"
+    # word in context probes hidden states: an encoder is fine there (only a floor needs the head)
+    from types import SimpleNamespace as NS
+
+    enc = NS(name="enc", spec=NS(path=str(encoder), floor_seed=None))
+    floor = NS(name="floor", spec=NS(path=str(encoder), floor_seed=1))
+    assert split_probeable([enc, floor], mlm=False) == ([enc], [floor])

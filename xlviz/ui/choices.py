@@ -232,6 +232,41 @@ def _heads(archs: object) -> tuple[bool, bool]:
             any("MaskedLM" in a or "ForPreTraining" in a for a in archs))
 
 
+def has_mlm_head(path: str | os.PathLike) -> bool | None:
+    """Whether the model at ``path`` (a folder, or a cached hub id) has a masked-LM head, from
+    its config's ``architectures``: True, False, or None when it cannot tell (no architectures
+    recorded). An ELECTRA ``ForPreTraining`` is a discriminator: no masked-LM head."""
+    folder = Path(os.path.expanduser(str(path)))
+    config: object = None
+    if folder.is_dir():
+        try:
+            with open(folder / "config.json", encoding="utf-8") as f:
+                config = json.load(f)
+        except (OSError, ValueError):
+            return False
+    else:
+        config, _ = cached_hub_config(str(path))
+    if not isinstance(config, dict):
+        return False
+    archs = config.get("architectures")
+    if not isinstance(archs, list) or not archs:
+        return None
+    return any(isinstance(a, str) and ("MaskedLM" in a or ("ForPreTraining" in a and "Electra" not in a)) for a in archs)
+
+
+def split_probeable(models: list, *, mlm: bool = True) -> tuple[list, list]:
+    """(models that can be probed, the others) from objects with ``.spec``: scoring minimal
+    pairs (``mlm``) needs a masked-LM head, and so does a floor in any probe (it is built from
+    the L1 masked LM). A model whose config names no such head (an encoder such as MiniLM
+    before its MLM head is trained, a QA export) is not offered, rather than failing with an
+    error box."""
+    ok, refused = [], []
+    for m in models:
+        needs = mlm or getattr(m.spec, "floor_seed", None) is not None
+        (refused if needs and has_mlm_head(m.spec.path) is False else ok).append(m)
+    return ok, refused
+
+
 def cached_hub_config(repo_id: str) -> tuple[dict | None, str]:
     """(config, "") of a hub model whose config and safetensors weights are in the local
     Hugging Face cache, else (None, why not). The app runs offline: a hub id it cannot load
