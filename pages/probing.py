@@ -277,18 +277,18 @@ else:
         with guard(f"Could not probe {label(m)}"):
             res = ua.word_in_context(m.spec, str(run.path), m.language, int(n_pairs), int(folds))
             results[label(m)] = (m, res)
-            rows += [{"model": label(m), "role": m.role, **r} for r in res["layers"]]
+            rows += [{"model": label(m), "system": m.name, "language": m.language, "role": m.role, **r} for r in res["layers"]]
         progress.step(label(m))
     progress.close()
     if not rows:
         stop()
     c1, c2 = st.columns(2)
     with c1:
-        plotly(ua.layer_lines(rows, "accuracy", "Word-in-context probe accuracy (cross-validated)", color="model",
-                              y_label="accuracy (%)", baseline=rows[0]["majority"], colours=colours), key="pr_fig_wic")
+        plotly(ua.layer_lines(rows, "accuracy", "Word-in-context probe accuracy (cross-validated)", color="system", dash="language",
+                              y_label="accuracy (%)", baseline=rows[0]["majority"], colours=_by_model), key="pr_fig_wic")
     with c2:
         plotly(ua.layer_lines(rows, "spearman", "Contextual similarity: Spearman ρ of cosine vs. gold", percent=False,
-                              color="model", y_label="Spearman ρ", colours=colours), key="pr_fig_sim")
+                              color="system", dash="language", y_label="Spearman ρ", colours=_by_model), key="pr_fig_sim")
     st.caption("Gold similarity is binary here (same sense = 1, different sense = 0), so ρ is a rank-biserial "
                "correlation; the table also has ROC AUC and the mean cosine of each class.")
     df = pd.DataFrame(rows)

@@ -129,3 +129,59 @@ def test_probing_offers_only_masked_lms_and_says_why(fake_root, tmp_path, monkey
     enc = NS(name="enc", spec=NS(path=str(encoder), floor_seed=None))
     floor = NS(name="floor", spec=NS(path=str(encoder), floor_seed=1))
     assert split_probeable([enc, floor], mlm=False) == ([enc], [floor])
+
+
+# --- lines that can be told apart ---------------------------------------------------------------
+
+def _look(trace) -> tuple:
+    marker = trace.marker.symbol if trace.mode and "markers" in trace.mode else None
+    return (trace.line.color, trace.line.dash or "solid", marker, trace.line.width, trace.opacity)
+
+
+def test_runs_overlay_never_repeats_a_look_and_tells_attempts_apart():
+    import pandas as pd
+
+    from xlviz.ui.runs_view import loss_figure, overlay_figure, with_attempts
+
+    rows = [{"stage": f"s{i}", "step": s, "loss": 5.0 - s / 10} for i in range(8) for s in range(0, 30, 10)]
+    rows += [{"stage": "s2", "step": s, "loss": 4.0} for s in range(0, 20, 10)]  # s2 resumed: a second attempt
+    curves = with_attempts(pd.DataFrame(rows))
+    curves.insert(0, "run", "r")
+    curves["elapsed"] = 0.0
+    for smoothing in (0.0, 0.6):
+        shown = [t for t in overlay_figure(curves, smoothing=smoothing).data if t.showlegend is not False]
+        assert len(shown) == 9
+        looks = [_look(t) for t in shown]
+        assert len(set(looks)) == len(looks), "two legend entries look alike"
+    names = [t.name for t in overlay_figure(curves).data]
+    assert "r · s2 (attempt 1 of 2)" in names and "r · s2 (attempt 2 of 2)" in names
+    single = loss_figure(rows)
+    s2 = [t for t in single.data if t.legendgroup.startswith("s2")]
+    assert len(s2) == 2 and len({t.line.dash for t in s2}) == 2
+
+
+def test_layer_lines_colour_is_system_dash_is_language_legend_below():
+    from xlviz.ui.analysis import layer_lines
+
+    rows = [{"system": "monotrans", "language": lang, "layer": layer, "accuracy": 0.5}
+            for lang in ("svo", "sov") for layer in range(3)]
+    fig = layer_lines(rows, "accuracy", "t", color="system", dash="language", colours={"monotrans": "#123456"})
+    assert len(fig.data) == 2 and {t.line.color for t in fig.data} == {"#123456"}
+    assert len({t.line.dash for t in fig.data}) == 2
+    assert fig.layout.legend.orientation == "h" and fig.layout.legend.y < 0, "legend outside, below the plot"
+
+
+def test_wic_charts_dash_by_language(app):
+    from xlviz.ui.common import FIGURES_KEY
+
+    at = _page(app, "probing")
+    at.segmented_control(key="pr_probe").set_value("Word in context").run()
+    assert not at.exception
+    for title in ("Word-in-context probe accuracy (cross-validated)", "Contextual similarity: Spearman ρ of cosine vs. gold"):
+        fig = at.session_state[FIGURES_KEY][title]
+        by_lang: dict[str, set] = {}
+        for t in fig.data:
+            if t.name:
+                by_lang.setdefault(t.name.split(", ")[-1], set()).add(t.line.dash)
+        assert set(by_lang) == {"en", "sov"} and not by_lang["en"] & by_lang["sov"], by_lang
+        assert fig.layout.legend.y < 0

@@ -443,7 +443,7 @@ def loss_figure(metrics: list[dict]):
     rows = (len(stages) + wrap - 1) // wrap
     # each row carries its own x tick labels, so rows need room for them above the next titles
     fig = px.line(df, x="step", y="loss", facet_col="stage", facet_col_wrap=wrap, category_orders={"stage": stages},
-                  color="stage", line_group="attempt",
+                  color="stage", line_group="attempt", line_dash="attempt",  # a resumed stage's attempts look apart
                   markers=len(df) < 40 or int(df.groupby("trace").size().min()) < 3,  # a 1-point line is invisible
                   facet_row_spacing=0.22 / rows if rows > 1 else 0.03)
     fig.update_xaxes(matches=None, showticklabels=True)
@@ -483,28 +483,41 @@ def smooth(values, weight: float) -> list[float]:
     return out
 
 
+DASHES = ("solid", "dash", "dot", "dashdot", "longdash", "longdashdot")
+SYMBOLS = (None, "circle", "square", "diamond", "triangle-up", "cross", "star", "hexagon")
+
+
 def overlay_figure(curves: pd.DataFrame, *, x: str = "step", smoothing: float = 0.0, log_x: bool = False,
                    log_y: bool = False):
-    """Loss curves of several runs and stages on one chart: colour = run, dash = stage; the
-    raw curve stays faint behind the smoothed one, as in TensorBoard."""
+    """Loss curves of several runs and stages on one chart: colour = run, dash = stage (past
+    six stages, markers tell the next six apart), and a resumed stage's earlier attempts thin
+    and faint beside its last one; the raw curve stays fainter behind the smoothed one, as in
+    TensorBoard. No two legend entries look alike."""
     import plotly.graph_objects as go
     from plotly.colors import qualitative
 
     fig = go.Figure()
     runs = list(dict.fromkeys(curves["run"]))
     stages = list(dict.fromkeys(curves["stage"]))
-    dashes = ["solid", "dash", "dot", "dashdot", "longdash", "longdashdot"]
+    last = curves.groupby(["run", "stage"])["attempt"].max().to_dict()
     palette = qualitative.Plotly
     for (run, stage, attempt), g in curves.groupby(["run", "stage", "attempt"], sort=False):
         colour = palette[runs.index(run) % len(palette)]
-        name = f"{run} · {stage}" + (f" (attempt {attempt + 1})" if attempt else "")
+        i = stages.index(stage)
+        n = last[(run, stage)]
+        name = f"{run} · {stage}" + (f" (attempt {attempt + 1} of {n + 1})" if n else "")
+        earlier = attempt < n
+        symbol = SYMBOLS[(i // len(DASHES)) % len(SYMBOLS)]
         xs = g[x].tolist()
         if smoothing > 0:
             fig.add_scatter(x=xs, y=g["loss"].tolist(), mode="lines", line=dict(color=colour, width=1), opacity=0.25,
                             showlegend=False, hoverinfo="skip", legendgroup=name)
-        fig.add_scatter(x=xs, y=smooth(g["loss"], smoothing), mode="lines", name=name, legendgroup=name,
-                        line=dict(color=colour, dash=dashes[stages.index(stage) % len(dashes)]))
-    fig.update_layout(height=420, margin=dict(l=10, r=10, t=30, b=10), legend=dict(orientation="h", y=-0.25),
+        fig.add_scatter(x=xs, y=smooth(g["loss"], smoothing), mode="lines+markers" if symbol else "lines", name=name,
+                        legendgroup=name, opacity=0.55 if earlier else 1.0,
+                        marker=dict(symbol=symbol or "circle", size=6, maxdisplayed=12),
+                        line=dict(color=colour, dash=DASHES[i % len(DASHES)], width=1 if earlier else 2.2))
+    fig.update_layout(height=420, margin=dict(l=10, r=10, t=30, b=10),
+                      legend=dict(orientation="h", yanchor="top", y=-0.2, x=0, xanchor="left"),
                       xaxis_title="step" if x == "step" else "time (s)", yaxis_title="loss")
     if log_x:
         fig.update_xaxes(type="log")
