@@ -14,7 +14,7 @@ import streamlit as st
 from xlviz.runs import list_runs
 from xlviz.ui import attention_view as av
 from xlviz.ui.common import attention, guard, has_own_cross_attention, max_positions, mixed_attention, own_cross_attention, plotly
-from xlviz.ui.common import shares_body, shared_data_dir
+from xlviz.ui.common import shares_body, shared_data_dir, typed_text_stats
 from xlviz.ui.sidebar import current
 from xlviz.ui.sidebar import page_setup
 from xlviz.ui.state import url_state, write_url
@@ -48,8 +48,9 @@ with guard("Could not read the pair", stop=True):
         c1, c2 = st.columns(2)
         la = c1.text_input("Language of sentence A", value=lang_a, key="att_lang_a")
         lb = c2.text_input("Language of sentence B", value=lang_b, key="att_lang_b")
-        ta = c1.text_area("Sentence A", value="The cat sits on the mat.", key="att_text_a", height=80)
-        tb = c2.text_area("Sentence B", value="Die Katze sitzt auf der Matte.", key="att_text_b", height=80)
+        # each sentence starts in the language its label names (an invented L2: its world's sentence)
+        ta = c1.text_area("Sentence A", value=av.typed_default(la, [r.path for r in world_runs]), key="att_text_a", height=80)
+        tb = c2.text_area("Sentence B", value=av.typed_default(lb, [r.path for r in world_runs]), key="att_text_b", height=80)
         if not ta.strip() or not tb.strip():
             st.info("Type two sentences.")
             st.stop()
@@ -128,11 +129,13 @@ if not same and not mixed_ok:
 cap = 512
 with guard("Could not load the models", stop=True):
     cap = min(max_positions(ref_a), max_positions(ref_b))
-if int(st.session_state.get("att_max_len", 128)) > cap:  # a value kept from a larger model
-    st.session_state["att_max_len"] = cap
-st.session_state.setdefault("att_max_len", min(128, cap))
+# the length asked for is kept apart from the one shown: a smaller model caps what is shown, and
+# switching back to a larger one restores what was asked for (it stayed at the small cap before)
+st.session_state.setdefault("_att_max_wanted", int(st.session_state.get("att_max_len", 128)))
+st.session_state["att_max_len"] = max(min(8, cap), min(int(st.session_state["_att_max_wanted"]), cap))
 max_length = c4.number_input("Max tokens", min_value=min(8, cap), max_value=cap, step=8, key="att_max_len",
-                             help=f"At most {cap}: the model's positions.")
+                             help=f"At most {cap}: the model's positions.",
+                             on_change=lambda: st.session_state.__setitem__("_att_max_wanted", st.session_state["att_max_len"]))
 if cap < 512:
     c4.caption(f"≤ {cap}: the model{'s' if ref_a != ref_b else ''} read{'' if ref_a != ref_b else 's'} at most {cap} positions.")
 
@@ -147,8 +150,18 @@ with guard("Could not compute attention", stop=True):
         inputs.append((f"B ({pair.lang_b})", attention(ref_b, pair.input_b(), None, max_length)))
 for name, res in inputs:
     if res.truncated:
+        more = ("raise “Max tokens” to see more" if int(max_length) < cap
+                else f"{cap} is the model's own limit: shorten the text to see all of it")
         st.warning(f"{name}: the input has {res.n_tokens_before_truncation} tokens; only the first "
-                   f"{len(res.tokens)} are shown (raise “Max tokens” to see more).", icon=":material/content_cut:")
+                   f"{len(res.tokens)} are shown ({more}).", icon=":material/content_cut:")
+if source == TYPED:  # how each model's tokenizer reads what was typed
+    with guard("Could not tokenize the typed text"):
+        for label, text, lang, ref, model in (("A", pair.text_a, pair.lang_a, ref_a, ma), ("B", pair.text_b, pair.lang_b, ref_b, mb)):
+            stats = typed_text_stats(ref, text)
+            line = (f"{label} ({lang}) under {model.name}: {stats['tokens']} tokens, {stats['chars_per_token']:.1f} characters "
+                    f"per token, {stats['unk_rate']:.0%} [UNK]")
+            problem = av.text_stats_warning(stats)
+            (st.warning if problem else st.caption)(line + (f" — {problem}." if problem else "."))
 
 # --- one layer/head -----------------------------------------------------------------------------
 L, H = inputs[0][1].n_layers, inputs[0][1].n_heads

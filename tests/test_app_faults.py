@@ -185,3 +185,54 @@ def test_wic_charts_dash_by_language(app):
                 by_lang.setdefault(t.name.split(", ")[-1], set()).add(t.line.dash)
         assert set(by_lang) == {"en", "sov"} and not by_lang["en"] & by_lang["sov"], by_lang
         assert fig.layout.legend.y < 0
+
+
+# --- attention: the cap, its warning, the typed text ----------------------------------------------
+
+def _attention_app(monkeypatch, caps: dict) -> AppTest:
+    from xlviz.ui import common
+
+    monkeypatch.setattr(common, "max_positions", lambda ref: caps["cap"])  # a 512- or 96-position model
+    at = AppTest.from_file(APP, default_timeout=TIMEOUT)
+    at.session_state["xlviz_models"] = ["run:demo-run:s1_pretrain"]
+    at.run()
+    return _page(at, "attention")
+
+
+def test_attention_cap_follows_the_model_both_ways(app, monkeypatch):
+    caps = {"cap": 512}
+    at = _attention_app(monkeypatch, caps)
+    at.number_input(key="att_max_len").set_value(200).run()
+    caps["cap"] = 96
+    at.run()
+    assert at.number_input(key="att_max_len").value == 96
+    caps["cap"] = 512
+    at.run()
+    assert at.number_input(key="att_max_len").value == 200, "back on a 512-position model, the length asked for returns"
+
+
+def test_attention_truncation_warning_names_the_models_limit(app, monkeypatch):
+    caps = {"cap": 16}
+    at = _attention_app(monkeypatch, caps)
+    at.segmented_control(key="att_source").set_value("Typed").run()
+    at.text_area(key="att_text_a").set_value(" ".join(["the cat sits on the mat ."] * 6)).run()
+    assert at.number_input(key="att_max_len").value == 16
+    warnings = _texts(at.warning)
+    assert "16 is the model's own limit" in warnings and "raise “Max tokens”" not in warnings
+
+
+def test_attention_typed_default_is_in_its_labels_language_with_token_stats(fake_root, monkeypatch):
+    monkeypatch.setenv("XLVIZ_CHECKPOINTS", str(fake_root))
+    at = AppTest.from_file(APP, default_timeout=TIMEOUT)
+    at.session_state["xlviz_languages"] = ["en", "sov"]  # the run's pair, as the sidebar offers it
+    at.run()
+    _page(at, "attention")
+    at.segmented_control(key="att_source").set_value("Typed").run()
+    assert at.text_input(key="att_lang_b").value == "sov"
+    text_b = at.text_area(key="att_text_b").value
+    assert text_b and "Katze" not in text_b, "an invented language's label gets that language's sentence"
+    captions = _texts(at.caption)
+    assert "B (sov) under" in captions and "characters per token" in captions and "[UNK]" in captions
+    at.text_area(key="att_text_b").set_value("Die Katze sitzt auf der Matte.").run()
+    assert any("B (sov) under" in str(w.value) and ("[UNK]" in str(w.value) or "shredded" in str(w.value))
+               for w in at.warning), _texts(at.warning) + captions
