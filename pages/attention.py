@@ -189,10 +189,8 @@ for col, (name, res) in zip(cols, inputs):
         if st.toggle("Head view", value=True, key=f"att_view_{name}",
                      help="As bertviz: queries left, keys right, one line per weight (opacity = weight); hover a "
                           "token to keep only its lines."):
-            import streamlit.components.v1 as components
-
-            components.html(av.head_view_html(sl.attentions[0, 0], sl.tokens, sl.segment), height=60 + 22 * len(sl.tokens),
-                            scrolling=True)
+            # st.iframe (the deprecated components html call's replacement); the view's tokens are HTML-escaped
+            st.iframe(av.head_view_html(sl.attentions[0, 0], sl.tokens, sl.segment), height=60 + 22 * len(sl.tokens))
         plotly(av.heatmap(sl.attentions[0, 0], sl.tokens, sl.segment, title), key=f"att_heat_{name}")
         csv_frames.append(av.slice_frame(sl.attentions, sl.layers, sl.heads, sl.tokens, name))
 

@@ -186,8 +186,8 @@ def live_view(path) -> None:
 def show_results_by_setting(table: pd.DataFrame, languages: list[str]) -> None:
     """F1 by system and language, one table per setting: zero-shot and translate-train numbers
     are never in one table (a system that saw L2 labels is a ceiling, not a transfer result)."""
-    for setting, wide in runs_view.results_by_setting(table, languages):  # each cell: F1 [95% CI]
-        st.caption(f"F1 (%) by system and language — **{setting}** ({runs_view.SETTING_NOTES[setting]})")
+    for setting, wide in runs_view.results_by_setting(table, languages, ("exact_match", "f1")):  # each cell: score [95% CI]
+        st.caption(f"Exact match and F1 (%) by system and language — **{setting}** ({runs_view.SETTING_NOTES[setting]})")
         # n/a, not an empty cell: that system has no row for that language (e.g. the floor in L1)
         st.dataframe(wide, width="stretch", key=f"runs_results_{runs_view.SETTINGS.index(setting)}_{table['run'].iloc[0]}", placeholder=NA)
     st.caption(runs_view.interval_caption(table))

@@ -236,3 +236,65 @@ def test_attention_typed_default_is_in_its_labels_language_with_token_stats(fake
     at.text_area(key="att_text_b").set_value("Die Katze sitzt auf der Matte.").run()
     assert any("B (sov) under" in str(w.value) and ("[UNK]" in str(w.value) or "shredded" in str(w.value))
                for w in at.warning), _texts(at.warning) + captions
+
+
+# --- smaller faults -----------------------------------------------------------------------------
+
+def _oracle_run(root: Path):
+    from xlviz.runs import Run
+
+    run = Run(root / "oracle-run")
+    run.write_config({"name": "oracle-run", "languages": ["sov"]})
+    run.write_results([
+        {"system": "monotrans", "language": "en", "exact_match": 40.0, "f1": 50.0},
+        {"system": "monotrans", "language": "sov", "exact_match": 20.0, "f1": 30.0},
+        {"system": "dictionary-oracle", "language": "sov", "exact_match": 60.0, "f1": 70.0},
+    ])
+    return run
+
+
+def test_best_l2_f1_leaves_the_oracle_out(tmp_path):
+    from xlviz.ui.runs_view import run_table
+
+    row = run_table([_oracle_run(tmp_path)]).iloc[0]
+    assert row["best L2 F1, zero-shot"] == 30.0, "the dictionary oracle is an upper bound, not the best transfer"
+
+
+def test_single_run_table_has_em_beside_f1(tmp_path):
+    from xlviz.ui.runs_view import ZERO_SHOT, results_by_setting, results_frame
+
+    long = results_frame([_oracle_run(tmp_path)])
+    wide = dict(results_by_setting(long, ["en", "sov"], ("exact_match", "f1")))[ZERO_SHOT]
+    assert list(wide.columns) == ["parallel pairs", "en · EM", "en · F1", "sov · EM", "sov · F1"]
+    assert wide.loc["monotrans", "sov · EM"] == "20.0" and wide.loc["monotrans", "sov · F1"] == "30.0"
+
+
+def test_bar_chart_csv_keeps_em_and_f1_apart(tmp_path):
+    from xlviz.ui.export import figure_frame
+    from xlviz.ui.runs_view import compare_figure, results_frame
+
+    frame = figure_frame(compare_figure(results_frame([_oracle_run(tmp_path)])))
+    sov = frame[(frame["x"] == "sov") & (frame["trace"].str.contains("monotrans"))]
+    assert dict(zip(sov["metric"], sov["y"])) == {"EM": 20.0, "F1": 30.0}
+
+
+def test_html_report_draws_the_loss_chart_once(tmp_path):
+    from xlviz.ui.export import run_report_html
+    from xlviz.ui.runs_view import loss_figure
+
+    run = _oracle_run(tmp_path)
+    for step in range(3):
+        run.log_metric(stage="s1", step=step, loss=1.0)
+    live = loss_figure(run.metrics(all_attempts=True))  # what the live view drew, kept for the report
+    page = run_report_html(run, {f"loss_{run.name}": live})
+    assert page.count('class="plotly-graph-div"') == 1
+
+
+def test_attention_head_view_is_an_st_iframe(app, monkeypatch):
+    import streamlit.components.v1 as components
+
+    legacy = []
+    monkeypatch.setattr(components, "html", lambda *a, **k: legacy.append(a))  # deprecated in the pinned Streamlit
+    at = _page(app, "attention")
+    assert at.get("iframe"), "the head view is drawn"
+    assert not legacy, "st.components.v1.html is deprecated (66 notices in the server log): st.iframe replaces it"

@@ -280,11 +280,18 @@ def with_interval(value, low, high) -> str:
     return f"{value:.1f}"
 
 
+def is_upper_bound(system: str) -> bool:
+    """A system that is an upper bound, not a transfer method (the dictionary oracle copies
+    gold translations' L1 rows): its method's description says so."""
+    return describe(system).lower().startswith("upper bound")
+
+
 def _best_l2_f1(results: list[dict], l1: str, *, l2_labels: bool, setting: str | None = None) -> float | None:
-    """The best F1 of the run's L2 rows in one setting (None: no such row)."""
+    """The best F1 of the run's L2 rows in one setting (None: no such row); upper bounds
+    (:func:`is_upper_bound`) are left out: the best *transfer* result, not the oracle's."""
     want = setting or (TRANSLATE_TRAIN if l2_labels else ZERO_SHOT)
     f1s = [float(r["f1"]) for r in results if r.get("language") != l1 and isinstance(r.get("f1"), (int, float))
-           and setting_of(r) == want]
+           and setting_of(r) == want and not is_upper_bound(str(r.get("system")))]
     return max(f1s, default=None)
 
 
@@ -310,20 +317,34 @@ def results_frame(runs: list[Run]) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=RESULT_COLUMNS)
 
 
-def results_by_setting(table: pd.DataFrame, languages: list[str]) -> list[tuple[str, pd.DataFrame]]:
+def results_by_setting(table: pd.DataFrame, languages: list[str],
+                       metrics: tuple[str, ...] = ("f1",)) -> list[tuple[str, pd.DataFrame]]:
     """One run's results as (setting, system × language table) pairs, one per setting present:
-    each cell the F1 with its 95% paragraph-bootstrap interval (``61.2 [55.0, 67.1]``), the
-    parallel pairs each system trained on first. Settings are never mixed in one table."""
+    each cell a score with its 95% paragraph-bootstrap interval (``61.2 [55.0, 67.1]``), the
+    parallel pairs each system trained on first. Settings are never mixed in one table. One
+    metric: a column per language; several (``("exact_match", "f1")``): ``<lang> · EM``,
+    ``<lang> · F1`` side by side per language."""
     out = []
+    names = {"exact_match": "EM", "f1": "F1"}
     for setting in SETTINGS:
         sub = table[table["setting"] == setting]
         if sub.empty:
             continue
-        lo, hi = (sub[c] if c in sub else pd.Series([None] * len(sub), index=sub.index) for c in ("f1_ci_low", "f1_ci_high"))
-        sub = sub.assign(cell=[with_interval(v, a, b) for v, a, b in zip(sub["f1"], lo, hi)])
-        wide = sub.pivot_table(index="system", columns="language", values="cell", aggfunc="first")
-        wide = wide.reindex(index=list(dict.fromkeys(sub["system"])),
-                            columns=[l for l in languages if l in wide.columns] + [l for l in wide.columns if l not in languages])
+        parts = []
+        for metric in metrics:
+            lo, hi = (sub[c] if c in sub else pd.Series([None] * len(sub), index=sub.index)
+                      for c in (f"{metric}_ci_low", f"{metric}_ci_high"))
+            cells = sub.assign(cell=[with_interval(v, a, b) for v, a, b in zip(sub[metric], lo, hi)])
+            part = cells.pivot_table(index="system", columns="language", values="cell", aggfunc="first")
+            part = part.reindex(index=list(dict.fromkeys(sub["system"])),
+                                columns=[l for l in languages if l in part.columns] + [l for l in part.columns if l not in languages])
+            if len(metrics) > 1:
+                part.columns = [f"{l} · {names[metric]}" for l in part.columns]
+            parts.append(part)
+        wide = parts[0] if len(parts) == 1 else pd.concat(parts, axis=1)
+        if len(parts) > 1:  # EM and F1 of a language next to each other
+            langs = list(dict.fromkeys(c.rsplit(" · ", 1)[0] for p in parts for c in p.columns))
+            wide = wide[[f"{l} · {names[m]}" for l in langs for m in metrics if f"{l} · {names[m]}" in wide.columns]]
         wide.insert(0, "parallel pairs", sub.groupby("system")["parallel_pairs"].max().reindex(wide.index).astype(int))
         wide.columns.name = None
         out.append((setting, wide))
@@ -388,6 +409,9 @@ def compare_table(long: pd.DataFrame) -> pd.DataFrame:
     return wide.reset_index(drop=True)
 
 
+CSV_FIELDS = ("metric", "setting")
+
+
 def compare_figure(long: pd.DataFrame, colours: dict[str, str] | None = None):
     """Grouped bars: language on x, one bar per run · system, EM and F1 side by side; colour =
     system (the app-wide colour, :mod:`xlviz.ui.colours`), pattern = run; zero-shot and
@@ -404,8 +428,10 @@ def compare_figure(long: pd.DataFrame, colours: dict[str, str] | None = None):
     two = "setting" in df and df["setting"].nunique() > 1
     fig = px.bar(df, x="language", y="score", color="system", pattern_shape="run", barmode="group", facet_col="metric",
                  facet_row="setting" if two else None, range_y=[0, 100], labels={"score": "score (%)", "setting": ""},
-                 color_discrete_map=colours, hover_data=["run"],
+                 color_discrete_map=colours, hover_data=["run"], custom_data=CSV_FIELDS[:1 + ("setting" in df)],
                  category_orders={"setting": list(SETTINGS)} if two else None)
+    # the CSV export (xlviz.ui.export.figure_frame) reads these per bar: EM and F1 apart
+    fig.update_layout(meta={"customdata": list(CSV_FIELDS[:1 + ("setting" in df)])})
     fig.update_layout(height=380 * (2 if two else 1), margin=dict(l=10, r=40, t=40, b=10), legend=dict(orientation="h", y=-0.2))
     fig.for_each_annotation(lambda a: a.update(text=a.text.split("=", 1)[-1]))  # "EM", not "metric=EM"
     return fig
