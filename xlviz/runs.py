@@ -467,6 +467,16 @@ def check_same_settings(run_dir: str | os.PathLike, config: dict) -> None:
                          "with --resume", path=run_dir, field="--run-dir")
 
 
+def resume_dir(run_dir: str | os.PathLike, root: str | os.PathLike) -> Path:
+    """A ``--resume`` folder that resolves inside the checkpoints ``root``: a run folder that is
+    (or lies under) a symlink to elsewhere must not carry a resumed run's writes out of it."""
+    text = str(run_dir)
+    if not confined.inside(root, text) or os.path.realpath(text) == os.path.realpath(root):
+        raise XlvizError(f"resolves to {os.path.realpath(text)}, outside the checkpoints root {os.path.realpath(root)}; "
+                         "pass --out (or set XLVIZ_CHECKPOINTS) to the folder that holds the run", path=text, field="--resume")
+    return Path(text)
+
+
 def explicit_run_dir(run_dir: str | os.PathLike, root: str | os.PathLike, config: dict) -> Path:
     """A ``--run-dir`` checked before anything is written: inside the checkpoints ``root``, no
     '..', no newline, a valid name (:func:`xlviz.names.check_run_dir`), and not an existing

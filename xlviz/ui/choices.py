@@ -227,11 +227,18 @@ class FolderCheck:
 
 def check_typed(text: str) -> FolderCheck:
     """Read a typed folder's config once: does it exist, is it a model, does it have a QA or a
-    masked-LM head? A hub id cannot be checked offline and is taken on trust."""
-    folder = Path(os.path.expanduser(text.strip()))
-    looks_local = text.strip().startswith(("/", ".", "~")) or folder.exists()
-    if not looks_local:
+    masked-LM head? A hub id cannot be checked offline and is taken on trust. A local path must
+    lie inside the app's roots (:mod:`xlviz.ui.paths`); a refusal does not tell whether it exists."""
+    from xlviz.errors import XlvizError
+    from xlviz.ui.paths import typed_model
+
+    try:
+        kind, local = typed_model(text)
+    except XlvizError as e:
+        return FolderCheck(False, str(e))
+    if kind == "hub":
         return FolderCheck(True, f"{text}: a hub id, loaded from the local Hugging Face cache when first used", qa=True, mlm=True)
+    folder = local
     if not folder.is_dir():
         return FolderCheck(False, f"{text}: model folder not found")
     if not is_hf_model_folder(folder):
