@@ -839,6 +839,15 @@ def test_xquad_folder_source_is_confined(tmp_path, monkeypatch):
 EVIL = "![x](http://evil.example/a.png) [link](http://evil.example) <img src=x> :material/home: $x$"
 
 
+def _live_markdown(value: str) -> list[str]:
+    """Markdown constructs in ``value`` that would render: a link or image, HTML, the icon of
+    ``EVIL`` (each unescaped: a backslash before a punctuation character makes it literal; the
+    app's own icons are other ones)."""
+    import re
+
+    return re.findall(r"(?<!\\)\]\(|(?<!\\)<[A-Za-z/]|(?<!\\):material/home", value)
+
+
 def _markdown_values(at) -> list[str]:
     out = []
     for kind in ("markdown", "caption", "error", "warning", "info", "success", "title", "header", "subheader"):
@@ -868,7 +877,7 @@ def test_text_from_disk_and_the_url_is_not_markdown(tmp_path, monkeypatch):
     assert any("The run failed: " + md_text(EVIL) == e for e in errors), errors  # shown, as its literal characters
     assert any(md_text(name) in v for v in values)
     for v in values:
-        assert "](" not in v and "<img" not in v and ":material/home:" not in v, v
+        assert not _live_markdown(v), v
     # query parameters: a shared link naming a run
     at = AppTest.from_file(APP, default_timeout=120)
     at.query_params.update({"run": EVIL, "l2": "[l](http://evil.example)"})
@@ -878,19 +887,24 @@ def test_text_from_disk_and_the_url_is_not_markdown(tmp_path, monkeypatch):
     warnings = [str(e.value) for e in at.warning]
     assert any("evil" in w for w in warnings), warnings
     for v in _markdown_values(at):
-        assert "](" not in v and "<img" not in v, v
+        assert not _live_markdown(v), v
 
 
 def test_md_text_escapes_every_markdown_construct():
     from xlviz.ui.text import md_text
 
-    cases = {"![x](http://e.example/a.png)": r"\!\[x\]\(http\:\/\/e\.example\/a\.png\)",
-             "[l](http://e.example)": r"\[l\]\(http\:\/\/e\.example\)",
-             "<b>hi</b>": r"\<b\>hi\<\/b\>", ":material/home:": r"\:material\/home\:", ":red[x]": r"\:red\[x\]",
-             "# h\n- item": r"\# h \- item", "$x$": r"\$x\$", "`code`": r"\`code\`", "plain text": "plain text"}
+    cases = {"![x](http://e.example/a.png)": r"!\[x\](http\://e.example/a.png)",
+             "[l](http://e.example)": r"\[l\](http\://e.example)",
+             "<b>hi</b>": r"\<b\>hi\</b\>", ":material/home:": r"\:material/home:", ":red[x]": r"\:red\[x\]",
+             "# h\n- item": r"\# h - item", "- a": r"\- a", "1. a": r"1\. a", "$x$": r"\$x\$", "`code`": r"\`code\`",
+             "see www.e.example": r"see www\.e.example", "me@e.example": r"me\@e.example", "_em_ and **b**": r"\_em\_ and \*\*b\*\*",
+             # ordinary text reads as it is
+             "plain text": "plain text", "s1_pretrain": "s1_pretrain", "my-run": "my-run", "field 'x': bad": "field 'x': bad"}
     for raw, escaped in cases.items():
         assert md_text(raw) == escaped, raw
-    assert len(cases) == 9
+        assert not _live_markdown(md_text(raw))
+    assert _live_markdown("![x](y) <b> :material/home:") == ["](", "<b", ":material/home"]
+    assert len(cases) == 17
 
 
 def test_run_reads_refuse_links_out_fifos_and_unbounded_files(tmp_path):

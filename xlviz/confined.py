@@ -32,10 +32,13 @@ def inside(root: str | os.PathLike, path: str | os.PathLike) -> bool:
     return path_r == root_r or path_r.startswith(root_r.rstrip(os.sep) + os.sep)
 
 
-def _open(path: Path, root: str | os.PathLike, what: str) -> int:
-    """A read-only descriptor of the regular file ``path`` inside ``root`` (else an XlvizError)."""
+def _open(path: Path, root: str | os.PathLike | None, what: str) -> int:
+    """A read-only descriptor of the regular file ``path`` inside ``root`` (else an XlvizError).
+    ``root=None``: a file outside any run folder (a model's ``config.json``, which a Hugging
+    Face cache links): symlinks are followed, but it must still be a regular file."""
+    nofollow = getattr(os, "O_NOFOLLOW", 0) if root is not None else 0
     try:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0))
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | nofollow | getattr(os, "O_CLOEXEC", 0))
     except FileNotFoundError:
         raise XlvizError(f"{what} not found", path=path) from None
     except OSError as e:
@@ -49,7 +52,7 @@ def _open(path: Path, root: str | os.PathLike, what: str) -> int:
             raise XlvizError(f"{what} is a folder, expected a file", path=path)
         if not stat.S_ISREG(mode):
             raise XlvizError(f"{what} is not a regular file (a FIFO, socket or device); not read", path=path)
-        if not inside(root, path):
+        if root is not None and not inside(root, path):
             raise XlvizError(f"{what} lies outside its folder {os.path.realpath(root)} (through a symbolic link); not read",
                              path=path)
     except BaseException:
@@ -58,7 +61,7 @@ def _open(path: Path, root: str | os.PathLike, what: str) -> int:
     return fd
 
 
-def read_bytes(path: str | os.PathLike, *, root: str | os.PathLike, max_bytes: int, what: str = "file") -> bytes:
+def read_bytes(path: str | os.PathLike, *, root: str | os.PathLike | None, max_bytes: int, what: str = "file") -> bytes:
     """The whole file, if it is at most ``max_bytes`` long; else an XlvizError naming the limit."""
     path = Path(path)
     fd = _open(path, root, what)
@@ -97,11 +100,11 @@ def read_tail(path: str | os.PathLike, *, root: str | os.PathLike, max_bytes: in
     return data
 
 
-def read_text(path: str | os.PathLike, *, root: str | os.PathLike, max_bytes: int, what: str = "file") -> str:
+def read_text(path: str | os.PathLike, *, root: str | os.PathLike | None, max_bytes: int, what: str = "file") -> str:
     return read_bytes(path, root=root, max_bytes=max_bytes, what=what).decode("utf-8", errors="replace")
 
 
-def read_json(path: str | os.PathLike, *, root: str | os.PathLike, max_bytes: int, what: str = "JSON file") -> Any:
+def read_json(path: str | os.PathLike, *, root: str | os.PathLike | None, max_bytes: int, what: str = "JSON file") -> Any:
     """:func:`read_bytes` parsed as JSON; every failure an XlvizError naming the file."""
     data = read_bytes(path, root=root, max_bytes=max_bytes, what=what)
     try:

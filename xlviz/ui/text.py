@@ -1,22 +1,25 @@
 """Text from disk or from the URL, made safe to put into Streamlit's markdown.
 
 Why: ``st.markdown``, ``st.caption``, ``st.error`` / ``st.warning`` / ``st.info`` /
-``st.success``, subheaders and widget labels all render markdown. A run folder from elsewhere
-(its ``status.json`` error, stage names, its folder name, a log line) or a shared link's query
-parameters would otherwise put links, images (fetched by the browser from any host), HTML,
-``:material/...:`` icons, ``:red[...]`` directives or ``$...$`` maths into the page. Strings from
-disk or the URL go into markdown only through :func:`md_text`, which backslash-escapes every
-ASCII punctuation character (CommonMark makes each of them literal), so ``[x](y)``,
-``![x](y)``, ``<b>``, ``:material/x:``, ``http://host`` (no autolink once its ``:`` is escaped),
-headings, lists and tables all show as the literal characters. Long text goes into
-``st.code`` / ``st.text``, which never render markdown.
+``st.success``, subheaders, progress texts and widget labels all render markdown. A run folder
+from elsewhere (its ``status.json`` error, stage names, its folder name, a log line) or a shared
+link's query parameters would otherwise put links, images (fetched by the browser from any
+host), HTML, ``:material/...:`` icons, ``:red[...]`` directives or ``$...$`` maths into the page.
+Strings from disk or the URL go into markdown only through :func:`md_text`. It backslash-escapes
+(CommonMark makes an escaped ASCII punctuation character literal) every character that can start
+markdown inline: ``[ ] < > ` * ~ $ \\ @``, a ``:`` before a letter or ``/`` (directives, icons,
+``http://`` autolinks), the ``.`` of ``www.``, an ``_`` that is not inside a word, and a block
+marker at the start (``#``, ``-``, ``+``, ``=``, ``1.``). Newlines become spaces, so no other
+block can start. Ordinary text (``s1_pretrain``, ``my-run``, ``a: b``) is left as it reads.
+Long text goes into ``st.code`` / ``st.text``, which never render markdown.
 """
 
 from __future__ import annotations
 
-import string
+import re
 
-_ESCAPES = {ord(c): "\\" + c for c in string.punctuation}
+_ALWAYS = set("[]<>`*~$\\@")
+_LIST_START = re.compile(r"\d{1,9}[.)]")
 
 
 def md_text(value: object, *, max_chars: int | None = 2000) -> str:
@@ -27,7 +30,22 @@ def md_text(value: object, *, max_chars: int | None = 2000) -> str:
     text = "".join(c for c in text if c >= " " and c != "\x7f")
     if max_chars is not None and len(text) > max_chars:
         text = text[: max_chars - 1] + "…"
-    return text.translate(_ESCAPES)
+    out = []
+    lead = len(text) - len(text.lstrip(" "))
+    list_start = _LIST_START.match(text, lead)
+    for i, c in enumerate(text):
+        prev = text[i - 1] if i else ""
+        nxt = text[i + 1] if i + 1 < len(text) else ""
+        if (c in _ALWAYS
+                or c == ":" and (nxt.isalpha() or nxt == "/")
+                or c == "_" and not (prev.isalnum() and nxt.isalnum())
+                or c == "." and text[max(i - 3, 0):i].lower() == "www"
+                or i == lead and c in "#-+=>|"
+                or list_start is not None and i == list_start.end() - 1):
+            out.append("\\" + c)
+        else:
+            out.append(c)
+    return "".join(out)
 
 
 def md_join(values, sep: str = ", ") -> str:
