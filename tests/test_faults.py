@@ -670,7 +670,10 @@ def _running_run(path: Path) -> Run:
 
 
 def test_cancel_refuses_a_process_the_run_did_not_start(arena, foreign):
-    from xlviz.runs import process_cmdline, process_start_ticks
+    from xlviz.runs import process_start_ticks
+
+    def process_cmdline(pid: int) -> list[str]:
+        return Path(f"/proc/{pid}/cmdline").read_bytes().decode().split("\0")[:-1]
 
     root = arena / "ck"
     pid, ticks = foreign.pid, process_start_ticks(foreign.pid)
