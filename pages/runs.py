@@ -11,6 +11,7 @@ import pandas as pd
 import streamlit as st
 
 from xlviz import jobs
+from xlviz.errors import XlvizError
 from xlviz.runs import Run, checkpoints_root, new_run_path
 from xlviz.ui import runs_view
 from xlviz.ui.choices import run_languages
@@ -130,7 +131,12 @@ def live_view(path) -> None:
     elif state == "stopped":
         st.warning("The run's process is gone (killed, or the machine restarted). Resume goes on from the last "
                    "finished stage.", icon=":material/pause_circle:")
-    fig = runs_view.loss_figure(run.metrics(all_attempts=True))
+    try:  # a metrics file linked out of the folder, a FIFO or one over its size limit: say so
+        metrics = run.metrics(all_attempts=True)
+    except XlvizError as e:
+        st.warning(md_text(e), icon=":material/warning:")
+        metrics = []
+    fig = runs_view.loss_figure(metrics)
     if fig is not None:
         plotly(fig, key=f"loss_{run.name}")
     else:

@@ -1004,3 +1004,26 @@ def test_linked_run_folders_are_neither_listed_nor_resumed(arena, capsys):
     with pytest.raises(XlvizError, match="outside the checkpoints root"):
         jobs.cancel(root / "linked")
     assert snapshot(arena / "victim") == before  # nothing written outside
+
+
+def test_runs_page_hides_linked_log_and_metrics_and_says_why(tmp_path, monkeypatch):
+    from streamlit.testing.v1 import AppTest
+
+    secret = tmp_path / "secret.txt"
+    secret.write_text('{"stage": "SECRET-STAGE", "step": 1, "loss": 1.0}\nSECRET-LINE\n')
+    root = tmp_path / "checkpoints"
+    run = Run(root / "linked-files")
+    run.write_config({"name": "linked-files"})
+    atomic_write_json(run.status_path, {"state": "failed", "stages_done": [], "error": "boom"})
+    run.log_path.symlink_to(secret)
+    run.metrics_path.symlink_to(secret)
+    monkeypatch.setenv("XLVIZ_CHECKPOINTS", str(root))
+    at = AppTest.from_file(APP, default_timeout=120)
+    at.session_state["runs_live_select"] = "linked-files"
+    at.run()
+    at.switch_page("pages/runs.py").run()
+    assert not at.exception, [e.message for e in at.exception]
+    shown = [str(e.value) for e in at.code] + _markdown_values(at) + [str(e.value) for e in at.warning]
+    assert not any("SECRET" in t for t in shown)
+    assert any("metrics" in w and "symbolic link" in w.replace("\\", "") for w in map(str, (e.value for e in at.warning)))
+    assert any("log not shown" in c and "symbolic link" in c for c in (str(e.value) for e in at.code))
