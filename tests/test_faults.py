@@ -896,18 +896,21 @@ def test_text_from_disk_and_the_url_is_not_markdown(tmp_path, monkeypatch):
 def test_md_text_escapes_every_markdown_construct():
     from xlviz.ui.text import md_text
 
-    cases = {"![x](http://e.example/a.png)": r"!\[x\](http\://e.example/a.png)",
-             "[l](http://e.example)": r"\[l\](http\://e.example)",
-             "<b>hi</b>": r"\<b\>hi\</b\>", ":material/home:": r"\:material/home:", ":red[x]": r"\:red\[x\]",
+    j = "\u2060"  # the invisible word joiner that keeps GFM from linking bare URLs and addresses
+    cases = {"![x](http://e.example/a.png)": "!\\[x\\](http\\:" + j + "//e.example/a.png)",
+             "[l](http://e.example)": "\\[l\\](http\\:" + j + "//e.example)",
+             "<b>hi</b>": r"\<b\>hi\</b\>", ":material/home:": r"\:material\/home:", ":red[x]": r"\:red\[x\]",
              "# h\n- item": r"\# h - item", "- a": r"\- a", "1. a": r"1\. a", "$x$": r"\$x\$", "`code`": r"\`code\`",
-             "see www.e.example": r"see www\.e.example", "me@e.example": r"me\@e.example", "_em_ and **b**": r"\_em\_ and \*\*b\*\*",
+             "see www.e.example": "see www" + j + "\\.e.example", "me@e.example": "me" + j + "\\@e.example",
+             "_em_ and **b**": r"\_em\_ and \*\*b\*\*",
              # ordinary text reads as it is
-             "plain text": "plain text", "s1_pretrain": "s1_pretrain", "my-run": "my-run", "field 'x': bad": "field 'x': bad"}
+             "plain text": "plain text", "s1_pretrain": "s1_pretrain", "my-run": "my-run", "field 'x': bad": "field 'x': bad",
+             "a/b": "a/b"}
     for raw, escaped in cases.items():
         assert md_text(raw) == escaped, raw
         assert not _live_markdown(md_text(raw))
     assert _live_markdown("![x](y) <b> :material/home:") == ["](", "<b", ":material/home"]
-    assert len(cases) == 17
+    assert len(cases) == 18
 
 
 def test_run_reads_refuse_links_out_fifos_and_unbounded_files(tmp_path):
@@ -1027,3 +1030,51 @@ def test_runs_page_hides_linked_log_and_metrics_and_says_why(tmp_path, monkeypat
     assert not any("SECRET" in t for t in shown)
     assert any("metrics" in w and "symbolic link" in w.replace("\\", "") for w in map(str, (e.value for e in at.warning)))
     assert any("log not shown" in c and "symbolic link" in c for c in (str(e.value) for e in at.code))
+
+
+@pytest.mark.browser
+def test_a_real_browser_shows_markdown_from_disk_as_text(tmp_path):
+    """Streamlit's own frontend (chromium): the escaped error text makes no link, image or icon."""
+    import socket
+
+    chromium = "/usr/bin/chromium"
+    if not Path(chromium).exists():
+        pytest.skip(f"{chromium} is missing; the browser test needs Debian's chromium")
+    sync_api = pytest.importorskip("playwright.sync_api", reason="the playwright Python package is not installed")
+    root = tmp_path / "checkpoints"
+    run = Run(root / "evil-run")
+    run.write_config({"name": "x"})
+    atomic_write_json(run.status_path, {"state": "failed", "stages_done": ["s1_[s](http://evil.example/stage)"],
+                                        "error": EVIL + " see http://evil.example/auto www.evil.example"})
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    proc = subprocess.Popen([sys.executable, "-m", "xlviz", "app", "--headless", "--port", str(port)],
+                            env={**os.environ, "XLVIZ_CHECKPOINTS": str(root)}, stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 90
+        while time.monotonic() < deadline:
+            try:
+                socket.create_connection(("127.0.0.1", port), 0.5).close()
+                break
+            except OSError:
+                time.sleep(0.3)
+        with sync_api.sync_playwright() as p:
+            browser = p.chromium.launch(executable_path=chromium, args=["--no-sandbox", "--disable-gpu"])
+            page = browser.new_page()
+            page.goto(f"http://127.0.0.1:{port}/runs", timeout=120_000)
+            page.wait_for_selector('[data-testid="stAlertContentError"]', timeout=120_000)
+            page.wait_for_timeout(2000)
+            error = page.locator('[data-testid="stAlertContentError"]').filter(has_text="The run failed").first.inner_text()
+            links = page.eval_on_selector_all("a[href*='evil.example']", "els => els.map(e => e.href)")
+            images = page.eval_on_selector_all("img[src*='evil.example'], img[src='x']", "els => els.map(e => e.src)")
+            icons = page.locator('[data-testid="stAlertContentError"] [data-testid="stIconMaterial"]').count()
+            browser.close()
+        error = error.replace("\u2060", "")  # the invisible joiners that keep bare URLs from being linked
+        assert "![x](http://evil.example/a.png)" in error and "[link](http://evil.example)" in error, error
+        assert ":material/home:" in error and "<img src=x>" in error and "www.evil.example" in error, error
+        assert links == [] and images == [] and icons == 0, (links, images, icons)
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()

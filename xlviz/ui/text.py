@@ -8,9 +8,12 @@ host), HTML, ``:material/...:`` icons, ``:red[...]`` directives or ``$...$`` mat
 Strings from disk or the URL go into markdown only through :func:`md_text`. It backslash-escapes
 (CommonMark makes an escaped ASCII punctuation character literal) every character that can start
 markdown inline: ``[ ] < > ` * ~ $ \\ @``, a ``:`` before a letter or ``/`` (directives, icons,
-``http://`` autolinks), the ``.`` of ``www.``, an ``_`` that is not inside a word, and a block
+``http://`` autolinks), the ``/`` of ``:material/`` (Streamlit replaces that text before
+parsing, escaped colon or not), the ``.`` of ``www.``, an ``_`` that is not inside a word, and a block
 marker at the start (``#``, ``-``, ``+``, ``=``, ``1.``). Newlines become spaces, so no other
-block can start. Ordinary text (``s1_pretrain``, ``my-run``, ``a: b``) is left as it reads.
+block can start. GFM also turns bare ``http://...``, ``www....`` and ``a@b.c`` into links after
+escapes are resolved, so an invisible WORD JOINER (U+2060) goes before the ``//``, the ``.`` of
+``www.`` and the ``@`` (a copied text carries it). Ordinary text (``s1_pretrain``, ``my-run``, ``a: b``) is left as it reads.
 Long text goes into ``st.code`` / ``st.text``, which never render markdown.
 """
 
@@ -20,6 +23,13 @@ import re
 
 _ALWAYS = set("[]<>`*~$\\@")
 _LIST_START = re.compile(r"\d{1,9}[.)]")
+_JOINER = "\u2060"  # WORD JOINER: invisible, keeps ``http://``, ``www.`` and ``a@b`` from being linked
+_AUTOLINK_BREAK = {
+    "/": lambda t, i: t[i - 1:i] == ":" and t[i:i + 2] == "//",  # scheme://
+    ".": lambda t, i: t[max(i - 3, 0):i].lower() == "www",        # www.
+    "@": lambda t, i: True,                                        # user@host
+}
+_ICON_PACK = re.compile(r":[A-Za-z][A-Za-z0-9_-]*$")  # ":material" before "/": Streamlit's icon syntax
 
 
 def md_text(value: object, *, max_chars: int | None = 2000) -> str:
@@ -36,9 +46,12 @@ def md_text(value: object, *, max_chars: int | None = 2000) -> str:
     for i, c in enumerate(text):
         prev = text[i - 1] if i else ""
         nxt = text[i + 1] if i + 1 < len(text) else ""
+        if c in "/@." and _AUTOLINK_BREAK.get(c, lambda t, j: False)(text, i):
+            out.append(_JOINER)  # GFM links bare URLs and e-mail addresses in text nodes, after escapes
         if (c in _ALWAYS
                 or c == ":" and (nxt.isalpha() or nxt == "/")
                 or c == "_" and not (prev.isalnum() and nxt.isalnum())
+                or c == "/" and _ICON_PACK.search(text, 0, i) is not None
                 or c == "." and text[max(i - 3, 0):i].lower() == "www"
                 or i == lead and c in "#-+=>|"
                 or list_start is not None and i == list_start.end() - 1):
