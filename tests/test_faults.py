@@ -1078,3 +1078,25 @@ def test_a_real_browser_shows_markdown_from_disk_as_text(tmp_path):
     finally:
         os.killpg(proc.pid, signal.SIGKILL)
         proc.wait()
+
+
+def test_names_from_disk_are_not_html_in_charts():
+    """Plotly renders <a href> in trace names, categories and facet titles: names from a run
+    folder (stage, run, system, language) go in as entities."""
+    import pandas as pd
+
+    from xlviz.ui import runs_view
+
+    evil = "<a href='http://evil.example'>x</a>"
+    figs = [runs_view.loss_figure([{"stage": evil, "step": s, "loss": 1.0} for s in range(3)]),
+            runs_view.overlay_figure(pd.DataFrame({"run": [evil] * 2, "stage": [evil] * 2, "attempt": [0, 0],
+                                                   "step": [0, 1], "elapsed": [0.0, 1.0], "loss": [1.0, 0.5]})),
+            runs_view.compare_figure(pd.DataFrame({"run": [evil], "system": [evil], "language": [evil],
+                                                   "exact_match": [1.0], "f1": [2.0]}))]
+    shown = []
+    for fig in figs:
+        for trace in fig.data:
+            shown += [str(trace.name)] + [str(v) for v in (trace.x if trace.x is not None else [])]
+        shown += [str(a.text) for a in fig.layout.annotations]
+    assert any("&lt;a href" in t for t in shown) and len(figs) == 3
+    assert not any("<a" in t for t in shown), [t for t in shown if "<a" in t]

@@ -61,9 +61,17 @@ def md_text(value: object, *, max_chars: int | None = 2000) -> str:
     return "".join(out)
 
 
+def plot_text(value: object) -> str:
+    """``value`` for a plotly label (trace name, category, facet title): plotly renders a few
+    HTML tags there, ``<a href>`` among them, so ``& < >`` become entities (shown as is)."""
+    import html
+
+    return html.escape(str(value), quote=False)
+
+
 def md_join(values, sep: str = ", ") -> str:
     """Several strings from disk or the URL, each escaped, joined by ``sep`` (markdown of ours)."""
     return sep.join(md_text(v) for v in values)
 
 
-__all__ = ["md_text", "md_join"]
+__all__ = ["md_text", "md_join", "plot_text"]
