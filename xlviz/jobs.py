@@ -127,13 +127,14 @@ def job_pid(run_dir: str | os.PathLike, info: dict | None = None) -> int | None:
 
 
 def claimed_pids(run_dir: str | os.PathLike) -> list[tuple[int, str]]:
-    """Live processes that ``job.json`` or ``.writer.lock`` name (verified or not), with the file."""
+    """Live processes that ``job.json`` or ``.writer.lock`` name (verified or not), with the
+    file; a recorded start time that differs (the pid was reused since) is no claim."""
     out = []
     info = job_info(run_dir)
-    if info and process_alive(info.get("pid")):
+    if info and process_alive(info.get("pid"), info.get("start_ticks")):
         out.append((info["pid"], JOB_FILE))
     record = Run(Path(run_dir)).lock_record()
-    if record is not None and process_alive(record[0]):
+    if record is not None and process_alive(record[0], record[1]):
         out.append((record[0], Run(Path(run_dir)).lock_path.name))
     return out
 
