@@ -1100,3 +1100,24 @@ def test_names_from_disk_are_not_html_in_charts():
         shown += [str(a.text) for a in fig.layout.annotations]
     assert any("&lt;a href" in t for t in shown) and len(figs) == 3
     assert not any("<a" in t for t in shown), [t for t in shown if "<a" in t]
+
+
+def test_parallel_pairs_of_a_run_are_read_confined(tmp_path):
+    """The Attention and Alignment pages read a run's world/parallel/*.jsonl: a link out of the
+    run folder or a FIFO there is refused, not shown or waited on."""
+    from xlviz.ui import attention_view as av
+
+    secret = tmp_path / "secret.jsonl"
+    secret.write_text(json.dumps({"src": "SECRET", "tgt": "SECRET"}) + "\n")
+    run = Run(tmp_path / "ck" / "r")
+    run.write_config({"name": "r", "l1": "en", "l2": "de"})
+    folder = run.path / "world" / "parallel"
+    folder.mkdir(parents=True)
+    (folder / "en-de.jsonl").symlink_to(secret)
+    os.mkfifo(folder / "en-fr.jsonl")
+    for path in (folder / "en-de.jsonl", folder / "en-fr.jsonl"):
+        with pytest.raises(XlvizError, match="symbolic link|not a regular file"):
+            av.read_world_pairs(path)
+    (folder / "en-de.jsonl").unlink()
+    (folder / "en-de.jsonl").write_text(json.dumps({"id": "1", "src": "a b", "tgt": "c d"}) + "\n")
+    assert [p.text_a for p in av.read_world_pairs(folder / "en-de.jsonl")] == ["a b"]

@@ -117,4 +117,19 @@ def read_json(path: str | os.PathLike, *, root: str | os.PathLike | None, max_by
         raise XlvizError(f"cannot read {what}: {type(e).__name__}", path=path) from None
 
 
-__all__ = ["inside", "read_bytes", "read_tail", "read_text", "read_json"]
+def read_jsonl(path: str | os.PathLike, *, root: str | os.PathLike | None, max_bytes: int, what: str = "JSON lines") -> list:
+    """The complete JSON lines of a file read by :func:`read_text` (a torn or malformed line is
+    skipped, as after a kill mid-write)."""
+    rows = []
+    for line in read_text(path, root=root, max_bytes=max_bytes, what=what).splitlines():
+        line = line.strip()
+        if not line:
+            continue
+        try:
+            rows.append(json.loads(line))
+        except (json.JSONDecodeError, RecursionError):
+            continue
+    return rows
+
+
+__all__ = ["inside", "read_bytes", "read_tail", "read_text", "read_json", "read_jsonl"]
