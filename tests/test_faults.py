@@ -1121,3 +1121,19 @@ def test_parallel_pairs_of_a_run_are_read_confined(tmp_path):
     (folder / "en-de.jsonl").unlink()
     (folder / "en-de.jsonl").write_text(json.dumps({"id": "1", "src": "a b", "tgt": "c d"}) + "\n")
     assert [p.text_a for p in av.read_world_pairs(folder / "en-de.jsonl")] == ["a b"]
+
+
+def test_json_readers_refuse_fifos_and_devices(tmp_path, capsys):
+    """Every JSON read (configs, SQuAD files, a run's world) refuses a FIFO or a device rather
+    than blocking on it or reading without end."""
+    from xlviz.io import read_json, read_jsonl
+
+    fifo = tmp_path / "c.json"
+    os.mkfifo(fifo)
+    for path in (fifo, Path("/dev/zero")):
+        with pytest.raises(XlvizError, match="not a regular file"):
+            read_json(path)
+        with pytest.raises(XlvizError, match="not a regular file"):
+            list(read_jsonl(path))
+    assert cli(["transfer", "--config", str(fifo)]) == 2
+    one_line_error(capsys, "not a regular file")
