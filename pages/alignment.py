@@ -18,6 +18,7 @@ from xlviz.ui.colours import label_colours, system_colours
 from xlviz.ui.common import NA, guard, plotly, shared_data_dir
 from xlviz.ui.sidebar import current, page_setup
 from xlviz.ui.state import keep
+from xlviz.ui.text import md_join, md_text
 
 page_setup()
 
@@ -39,7 +40,7 @@ shared = shared_data_dir()
 # --- preset from the Runs page's link: ?run=NAME&l2=L2 -----------------------------------------------
 p_run, p_l2, p_msg = ua.query_preset(PAGE, runs)
 if p_msg:
-    st.warning(p_msg, icon=":material/link_off:")
+    st.warning(md_text(p_msg), icon=":material/link_off:")  # names from the URL
 if p_run is not None:
     st.session_state["al_source"] = WORLD
     st.session_state["al_run"] = p_run.name
@@ -111,8 +112,8 @@ with guard("Could not read the parallel sentences", stop=True):
         data = ua.parallel_uploaded(up_a.getvalue().decode("utf-8", "replace"), up_b.getvalue().decode("utf-8", "replace"),
                                     la.strip() or "a", lb.strip() or "b", 2000)
 
-st.caption(f"{data.source}: {len(data)} pairs. A = **{data.lang_a}**, B = **{data.lang_b}**. "
-           f"Example: “{data.src[0][:90]}” ↔ “{data.tgt[0][:90]}”")
+st.caption(f"{md_text(data.source)}: {len(data)} pairs. A = **{md_text(data.lang_a)}**, B = **{md_text(data.lang_b)}**. "
+           f"Example: “{md_text(data.src[0][:90])}” ↔ “{md_text(data.tgt[0][:90])}”")
 
 # --- systems -----------------------------------------------------------------------------------------
 options: dict[str, System] = {}
@@ -187,8 +188,8 @@ with c2.popover("Compare two other models", icon=":material/add:", width="stretc
         st.caption("No models found. Add a folder or hub id in the sidebar.")
     else:
         labels = [m.label for m in avail]
-        st.selectbox(f"Model reading {data.lang_a}", range(len(avail)), format_func=labels.__getitem__, key="al_custom_a")
-        st.selectbox(f"Model reading {data.lang_b}", range(len(avail)), format_func=labels.__getitem__, key="al_custom_b")
+        st.selectbox(f"Model reading {md_text(data.lang_a)}", range(len(avail)), format_func=labels.__getitem__, key="al_custom_a")
+        st.selectbox(f"Model reading {md_text(data.lang_b)}", range(len(avail)), format_func=labels.__getitem__, key="al_custom_b")
         st.button("Add system", key="al_custom_add", on_click=_add_custom, args=(avail, data.lang_a, data.lang_b))
 
 if not chosen:
@@ -246,7 +247,7 @@ with tabs[0]:
         st.caption(f"Chance is 1/{len(data)} = {100 / len(data):.2f}%. Different hidden sizes cannot be compared by cosine "
                    "(no retrieval for such systems; CKA still works).")
         for group in ua.coinciding(vectors):
-            st.caption(f"{' and '.join(group)} read the sentences with the same encoder (identical vectors): their lines "
+            st.caption(f"{md_join(group, ' and ')} read the sentences with the same encoder (identical vectors): their lines "
                        "coincide on every chart, and the one drawn last hides the others.")
     else:
         st.info("The chosen systems read the two languages with vectors of different sizes: no cosine retrieval.")

@@ -18,6 +18,7 @@ from xlviz.ui.common import shares_body, shared_data_dir
 from xlviz.ui.sidebar import current
 from xlviz.ui.sidebar import page_setup
 from xlviz.ui.state import url_state, write_url
+from xlviz.ui.text import md_text
 
 page_setup()
 URL_KEYS = ("att_source", "att_run", "att_world_pair", "att_max_len", "att_layer", "att_head", "att_hide")
@@ -95,7 +96,7 @@ with guard("Could not read the pair", stop=True):
                          format_func=lambda i: f"{pairs[i].id} — {pairs[i].text_a[:70]}")
         pair = pairs[k]
 
-st.markdown(f"**A** ({pair.lang_a}): {pair.text_a}  \n**B** ({pair.lang_b}): {pair.text_b}")
+st.markdown(f"**A** ({md_text(pair.lang_a)}): {md_text(pair.text_a)}  \n**B** ({md_text(pair.lang_b)}): {md_text(pair.text_b)}")
 
 # --- model and mode -----------------------------------------------------------------------------
 names = [m.label for m in sel.models]
@@ -147,7 +148,7 @@ with guard("Could not compute attention", stop=True):
         inputs.append((f"B ({pair.lang_b})", attention(ref_b, pair.input_b(), None, max_length)))
 for name, res in inputs:
     if res.truncated:
-        st.warning(f"{name}: the input has {res.n_tokens_before_truncation} tokens; only the first "
+        st.warning(f"{md_text(name)}: the input has {res.n_tokens_before_truncation} tokens; only the first "
                    f"{len(res.tokens)} are shown (raise “Max tokens” to see more).", icon=":material/content_cut:")
 
 # --- one layer/head -----------------------------------------------------------------------------
@@ -196,7 +197,7 @@ if ov_layers:
 
             sl = attention_slice(res, layers=sorted(ov_layers), heads=None, hide_special=hide)
             if len(inputs) > 1:
-                st.caption(name)
+                st.caption(md_text(name))
             plotly(av.overview(sl.attentions, sl.layers, sl.heads, segment=sl.segment), key=f"att_ov_{name}")
 
 # --- VECO Fig. 1: attention to the other sentence / the aligned word ----------------------------

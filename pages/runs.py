@@ -11,6 +11,7 @@ import pandas as pd
 import streamlit as st
 
 from xlviz import jobs
+from xlviz.errors import XlvizError
 from xlviz.runs import Run, checkpoints_root, new_run_path
 from xlviz.ui import runs_view
 from xlviz.ui.choices import run_languages
@@ -18,6 +19,7 @@ from xlviz.ui.colours import system_colours
 from xlviz.ui.common import NA, FIGURES_KEY, guard, plotly
 from xlviz.ui.sidebar import page_setup
 from xlviz.ui.state import url_state, write_url
+from xlviz.ui.text import md_join, md_text
 
 page_setup()
 URL_KEYS = ("runs_live_select", "runs_compare_pick", "runs_smoothing", "runs_curve_x")
@@ -89,7 +91,7 @@ with st.expander("Start a transfer run", expanded=not runs, icon=":material/play
             pid = jobs.start_job(form.argv(run_dir), run_dir)
             st.session_state["runs_watch"] = run_dir.name
             st.session_state["runs_live_select"] = run_dir.name  # show the new run in the live view
-            st.success(f"Started **{run_dir.name}** (process {pid}).", icon=":material/check_circle:")
+            st.success(f"Started **{md_text(run_dir.name)}** (process {pid}).", icon=":material/check_circle:")
             runs = runs_view.all_runs(root)
 
 
@@ -115,24 +117,30 @@ def live_view(path) -> None:
         st.rerun()
     prog = runs_view.run_progress(run, state)
     head, b1, b2 = st.columns([6, 1, 1], vertical_alignment="center")
-    head.markdown(f"#### {STATE_ICONS.get(state, ':gray[:material/radio_button_unchecked:]')} {run.name}")
+    head.markdown(f"#### {STATE_ICONS.get(state, ':gray[:material/radio_button_unchecked:]')} {md_text(run.name)}")
     if state in ACTIVE:
         b1.button("Cancel", key=f"cancel_{run.name}", on_click=_cancel, args=(path,), icon=":material/stop:")
     if state in ("stopped", "failed", "cancelled") and run.exists():
         b2.button("Resume", key=f"resume_{run.name}", on_click=_resume, args=(path,), icon=":material/replay:")
-    st.progress(prog.fraction or 0.0, text=prog.text)
+    st.progress(prog.fraction or 0.0, text=md_text(prog.text))  # stage names from status.json
     try:
         status = run.status()
     except Exception:  # noqa: BLE001 - a torn read is retried at the next poll
         status = {}
     if status.get("stages_done"):
-        st.caption("Stages done: " + ", ".join(status["stages_done"]))
+        st.caption("Stages done: " + md_join(status["stages_done"]))
     if state == "failed":
-        st.error(f"The run failed: {status.get('error') or 'see the log below'}", icon=":material/error:")
+        st.error("The run failed: " + (md_text(status["error"]) if status.get("error") else "see the log below"),
+                 icon=":material/error:")
     elif state == "stopped":
         st.warning("The run's process is gone (killed, or the machine restarted). Resume goes on from the last "
                    "finished stage.", icon=":material/pause_circle:")
-    fig = runs_view.loss_figure(run.metrics(all_attempts=True))
+    try:  # a metrics file linked out of the folder, a FIFO or one over its size limit: say so
+        metrics = run.metrics(all_attempts=True)
+    except XlvizError as e:
+        st.warning(md_text(e), icon=":material/warning:")
+        metrics = []
+    fig = runs_view.loss_figure(metrics)
     if fig is not None:
         plotly(fig, key=f"loss_{run.name}")
     else:
@@ -175,9 +183,9 @@ def finished_run_panel(run: Run) -> None:
         return
     cols = st.columns(2 * len(l2s))
     for i, l2 in enumerate(l2s):
-        cols[2 * i].page_link("pages/alignment.py", label=f"Analyse this run · {l2}", icon=":material/join_inner:",
+        cols[2 * i].page_link("pages/alignment.py", label=f"Analyse this run · {md_text(l2)}", icon=":material/join_inner:",
                               query_params={"run": run.name, "l2": l2})
-        cols[2 * i + 1].page_link("pages/probing.py", label=f"Probe this run · {l2}", icon=":material/science:",
+        cols[2 * i + 1].page_link("pages/probing.py", label=f"Probe this run · {md_text(l2)}", icon=":material/science:",
                                   query_params={"run": run.name, "l2": l2})
 
 

@@ -12,7 +12,11 @@ from pathlib import Path
 
 import streamlit as st
 
+from xlviz.errors import XlvizError
 from xlviz.ui import qa
+from xlviz.ui.paths import REFUSED, confine, is_allowed
+from xlviz.ui.text import md_text
+from xlviz.ui.text import md_join
 from xlviz.ui.choices import dataset_from_folder, discover_qa_datasets
 from xlviz.ui.colours import system_colours
 from xlviz.evaluation.squad_metric import mlqa_languages
@@ -52,14 +56,22 @@ if source == FOLDER:
     if not folder.strip():
         st.info("Type a folder of SQuAD-format files, one per language, e.g. `../shared/data/xquad`.")
         st.stop()
-    if not Path(folder).expanduser().is_dir():
-        st.error(f"Folder not found: {folder}", icon=":material/error:")
+    try:  # only inside the app's roots; the refusal does not tell whether the folder exists
+        typed_folder = confine(folder)
+    except XlvizError as e:
+        st.error(str(e), icon=":material/error:")
         st.stop()
-    dataset = dataset_from_folder(Path(folder).expanduser())
+    if not typed_folder.is_dir():
+        st.error("Folder not found: " + md_text(folder), icon=":material/error:")
+        st.stop()
+    dataset = dataset_from_folder(typed_folder)
+    if not all(is_allowed(dataset.file(lang)) for lang in dataset.languages()):  # a file linked out of the roots
+        st.error(REFUSED, icon=":material/error:")
+        st.stop()
 else:
     dataset = datasets[source]
 if not dataset.languages():
-    st.error(f"No <name>.<lang>.json files in {dataset.folder}", icon=":material/error:")
+    st.error("No <name>.<lang>.json files in " + md_text(dataset.folder), icon=":material/error:")
     st.stop()
 if st.session_state.get("_xq_dataset", dataset.key) != dataset.key:
     # a filter or search carried over from another data set can leave nothing to show
@@ -72,10 +84,10 @@ missing = [l for l in dataset.languages() if l not in langs]
 if len(langs) < 2 and missing:  # side by side needs two languages: fill up from the data set
     added = missing[: 2 - len(langs)]
     langs += added
-    c2.caption(f"Languages: {', '.join(langs)} ({', '.join(added)} added: the sidebar's languages are not all in "
-               f"this data set, which has {', '.join(dataset.languages())}).")
+    c2.caption(f"Languages: {md_join(langs)} ({md_join(added)} added: the sidebar's languages are not all in "
+               f"this data set, which has {md_join(dataset.languages())}).")
 else:
-    c2.caption(f"Languages (from the sidebar): {', '.join(langs)} — this data set has {', '.join(dataset.languages())}.")
+    c2.caption(f"Languages (from the sidebar): {md_join(langs)} — this data set has {md_join(dataset.languages())}.")
 
 examples = {}
 with guard("Could not read the questions", stop=True):
@@ -89,7 +101,7 @@ limit_default = len(all_ids) if len(all_ids) <= 500 else 200
 if not 1 <= int(st.session_state.get("xq_limit", limit_default)) <= len(all_ids):
     st.session_state["xq_limit"] = limit_default
 st.session_state.setdefault("xq_limit", limit_default)
-limit = st.number_input(f"Questions to answer (of {len(all_ids)} shared by {', '.join(langs)})", min_value=1,
+limit = st.number_input(f"Questions to answer (of {len(all_ids)} shared by {md_join(langs)})", min_value=1,
                         max_value=len(all_ids), step=50, key="xq_limit",
                         help="Each model answers the first N questions in every language; raising N only computes the new ones.")
 ids = all_ids[: int(limit)]
@@ -99,16 +111,16 @@ models = sel.qa_models()
 data_run = dataset.key.split(":", 1)[1] if dataset.key.startswith("run:") else None
 origin = [f"questions: {'run ' + data_run + ' (its generated test set)' if data_run else dataset.label}"]
 origin += [f"{m.name}: {'run ' + m.run if m.run else 'typed folder / hub id'}" for m in models]
-st.caption(" · ".join(origin))
+st.caption(md_join(origin, " · "))
 with guard("Could not check the vocabularies"):
     for m in models:
         for lang in langs:
             if m.covers(lang):
                 rate = unk_rate(m.ref_for(lang), dataset.file(lang))
                 if rate > 0.05:
-                    st.warning(f"{m.name} reads {rate:.0%} of the {lang} questions' tokens as [UNK]: its vocabulary "
+                    st.warning(md_text(f"{m.name} reads {rate:.0%} of the {lang} questions' tokens as [UNK]: its vocabulary "
                                f"does not fit this data" + (f" (it comes from run {m.run}" + (f", the data from run {data_run})" if data_run else ")")
-                                                            if m.run else "") + ".", icon=":material/translate:")
+                                                            if m.run else "") + "."), icon=":material/translate:")
 if not models:
     st.info("Pick one or more QA models in the sidebar (a run's “· system QA” exports, or a fine-tuned QA folder) "
             "to see their answers. Showing the gold answers only.", icon=":material/info:")
@@ -160,7 +172,7 @@ if not rows.empty:
         st.caption(f"{', '.join(mlqa)}: scored as MLQA's evaluation script scores each language (Unicode punctuation "
                    "and the language's articles stripped; Chinese and Thai answers compared character by character).")
     if own:
-        st.caption(f"{', '.join(own)}: the answer language's own articles are stripped before scoring (MLQA-style), "
+        st.caption(f"{md_join(own)}: the answer language's own articles are stripped before scoring (MLQA-style), "
                    "as in the run's results; other languages use the official SQuAD v1.1 normalisation.")
     # zero-shot, translate-train (L2 QA labels) and translate-test (the test's gold translation) are never one table
     setting_of = {m.name: export_setting(m.run, m.key.rsplit(":export:", 1)[1] if ":export:" in m.key else None) for m in models}
@@ -198,10 +210,10 @@ if not rows.empty:
                      column_config={"id": st.column_config.TextColumn(width="small")}, placeholder=NA)
     if how_decoded:
         with st.expander("How each cell was computed"):
-            st.markdown("\n".join(f"- {line}" for line in how_decoded))
+            st.markdown("\n".join(f"- {md_text(line)}" for line in how_decoded))
     uncovered = [f"{m.name} has no {lang} model" for m in models for lang in langs if not m.covers(lang)]
     if uncovered:
-        st.caption("Not scored: " + "; ".join(uncovered) + ".")
+        st.caption("Not scored: " + md_join(uncovered, "; ") + ".")
 
 # --- one question side by side ----------------------------------------------------------------
 st.subheader("Question")
@@ -240,7 +252,7 @@ for r0 in range(0, len(langs), COLUMNS_PER_ROW):
     for col, lang in zip(cols, langs[r0 : r0 + COLUMNS_PER_ROW]):
         ex = qa.index_by_id(examples[lang]).get(qid)
         if ex is None:
-            col.warning(f"{qid} is missing in {lang}")
+            col.warning(md_text(f"{qid} is missing in {lang}"))
             continue
         spans = []
         g = qa.gold_span(ex)

@@ -77,6 +77,19 @@ def atomic_write_json(path: str | os.PathLike, obj: Any, *, root: str | os.PathL
     atomic_write_text(path, json.dumps(obj, indent=2, ensure_ascii=False) + "\n", root=root)
 
 
+def check_regular(path: str | os.PathLike, what: str) -> None:
+    """An XlvizError unless ``path`` (symlinks followed) is a regular file: opening a FIFO
+    blocks until someone writes to it and ``/dev/zero`` never ends, so neither is read."""
+    import stat
+
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return  # open() reports it
+    if not stat.S_ISREG(mode) and not stat.S_ISDIR(mode):
+        raise XlvizError(f"{what} is not a regular file (a FIFO, socket or device); not read", path=path)
+
+
 def read_json(path: str | os.PathLike, *, what: str = "JSON file") -> Any:
     """Read JSON, turning every failure into an XlvizError that names the file."""
     path = Path(path)
@@ -84,6 +97,7 @@ def read_json(path: str | os.PathLike, *, what: str = "JSON file") -> Any:
         raise XlvizError(f"{what} not found", path=path)
     if path.is_dir():
         raise XlvizError(f"{what} is a folder, expected a JSON file", path=path)
+    check_regular(path, what)
     try:
         with open(path, encoding="utf-8") as f:
             return json.load(f)
@@ -125,6 +139,7 @@ def read_jsonl(path: str | os.PathLike) -> Iterator[dict]:
     path = Path(path)
     if not path.exists():
         return
+    check_regular(path, "JSON lines file")
     with open(path, encoding="utf-8", errors="replace") as f:
         for line in f:
             line = line.strip()

@@ -74,10 +74,10 @@ def open_pipeline(pipeline_cls, args: argparse.Namespace, build, what: str):
     """The run command's pipeline: resumed from ``--resume``, or configured from ``--config``
     plus flags (``build(args, base)``) into ``--run-dir`` or a fresh folder under ``--out``."""
     from xlviz.io import read_json_object
-    from xlviz.runs import checkpoints_root, explicit_run_dir, new_run_path
+    from xlviz.runs import checkpoints_root, explicit_run_dir, new_run_path, resume_dir
 
     if args.resume:
-        pipeline = pipeline_cls.resume(args.resume)
+        pipeline = pipeline_cls.resume(resume_dir(args.resume, checkpoints_root(getattr(args, "out", None))))
     else:
         base = read_json_object(args.config, what=what) if args.config else None
         cfg = build(args, base)

@@ -9,7 +9,6 @@ that is how the paper compares systems (a row of Table 3).
 from __future__ import annotations
 
 import glob
-import json
 import os
 import re
 from dataclasses import dataclass, field
@@ -84,20 +83,35 @@ def is_hf_model_folder(folder: Path) -> bool:
     cfg = folder / "config.json"
     if not cfg.is_file() or not any((folder / f).exists() for f in MODEL_FILES):
         return False
+    from xlviz import confined, limits
+    from xlviz.errors import XlvizError
+
     try:
-        with open(cfg, encoding="utf-8") as f:
-            return "model_type" in json.load(f)
-    except (OSError, ValueError):
+        config = confined.read_json(cfg, root=None, max_bytes=limits.RUN_JSON_MAX_BYTES, what="model config")
+    except XlvizError:
         return False
+    return isinstance(config, dict) and "model_type" in config
 
 
 def is_qa_folder(folder: Path) -> bool:
-    try:
-        with open(folder / "config.json", encoding="utf-8") as f:
-            archs = json.load(f).get("architectures") or []
-    except (OSError, ValueError):
+    archs = _architectures(folder)
+    if archs is None:
         return False
     return any("QuestionAnswering" in a for a in archs)
+
+
+def _architectures(folder: Path) -> list[str] | None:
+    """The ``architectures`` of a model folder's ``config.json`` (a regular file, bounded: a
+    FIFO or ``/dev/zero`` there must not hang the sidebar), or None when it cannot be read."""
+    from xlviz import confined, limits
+    from xlviz.errors import XlvizError
+
+    try:
+        cfg = confined.read_json(folder / "config.json", root=None, max_bytes=limits.RUN_JSON_MAX_BYTES, what="model config")
+    except XlvizError:
+        return None
+    archs = cfg.get("architectures") if isinstance(cfg, dict) else None
+    return [a for a in archs if isinstance(a, str)] if isinstance(archs, list) else []
 
 
 def run_languages(run: Run) -> list[str]:
@@ -227,20 +241,23 @@ class FolderCheck:
 
 def check_typed(text: str) -> FolderCheck:
     """Read a typed folder's config once: does it exist, is it a model, does it have a QA or a
-    masked-LM head? A hub id cannot be checked offline and is taken on trust."""
-    folder = Path(os.path.expanduser(text.strip()))
-    looks_local = text.strip().startswith(("/", ".", "~")) or folder.exists()
-    if not looks_local:
+    masked-LM head? A hub id cannot be checked offline and is taken on trust. A local path must
+    lie inside the app's roots (:mod:`xlviz.ui.paths`); a refusal does not tell whether it exists."""
+    from xlviz.errors import XlvizError
+    from xlviz.ui.paths import typed_model
+
+    try:
+        kind, local = typed_model(text)
+    except XlvizError as e:
+        return FolderCheck(False, str(e))
+    if kind == "hub":
         return FolderCheck(True, f"{text}: a hub id, loaded from the local Hugging Face cache when first used", qa=True, mlm=True)
+    folder = local
     if not folder.is_dir():
         return FolderCheck(False, f"{text}: model folder not found")
     if not is_hf_model_folder(folder):
         return FolderCheck(False, f"{text}: not a model folder (needs config.json with model_type and model.safetensors)")
-    try:
-        with open(folder / "config.json", encoding="utf-8") as f:
-            archs = json.load(f).get("architectures") or []
-    except (OSError, ValueError):
-        archs = []
+    archs = _architectures(folder) or []
     qa = any("QuestionAnswering" in a for a in archs)
     mlm = any("MaskedLM" in a or "ForPreTraining" in a for a in archs)
     heads = [h for h, yes in (("question answering", qa), ("masked LM", mlm)) if yes]

@@ -17,6 +17,7 @@ import streamlit as st
 
 from xlviz.errors import XlvizError
 from xlviz.ui.choices import ModelRef
+from xlviz.ui.text import md_text
 
 REPO = Path(__file__).resolve().parents[2]
 PLOTLY_CONFIG = {"displaylogo": False, "toImageButtonOptions": {"format": "png", "scale": 2}}
@@ -52,7 +53,7 @@ def guard(what: str, *, stop: bool = False) -> Iterator[None]:
     except Exception as e:  # noqa: BLE001 - the app must show a message, not a traceback
         if type(e).__module__.startswith("streamlit"):
             raise
-        st.error(f"{what}: {message_of(e)}", icon=":material/error:")
+        st.error(md_text(f"{what}: {message_of(e)}"), icon=":material/error:")  # names and paths from disk
         if stop:
             st.stop()
 

@@ -388,10 +388,13 @@ def compare_figure(long: pd.DataFrame, colours: dict[str, str] | None = None):
     from xlviz.ui.colours import colour_map
 
     ids = ["run", "system", "language"] + (["setting"] if "setting" in long else [])
+    from xlviz.ui.text import plot_text
+
     df = long.melt(id_vars=ids, value_vars=["exact_match", "f1"], var_name="metric", value_name="score")
     df["metric"] = df["metric"].map({"exact_match": "EM", "f1": "F1"})
-    df["system"] = df["system"].astype(str)
-    colours = {**colour_map(df["system"]), **(colours or {})}
+    for col in ("run", "system", "language"):  # names from results.json and folder names: plotly renders <a href>
+        df[col] = df[col].map(plot_text)
+    colours = {**colour_map(df["system"]), **{plot_text(k): v for k, v in (colours or {}).items()}}
     two = "setting" in df and df["setting"].nunique() > 1
     fig = px.bar(df, x="language", y="score", color="system", pattern_shape="run", barmode="group", facet_col="metric",
                  facet_row="setting" if two else None, range_y=[0, 100], labels={"score": "score (%)", "setting": ""},
@@ -428,6 +431,9 @@ def loss_figure(metrics: list[dict]):
     df = pd.DataFrame([m for m in metrics if "loss" in m and "step" in m and "stage" in m])
     if df.empty:
         return None
+    from xlviz.ui.text import plot_text
+
+    df["stage"] = df["stage"].map(plot_text)  # stage names from metrics.jsonl: plotly renders <a href>
     df = with_attempts(df)
     stages = list(dict.fromkeys(df["stage"]))
     wrap = min(3, len(stages))
@@ -481,6 +487,8 @@ def overlay_figure(curves: pd.DataFrame, *, x: str = "step", smoothing: float = 
     import plotly.graph_objects as go
     from plotly.colors import qualitative
 
+    from xlviz.ui.text import plot_text
+
     fig = go.Figure()
     runs = list(dict.fromkeys(curves["run"]))
     stages = list(dict.fromkeys(curves["stage"]))
@@ -488,7 +496,7 @@ def overlay_figure(curves: pd.DataFrame, *, x: str = "step", smoothing: float = 
     palette = qualitative.Plotly
     for (run, stage, attempt), g in curves.groupby(["run", "stage", "attempt"], sort=False):
         colour = palette[runs.index(run) % len(palette)]
-        name = f"{run} · {stage}" + (f" (attempt {attempt + 1})" if attempt else "")
+        name = f"{plot_text(run)} · {plot_text(stage)}" + (f" (attempt {attempt + 1})" if attempt else "")
         xs = g[x].tolist()
         if smoothing > 0:
             fig.add_scatter(x=xs, y=g["loss"].tolist(), mode="lines", line=dict(color=colour, width=1), opacity=0.25,
