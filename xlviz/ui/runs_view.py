@@ -4,6 +4,7 @@ the transfer command line from the form, and the cross-run comparison of results
 from __future__ import annotations
 
 import datetime as _dt
+import math
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -102,6 +103,28 @@ def _parse_time(value) -> _dt.datetime | None:
     return t if t.tzinfo else t.replace(tzinfo=_dt.timezone.utc)
 
 
+def _number(value: object) -> float | None:
+    """``value`` as a finite float if it is a JSON number (not a boolean), else None: a
+    status.json edited by hand or by another tool must not break the page."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    value = float(value)
+    return value if math.isfinite(value) else None
+
+
+def progress_problem(status: dict) -> str | None:
+    """What in ``status["progress"]`` is not a number and so cannot be drawn, else None."""
+    p = status.get("progress")
+    if p is None:
+        return None
+    if isinstance(p, dict):
+        for key in ("fraction", "step", "done", "total"):
+            if key in p and _number(p[key]) is None:
+                return f"field 'progress.{key}' must be a number, got {str(p[key])[:40]}"
+        return None
+    return None if _number(p) is not None else f"field 'progress' must be a number or an object, got {str(p)[:40]}"
+
+
 def _progress_fraction(status: dict) -> float | None:
     """Overall progress 0..1: finished stages plus the current stage's step fraction.
 
@@ -112,10 +135,11 @@ def _progress_fraction(status: dict) -> float | None:
     inner = None
     if isinstance(p, dict):
         if "fraction" in p:
-            inner = float(p["fraction"])
-        elif p.get("total") and (p.get("stage") in (None, status.get("stage"))):
-            inner = float(p.get("step", p.get("done", 0))) / float(p["total"])
-    elif isinstance(p, (int, float)) and not isinstance(p, bool):
+            inner = _number(p["fraction"])
+        elif (total := _number(p.get("total"))) and (p.get("stage") in (None, status.get("stage"))):
+            step = _number(p.get("step", p.get("done", 0)))
+            inner = None if step is None else step / total
+    elif _number(p) is not None:
         inner = float(p) / 100.0 if 1.0 < float(p) <= 100.0 else float(p)
         if "n_stages" not in status:
             return min(max(inner, 0.0), 1.0)
@@ -134,6 +158,7 @@ class Progress:
     left_s: float | None
     stage: str | None
     text: str
+    problem: str | None = None  # status.json's progress could not be read (shown, not raised)
 
 
 def stage_text(status: dict, state: str | None) -> str:
@@ -175,7 +200,9 @@ def run_progress(run: Run, state: str | None = None, now: _dt.datetime | None = 
         bits.append(f"{format_duration(elapsed)} elapsed")
     if left is not None:
         bits.append(f"about {format_duration(left)} left")
-    return Progress(frac, elapsed, left, stage, " · ".join(bits))
+    problem = progress_problem(status)
+    return Progress(frac, elapsed, left, stage, " · ".join(bits),
+                    f"{run.status_path}: {problem}" if problem else None)
 
 
 def format_duration(seconds: float) -> str:
