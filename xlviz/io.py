@@ -18,7 +18,7 @@ import os
 import shutil
 import tempfile
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Iterable, Iterator
 
 from xlviz.errors import XlvizError
 
@@ -158,25 +158,31 @@ def append_jsonl(path: str | os.PathLike, obj: Any, *, root: str | os.PathLike |
     append_line(path, json.dumps(obj, ensure_ascii=False) + "\n", root=root)
 
 
-def read_jsonl(path: str | os.PathLike, skipped: list[str] | None = None) -> Iterator[dict]:
-    """Yield the complete lines of a JSONL file, skipping a torn line (a kill mid-write); each
-    skipped line is described in ``skipped`` (``"line 7: not JSON"``) for the caller to show."""
+def parse_jsonl(lines: Iterable[str], skipped: list[str] | None = None) -> Iterator[Any]:
+    """The JSON values of ``lines`` (one per line), skipping a torn line (a kill mid-write) or
+    one naming a key twice; each skipped line is described in ``skipped`` (``"line 7: not
+    JSON"``) for the caller to show."""
+    for number, line in enumerate(lines, 1):
+        line = line.strip()
+        if not line:
+            continue
+        try:
+            yield loads_strict(line)
+        except DuplicateKey as e:
+            if skipped is not None:
+                skipped.append(f"line {number}: key {e.key!r} twice")
+        except (json.JSONDecodeError, RecursionError):
+            if skipped is not None:
+                skipped.append(f"line {number}: not a complete JSON line (torn by a kill?)")
+
+
+def read_jsonl(path: str | os.PathLike, skipped: list[str] | None = None) -> Iterator[Any]:
+    """Yield the complete lines of a JSONL file (:func:`parse_jsonl`)."""
     path = Path(path)
     if not path.exists():
         return
     with open(path, encoding="utf-8", errors="replace") as f:
-        for number, line in enumerate(f, 1):
-            line = line.strip()
-            if not line:
-                continue
-            try:
-                yield loads_strict(line)
-            except DuplicateKey as e:
-                if skipped is not None:
-                    skipped.append(f"line {number}: key {e.key!r} twice")
-            except (json.JSONDecodeError, RecursionError):
-                if skipped is not None:
-                    skipped.append(f"line {number}: not a complete JSON line (torn by a kill?)")
+        yield from parse_jsonl(f, skipped)
 
 
 def remove_orphans(root: str | os.PathLike) -> list[Path]:

@@ -18,7 +18,7 @@ def run(args: argparse.Namespace) -> int:
 
     from xlviz.errors import XlvizError
     from xlviz.runs import Run
-    from xlviz.transfer.report import results_table, seeds_table
+    from xlviz.transfer.report import check_score_rows, results_table, seeds_table
 
     results = []
     for folder in args.runs:
@@ -26,6 +26,6 @@ def run(args: argparse.Namespace) -> int:
         rows = r.results()
         if not rows:
             raise XlvizError("no results yet (the run has not scored any system)", path=r.results_path)
-        results.append(rows)
+        results.append(check_score_rows(rows, r.results_path))
     print(results_table(results[0]) if len(results) == 1 else seeds_table(results))
     return 0

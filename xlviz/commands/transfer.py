@@ -65,6 +65,9 @@ def build_config(args: argparse.Namespace, base: dict | None = None):
             parts = item.strip().split(":")
             if not parts[0]:
                 raise XlvizError("empty language code", field="languages")
+            if len(parts) > 3:
+                raise XlvizError(f"unknown field(s) {parts[3:]} in {item.strip()!r}: a language is code[:order[:script]]",
+                                 field="languages")
             order = parts[1] if len(parts) > 1 else ("sov" if parts[0] == "sov" else "svo")
             script = parts[2] if len(parts) > 2 else ("cyrillic" if parts[0] == "sov" else "latin")
             specs.append(LanguageSpec(parts[0], order, script).__dict__)
