@@ -213,6 +213,17 @@ def _open_up(folder: Path) -> None:
                 os.chmod(p, (os.stat(p).st_mode | 0o644) & 0o777 & ~mask)
 
 
+def _write_error(exc: BaseException) -> str:
+    """A write failure as a short phrase: ``No space left on device`` whether it came as an
+    OSError or wrapped in safetensors' ``IoError(Os { code: 28, ... })``."""
+    if isinstance(exc, OSError) and exc.strerror:
+        return exc.strerror
+    text = " ".join(str(exc).split())
+    if "code: 28" in text or "StorageFull" in text or "No space left" in text:
+        return "No space left on device"
+    return text[:200] or type(exc).__name__
+
+
 class atomic_dir:
     """Context manager: build a folder under a temporary name, rename it into place on success.
 
@@ -231,6 +242,10 @@ class atomic_dir:
     def __exit__(self, exc_type, exc, tb) -> None:
         if exc_type is not None:
             shutil.rmtree(self.tmp, ignore_errors=True)
+            if isinstance(exc, OSError) or type(exc).__name__ == "SafetensorError":
+                # a full disk or a write error inside save_pretrained: one line naming the
+                # folder (safetensors' own error is a Rust IoError), the old folder untouched
+                raise XlvizError(f"cannot write: {_write_error(exc)}", path=self.path) from None
             return
         _open_up(self.tmp)
         if self.path.exists() or self.path.is_symlink():
