@@ -747,7 +747,16 @@ def _bad_input_argvs(t: Path, qa: Path) -> list[tuple[str, list[str], tuple[str,
         return p
 
     def tr(name: str, content, *needles: str):
+        """A tiny config with ``content`` merged in (an object) or the tiny config's text edited
+        by ``content`` (old, new): were it accepted, the run would still be short."""
+        if isinstance(content, dict):
+            content = {**TINY, **content, "world": {**TINY["world"], **content.get("world", {})}}
+        else:
+            content = json.dumps(TINY).replace(*content)
         return (name, ["transfer", "--config", str(write(f"{name}.json", content))], (f"{name}.json", *needles))
+
+    tiny = ["--config", str(write("tiny_for_flags.json", TINY))]
+    docs = '"corpus_documents": 60'
 
     def report(name: str, rows: str, *needles: str):
         write(f"ck/{name}/config.json", "{}")
@@ -797,16 +806,16 @@ def _bad_input_argvs(t: Path, qa: Path) -> list[tuple[str, list[str], tuple[str,
         tr("preference_negative", {"world": {"preference": -1}}, "world.preference"),
         tr("question_share_5", {"world": {"question_share": 5}}, "world.question_share", "0.0 to 1.0"),
         tr("habit_share_negative", {"world": {"habit_share": -1}}, "world.habit_share", "0.0 to 1.0"),
-        tr("habit_share_nan", '{"world": {"habit_share": NaN}}', "world.habit_share"),
+        tr("habit_share_nan", (docs, docs + ', "habit_share": NaN'), "world.habit_share"),
         tr("question_share_string", {"world": {"question_share": "0.5"}}, "world.question_share"),
         tr("l2_is_EN", {"world": {"languages": ["EN"]}}, "world.languages", "case"),
         tr("l2_twice_by_case", {"world": {"languages": ["svo", {"code": "SVO", "order": "sov"}]}}, "world.languages", "case"),
-        tr("duplicate_key", '{"seed": 0, "pretrain_steps": 5, "seed": 1}', "seed", "twice"),
-        tr("duplicate_world_key", '{"world": {"corpus_documents": 50, "corpus_documents": 60}}', "corpus_documents", "twice"),
-        ("--languages extra field", ["transfer", "--languages", "svo:svo:latin:bold"], ("languages", "bold")),
-        ("--languages extra fields", ["transfer", "--languages", "sov,svo:svo:latin:x:y"], ("languages", "'x'", "'y'")),
-        ("--languages En", ["transfer", "--languages", "En"], ("world.languages", "case")),
-        ("--languages svo,SVO", ["transfer", "--languages", "svo,SVO"], ("world.languages", "case")),
+        tr("duplicate_key", ('"block_size": 16', '"block_size": 16, "seed": 0, "seed": 1'), "seed", "twice"),
+        tr("duplicate_world_key", (docs, docs + ', "corpus_documents": 61'), "corpus_documents", "twice"),
+        ("--languages extra field", ["transfer", *tiny, "--languages", "svo:svo:latin:bold"], ("languages", "bold")),
+        ("--languages extra fields", ["transfer", *tiny, "--languages", "sov,svo:svo:latin:x:y"], ("languages", "'x'", "'y'")),
+        ("--languages En", ["transfer", *tiny, "--languages", "En"], ("world.languages", "case")),
+        ("--languages svo,SVO", ["transfer", *tiny, "--languages", "svo,SVO"], ("world.languages", "case")),
         ("evaluate-qa duplicate prediction id", ["evaluate-qa", str(qa / "data.json"), str(write("pdup.json", '{"a": "the dog", "a": "red"}'))],
          ("pdup.json", "'a'", "twice")),
         ("evaluate-qa duplicate data key", ["evaluate-qa", str(write("ddup.json", (qa / "data.json").read_text().replace('{"version": "1.1",', '{"version": "1.1", "version": "2",'))),

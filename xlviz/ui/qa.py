@@ -234,8 +234,12 @@ def saved_predictions_file(model_path: str | Path, data_file: str | Path) -> Pat
 
 def read_saved_predictions(path: str | Path, ids: Iterable[str]) -> dict[str, dict]:
     """The run's ``{id: text}`` predictions in ``predict_qa``'s shape (spans found by text)."""
+    from xlviz.io import DuplicateKey, loads_strict
+
     try:
-        raw = json.loads(Path(path).read_text(encoding="utf-8"))
+        raw = loads_strict(Path(path).read_text(encoding="utf-8"))
+    except DuplicateKey as e:
+        raise XlvizError("the id appears twice (which answer is meant?)", path=path, field=e.key) from None
     except (OSError, ValueError) as e:
         raise XlvizError(f"cannot read saved predictions: {e}", path=path) from None
     if not isinstance(raw, dict):
