@@ -129,6 +129,7 @@ class WorldConfig:
         if len(set(folded)) != len(folded) or L1 in folded:
             raise XlvizError(f"L2 codes must be unique and differ from '{L1}' (ignoring case): {codes}", path=path,
                              field="world.languages")
+        for l in self.languages:
             if l.order not in ORDERS:
                 raise XlvizError(f"unknown word order {l.order!r} for '{l.code}'; choose from {list(ORDERS)}", path=path, field="world.languages.order")
             if l.script not in SCRIPTS:
