@@ -79,7 +79,7 @@ def iter_blocks(
         if not produced:
             # an XlvizError (a ValueError) naming the setting: a documented block size can still
             # exceed what a small corpus yields, and that is the user's to change, not a crash
-            raise XlvizError(f"corpus too small: not one block of {block_size} tokens; lower it or use a larger corpus",
+            raise XlvizError(f"corpus too small: not one block of {block_size} tokens; lower {field} or use a larger corpus",
                              field=field)
         epoch += 1
 
