@@ -1004,7 +1004,38 @@ def test_runs_form_refuses_what_the_cli_would_refuse_before_creating_anything(tm
     assert snapshot(root) == before  # no folder created
 
 
+BAD_INPUT_CASES += ["ppa_base folder with fewer layers in config.json than in its weights"]
+
+
+def test_an_outside_base_model_for_ppa_goes_through_the_checked_loading_path(qa_model, tmp_path):
+    """PPA's ``ppa_base`` may be any Hugging Face folder: its weights are checked as every
+    other model's (here: a config with one layer fewer than the weights)."""
+    import shutil
+    from types import SimpleNamespace
+
+    import torch
+    from transformers import BertConfig, BertForMaskedLM
+
+    from xlviz.methods.ppa import load_base
+
+    cfg = BertConfig.from_pretrained(qa_model / "model")
+    cfg.num_hidden_layers = 2
+    torch.manual_seed(0)
+    folder = tmp_path / "mlm"
+    BertForMaskedLM(cfg).save_pretrained(folder)
+    for f in (qa_model / "model").iterdir():
+        if f.name not in ("config.json", "model.safetensors"):
+            shutil.copy(f, folder / f.name)
+    assert len(load_base(SimpleNamespace(cfg=SimpleNamespace(ppa_base=str(folder))), None).bert.encoder.layer) == 2
+    c = json.loads((folder / "config.json").read_text())
+    c["num_hidden_layers"] = 1
+    (folder / "config.json").write_text(json.dumps(c))
+    with pytest.raises(XlvizError, match="encoder.layer.1") as e:
+        load_base(SimpleNamespace(cfg=SimpleNamespace(ppa_base=str(folder))), None)
+    assert str(folder) in str(e.value) and "\n" not in str(e.value)
+
+
 def test_the_count_of_bad_input_cases_tried():
     """The cases above, counted (the issue asks for the count): every one ends in exit 2 and one
     line naming file and field, a clean message in the app, or a correct read."""
-    assert len(BAD_INPUT_CASES) == len(set(BAD_INPUT_CASES)) == 7 + 5 + N_BAD_INPUT_CLI + 4 + 3 + 1 + 4
+    assert len(BAD_INPUT_CASES) == len(set(BAD_INPUT_CASES)) == 7 + 5 + N_BAD_INPUT_CLI + 4 + 3 + 1 + 4 + 1
