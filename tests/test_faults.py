@@ -649,14 +649,18 @@ def test_runs_form_sizes_and_codes_have_a_documented_range():
 #   tracebacks:   export disk full (ENOSPC in the safetensors save), then a resume as exact as a
 #                 clean run; world.preference huge; block_size past what the corpus yields;
 #                 report rows with a null / string / missing / non-finite / list score;
-#                 app: a non-numeric progress fraction (status.json), metrics.jsonl rows with a
-#                 list / number / missing stage and a string step, a non-numeric xq_limit in the URL
-#   silent:       CR-only and CRLF line endings (corpus files); a torn last metrics line glued to
+#                 app: a non-numeric progress fraction or step (status.json), metrics.jsonl rows
+#                 with a list or number for the stage, a string step or loss, rows that are not
+#                 objects; a non-integer xq_limit in the URL (abc, a list, 2.5, true, an object)
+#   silent:       CR-only and mixed line endings (corpus files); a torn last metrics line glued to
 #                 the next attempt's row; duplicate JSON keys (configs, predictions, results,
 #                 model config, metrics rows); out-of-range world shares and preference; extra fields in a
 #                 --languages spec; an L2 code equal to 'en' up to case (and two L2s equal up to
-#                 case); a model config.json with fewer layers than its weights; a sharded
-#                 index naming a file outside the model folder; a Runs-form run name the CLI refuses
+#                 case); a model config.json with fewer layers than its weights (predict-qa and
+#                 PPA's outside base); a sharded index naming a file outside the model folder (or
+#                 not a map); a Runs-form run name the CLI refuses (no folder created)
+# 52 cases in all (test_the_count_of_bad_input_cases_tried); the LF and CRLF line-ending cases
+# are controls that the old code read correctly too.
 BAD_INPUT_CASES: list[str] = []  # filled by the tests' parametrisations below: the count tried
 
 
@@ -1038,4 +1042,4 @@ def test_an_outside_base_model_for_ppa_goes_through_the_checked_loading_path(qa_
 def test_the_count_of_bad_input_cases_tried():
     """The cases above, counted (the issue asks for the count): every one ends in exit 2 and one
     line naming file and field, a clean message in the app, or a correct read."""
-    assert len(BAD_INPUT_CASES) == len(set(BAD_INPUT_CASES)) == 7 + 5 + N_BAD_INPUT_CLI + 4 + 3 + 1 + 4 + 1
+    assert len(BAD_INPUT_CASES) == len(set(BAD_INPUT_CASES)) == 7 + 5 + N_BAD_INPUT_CLI + 4 + 3 + 1 + 4 + 1 == 52
