@@ -5,14 +5,12 @@ process (xlviz.jobs) and the live view polls the run folder, so runs go on acros
 page switches, closed tabs and app restarts.
 """
 
-import re
-
 import pandas as pd
 import streamlit as st
 
 from xlviz import jobs
 from xlviz.errors import XlvizError
-from xlviz.runs import Run, checkpoints_root, new_run_path
+from xlviz.runs import Run, checkpoints_root
 from xlviz.ui import runs_view
 from xlviz.ui.choices import run_languages
 from xlviz.ui.colours import system_colours
@@ -82,13 +80,8 @@ with st.expander("Start a transfer run", expanded=not runs, icon=":material/play
                 finetune_steps=int(finetune), methods=tuple(systems), seed=int(seed), batch_size=int(batch),
                 mlm_batch_size=int(mlm_batch), corpus_documents=int(docs), qa_train_paragraphs=int(qa_train),
                 qa_test_paragraphs=int(qa_test), workers=int(workers))
-            form.validate()
-            run_dir = root / name.strip() if name.strip() else new_run_path(root, "transfer")
-            if name.strip() and not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]*", name.strip()):
-                raise ValueError("a run name may use letters, digits, '.', '_' and '-' only")
-            if name.strip() and run_dir.exists():
-                raise ValueError(f"a run named {name.strip()!r} already exists; pick another name")
-            pid = jobs.start_job(form.argv(run_dir), run_dir)
+            run_dir, argv = runs_view.prepare_run(form, root, name)  # the CLI's checks, before any folder exists
+            pid = jobs.start_job(argv, run_dir)
             st.session_state["runs_watch"] = run_dir.name
             st.session_state["runs_live_select"] = run_dir.name  # show the new run in the live view
             st.success(f"Started **{md_text(run_dir.name)}** (process {pid}).", icon=":material/check_circle:")
@@ -123,6 +116,8 @@ def live_view(path) -> None:
     if state in ("stopped", "failed", "cancelled") and run.exists():
         b2.button("Resume", key=f"resume_{run.name}", on_click=_resume, args=(path,), icon=":material/replay:")
     st.progress(prog.fraction or 0.0, text=md_text(prog.text))  # stage names from status.json
+    if prog.problem:
+        st.warning(md_text(prog.problem), icon=":material/warning:")
     try:
         status = run.status()
     except Exception:  # noqa: BLE001 - a torn read is retried at the next poll
@@ -141,6 +136,9 @@ def live_view(path) -> None:
         st.warning(md_text(e), icon=":material/warning:")
         metrics = []
     fig = runs_view.loss_figure(metrics)
+    if run.skipped_metrics:
+        st.warning(md_text(f"{run.metrics_path}: skipped {len(run.skipped_metrics)} unreadable line(s), e.g. {run.skipped_metrics[0]}"),
+                   icon=":material/warning:")
     if fig is not None:
         plotly(fig, key=f"loss_{run.name}")
     else:

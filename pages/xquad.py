@@ -25,7 +25,7 @@ from xlviz.ui.runs_view import SETTING_NOTES, SETTINGS, ZERO_SHOT, export_settin
 from xlviz.ui.highlight import RTL_LANGUAGES, Span, highlight, legend, model_colour, qa_card
 from xlviz.ui.sidebar import current
 from xlviz.ui.sidebar import page_setup
-from xlviz.ui.state import url_state, write_url
+from xlviz.ui.state import checked_int, url_state, write_url
 
 page_setup()
 URL_KEYS = ("xq_source", "xq_folder", "xq_limit", "xq_filter", "xq_search", "xq_pick")
@@ -98,9 +98,8 @@ if not all_ids:
     st.warning("These language files share no question ids, so nothing can be shown side by side.")
     st.stop()
 limit_default = len(all_ids) if len(all_ids) <= 500 else 200
-if not 1 <= int(st.session_state.get("xq_limit", limit_default)) <= len(all_ids):
-    st.session_state["xq_limit"] = limit_default
-st.session_state.setdefault("xq_limit", limit_default)
+if problem := checked_int("xq_limit", 1, len(all_ids), limit_default):
+    st.warning(md_text(problem), icon=":material/warning:")
 limit = st.number_input(f"Questions to answer (of {len(all_ids)} shared by {md_join(langs)})", min_value=1,
                         max_value=len(all_ids), step=50, key="xq_limit",
                         help="Each model answers the first N questions in every language; raising N only computes the new ones.")

@@ -106,9 +106,13 @@ def read_text(path: str | os.PathLike, *, root: str | os.PathLike | None, max_by
 
 def read_json(path: str | os.PathLike, *, root: str | os.PathLike | None, max_bytes: int, what: str = "JSON file") -> Any:
     """:func:`read_bytes` parsed as JSON; every failure an XlvizError naming the file."""
+    from xlviz.io import DuplicateKey, loads_strict
+
     data = read_bytes(path, root=root, max_bytes=max_bytes, what=what)
     try:
-        return json.loads(data.decode("utf-8"))
+        return loads_strict(data.decode("utf-8"))
+    except DuplicateKey as e:
+        raise XlvizError("the key appears twice in one object (which value is meant?)", path=path, field=e.key) from None
     except json.JSONDecodeError as e:
         raise XlvizError(f"malformed JSON at line {e.lineno}, column {e.colno}: {e.msg}", path=path) from None
     except UnicodeDecodeError:
@@ -118,18 +122,11 @@ def read_json(path: str | os.PathLike, *, root: str | os.PathLike | None, max_by
 
 
 def read_jsonl(path: str | os.PathLike, *, root: str | os.PathLike | None, max_bytes: int, what: str = "JSON lines") -> list:
-    """The complete JSON lines of a file read by :func:`read_text` (a torn or malformed line is
-    skipped, as after a kill mid-write)."""
-    rows = []
-    for line in read_text(path, root=root, max_bytes=max_bytes, what=what).splitlines():
-        line = line.strip()
-        if not line:
-            continue
-        try:
-            rows.append(json.loads(line))
-        except (json.JSONDecodeError, RecursionError):
-            continue
-    return rows
+    """The complete JSON lines of a file read by :func:`read_text` (a torn or malformed line, or
+    one naming a key twice, is skipped, as after a kill mid-write)."""
+    from xlviz.io import parse_jsonl
+
+    return list(parse_jsonl(read_text(path, root=root, max_bytes=max_bytes, what=what).splitlines()))
 
 
 __all__ = ["inside", "read_bytes", "read_tail", "read_text", "read_json", "read_jsonl"]

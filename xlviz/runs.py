@@ -35,7 +35,7 @@ from typing import Any, Iterator
 
 from xlviz import confined, limits
 from xlviz.errors import XlvizError
-from xlviz.io import append_jsonl, append_line, atomic_write_json, confine_writes, remove_orphans
+from xlviz.io import append_jsonl, append_line, atomic_write_json, confine_writes, parse_jsonl, remove_orphans
 from xlviz.names import check_name, check_stage
 
 LOCK_FILE = ".writer.lock"
@@ -154,6 +154,8 @@ class Run:
 
     path: Path
     _t0: float | None = field(default=None, repr=False)
+    # What the last ``metrics()`` skipped: torn lines and rows of the wrong types, for the app to show.
+    skipped_metrics: list[str] = field(default_factory=list, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         self.path = Path(self.path)
@@ -220,30 +222,27 @@ class Run:
         that does not increase starts a new attempt), so no (stage, step) appears twice.
         ``all_attempts``: every row in order (the loss charts draw each attempt as its own line)."""
         by_stage: dict[str, list[dict]] = {}
-        for row in self._metrics_rows():
-            if not isinstance(row, dict):
+        skipped: list[str] = []
+        for row in self._metrics_rows(skipped):
+            if (problem := metric_row_problem(row)) is not None:
+                skipped.append(problem)
                 continue
-            rows = by_stage.setdefault(str(row.get("stage")), [])
+            rows = by_stage.setdefault(row["stage"], [])
             step = row.get("step")
             if (not all_attempts and rows and isinstance(step, (int, float)) and isinstance(rows[-1].get("step"), (int, float))
                     and step <= rows[-1]["step"]):
                 rows.clear()
             rows.append(row)
+        self.skipped_metrics = skipped
         return [r for rows in by_stage.values() for r in rows]
 
-    def _metrics_rows(self) -> Iterator[object]:
-        """The complete JSON lines of ``metrics.jsonl`` (a torn last line after a kill is skipped)."""
+    def _metrics_rows(self, skipped: list[str]) -> Iterator[object]:
+        """The complete JSON lines of ``metrics.jsonl``, read confined and bounded; a torn line
+        (a kill mid-write) or one naming a key twice is skipped and described in ``skipped``."""
         if not os.path.lexists(self.metrics_path):
             return
         data = confined.read_text(self.metrics_path, root=self.path, max_bytes=limits.METRICS_MAX_BYTES, what="metrics")
-        for line in data.splitlines():
-            line = line.strip()
-            if not line:
-                continue
-            try:
-                yield json.loads(line)
-            except (json.JSONDecodeError, RecursionError):
-                continue
+        yield from parse_jsonl(data.splitlines(), skipped)
 
     def results(self) -> list[dict]:
         if not os.path.lexists(self.results_path):
@@ -394,6 +393,27 @@ class Run:
         for r in rows:
             merged[(r["system"], r["language"])] = r
         self.write_results(list(merged.values()))
+
+
+METRIC_NUMBERS = ("loss", "elapsed", "lr")
+
+
+def metric_row_problem(row: object) -> str | None:
+    """Why a ``metrics.jsonl`` row cannot be drawn (``stage`` a name, ``step`` an integer, the
+    numbers numbers), else None. Such rows are skipped and reported (``Run.skipped_metrics``),
+    never passed on to break a chart."""
+    if not isinstance(row, dict):
+        return f"a row that is not an object: {str(row)[:40]}"
+    if not isinstance(row.get("stage"), str):
+        return f"field 'stage' must be a stage name, got {str(row.get('stage'))[:40]}"
+    step = row.get("step")
+    if isinstance(step, bool) or not isinstance(step, int):
+        return f"field 'step' must be an integer, got {str(step)[:40]}"
+    for key in METRIC_NUMBERS:
+        value = row.get(key)
+        if key in row and (isinstance(value, bool) or not isinstance(value, (int, float))):
+            return f"field '{key}' must be a number, got {str(value)[:40]}"
+    return None
 
 
 def list_runs(root: str | os.PathLike | None = None) -> list[Run]:

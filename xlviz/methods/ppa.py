@@ -115,7 +115,11 @@ def load_base(ctx: Context, l2: str | None):
     base = ctx.cfg.ppa_base
     if base in JOINT_BASES:
         return AutoModelForMaskedLM.from_pretrained(ctx.path(f"s1_{base}{joint.unit(base, l2)}", "joint"), use_safetensors=True)
-    return AutoModelForMaskedLM.from_pretrained(base, trust_remote_code=False, local_files_only=True, use_safetensors=True)
+    # a folder from outside the run: the one loading path, which refuses weights the config has
+    # no place for, shards outside the folder and a missing MLM head (xlviz.models.loading)
+    from xlviz.models.loading import load_model
+
+    return load_model(base, task="mlm", attn_implementation="sdpa", new_head="error")[0]
 
 
 def unit_l2s(ctx: Context, l2: str | None) -> list[str]:

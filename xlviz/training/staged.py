@@ -311,8 +311,15 @@ class StagedRun:
                 self._log(f"completed in {time.time() - self.t0:.0f} s")
         except BaseException as e:
             state = "cancelled" if isinstance(e, KeyboardInterrupt) else "failed"
-            self._status(state=state, error=f"{type(e).__name__}: {e}")
-            self._log(f"{state}: {type(e).__name__}: {e}")
+            named = None
+            if isinstance(e, XlvizError) and e.path is None and e.field and hasattr(e, "message"):
+                # a setting found wrong mid-run (block_size past what the corpus yields): name
+                # the file that holds it, the run's config.json
+                named = XlvizError(e.message, path=self.run.config_path, field=e.field)
+            self._status(state=state, error=f"{type(e).__name__}: {named or e}")
+            self._log(f"{state}: {type(e).__name__}: {named or e}")
+            if named is not None:
+                raise named from None
             raise
         return self.run.results()
 

@@ -3,7 +3,38 @@ table per setting (zero-shot, translate-train, translate-test: never side by sid
 
 from __future__ import annotations
 
+import math
+
+from xlviz.errors import XlvizError
 from xlviz.methods import SETTINGS, row_setting
+
+# Scores a row must carry (a number each), and those it may carry.
+SCORES = ("exact_match", "f1")
+OPTIONAL_SCORES = ("l1_f1", "f1_v11")
+
+
+def check_score_rows(rows: list[dict], path: object = None) -> list[dict]:
+    """``rows`` if every row's scores are finite numbers, else an XlvizError naming the row and
+    field: a results.json edited by hand or written by another tool (``"f1": null``, ``"f1":
+    "12"``, a missing ``exact_match``) must not end the report in a format traceback or a
+    ``nan`` shown as a score."""
+    for i, r in enumerate(rows):
+        for key in SCORES + OPTIONAL_SCORES:
+            if key not in r:
+                if key in SCORES:
+                    raise XlvizError(f"row {i} ({r.get('system')} {r.get('language')}) has no {key}", path=path, field=f"[{i}].{key}")
+                continue
+            v = r[key]
+            if key in OPTIONAL_SCORES and v is None:
+                continue
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+                raise XlvizError(f"row {i} ({r.get('system')} {r.get('language')}): must be a finite number, got {str(v)[:40]!r}",
+                                 path=path, field=f"[{i}].{key}")
+        pairs = r.get("parallel_pairs")
+        if pairs is not None and (isinstance(pairs, bool) or not isinstance(pairs, int) or pairs < 0):
+            raise XlvizError(f"row {i}: must be a count of pairs, got {str(pairs)[:40]!r}", path=path, field=f"[{i}].parallel_pairs")
+    return rows
+
 
 SETTING_NOTES = {
     "zero-shot": "QA labels in L1 only; the test reads the L2 alone",

@@ -4,6 +4,7 @@ the transfer command line from the form, and the cross-run comparison of results
 from __future__ import annotations
 
 import datetime as _dt
+import math
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -95,6 +96,34 @@ class TransferForm:
         ]
 
 
+def prepare_run(form: TransferForm, root: str | Path, name: str = "") -> tuple[Path, list[str]]:
+    """The run folder and ``xlviz transfer`` arguments for the Runs form, after every check the
+    CLI will make: the form's ranges, the run name (:func:`xlviz.names.check_name`, the CLI's
+    own rule) and the whole config as the CLI builds it from these arguments. Why: the form
+    said "Started" for a name the CLI then refused, leaving a failed folder behind. Nothing is
+    created unless everything passes; then a fresh folder for an unnamed run."""
+    from xlviz.cli import build_parser
+    from xlviz.commands.transfer import build_config
+    from xlviz.names import check_name, check_run_dir
+    from xlviz.runs import new_run_path
+
+    form.validate()
+    root = Path(root)
+    name = name.strip()
+    if name:
+        check_name(name, field="name", what="run name")
+        run_dir = check_run_dir(root / name, root)
+        if run_dir.exists():
+            raise XlvizError(f"a run named {name!r} already exists; pick another name", field="name")
+    try:
+        args = build_parser().parse_args(form.argv(root / (name or "transfer")))
+    except SystemExit:
+        raise XlvizError("the form's settings are not valid xlviz transfer arguments", field="form") from None
+    build_config(args)  # the CLI's validation of the whole config: one line naming the field
+    run_dir = root / name if name else new_run_path(root, "transfer")
+    return run_dir, form.argv(run_dir)
+
+
 def _parse_time(value) -> _dt.datetime | None:
     if not isinstance(value, str):
         return None
@@ -103,6 +132,28 @@ def _parse_time(value) -> _dt.datetime | None:
     except ValueError:
         return None
     return t if t.tzinfo else t.replace(tzinfo=_dt.timezone.utc)
+
+
+def _number(value: object) -> float | None:
+    """``value`` as a finite float if it is a JSON number (not a boolean), else None: a
+    status.json edited by hand or by another tool must not break the page."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    value = float(value)
+    return value if math.isfinite(value) else None
+
+
+def progress_problem(status: dict) -> str | None:
+    """What in ``status["progress"]`` is not a number and so cannot be drawn, else None."""
+    p = status.get("progress")
+    if p is None:
+        return None
+    if isinstance(p, dict):
+        for key in ("fraction", "step", "done", "total"):
+            if key in p and _number(p[key]) is None:
+                return f"field 'progress.{key}' must be a number, got {str(p[key])[:40]}"
+        return None
+    return None if _number(p) is not None else f"field 'progress' must be a number or an object, got {str(p)[:40]}"
 
 
 def _progress_fraction(status: dict) -> float | None:
@@ -115,10 +166,11 @@ def _progress_fraction(status: dict) -> float | None:
     inner = None
     if isinstance(p, dict):
         if "fraction" in p:
-            inner = float(p["fraction"])
-        elif p.get("total") and (p.get("stage") in (None, status.get("stage"))):
-            inner = float(p.get("step", p.get("done", 0))) / float(p["total"])
-    elif isinstance(p, (int, float)) and not isinstance(p, bool):
+            inner = _number(p["fraction"])
+        elif (total := _number(p.get("total"))) and (p.get("stage") in (None, status.get("stage"))):
+            step = _number(p.get("step", p.get("done", 0)))
+            inner = None if step is None else step / total
+    elif _number(p) is not None:
         inner = float(p) / 100.0 if 1.0 < float(p) <= 100.0 else float(p)
         if "n_stages" not in status:
             return min(max(inner, 0.0), 1.0)
@@ -137,6 +189,7 @@ class Progress:
     left_s: float | None
     stage: str | None
     text: str
+    problem: str | None = None  # status.json's progress could not be read (shown, not raised)
 
 
 def stage_text(status: dict, state: str | None) -> str:
@@ -178,7 +231,9 @@ def run_progress(run: Run, state: str | None = None, now: _dt.datetime | None = 
         bits.append(f"{format_duration(elapsed)} elapsed")
     if left is not None:
         bits.append(f"about {format_duration(left)} left")
-    return Progress(frac, elapsed, left, stage, " · ".join(bits))
+    problem = progress_problem(status)
+    return Progress(frac, elapsed, left, stage, " · ".join(bits),
+                    f"{run.status_path}: {problem}" if problem else None)
 
 
 def format_duration(seconds: float) -> str:
