@@ -88,6 +88,9 @@ class TransferConfig:
     mixed_precision: str = "auto"
     grad_accum: int = 1
     log_every: int = 10
+    # where metrics go besides metrics.jsonl, through accelerate's trackers: "tensorboard" (event
+    # files under <run>/tensorboard), "wandb", "mlflow", "aim", a comma list, "all" or "none"
+    log_with: str = "tensorboard"
     # Independent stages (the pair models, step 2 per language, the fine-tunings) run at once
     # in this many worker processes, each on cores / workers torch threads; 0: one per core (at
     # most 4), what `xlviz demo` uses. The small models here train as fast on one thread as on
@@ -179,6 +182,9 @@ class TransferConfig:
             raise XlvizError(f"unknown model size {self.model_size!r}; choose from {list(MODEL_SIZES)}", path=path, field="model_size")
         if self.mixed_precision not in MIXED_PRECISION:
             raise XlvizError(f"choose from {list(MIXED_PRECISION)}", path=path, field="mixed_precision")
+        from xlviz.training.tracking import parse_log_with
+
+        parse_log_with(self.log_with, path=path)
         if isinstance(self.workers, bool) or not isinstance(self.workers, int) or not 0 <= self.workers <= 64:
             raise XlvizError(f"must be an integer from 0 (one per core) to 64, got {self.workers!r}", path=path, field="workers")
         if self.doc_stride >= self.qa_max_length:
