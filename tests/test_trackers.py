@@ -87,3 +87,57 @@ def test_log_with_none_writes_no_event_files_and_bad_names_are_one_line(tmp_path
     assert "log_with" in capsys.readouterr().err
     assert cli(["transfer", "--config", str(config), "--run-dir", str(tmp_path / "run"), "--log-with", "none"]) == 0
     assert not (tmp_path / "run" / "tensorboard").exists() and Run(tmp_path / "run").metrics()
+
+
+def test_dev_scores_during_fine_tuning_reach_metrics_and_tensorboard(tracked_run):
+    """QA fine-tuning logs dev EM/F1 (at the last step with TINY's 2 steps and eval_every 200)."""
+    rows = [r for r in Run(tracked_run).metrics() if r["stage"] == "s3_finetune"]
+    last = rows[-1]
+    assert {"dev_exact_match", "dev_f1"} <= set(last) and 0 <= last["dev_f1"] <= 100
+    scalars = _scalars(tracked_run)
+    assert scalars[("s3_finetune/dev_f1", last["step"])] == pytest.approx(last["dev_f1"], rel=1e-6, abs=1e-6)
+
+
+def test_evaluating_during_training_changes_no_weight():
+    """``on_eval`` runs at every eval_every-th step and the last, its values join that step's
+    log row, and the trained weights are bit-identical to a run without it."""
+    import torch
+
+    from xlviz.training.loop import LoopConfig, make_accelerator, train
+
+    class Tiny(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lin = torch.nn.Linear(4, 4)
+            self.drop = torch.nn.Dropout(0.5)  # draws random numbers in training mode only
+
+        def forward(self, x):
+            return self.drop(self.lin(x)).pow(2).mean()
+
+    def batches():
+        g = torch.Generator().manual_seed(1)
+        while True:
+            yield {"x": torch.randn(3, 4, generator=g)}
+
+    def fit(with_eval: bool):
+        torch.manual_seed(0)
+        model, logged, evaluated = Tiny(), [], []
+
+        def on_eval(step, module):
+            assert not module.training
+            evaluated.append(step)
+            _ = module(torch.ones(2, 4))  # a forward pass, as a dev evaluation does
+            return {"dev_f1": float(step)}
+
+        cfg = LoopConfig(steps=7, lr=0.1, log_every=2, eval_every=3)
+        out = train(model, batches(), cfg, make_accelerator("no"), desc="t",
+                    on_log=lambda step, loss, elapsed, **dev: logged.append((step, dev)),
+                    on_eval=on_eval if with_eval else None)
+        return out, logged, evaluated
+
+    a, logged_a, evaluated = fit(True)
+    b, logged_b, _ = fit(False)
+    assert evaluated == [3, 6, 7]
+    assert [s for s, _ in logged_a] == [2, 3, 4, 6, 7] and dict(logged_a)[3] == {"dev_f1": 3.0}
+    assert [s for s, _ in logged_b] == [2, 4, 6, 7]
+    assert all(torch.equal(p, q) for p, q in zip(a.state_dict().values(), b.state_dict().values()))

@@ -32,6 +32,7 @@ class LoopConfig:
     max_grad_norm: float = 1.0
     grad_accum: int = 1
     log_every: int = 10
+    eval_every: int = 0  # steps between ``on_eval`` calls (0: never; the last step always when > 0)
 
 
 CPU_BF16_PROBES = {"AMX": "_is_amx_tile_supported", "AVX512-BF16": "_is_avx512_bf16_supported"}
@@ -186,12 +187,16 @@ def train(
     config: LoopConfig,
     accelerator: Accelerator,
     *,
-    on_log: Callable[[int, float, float], None] | None = None,
+    on_log: Callable[..., None] | None = None,
+    on_eval: Callable[[int, nn.Module], dict] | None = None,
     desc: str = "training",
 ) -> nn.Module:
     """Run ``config.steps`` optimizer steps. ``module(**batch)`` must return the loss;
     ``batches`` yields this process's shard. ``on_log(step, loss, elapsed)`` is called on the
-    main process with the loss averaged over processes and the last ``log_every`` steps."""
+    main process with the loss averaged over processes and the last ``log_every`` steps.
+    ``on_eval(step, model)`` (every ``eval_every`` steps and at the last, main process, eval mode,
+    no gradient) returns dev metrics; they are logged in that step's row, ``on_log(step, loss,
+    elapsed, **metrics)``. Evaluating draws no random numbers, so training is unchanged by it."""
     bf16 = Bf16Weights(module) if uses_bf16_weights(accelerator) else None
     optimizer = make_optimizer(bf16 or module, config.lr, config.weight_decay)
     masters = [p for _, p in bf16.named_parameters()] if bf16 else None  # what bf16 clips and steps
@@ -225,11 +230,19 @@ def train(
             running += loss.detach().float().item() / config.grad_accum
         count += 1
         bar.update(1)
-        if step % config.log_every == 0 or step == config.steps:
+        # the same on every process: the loss reduce below is collective
+        due = on_eval is not None and config.eval_every > 0 and (step % config.eval_every == 0 or step == config.steps)
+        if step % config.log_every == 0 or step == config.steps or due:
+            extra: dict = {}
+            if due and accelerator.is_main_process:
+                module.eval()
+                with torch.no_grad():
+                    extra = dict(on_eval(step, accelerator.unwrap_model(module)) or {})
+                module.train()
             mean = accelerator.reduce(torch.tensor(running / count, device=accelerator.device), reduction="mean").item()
             bar.set_postfix(loss=f"{mean:.3f}")
             if on_log and accelerator.is_main_process and math.isfinite(mean):
-                on_log(step, mean, time.time() - t0)
+                on_log(step, mean, time.time() - t0, **extra)
             running, count = 0.0, 0
     bar.close()
     accelerator.wait_for_everyone()

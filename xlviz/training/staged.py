@@ -265,10 +265,12 @@ class StagedRun:
 
     def loop(self, stage: str, steps: int, lr: float) -> tuple[LoopConfig, Callable]:
         """A loop config and an ``on_log`` writing metrics and progress for ``stage``."""
-        cfg = LoopConfig(steps=steps, lr=lr, grad_accum=self.cfg.grad_accum, log_every=self.cfg.log_every)
+        cfg = LoopConfig(steps=steps, lr=lr, grad_accum=self.cfg.grad_accum, log_every=self.cfg.log_every,
+                         eval_every=int(getattr(self.cfg, "eval_every", 0) or 0))
 
-        def on_log(step: int, loss: float, elapsed: float) -> None:
-            metric = {"stage": stage, "step": step, "loss": round(loss, 5), "elapsed": round(elapsed, 2)}
+        def on_log(step: int, loss: float, elapsed: float, **dev: float) -> None:
+            metric = {"stage": stage, "step": step, "loss": round(loss, 5), "elapsed": round(elapsed, 2),
+                      **{k: round(float(v), 4) for k, v in dev.items()}}
             progress = {"stage": stage, "step": step, "total": steps, "elapsed": round(elapsed, 2)}
             if self._channel is not None:
                 return self.send(metric=metric, progress=progress)
