@@ -93,7 +93,7 @@ class TransferConfig:
     log_with: str = "tensorboard"
     # QA fine-tuning on L1 scores the model on the world's L1 dev set every eval_every steps (and
     # at its last): dev_exact_match / dev_f1 in metrics.jsonl and the trackers; 0: never
-    eval_every: int = 200
+    eval_every: int = 300  # the demo: 2 dev scores per fine-tuning, ~3 s each on one core (~2% of its time)
     # Independent stages (the pair models, step 2 per language, the fine-tunings) run at once
     # in this many worker processes, each on cores / workers torch threads; 0: one per core (at
     # most 4), what `xlviz demo` uses. The small models here train as fast on one thread as on
