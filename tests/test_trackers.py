@@ -34,19 +34,18 @@ def _scalars(run_dir: Path) -> dict[tuple[str, int], float]:
 def tracked_run(tmp_path_factory, request) -> Path:
     """A tiny run with two stage workers (metrics reach the files through the lock holder)."""
     pytest.importorskip("tensorboard")
-    import os
-
     from xlviz.training.tracking import TRACKERS, available
 
     root = tmp_path_factory.mktemp("trackers")
-    os.environ["XLVIZ_CHECKPOINTS"] = str(root)
     _, missing = available(list(TRACKERS))
     request.config.cache.set("xlviz/missing_tracker", missing[:1])
     config = root / "tiny.json"
     config.write_text(json.dumps({**TINY, "workers": 2}))
     argv = ["transfer", "--config", str(config), "--run-dir", str(root / "run"),
             "--log-with", ",".join(["tensorboard"] + missing[:1])]
-    assert cli(argv) == 0
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("XLVIZ_CHECKPOINTS", str(root))  # the CLI confines run folders to the checkpoints root
+        assert cli(argv) == 0
     return root / "run"
 
 

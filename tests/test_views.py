@@ -26,8 +26,9 @@ def tiny_run(tmp_path_factory) -> Path:
     root = tmp_path_factory.mktemp("views")
     config = root / "tiny.json"
     config.write_text(json.dumps(TINY))
-    os.environ["XLVIZ_CHECKPOINTS"] = str(root)  # the CLI confines run folders to the checkpoints root
-    assert cli(["transfer", "--config", str(config), "--run-dir", str(root / "run")]) == 0
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("XLVIZ_CHECKPOINTS", str(root))  # the CLI confines run folders to the checkpoints root
+        assert cli(["transfer", "--config", str(config), "--run-dir", str(root / "run")]) == 0
     return root / "run"
 
 
@@ -144,3 +145,36 @@ def test_question_card_scores_like_the_table():
     assert [float(c) for c in cells] == [rows.loc[0, "exact_match"], rows.loc[0, "f1"]] == [100.0, 100.0]
     v11 = question_card(L2, ex, [("m", preds[("m", L2)]["q1"])], {"m": "#123456"}, None)
     assert re.findall(r"<td style='text-align:right'>([0-9]+)</td>", v11)[0] == "0"  # what the card showed before
+
+
+def test_xquad_page_card_scores_like_its_table(tiny_run, monkeypatch):
+    """On the XQuAD page, an L2 question whose answer differs from the gold only by the L2's
+    own articles shows the table's EM/F1 on its card (before: the official v1.1 numbers)."""
+    from streamlit.testing.v1 import AppTest
+
+    from xlviz.data.squad import language_articles, load_squad, read_squad_json
+    from xlviz.ui.qa import prediction_rows, read_saved_predictions
+
+    file = tiny_run / "world" / "qa" / f"test.{L2}.json"
+    examples = {L2: load_squad(file)}
+    ids = [e.id for e in examples[L2]]
+    preds = {("monotrans", L2): read_saved_predictions(tiny_run / "predictions" / f"monotrans-{L2}.json", ids)}
+    own = prediction_rows(examples, preds, ids, articles={L2: language_articles(read_squad_json(file), file)})
+    v11 = prediction_rows(examples, preds, ids)
+    differ = own[(own["f1"] != v11["f1"]) | (own["exact_match"] != v11["exact_match"])]
+    if differ.empty:
+        pytest.skip("no question of this run scores differently with the L2's articles")
+    row = differ.iloc[0]
+    monkeypatch.setenv("XLVIZ_CHECKPOINTS", str(tiny_run.parent))
+    at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=120)
+    at.session_state["xlviz_models"] = [f"run:{tiny_run.name}:export:monotrans"]
+    at.session_state["xlviz_languages"] = ["en", L2]
+    at.session_state["xq_source"] = f"run:{tiny_run.name}"
+    at.session_state["xq_pick"] = row["id"]
+    at.run()
+    at.switch_page("pages/xquad.py").run()
+    assert not at.exception, [e.message for e in at.exception]
+    assert at.selectbox(key="xq_pick").value == row["id"]
+    card = next(h.proto.body for h in at.get("html") if f'data-lang="{L2}"' in h.proto.body)
+    em, f1 = re.findall(r"<td style='text-align:right'>([0-9]+)</td>", card)[:2]
+    assert (float(em), float(f1)) == (round(row["exact_match"]), round(row["f1"]))
