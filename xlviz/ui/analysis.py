@@ -13,7 +13,6 @@ Also: the runs these pages can analyse, and presets from the URL (``?run=NAME&l2
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import streamlit as st
