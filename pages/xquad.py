@@ -6,9 +6,7 @@ sidebar (a run's exported systems, QA folders). Predictions are computed once pe
 data file and cached.
 """
 
-import html
 import math
-from pathlib import Path
 
 import streamlit as st
 
@@ -22,10 +20,11 @@ from xlviz.ui.colours import system_colours
 from xlviz.evaluation.squad_metric import mlqa_languages
 from xlviz.ui.common import CHUNK, NA, articles_of, examples_of, guard, predict, qa_decoding, same_model_key, saved_or_none, shared_data_dir, unk_rate
 from xlviz.ui.runs_view import SETTING_NOTES, SETTINGS, ZERO_SHOT, export_setting
-from xlviz.ui.highlight import RTL_LANGUAGES, Span, highlight, legend, model_colour, qa_card
+from xlviz.ui.highlight import legend, model_colour
 from xlviz.ui.sidebar import current
 from xlviz.ui.sidebar import page_setup
 from xlviz.ui.state import checked_int, url_state, write_url
+from xlviz.views.xquad import question_card
 
 page_setup()
 URL_KEYS = ("xq_source", "xq_folder", "xq_limit", "xq_filter", "xq_search", "xq_pick")
@@ -253,40 +252,10 @@ for r0 in range(0, len(langs), COLUMNS_PER_ROW):
         if ex is None:
             col.warning(md_text(f"{qid} is missing in {lang}"))
             continue
-        spans = []
-        g = qa.gold_span(ex)
-        if g:
-            spans.append(Span(g[0], g[1], "gold"))
-        table = []
-        for name in names:
-            pred = predictions.get((name, lang), {}).get(qid)
-            if (name, lang) not in predictions:
-                continue
-            ps = qa.prediction_span(ex, pred)
-            if ps:
-                spans.append(Span(ps[0], ps[1], name, colours[name]))
-            em, f1 = qa.score(pred.get("text") if pred else None, ex.answers)
-            table.append((name, pred.get("text", "") if pred else "", em, f1))
-        body = qa_card(lang, ex.question, highlight(ex.context, spans), rtl=lang in RTL_LANGUAGES)
-        gold_text = " | ".join(a["text"] for a in ex.answers)
-        rows_html = "".join(
-            f'<tr><td><span style="box-shadow:inset 0 -4px 0 {colours[name]}">{html.escape(name)}</span></td>'
-            f"<td>{html.escape(text) or '<i>(empty)</i>'}</td><td style='text-align:right'>{em:.0f}</td>"
-            f"<td style='text-align:right'>{f1:.0f}</td></tr>"
-            for name, text, em, f1 in table
-        )
-        answers = (
-            f'<div style="font-size:.85em;margin-top:.4rem"><b>Gold:</b> {html.escape(gold_text)}</div>'
-            + (
-                '<table class="xlviz-answers" style="font-size:.85em;width:100%;margin-top:.3rem">'
-                "<tr><th align=left>model</th><th align=left>answer</th><th>EM</th><th>F1</th></tr>"
-                f"{rows_html}</table>"
-                if table
-                else ""
-            )
-        )
+        answers = [(name, predictions[(name, lang)].get(qid)) for name in names if (name, lang) in predictions]
+        card = question_card(lang, ex, answers, colours, articles[lang], mlqa.get(lang))
         with col:
-            st.html(body + answers)
+            st.html(card)
 
 # --- export -----------------------------------------------------------------------------------
 if not rows.empty:

@@ -32,6 +32,7 @@ class LoopConfig:
     max_grad_norm: float = 1.0
     grad_accum: int = 1
     log_every: int = 10
+    eval_every: int = 0  # steps between ``on_eval`` calls (0: never; the last step always when > 0)
 
 
 CPU_BF16_PROBES = {"AMX": "_is_amx_tile_supported", "AVX512-BF16": "_is_avx512_bf16_supported"}
@@ -204,7 +205,8 @@ def train(
     config: LoopConfig,
     accelerator: Accelerator,
     *,
-    on_log: Callable[[int, float, float], None] | None = None,
+    on_log: Callable[..., None] | None = None,
+    on_eval: Callable[[int, nn.Module], dict] | None = None,
     desc: str = "training",
     after_step: Callable[[int, torch.optim.Optimizer, dict[str, torch.Tensor]], None] | None = None,
 ) -> nn.Module:
@@ -213,7 +215,10 @@ def train(
     main process with the loss averaged over processes and the last ``log_every`` steps.
     ``after_step(step, optimizer, params)`` runs in every process after each optimizer step,
     with the tensors the optimizer updates by name (the float32 masters under bf16 weights),
-    so a stage can rewrite parameters and their optimizer state (active forgetting's resets)."""
+    so a stage can rewrite parameters and their optimizer state (active forgetting's resets).
+    ``on_eval(step, model)`` (every ``eval_every`` steps and at the last, main process, eval mode,
+    no gradient) returns dev metrics; they are logged in that step's row, ``on_log(step, loss,
+    elapsed, **metrics)``. Evaluating draws no random numbers, so training is unchanged by it."""
     bf16 = Bf16Weights(module) if uses_bf16_weights(accelerator) else None
     optimizer = make_optimizer(bf16 or module, config.lr, config.weight_decay)
     stepped = dict((bf16 or module).named_parameters())  # names as in ``module``, before any wrapping
@@ -252,11 +257,19 @@ def train(
             if bf16:
                 bf16.master_to_model()
         bar.update(1)
-        if step % config.log_every == 0 or step == config.steps:
+        # the same on every process: the loss reduce below is collective
+        due = on_eval is not None and config.eval_every > 0 and (step % config.eval_every == 0 or step == config.steps)
+        if step % config.log_every == 0 or step == config.steps or due:
+            extra: dict = {}
+            if due and accelerator.is_main_process:
+                module.eval()
+                with torch.no_grad():
+                    extra = dict(on_eval(step, accelerator.unwrap_model(module)) or {})
+                module.train()
             mean = accelerator.reduce(torch.tensor(running / count, device=accelerator.device), reduction="mean").item()
             bar.set_postfix(loss=f"{mean:.3f}")
             if on_log and accelerator.is_main_process and math.isfinite(mean):
-                on_log(step, mean, time.time() - t0)
+                on_log(step, mean, time.time() - t0, **extra)
             running, count = 0.0, 0
     bar.close()
     accelerator.wait_for_everyone()

@@ -140,7 +140,7 @@ def _handle(owner, message: dict[str, Any], progress: dict[str, dict]) -> bool:
     if "log" in message:
         owner._log(message["log"])
     if "metric" in message:
-        run.log_metric(**message["metric"])
+        owner.record_metric(message["metric"])
     if "progress" in message:
         progress[message["progress"]["stage"]] = message["progress"]
     if "results" in message:

@@ -85,13 +85,13 @@ def check_positive(cfg, names: Sequence[str], path: str | None, *, number: bool 
             raise XlvizError(f"must be a positive {'number' if number else 'integer'}, got {v!r}", path=path, field=name)
 
 
-def make_global_batch_accelerator(mixed_precision: str = "no", grad_accum: int = 1):
+def make_global_batch_accelerator(mixed_precision: str = "no", grad_accum: int = 1, **kwargs):
     """An Accelerator whose LR scheduler steps once per optimizer step whatever the number of
     processes. (accelerate's default, ``split_batches=False``, assumes the batch grows with the
     processes and steps a prepared scheduler ``num_processes`` times per step, so with N
     processes a linear schedule would reach zero after steps / N. Here batches are global.)
     No dataloader is prepared, so ``split_batches`` changes nothing else."""
-    return make_accelerator(mixed_precision, grad_accum, dataloader_config=DataLoaderConfiguration(split_batches=True))
+    return make_accelerator(mixed_precision, grad_accum, dataloader_config=DataLoaderConfiguration(split_batches=True), **kwargs)
 
 
 class StagedRun:
@@ -107,12 +107,63 @@ class StagedRun:
     def __init__(self, config, run_dir: str | Path):
         self.cfg = config
         self.run = Run(Path(run_dir))
+        self._tracking: bool | None = None  # None: trackers not started yet; False: none (or failed)
         self.acc = self.make_accelerator()
         self.main = self.acc.is_main_process
         self.t0 = time.time()
 
     def make_accelerator(self):
-        return make_global_batch_accelerator(run_precision(self.cfg.mixed_precision), self.cfg.grad_accum)
+        return make_global_batch_accelerator(run_precision(self.cfg.mixed_precision), self.cfg.grad_accum, **self.tracker_kwargs())
+
+    # --- trackers (xlviz.training.tracking) ----------------------------------------------
+    def trackers(self) -> tuple[list[str], list[str]]:
+        """(the config's ``log_with`` trackers installed here, those that are not)."""
+        from xlviz.training.tracking import DEFAULT, available, parse_log_with
+
+        return available(parse_log_with(getattr(self.cfg, "log_with", DEFAULT)))
+
+    def tracker_kwargs(self) -> dict:
+        """``Accelerator`` arguments for the run's trackers: their files go under the run folder."""
+        names, _ = self.trackers()
+        return {"log_with": names, "project_dir": str(self.run.path)} if names else {}
+
+    def record_metric(self, metric: dict) -> None:
+        """One metrics row: to ``metrics.jsonl`` and to the run's trackers (same values). Called
+        only by the process that writes the run (stage workers send their rows to it)."""
+        self.run.log_metric(**metric)
+        if self._tracking is None:
+            self._start_tracking()
+        if self._tracking:
+            from xlviz.training.tracking import scalars
+
+            try:
+                self.acc.log(scalars(metric), step=int(metric.get("step", 0)))
+            except Exception as e:  # noqa: BLE001 - a tracker's failure must not fail the run
+                self._tracking = False
+                self.run.log(f"trackers stopped: {type(e).__name__}: {e}")
+
+    def _start_tracking(self) -> None:
+        from xlviz.training.tracking import PROJECT, flat_config
+
+        names, missing = self.trackers()
+        self._tracking = False
+        if missing:
+            self.run.log(f"tracker(s) {', '.join(missing)} not installed here: skipped (metrics.jsonl has every value)")
+        if not names or not self.main:
+            return
+        try:
+            self.acc.init_trackers(PROJECT, config=flat_config(self.cfg.to_dict()))
+            self._tracking = True
+        except Exception as e:  # noqa: BLE001
+            self.run.log(f"trackers not started: {type(e).__name__}: {e}")
+
+    def end_tracking(self) -> None:
+        if self._tracking:
+            try:
+                self.acc.end_training()
+            except Exception as e:  # noqa: BLE001
+                self.run.log(f"trackers did not close cleanly: {type(e).__name__}: {e}")
+        self._tracking = None
 
     @classmethod
     def resume(cls, run_dir: str | Path):
@@ -214,14 +265,16 @@ class StagedRun:
 
     def loop(self, stage: str, steps: int, lr: float) -> tuple[LoopConfig, Callable]:
         """A loop config and an ``on_log`` writing metrics and progress for ``stage``."""
-        cfg = LoopConfig(steps=steps, lr=lr, grad_accum=self.cfg.grad_accum, log_every=self.cfg.log_every)
+        cfg = LoopConfig(steps=steps, lr=lr, grad_accum=self.cfg.grad_accum, log_every=self.cfg.log_every,
+                         eval_every=int(getattr(self.cfg, "eval_every", 0) or 0))
 
-        def on_log(step: int, loss: float, elapsed: float) -> None:
-            metric = {"stage": stage, "step": step, "loss": round(loss, 5), "elapsed": round(elapsed, 2)}
+        def on_log(step: int, loss: float, elapsed: float, **dev: float) -> None:
+            metric = {"stage": stage, "step": step, "loss": round(loss, 5), "elapsed": round(elapsed, 2),
+                      **{k: round(float(v), 4) for k, v in dev.items()}}
             progress = {"stage": stage, "step": step, "total": steps, "elapsed": round(elapsed, 2)}
             if self._channel is not None:
                 return self.send(metric=metric, progress=progress)
-            self.run.log_metric(**metric)
+            self.record_metric(metric)
             self.run.update_status(progress=progress)
 
         return cfg, on_log
@@ -321,6 +374,8 @@ class StagedRun:
             if named is not None:
                 raise named from None
             raise
+        finally:
+            self.end_tracking()
         return self.run.results()
 
 

@@ -60,7 +60,7 @@ class Pipeline(StagedRun):
 
     def make_accelerator(self):
         # Batches here are per process (each process trains on its shard of the world's data).
-        return make_accelerator(run_precision(self.cfg.mixed_precision), self.cfg.grad_accum)
+        return make_accelerator(run_precision(self.cfg.mixed_precision), self.cfg.grad_accum, **self.tracker_kwargs())
 
     # --- plan -------------------------------------------------------------------------
     @functools.cached_property

@@ -132,16 +132,7 @@ NA = "n/a"  # what a missing number reads in every table (st.dataframe's placeho
 FIGURES_KEY = "_xlviz_figures"  # title -> figure: the analyses drawn this session, for run reports
 
 
-def tidy(fig):
-    """Plot hygiene shared by every chart: titles left (clear of the toolbar at the right),
-    room for them, axis labels that grow their margins instead of being cut."""
-    title = fig.layout.title.text if fig.layout.title else None
-    if title:
-        top = fig.layout.margin.t if fig.layout.margin and fig.layout.margin.t is not None else 0
-        fig.update_layout(title=dict(x=0.01, xanchor="left"), margin=dict(t=max(top, 56)))
-    fig.update_xaxes(automargin=True)
-    fig.update_yaxes(automargin=True)
-    return fig
+from xlviz.views.figures import tidy  # noqa: E402  (shared with the notebook API)
 
 
 def plotly(fig, *, key: str | None = None, export: bool = True) -> None:
