@@ -123,6 +123,12 @@ def live_view(path) -> None:
         status = {}
     if status.get("stages_done"):
         st.caption("Stages done: " + ", ".join(status["stages_done"]))
+    verdicts = runs_view.stage_verdicts(run)
+    if not verdicts.empty:  # each judged stage's verdict, as soon as it ends
+        if (verdicts["verdict"] == "degenerate").any():
+            st.warning("A stage is degenerate (see its verdict below): its model did not learn, and the result rows "
+                       "that depend on it are no results.", icon=":material/warning:")
+        st.dataframe(verdicts, hide_index=True, width="stretch", key=f"verdicts_{run.name}")
     if state == "failed":
         st.error(f"The run failed: {status.get('error') or 'see the log below'}", icon=":material/error:")
     elif state == "stopped":
@@ -154,6 +160,9 @@ def show_results_by_setting(table: pd.DataFrame, languages: list[str]) -> None:
                             columns=[l for l in languages if l in wide.columns] + [l for l in wide.columns if l not in languages])
         wide.insert(0, "parallel pairs", sub.groupby("system")["parallel_pairs"].max().reindex(wide.index).astype(int))
         wide.columns.name = None
+        # a row that depends on a degenerate stage is no result: "degenerate", not its number
+        bad = sub[sub["verdict"] == "degenerate"] if "verdict" in sub else sub.iloc[:0]
+        wide = runs_view.with_degenerate(wide, [(r["system"], r["language"]) for _, r in bad.iterrows()])
         st.caption(f"F1 (%) by system and language — **{setting}**"
                    + (" (QA labels in L1 only)" if setting == runs_view.ZERO_SHOT else " (trained on QA labels in the L2)"))
         # n/a, not an empty cell: that system has no row for that language (e.g. the floor in L1)

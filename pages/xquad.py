@@ -12,7 +12,7 @@ from pathlib import Path
 
 import streamlit as st
 
-from xlviz.ui import qa
+from xlviz.ui import qa, runs_view
 from xlviz.ui.choices import dataset_from_folder, discover_qa_datasets
 from xlviz.ui.colours import system_colours
 from xlviz.ui.common import CHUNK, NA, articles_of, examples_of, guard, predict, qa_decoding, same_model_key, saved_or_none, shared_data_dir, unk_rate
@@ -158,6 +158,14 @@ if not rows.empty:
                    "as in the run's results; other languages use the official SQuAD v1.1 normalisation.")
     # zero-shot and translate-train (a system that saw L2 QA labels) are never one table
     setting_of = {m.name: export_setting(m.run, m.key.rsplit(":export:", 1)[1] if ":export:" in m.key else None) for m in models}
+    degenerate_of = {m.name: runs_view.export_degenerate(m.run, m.key.rsplit(":export:", 1)[1] if ":export:" in m.key else None)
+                     for m in models}
+    if any(degenerate_of.values()):  # names from disk go into a table (text), never into markdown
+        st.warning("Some picked run exports depend on a degenerate stage: the model did not learn, so their scores "
+                   "are no result and read “degenerate” below.", icon=":material/warning:")
+        st.dataframe([{"model": n, "language": lang, "degenerate stages": ", ".join(stages)}
+                      for n, langs_ in degenerate_of.items() for lang, stages in langs_.items()],
+                     hide_index=True, width="stretch", key="xq_degenerate")
     groups: dict[str | None, list[str]] = {}
     for name in names:
         groups.setdefault(setting_of[name][0], []).append(name)
@@ -175,6 +183,9 @@ if not rows.empty:
                 continue
             if any(setting_of[n][1] for n in members):
                 matrix.insert(0, "parallel pairs", [setting_of[n][1] for n in matrix.index])
+            # a run export whose row depends on a degenerate stage: no result, shown as "degenerate"
+            matrix = runs_view.with_degenerate(matrix, [(n, lang) for n in matrix.index for lang in degenerate_of.get(n, {})
+                                                        if lang in matrix.columns])
             col.markdown(f"**{title}**")
             col.dataframe(matrix.style.format(precision=1, na_rep=NA), width="stretch", key=k if gi == 0 else f"{k}_{gi}", placeholder=NA)
     with st.expander("Uncertainty: 95% bootstrap intervals over the questions" + (" and paired tests" if len(names) > 1 else "")):

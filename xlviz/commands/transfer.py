@@ -33,6 +33,9 @@ def add_transfer_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--qa-test-paragraphs", dest="qa_test_paragraphs", type=int)
     p.add_argument("--mixed-precision", dest="mixed_precision", help="auto (default: bf16 on GPUs and on CPUs with AMX or AVX512-BF16, else no) | no | bf16 | fp16")
     p.add_argument("--grad-accum", dest="grad_accum", type=int)
+    p.add_argument("--strict", action="store_true", default=None,
+                   help="stop the run at the first degenerate stage (an MLM loss not below its corpus's unigram entropy, "
+                        "a QA model no better than a trivial baseline on the dev split)")
     p.add_argument("--workers", type=int, help="stages trained at once in worker processes (0: one per CPU core, at most 4; "
                                                "the demo's default; 1: one after the other, the default of transfer)")
 
@@ -45,7 +48,7 @@ def build_config(args: argparse.Namespace, base: dict | None = None):
 
     d = dict(base or {})
     world = dict(d.get("world") or {})
-    for key in ("seed", "model_size", "vocab_size", "pretrain_steps", "transfer_steps", "finetune_steps", "batch_size", "mlm_batch_size", "block_size", "mixed_precision", "grad_accum", "workers"):
+    for key in ("seed", "model_size", "vocab_size", "pretrain_steps", "transfer_steps", "finetune_steps", "batch_size", "mlm_batch_size", "block_size", "mixed_precision", "grad_accum", "workers", "strict"):
         if getattr(args, key, None) is not None:
             d[key] = getattr(args, key)
     if getattr(args, "name", None):

@@ -43,6 +43,8 @@ class Context(Protocol):
     def loop(self, stage: str, steps: int, lr: float) -> tuple[Any, Callable]: ...
     def parallel_train(self, system: str, l2: str) -> list[dict]: ...
     def translate_train(self, system: str, l2: str) -> dict: ...
+    # optional: judge a QA model fine-tuned on the L1 training set on the world's dev split
+    # def judge_qa(self, stage: str, model, tokenizer) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -124,6 +126,12 @@ class Method:
         reads ``l2``, so an L1-``l2`` analysis compares one model's two languages (``encoder``'s
         L1 is the first pair's); None otherwise."""
         return None
+
+    def row_stages(self, ctx: Context, system: str, lang: str) -> list[str]:
+        """The stages ``system``'s result row for ``lang`` depends on (a degenerate one makes the
+        row no result): by default every stage of the system; one-model-per-L2 systems narrow
+        it to the model that scores ``lang``."""
+        return [s.name for s in self.stages(ctx, system)]
 
     def own_l1_model(self, ctx: Context, system: str, lang: str) -> tuple[nn.Module, Any] | None:
         """For systems with one model per L2 (pair models): the L1 QA model of the model that

@@ -128,6 +128,9 @@ def finetune_qa(ctx: Context, model, stage: str, tokenizer=None, data: dict | No
     loop, on_log = ctx.loop(stage, ctx.cfg.finetune_steps, ctx.cfg.finetune_lr)
     model = train(QALoss(model), qa_batches(ctx, tok, data), loop, ctx.acc, on_log=on_log, desc=stage).model
     ctx.acc.free_memory()
+    judge = getattr(ctx, "judge_qa", None)
+    if judge is not None and data is None:  # trained on the L1 set: judged on the L1 dev split
+        judge(stage, model, tok)
     return model
 
 

@@ -27,7 +27,7 @@ from typing import Iterator, Sequence
 import torch
 from transformers import AutoTokenizer, BertForMaskedLM, BertForQuestionAnswering
 
-from xlviz.data.joint_vocab import DisjointVocab, train_joint_tokenizer
+from xlviz.data.joint_vocab import N_SPECIAL, DisjointVocab, train_joint_tokenizer
 from xlviz.io import atomic_dir
 from xlviz.methods.base import Context, Method, Stage
 from xlviz.methods.common import WORLD, finetune_qa, max_length
@@ -105,6 +105,16 @@ class Reader:
             self.toks[lang].save_pretrained(folder / lang)
 
 
+def language_groups(reader: Reader) -> torch.Tensor:
+    """Joint id -> index of the language whose row it is (-1: a shared special token), for a
+    disjoint vocabulary: a model that tells the languages apart starts from the unigram
+    entropy of each language, not of their mixture (ln 2 higher for two)."""
+    groups = torch.full((reader.size,), -1, dtype=torch.long)
+    for i, lang in enumerate(reader.langs):
+        groups[reader.vocab.language_rows(lang)[N_SPECIAL:]] = i
+    return groups
+
+
 def block_batches(ctx: Context, reader: Reader, block: int, batch: int, salt: int = 0, mode: str = "mixed"):
     """Batches of ``batch`` corpus blocks of ``block`` tokens in joint ids, each language its own
     shuffled stream (this process's share), languages balanced."""
@@ -158,6 +168,8 @@ def pretrain_stage(system: str, l2: str | None) -> Stage:
                 yield {"input_ids": inputs, "labels": labels}
 
         loop, on_log = ctx.loop(name, cfg.pretrain_steps, cfg.pretrain_lr)
+        if loop.monitor is not None and reader.disjoint:
+            loop.monitor.id_groups = language_groups(reader)  # the unigram entropy per language
         model = train(MaskedOnlyMLM(model), batches(), loop, ctx.acc, on_log=on_log, desc=name).model
         ctx.acc.free_memory()
         if not ctx.main:
@@ -223,6 +235,11 @@ class Joint(Method):
             return None
         folder = ctx.path(f"s1_{system}{unit(system, l2)}", ctx.world.l1)
         return BertForMaskedLM.from_pretrained(folder, use_safetensors=True), AutoTokenizer.from_pretrained(folder)
+
+    def row_stages(self, ctx: Context, system: str, lang: str) -> list[str]:
+        """A pair model's row (its L1 row: the first pair's) depends on that pair's stages only."""
+        u = unit(system, self.unit_for(ctx, system, lang))
+        return [s.name for s in self.stages(ctx, system) if s.phase == "data" or s.name.endswith(u)]
 
     def own_l1_model(self, ctx: Context, system: str, lang: str):
         if system == "jointmulti" or lang == ctx.world.l1:

@@ -12,7 +12,7 @@ import math
 import os
 import time
 from dataclasses import dataclass
-from typing import Callable, Iterator
+from typing import Any, Callable, Iterator
 
 import torch
 from accelerate import Accelerator
@@ -21,6 +21,8 @@ from torch import nn
 from tqdm.auto import tqdm
 from transformers import AttentionInterface
 from transformers.masking_utils import AttentionMaskInterface, eager_mask
+
+from xlviz.errors import XlvizError
 
 
 @dataclass
@@ -32,6 +34,13 @@ class LoopConfig:
     max_grad_norm: float = 1.0
     grad_accum: int = 1
     log_every: int = 10
+    # xlviz.training.verdicts.StageMonitor: sees every batch and step loss, for the stage's verdict
+    monitor: Any = None
+
+
+class NonFiniteLoss(XlvizError):
+    """The loss became NaN or infinite: the stage stops at once (nothing of it is saved; the
+    stages before it are kept), instead of training on and scoring a broken model."""
 
 
 CPU_BF16_PROBES = {"AMX": "_is_amx_tile_supported", "AVX512-BF16": "_is_avx512_bf16_supported"}
@@ -180,6 +189,19 @@ def linear_schedule(optimizer: torch.optim.Optimizer, steps: int, warmup_ratio: 
     return torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
 
 
+def check_finite(loss: torch.Tensor, step: int, config: LoopConfig, accelerator: Accelerator, desc: str) -> None:
+    """Raise :class:`NonFiniteLoss` naming the stage, the step and the learning rate when this
+    step's loss is NaN or infinite on any process, before it reaches the weights. Several
+    processes agree first (one process stopping alone would leave the others waiting)."""
+    bad = not bool(torch.isfinite(loss.detach()).all())
+    if accelerator.num_processes > 1:
+        bad = accelerator.reduce(torch.tensor(float(bad), device=accelerator.device), reduction="sum").item() > 0
+    if bad:
+        raise NonFiniteLoss(f"stage {desc}: the loss became {float(loss.detach().float()):.4g} at step {step} of {config.steps} "
+                            f"(learning rate {config.lr:g}); the stage stopped, earlier stages are kept: lower that "
+                            "learning rate in the run's config.json and resume the run (--resume)")
+
+
 def train(
     module: nn.Module,
     batches: Iterator[dict],
@@ -207,9 +229,12 @@ def train(
     for step in range(1, config.steps + 1):
         for _ in range(config.grad_accum):
             batch = {k: v.to(accelerator.device) for k, v in next(batches).items()}
+            if config.monitor is not None:
+                config.monitor.batch(batch)
             with accelerator.accumulate(module):
                 with accelerator.autocast():
                     loss = module(**batch)
+                check_finite(loss, step, config, accelerator, desc)
                 accelerator.backward(loss)
                 if accelerator.sync_gradients:
                     if bf16:
@@ -224,6 +249,8 @@ def train(
                 optimizer.zero_grad(set_to_none=True)
             running += loss.detach().float().item() / config.grad_accum
         count += 1
+        if config.monitor is not None:
+            config.monitor.losses.append(running / count)
         bar.update(1)
         if step % config.log_every == 0 or step == config.steps:
             mean = accelerator.reduce(torch.tensor(running / count, device=accelerator.device), reduction="mean").item()

@@ -15,6 +15,7 @@ from xlviz.limits import SIZE_LIMITS
 from xlviz.methods import method_of, methods, resolve
 from xlviz.names import check_code
 from xlviz.runs import Run
+from xlviz.training.verdicts import DEGENERATE, is_degenerate
 from xlviz.ui.choices import config_value
 
 MODEL_SIZES = ("tiny", "small", "medium")
@@ -233,6 +234,8 @@ def run_table(runs: list[Run]) -> pd.DataFrame:
             # never one number over both settings: a translate-train row is not a zero-shot result
             "best L2 F1, zero-shot": _best_l2_f1(results, l1_language(run), l2_labels=False),
             "best L2 F1, L2 labels": _best_l2_f1(results, l1_language(run), l2_labels=True),
+            # rows of degenerate stages are no result: counted here, never in the best F1
+            "degenerate rows": sum(1 for r in results if is_degenerate(r)),
             "updated": status.get("updated", ""),
         }
         rows.append(row)
@@ -242,7 +245,25 @@ def run_table(runs: list[Run]) -> pd.DataFrame:
 ZERO_SHOT = "zero-shot"
 TRANSLATE_TRAIN = "translate-train (L2 labels)"
 SETTINGS = (ZERO_SHOT, TRANSLATE_TRAIN)
-RESULT_COLUMNS = ["run", "setting", "system", "language", "exact_match", "f1", "parallel_pairs", "l1_f1", "l1"]
+RESULT_COLUMNS = ["run", "setting", "system", "language", "exact_match", "f1", "parallel_pairs", "l1_f1", "l1", "verdict"]
+
+
+def with_degenerate(table: pd.DataFrame, cells: list[tuple[object, str]]) -> pd.DataFrame:
+    """``table`` with the given (index, column) cells reading "degenerate" instead of a
+    number: a row that depends on a degenerate stage is no result (xlviz.training.verdicts).
+    The columns touched become text (one decimal, n/a left empty)."""
+    if not cells:
+        return table
+    out = table.copy()
+    for col in dict.fromkeys(c for _, c in cells):
+        if col in out:
+            out[col] = pd.Series([None if v is None or (isinstance(v, float) and pd.isna(v)) else
+                                  f"{v:.1f}" if isinstance(v, (int, float)) and not isinstance(v, bool) else str(v)
+                                  for v in out[col].tolist()], index=out.index, dtype=object)
+    for idx, col in cells:
+        if col in out:
+            out.at[idx, col] = DEGENERATE
+    return out
 
 
 def setting_of(row: dict) -> str:
@@ -254,7 +275,7 @@ def setting_of(row: dict) -> str:
 def _best_l2_f1(results: list[dict], l1: str, *, l2_labels: bool) -> float | None:
     """The best F1 of the run's L2 rows in one setting (None: no such row)."""
     f1s = [float(r["f1"]) for r in results if r.get("language") != l1 and isinstance(r.get("f1"), (int, float))
-           and bool(r.get("l2_labels")) == l2_labels]
+           and bool(r.get("l2_labels")) == l2_labels and not is_degenerate(r)]  # a degenerate row is no result
     return max(f1s, default=None)
 
 
@@ -274,7 +295,7 @@ def results_frame(runs: list[Run]) -> pd.DataFrame:
             rows.append({"run": run.name, "setting": setting_of(r), "system": r.get("system"), "language": r.get("language"),
                          "exact_match": r.get("exact_match"), "f1": r.get("f1"),
                          "parallel_pairs": int(pairs) if isinstance(pairs, (int, float)) else 0,
-                         "l1_f1": r.get("l1_f1"), "l1": l1})
+                         "l1_f1": r.get("l1_f1"), "l1": l1, "verdict": DEGENERATE if is_degenerate(r) else None})
     return pd.DataFrame(rows, columns=RESULT_COLUMNS)
 
 
@@ -293,6 +314,15 @@ def compare_table(long: pd.DataFrame) -> pd.DataFrame:
     wide = wide.round(1).reset_index()
     order = {s: i for i, s in enumerate(SETTINGS)}
     wide = wide.sort_values("setting", key=lambda c: c.map(lambda v: order.get(v, len(order))), kind="stable")
+    # rows of degenerate stages: no number, no ratio (blanked here, labelled at the end)
+    degenerate: list[tuple[object, str]] = []
+    if "verdict" in long:
+        for _, bad in long[long["verdict"] == DEGENERATE].iterrows():
+            match = wide.index[(wide["setting"] == bad["setting"]) & (wide["run"] == bad["run"]) & (wide["system"] == bad["system"])]
+            for idx in match:
+                for metric in ("EM", "F1"):
+                    wide.loc[idx, f"{metric} {bad['language']}"] = float("nan")
+                    degenerate.append((idx, f"{metric} {bad['language']}"))
     if "parallel_pairs" in long:
         pairs = long.groupby(keys)["parallel_pairs"].max()
         wide.insert(3, "parallel pairs", [int(pairs.get(tuple(r[k] for k in keys), 0)) for _, r in wide.iterrows()])
@@ -310,7 +340,7 @@ def compare_table(long: pd.DataFrame) -> pd.DataFrame:
                     den = mine if isinstance(mine, (int, float)) and pd.notna(mine) else den
                 ratio.append(round(100.0 * num / den, 1) if pd.notna(num) and pd.notna(den) and den else None)
             wide[f"F1 {lang}/L1 (%)"] = pd.array(ratio, dtype="Float64").astype(float)
-    return wide.reset_index(drop=True)
+    return with_degenerate(wide, degenerate).reset_index(drop=True)
 
 
 def compare_figure(long: pd.DataFrame, colours: dict[str, str] | None = None):
@@ -491,6 +521,8 @@ def seed_summary(long: pd.DataFrame, groups: list[list[str]]) -> pd.DataFrame:
     rows = []
     if "setting" not in long:
         long = long.assign(setting=ZERO_SHOT)
+    if "verdict" in long:  # a degenerate row is no result: never in a mean or sd
+        long = long[long["verdict"] != DEGENERATE]
     for group in groups:
         sub = long[long["run"].isin(group)]
         for (setting, system, lang), g in sub.groupby(["setting", "system", "language"], sort=False):
@@ -531,6 +563,32 @@ def all_runs(root=None) -> list[Run]:
         return 0.0
 
     return sorted(out, key=mtime, reverse=True)
+
+
+def export_degenerate(run_name: str | None, system: str | None, root=None) -> dict[str, list[str]]:
+    """``{language: degenerate stages}`` of a run's exported system: the languages whose row
+    depends on a degenerate stage (empty for models that are not a run's)."""
+    from xlviz.runs import checkpoints_root
+
+    if not run_name or not system:
+        return {}
+    try:
+        rows = Run(checkpoints_root(root) / run_name).results()
+    except XlvizError:
+        return {}
+    return {str(r["language"]): [str(s) for s in r.get("degenerate_stages") or []] for r in rows
+            if r.get("system") == system and is_degenerate(r)}
+
+
+def stage_verdicts(run: Run) -> pd.DataFrame:
+    """One row per judged stage: verdict and the numbers it was judged on (Runs live view)."""
+    try:
+        verdicts = run.verdicts()
+    except XlvizError:
+        verdicts = {}
+    rows = [{"stage": stage, "verdict": str(v.get("verdict", "")), "why": str(v.get("reason", ""))}
+            for stage, v in verdicts.items() if v.get("verdict") != "unjudged"]
+    return pd.DataFrame(rows, columns=["stage", "verdict", "why"])
 
 
 def export_setting(run_name: str | None, system: str | None, root=None) -> tuple[str | None, int]:
