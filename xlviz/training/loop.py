@@ -226,38 +226,44 @@ def train(
                position=int(os.environ.get("XLVIZ_BAR_POSITION", 0)))  # stages at once: one line each
     t0 = time.time()
     running, count = 0.0, 0
-    for step in range(1, config.steps + 1):
-        for _ in range(config.grad_accum):
-            batch = {k: v.to(accelerator.device) for k, v in next(batches).items()}
+    try:  # a stage that stops (NaN loss, Ctrl-C) ends its progress bar's line first
+        for step in range(1, config.steps + 1):
+            step_loss = 0.0
+            for _ in range(config.grad_accum):
+                batch = {k: v.to(accelerator.device) for k, v in next(batches).items()}
+                if config.monitor is not None:
+                    config.monitor.batch(batch)
+                with accelerator.accumulate(module):
+                    with accelerator.autocast():
+                        loss = module(**batch)
+                    check_finite(loss, step, config, accelerator, desc)
+                    accelerator.backward(loss)
+                    if accelerator.sync_gradients:
+                        if bf16:
+                            bf16.grads_to_master()
+                        if config.max_grad_norm:
+                            accelerator.clip_grad_norm_(masters or module.parameters(), config.max_grad_norm)
+                    optimizer.step()
+                    if accelerator.sync_gradients:
+                        scheduler.step()
+                        if bf16:
+                            bf16.master_to_model()
+                    optimizer.zero_grad(set_to_none=True)
+                step_loss += loss.detach().float().item() / config.grad_accum
+            running += step_loss
+            count += 1
             if config.monitor is not None:
-                config.monitor.batch(batch)
-            with accelerator.accumulate(module):
-                with accelerator.autocast():
-                    loss = module(**batch)
-                check_finite(loss, step, config, accelerator, desc)
-                accelerator.backward(loss)
-                if accelerator.sync_gradients:
-                    if bf16:
-                        bf16.grads_to_master()
-                    if config.max_grad_norm:
-                        accelerator.clip_grad_norm_(masters or module.parameters(), config.max_grad_norm)
-                optimizer.step()
-                if accelerator.sync_gradients:
-                    scheduler.step()
-                    if bf16:
-                        bf16.master_to_model()
-                optimizer.zero_grad(set_to_none=True)
-            running += loss.detach().float().item() / config.grad_accum
-        count += 1
-        if config.monitor is not None:
-            config.monitor.losses.append(running / count)
-        bar.update(1)
-        if step % config.log_every == 0 or step == config.steps:
-            mean = accelerator.reduce(torch.tensor(running / count, device=accelerator.device), reduction="mean").item()
-            bar.set_postfix(loss=f"{mean:.3f}")
-            if on_log and accelerator.is_main_process and math.isfinite(mean):
-                on_log(step, mean, time.time() - t0)
-            running, count = 0.0, 0
+                config.monitor.losses.append(step_loss)
+            bar.update(1)
+            if step % config.log_every == 0 or step == config.steps:
+                mean = accelerator.reduce(torch.tensor(running / count, device=accelerator.device), reduction="mean").item()
+                bar.set_postfix(loss=f"{mean:.3f}")
+                if on_log and accelerator.is_main_process and math.isfinite(mean):
+                    on_log(step, mean, time.time() - t0)
+                running, count = 0.0, 0
+    except BaseException:
+        bar.close()
+        raise
     bar.close()
     accelerator.wait_for_everyone()
     if bf16:

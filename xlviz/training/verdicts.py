@@ -123,7 +123,7 @@ def mlm_verdict(loss: float, unigram: float, bigram: float, margin: float = MLM_
     gap = unigram - loss
     where = f"{gap:.3f} nats below" if gap >= 0 else f"{-gap:.3f} nats above"
     reason = (f"final MLM loss {loss:.3f}, {where} the unigram entropy {unigram:.3f} of its targets "
-              f"(must be at least {margin:g} below; bigram entropy {bigram:.3f})")
+              f"(must end at most at {unigram - margin:.3f}, {margin:g} nats below it; bigram entropy {bigram:.3f})")
     return {"kind": "mlm", "verdict": verdict, "loss": round(loss, 4), "unigram_entropy": round(unigram, 4),
             "bigram_entropy": round(bigram, 4), "margin": margin, "reason": reason}
 
@@ -131,8 +131,8 @@ def mlm_verdict(loss: float, unigram: float, bigram: float, margin: float = MLM_
 def qa_verdict(f1: float, baseline_f1: float, margin: float = QA_MARGIN, baseline: str = "") -> dict:
     """The verdict of a QA stage: ``ok`` when its dev F1 beats the trivial baseline's by ``margin``."""
     ok = math.isfinite(f1) and f1 >= baseline_f1 + margin
-    reason = (f"dev F1 {f1:.1f} against {baseline_f1:.1f} for the trivial baseline{f' ({baseline})' if baseline else ''} "
-              f"(needs {margin:g} points more)")
+    reason = (f"dev F1 {f1:.1f} against {baseline_f1:.1f} for the trivial baseline{f' ({baseline})' if baseline else ''}; "
+              f"must reach {baseline_f1 + margin:.1f}, {margin:g} points more")
     return {"kind": "qa", "verdict": OK if ok else DEGENERATE, "dev_f1": round(f1, 4), "baseline_f1": round(baseline_f1, 4),
             "baseline": baseline, "margin": margin, "reason": reason}
 

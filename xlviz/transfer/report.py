@@ -65,6 +65,7 @@ def seeds_table(runs: list[list[dict]], l1: str = "en") -> str:
     languages: list[str] = []
     excluded = [(i, r) for i, rows in enumerate(runs) for r in split_degenerate(rows)[1]]
     runs = [split_degenerate(rows)[0] for rows in runs]
+    languages += list(dict.fromkeys(r["language"] for _, r in excluded))  # their columns stay, reading "—"
     for rows in runs:
         ratios = _ratios(rows, l1)
         for r in rows:
