@@ -105,13 +105,27 @@ class Reader:
             self.toks[lang].save_pretrained(folder / lang)
 
 
-def language_groups(reader: Reader) -> torch.Tensor:
-    """Joint id -> index of the language whose row it is (-1: a shared special token), for a
-    disjoint vocabulary: a model that tells the languages apart starts from the unigram
-    entropy of each language, not of their mixture (ln 2 higher for two)."""
+def language_groups(reader: Reader, ctx: Context | None = None, documents: int = 1000) -> torch.Tensor:
+    """Joint id -> index of its language (-1: a special token, or never seen), so the stage's
+    verdict compares its loss with the unigram entropy of each language rather than of their
+    mixture (ln 2 higher for two, ln 3 for three): a model that tells the languages apart gets
+    that much for free. A disjoint vocabulary says it by its rows; a shared one assigns each
+    id to the language whose corpus (its first ``documents`` documents) uses it most often."""
     groups = torch.full((reader.size,), -1, dtype=torch.long)
+    if reader.disjoint:
+        for i, lang in enumerate(reader.langs):
+            groups[reader.vocab.language_rows(lang)[N_SPECIAL:]] = i
+        return groups
+    if ctx is None:
+        return groups
+    freq = torch.zeros(len(reader.langs), reader.size)
     for i, lang in enumerate(reader.langs):
-        groups[reader.vocab.language_rows(lang)[N_SPECIAL:]] = i
+        ids = [t for doc in reader.toks[lang](ctx.world.corpus(lang)[:documents], add_special_tokens=False)["input_ids"] for t in doc]
+        counts = torch.bincount(torch.tensor(ids, dtype=torch.long), minlength=reader.size).float()[: reader.size]
+        freq[i] = counts / counts.sum().clamp(min=1)
+    seen = freq.sum(0) > 0
+    groups[seen] = freq.argmax(0)[seen]
+    groups[:N_SPECIAL] = -1
     return groups
 
 
@@ -168,8 +182,8 @@ def pretrain_stage(system: str, l2: str | None) -> Stage:
                 yield {"input_ids": inputs, "labels": labels}
 
         loop, on_log = ctx.loop(name, cfg.pretrain_steps, cfg.pretrain_lr)
-        if loop.monitor is not None and reader.disjoint:
-            loop.monitor.id_groups = language_groups(reader)  # the unigram entropy per language
+        if loop.monitor is not None and len(reader.langs) > 1:
+            loop.monitor.id_groups = language_groups(reader, ctx)  # the unigram entropy per language
         model = train(MaskedOnlyMLM(model), batches(), loop, ctx.acc, on_log=on_log, desc=name).model
         ctx.acc.free_memory()
         if not ctx.main:
