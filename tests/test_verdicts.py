@@ -292,3 +292,41 @@ def test_stage_workers_send_verdicts_to_the_runs_writer(tmp_path):
                                             "s3_jointpair-disjoint-svo": "qa", "s3_jointpair-disjoint-sov": "qa"}
     assert all(v[k]["verdict"] == "ok" for k in v), v  # both pair models learn at the test's margins
     assert {r["verdict"] for r in run.results()} == {"ok"}
+
+
+def test_rows_depend_on_the_model_that_scores_them(tmp_path):
+    """A pair model's row depends on its own pair's stages (so one stuck pair model does not
+    void the other pair's rows); a single-model system's rows on all its stages."""
+    from xlviz.methods import method_of
+    from xlviz.transfer.config import TransferConfig
+    from xlviz.transfer.pipeline import Pipeline
+
+    systems = ["monotrans", "jointpair-disjoint", "mono-l2-supervised", "veco", "jointmulti"]
+    p = Pipeline(TransferConfig.from_dict({**TINY, "methods": systems}), tmp_path / "r")
+
+    def deps(system, lang):
+        return set(method_of(system).row_stages(p, system, lang)) - {"world"}
+
+    assert deps("jointpair-disjoint", "sov") == {"s1_jointpair-disjoint-sov", "s3_jointpair-disjoint-sov"}
+    assert deps("jointpair-disjoint", "en") == {"s1_jointpair-disjoint-svo", "s3_jointpair-disjoint-svo"}  # the first pair
+    assert deps("mono-l2-supervised", "svo") == {"s1_pretrain-svo", "s3_supervised-svo"}
+    assert deps("veco", "sov") and all(s.endswith("-sov") for s in deps("veco", "sov"))
+    assert deps("monotrans", "sov") >= {"s1_pretrain", "s2_transfer-sov", "s3_finetune"}
+    assert deps("jointmulti", "sov") >= {"s1_jointmulti", "s3_jointmulti"}
+
+
+def test_shared_vocabulary_ids_go_to_the_language_that_uses_them_most():
+    from types import SimpleNamespace
+
+    from xlviz.methods.joint import language_groups
+
+    ids = {"a": 5, "b": 6, "c": 7}
+
+    def tok(texts, add_special_tokens=False):
+        return {"input_ids": [[ids[w] for w in t.split()] for t in texts]}
+
+    corpora = {"en": ["a a b"], "xx": ["c c", "b b"]}
+    reader = SimpleNamespace(disjoint=False, langs=["en", "xx"], toks={"en": tok, "xx": tok}, size=9)
+    groups = language_groups(reader, SimpleNamespace(world=SimpleNamespace(corpus=corpora.__getitem__)))
+    # a: en only; b: 1/3 of en's tokens, 1/2 of xx's -> xx; c: xx; specials and unseen ids: -1
+    assert groups.tolist() == [-1, -1, -1, -1, -1, 0, 1, 1, -1]

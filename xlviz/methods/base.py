@@ -78,6 +78,12 @@ class Stage:
         return self.train(ctx, self.build(ctx))
 
 
+def unit_stages(stages: list[Stage], unit: str) -> list[str]:
+    """The data stages and the stages of one per-L2 model (names ending in ``-<unit>``): what a
+    row scored by that model depends on (:meth:`Method.row_stages`)."""
+    return [s.name for s in stages if s.phase == "data" or s.name.endswith(f"-{unit}")]
+
+
 @dataclass
 class Method:
     """A family of systems declared by one module. Subclasses override the methods below."""

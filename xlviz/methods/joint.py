@@ -29,7 +29,7 @@ from transformers import AutoTokenizer, BertForMaskedLM, BertForQuestionAnswerin
 
 from xlviz.data.joint_vocab import N_SPECIAL, DisjointVocab, train_joint_tokenizer
 from xlviz.io import atomic_dir
-from xlviz.methods.base import Context, Method, Stage
+from xlviz.methods.base import Context, Method, Stage, unit_stages
 from xlviz.methods.common import WORLD, finetune_qa, max_length
 from xlviz.models.monotrans import bert_config, qa_from_mlm, zero_shot_model
 from xlviz.models.vocab_slice import slice_to_language
@@ -252,8 +252,8 @@ class Joint(Method):
 
     def row_stages(self, ctx: Context, system: str, lang: str) -> list[str]:
         """A pair model's row (its L1 row: the first pair's) depends on that pair's stages only."""
-        u = unit(system, self.unit_for(ctx, system, lang))
-        return [s.name for s in self.stages(ctx, system) if s.phase == "data" or s.name.endswith(u)]
+        u = self.unit_for(ctx, system, lang)
+        return [s.name for s in self.stages(ctx, system)] if u is None else unit_stages(self.stages(ctx, system), u)
 
     def own_l1_model(self, ctx: Context, system: str, lang: str):
         if system == "jointmulti" or lang == ctx.world.l1:
