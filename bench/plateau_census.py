@@ -71,7 +71,7 @@ def census_run(cfg: TransferConfig, run_dir: Path) -> list[dict]:
 
 def tables(rows: list[dict]) -> str:
     """Markdown: every stage, then per kind and precision the degenerate count."""
-    head = ["kind", "precision", "seed", "loss", "unigram", "bigram", "gap", "verdict", "s"]
+    head = ["stage", "precision", "seed", "loss", "unigram", "bigram", "gap (unigram - loss)", "verdict", "s"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in sorted(rows, key=lambda r: (r["kind"], r["precision"], r["seed"], r["stage"])):
         lines.append(f"| {r['stage']} | {r['precision']} | {r['seed']} | {r['loss']:.3f} | {r['unigram']:.3f} | {r['bigram']:.3f} | "
