@@ -124,6 +124,12 @@ def live_view(path) -> None:
         status = {}
     if status.get("stages_done"):
         st.caption("Stages done: " + md_join(status["stages_done"]))
+    verdicts = runs_view.stage_verdicts(run)
+    if not verdicts.empty:  # each judged stage's verdict, as soon as it ends
+        if (verdicts["verdict"] == "degenerate").any():
+            st.warning("A stage is degenerate (see its verdict below): its model did not learn, and the result rows "
+                       "that depend on it are no results.", icon=":material/warning:")
+        st.dataframe(verdicts, hide_index=True, width="stretch", key=f"verdicts_{run.name}")
     if state == "failed":
         st.error("The run failed: " + (md_text(status["error"]) if status.get("error") else "see the log below"),
                  icon=":material/error:")

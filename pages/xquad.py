@@ -11,7 +11,7 @@ import math
 import streamlit as st
 
 from xlviz.errors import XlvizError
-from xlviz.ui import qa
+from xlviz.ui import qa, runs_view
 from xlviz.ui.paths import REFUSED, confine, is_allowed
 from xlviz.ui.text import md_text
 from xlviz.ui.text import md_join
@@ -174,6 +174,14 @@ if not rows.empty:
                    "as in the run's results; other languages use the official SQuAD v1.1 normalisation.")
     # zero-shot, translate-train (L2 QA labels) and translate-test (the test's gold translation) are never one table
     setting_of = {m.name: export_setting(m.run, m.key.rsplit(":export:", 1)[1] if ":export:" in m.key else None) for m in models}
+    degenerate_of = {m.name: runs_view.export_degenerate(m.run, m.key.rsplit(":export:", 1)[1] if ":export:" in m.key else None)
+                     for m in models}
+    if any(degenerate_of.values()):  # names from disk go into a table (text), never into markdown
+        st.warning("Some picked run exports depend on a degenerate stage: the model did not learn, so their scores "
+                   "are no result and read “degenerate” below.", icon=":material/warning:")
+        st.dataframe([{"model": n, "language": lang, "degenerate stages": ", ".join(stages)}
+                      for n, langs_ in degenerate_of.items() for lang, stages in langs_.items()],
+                     hide_index=True, width="stretch", key="xq_degenerate")
     groups: dict[str | None, list[str]] = {}
     for name in names:
         groups.setdefault(setting_of[name][0], []).append(name)
@@ -190,6 +198,9 @@ if not rows.empty:
                 continue
             if any(setting_of[n][1] for n in members):
                 matrix.insert(0, "parallel pairs", [setting_of[n][1] for n in matrix.index])
+            # a run export whose row depends on a degenerate stage: no result, shown as "degenerate"
+            matrix = runs_view.with_degenerate(matrix, [(n, lang) for n in matrix.index for lang in degenerate_of.get(n, {})
+                                                        if lang in matrix.columns])
             col.markdown(f"**{title}**")
             col.dataframe(matrix.style.format(precision=1, na_rep=NA), width="stretch", key=k if gi == 0 else f"{k}_{gi}", placeholder=NA)
     st.caption("[low, high]: 95% intervals resampling whole paragraphs (a context's questions go together; 1000 "

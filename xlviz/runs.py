@@ -6,7 +6,10 @@ A run lives in ``<checkpoints>/<run>/`` and holds
 - ``status.json``   state, current stage, progress, pid, timestamps, error
 - ``metrics.jsonl`` one line per logged step: ``{"stage", "step", "loss", "elapsed", ...}``
 - ``log.txt``       human-readable log (the app shows its tail)
-- ``results.json``  list of rows ``{"system", "language", "exact_match", "f1"}``
+- ``results.json``  list of rows ``{"system", "language", "exact_match", "f1"}`` (``"verdict":
+  "degenerate"`` and ``degenerate_stages`` on a row that depends on a degenerate stage)
+- ``verdicts.json`` ``{stage: {"verdict": "ok" | "degenerate" | "unjudged", ...}}``, each judged
+  stage's outcome with its numbers (:mod:`xlviz.training.verdicts`)
 - one ``save_pretrained`` folder per trained stage, and ``export/`` with the zero-shot models.
 
 Writers use :mod:`xlviz.io` atomics, so a reader (the app) never sees half a file and a
@@ -186,6 +189,10 @@ class Run:
         return self.path / "log.txt"
 
     @property
+    def verdicts_path(self) -> Path:
+        return self.path / "verdicts.json"
+
+    @property
     def lock_path(self) -> Path:
         return self.path / LOCK_FILE
 
@@ -254,6 +261,16 @@ class Run:
             if not isinstance(r, dict) or not isinstance(r.get("system"), str) or not isinstance(r.get("language"), str):
                 raise XlvizError(f"row {i} must be an object with 'system' and 'language'", path=self.results_path, field=f"[{i}]")
         return rows
+
+    def verdicts(self) -> dict[str, dict]:
+        """``{stage: verdict}`` of the stages judged so far (:mod:`xlviz.training.verdicts`):
+        ``{"verdict": "ok" | "degenerate" | "unjudged", "kind", "reason", ...numbers}``."""
+        if not os.path.lexists(self.verdicts_path):
+            return {}
+        verdicts = self._read_json(self.verdicts_path, "stage verdicts")
+        if not isinstance(verdicts, dict):
+            raise XlvizError(f"expected a JSON object, got {type(verdicts).__name__}", path=self.verdicts_path)
+        return {str(k): v for k, v in verdicts.items() if isinstance(v, dict)}
 
     def unreadable(self) -> str | None:
         """None if the run's files read cleanly, else the reason (for the app to show)."""
@@ -383,6 +400,13 @@ class Run:
         """Append one line to ``log.txt``: never through a symlink, never a raw newline."""
         self.path.mkdir(parents=True, exist_ok=True)
         append_line(self.log_path, f"[{now_iso()}] {one_line(message)}\n", root=self.path)
+
+    def record_verdict(self, stage: str, verdict: dict) -> None:
+        """Write (or replace, on a stage's re-run) ``stage``'s verdict; the lock holder only."""
+        check_stage(stage)
+        verdicts = self.verdicts()
+        verdicts[stage] = verdict
+        atomic_write_json(self.verdicts_path, verdicts, root=self.path)
 
     def write_results(self, rows: list[dict]) -> None:
         atomic_write_json(self.results_path, rows, root=self.path)

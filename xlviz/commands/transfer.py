@@ -37,6 +37,9 @@ def add_transfer_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--grad-accum", dest="grad_accum", type=int)
     p.add_argument("--log-with", dest="log_with", help="trackers besides metrics.jsonl, through accelerate: tensorboard (default: "
                                                        "event files in the run folder) | wandb | mlflow | aim | all | none, or a comma list")
+    p.add_argument("--strict", action="store_true", default=None,
+                   help="stop the run at the first degenerate stage (an MLM loss not below its corpus's unigram entropy, "
+                        "a QA model no better than a trivial baseline on the dev split)")
     p.add_argument("--workers", type=int, help="stages trained at once in worker processes (0: one per CPU core, at most 4; "
                                                "the demo's default; 1: one after the other, the default of transfer)")
 
@@ -47,7 +50,7 @@ def build_config(args: argparse.Namespace, base: dict | None = None):
 
     d = dict(base or {})
     world = dict(d.get("world") or {})
-    for key in ("seed", "model_size", "vocab_size", "pretrain_steps", "transfer_steps", "finetune_steps", "batch_size", "mlm_batch_size", "block_size", "mixed_precision", "grad_accum", "workers", "log_with"):
+    for key in ("seed", "model_size", "vocab_size", "pretrain_steps", "transfer_steps", "finetune_steps", "batch_size", "mlm_batch_size", "block_size", "mixed_precision", "grad_accum", "workers", "log_with", "strict"):
         if getattr(args, key, None) is not None:
             d[key] = getattr(args, key)
     if getattr(args, "name", None):

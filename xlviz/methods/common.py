@@ -160,6 +160,9 @@ def finetune_qa(ctx: Context, model, stage: str, tokenizer=None, data: dict | No
     on_eval = dev_scorer(ctx, tok, stage) if data is None and getattr(ctx.cfg, "eval_every", 0) else None
     model = train(QALoss(model), qa_batches(ctx, tok, data), loop, ctx.acc, on_log=on_log, on_eval=on_eval, desc=stage).model
     ctx.acc.free_memory()
+    judge = getattr(ctx, "judge_qa", None)
+    if judge is not None and data is None:  # trained on the L1 set: judged on the L1 dev split
+        judge(stage, model, tok)
     return model
 
 

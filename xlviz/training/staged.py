@@ -36,6 +36,7 @@ from xlviz.io import atomic_dir
 from xlviz.names import check_config
 from xlviz.runs import Run, now_iso, package_versions
 from xlviz.training.loop import LoopConfig, make_accelerator, run_precision
+from xlviz.training.verdicts import DEGENERATE, MLM_MARGIN, UNJUDGED, StageMonitor, mlm_verdict
 
 
 def seed_everything(seed: int) -> None:
@@ -264,9 +265,12 @@ class StagedRun:
             print(msg, flush=True)
 
     def loop(self, stage: str, steps: int, lr: float) -> tuple[LoopConfig, Callable]:
-        """A loop config and an ``on_log`` writing metrics and progress for ``stage``."""
+        """A loop config and an ``on_log`` writing metrics and progress for ``stage``; the
+        config's monitor collects what the stage's verdict is judged on (:meth:`judge`)."""
+        monitor = StageMonitor()
+        self.__dict__.setdefault("_monitors", {})[stage] = monitor
         cfg = LoopConfig(steps=steps, lr=lr, grad_accum=self.cfg.grad_accum, log_every=self.cfg.log_every,
-                         eval_every=int(getattr(self.cfg, "eval_every", 0) or 0))
+                         eval_every=int(getattr(self.cfg, "eval_every", 0) or 0), monitor=monitor)
 
         def on_log(step: int, loss: float, elapsed: float, **dev: float) -> None:
             metric = {"stage": stage, "step": step, "loss": round(loss, 5), "elapsed": round(elapsed, 2),
@@ -321,14 +325,50 @@ class StagedRun:
             return self.send(results=rows)
         self.run.add_results(rows)
 
+    # --- verdicts ----------------------------------------------------------------------
+    def judged_mlm(self, stage: str) -> bool:
+        """Whether ``stage``'s masked-LM loss is judged against its unigram entropy (runs
+        override: pre-training stages); other masked-LM stages record their numbers only."""
+        return False
+
+    def judge(self, stage: str) -> None:
+        """After ``stage`` ran here: the verdict of its masked-LM training, if it had one
+        (QA stages judge themselves: :meth:`add_verdict`)."""
+        monitor = self.__dict__.get("_monitors", {}).pop(stage, None)
+        if monitor is None or not monitor.mlm or not monitor.targets or monitor.final_loss() is None:
+            return
+        margin = getattr(self.cfg, "verdict_mlm_margin", MLM_MARGIN)
+        record = mlm_verdict(monitor.final_loss(), monitor.unigram_entropy(), monitor.bigram_entropy(), margin)
+        if not self.judged_mlm(stage):
+            record.update(verdict=UNJUDGED, reason=record["reason"] + "; recorded, not judged")
+        self.add_verdict(stage, record)
+
+    def add_verdict(self, stage: str, record: dict) -> None:
+        """Record ``stage``'s verdict: in ``verdicts.json`` by the run's writer, sent to it from a
+        stage worker; kept here too for ``strict``."""
+        self.__dict__.setdefault("_verdicts", {})[stage] = record
+        if not self.main:
+            return
+        if record.get("verdict") != UNJUDGED:
+            self.log(f"  {stage}: {record['verdict']} ({record.get('reason', '')})")
+        if self._channel is not None:
+            return self.send(verdict={"stage": stage, **record})
+        self.run.record_verdict(stage, record)
+
     def execute(self, stage: str, index: int) -> None:
-        """Seed and run one stage (in this process)."""
+        """Seed and run one stage (in this process), then judge it; with ``strict`` a
+        degenerate stage stops the run (not marked done: a resume re-runs it)."""
         seed_everything(self.stage_seed(stage, index))
         self._current = stage
         try:
             self.run_stage(stage)
         finally:
             self._current = None
+        self.judge(stage)
+        verdict = self.__dict__.get("_verdicts", {}).get(stage)
+        if verdict and verdict.get("verdict") == DEGENERATE and getattr(self.cfg, "strict", False):
+            raise XlvizError(f"stage {stage} is degenerate: {verdict.get('reason', '')}; strict mode stops the run here "
+                             "(change its settings in the run's config.json and resume, or run without --strict)", field="strict")
 
     # --- the run ----------------------------------------------------------------------
     def run_all(self) -> list[dict]:

@@ -17,6 +17,7 @@ from xlviz.data.typology import PRESETS, parse_languages
 from xlviz.methods import method_of, methods, resolve
 from xlviz.names import check_code
 from xlviz.runs import Run
+from xlviz.training.verdicts import DEGENERATE, is_degenerate
 from xlviz.ui.choices import config_value
 
 MODEL_SIZES = ("tiny", "small", "medium")
@@ -292,6 +293,8 @@ def run_table(runs: list[Run]) -> pd.DataFrame:
             "best L2 F1, zero-shot": _best_l2_f1(results, l1_language(run), l2_labels=False),
             "best L2 F1, L2 labels": _best_l2_f1(results, l1_language(run), l2_labels=True),
             "best L2 F1, translate-test": _best_l2_f1(results, l1_language(run), l2_labels=True, setting=TRANSLATE_TEST),
+            # rows of degenerate stages are no result: counted here, never in the best F1
+            "degenerate rows": sum(1 for r in results if is_degenerate(r)),
             "updated": status.get("updated", ""),
         }
         rows.append(row)
@@ -305,7 +308,25 @@ SETTINGS = (ZERO_SHOT, TRANSLATE_TRAIN, TRANSLATE_TEST)
 SETTING_NOTES = {ZERO_SHOT: "QA labels in L1 only", TRANSLATE_TRAIN: "trained on QA labels in the L2: a ceiling, not a transfer result",
                  TRANSLATE_TEST: "reads each L2 test context with its gold L1 translation: comparable with neither other setting"}
 CI_COLUMNS = ["exact_match_ci_low", "exact_match_ci_high", "f1_ci_low", "f1_ci_high", "n_paragraphs", "n_questions"]
-RESULT_COLUMNS = ["run", "setting", "system", "language", "exact_match", "f1", "parallel_pairs", "l1_f1", "l1", *CI_COLUMNS]
+RESULT_COLUMNS = ["run", "setting", "system", "language", "exact_match", "f1", "parallel_pairs", "l1_f1", "l1", "verdict", *CI_COLUMNS]
+
+
+def with_degenerate(table: pd.DataFrame, cells: list[tuple[object, str]]) -> pd.DataFrame:
+    """``table`` with the given (index, column) cells reading "degenerate" instead of a
+    number: a row that depends on a degenerate stage is no result (xlviz.training.verdicts).
+    The columns touched become text (one decimal, n/a left empty)."""
+    if not cells:
+        return table
+    out = table.copy()
+    for col in dict.fromkeys(c for _, c in cells):
+        if col in out:
+            out[col] = pd.Series([None if v is None or (isinstance(v, float) and pd.isna(v)) else
+                                  f"{v:.1f}" if isinstance(v, (int, float)) and not isinstance(v, bool) else str(v)
+                                  for v in out[col].tolist()], index=out.index, dtype=object)
+    for idx, col in cells:
+        if col in out:
+            out.at[idx, col] = DEGENERATE
+    return out
 
 
 def setting_of(row: dict) -> str:
@@ -330,7 +351,7 @@ def _best_l2_f1(results: list[dict], l1: str, *, l2_labels: bool, setting: str |
     """The best F1 of the run's L2 rows in one setting (None: no such row)."""
     want = setting or (TRANSLATE_TRAIN if l2_labels else ZERO_SHOT)
     f1s = [float(r["f1"]) for r in results if r.get("language") != l1 and isinstance(r.get("f1"), (int, float))
-           and setting_of(r) == want]
+           and setting_of(r) == want and not is_degenerate(r)]  # a degenerate row is no result
     return max(f1s, default=None)
 
 
@@ -351,7 +372,7 @@ def results_frame(runs: list[Run]) -> pd.DataFrame:
             rows.append({"run": run.name, "setting": setting_of(r), "system": r.get("system"), "language": r.get("language"),
                          "exact_match": r.get("exact_match"), "f1": r.get("f1"),
                          "parallel_pairs": int(pairs) if isinstance(pairs, (int, float)) else 0,
-                         "l1_f1": r.get("l1_f1"), "l1": l1,
+                         "l1_f1": r.get("l1_f1"), "l1": l1, "verdict": DEGENERATE if is_degenerate(r) else None,
                          **{k: r.get(k) if isinstance(r.get(k), (int, float)) else None for k in CI_COLUMNS}})
     return pd.DataFrame(rows, columns=RESULT_COLUMNS)
 
@@ -366,7 +387,9 @@ def results_by_setting(table: pd.DataFrame, languages: list[str]) -> list[tuple[
         if sub.empty:
             continue
         lo, hi = (sub[c] if c in sub else pd.Series([None] * len(sub), index=sub.index) for c in ("f1_ci_low", "f1_ci_high"))
-        sub = sub.assign(cell=[with_interval(v, a, b) for v, a, b in zip(sub["f1"], lo, hi)])
+        bad = sub["verdict"] == DEGENERATE if "verdict" in sub else pd.Series(False, index=sub.index)
+        # a row that depends on a degenerate stage is no result: "degenerate", not its number
+        sub = sub.assign(cell=[DEGENERATE if x else with_interval(v, a, b) for v, a, b, x in zip(sub["f1"], lo, hi, bad)])
         wide = sub.pivot_table(index="system", columns="language", values="cell", aggfunc="first")
         wide = wide.reindex(index=list(dict.fromkeys(sub["system"])),
                             columns=[l for l in languages if l in wide.columns] + [l for l in wide.columns if l not in languages])
@@ -402,6 +425,15 @@ def compare_table(long: pd.DataFrame) -> pd.DataFrame:
     wide = wide.round(1).reset_index()
     order = {s: i for i, s in enumerate(SETTINGS)}
     wide = wide.sort_values("setting", key=lambda c: c.map(lambda v: order.get(v, len(order))), kind="stable")
+    # rows of degenerate stages: no number, no ratio (blanked here, labelled at the end)
+    degenerate: list[tuple[object, str]] = []
+    if "verdict" in long:
+        for _, bad in long[long["verdict"] == DEGENERATE].iterrows():
+            match = wide.index[(wide["setting"] == bad["setting"]) & (wide["run"] == bad["run"]) & (wide["system"] == bad["system"])]
+            for idx in match:
+                for metric in ("EM", "F1"):
+                    wide.loc[idx, f"{metric} {bad['language']}"] = float("nan")
+                    degenerate.append((idx, f"{metric} {bad['language']}"))
     if "f1_ci_low" in long:  # every score beside its 95% interval (one run's paragraph bootstrap)
         cis = {tuple(r[k] for k in keys + ["language"]): r for r in long.to_dict("records")}
         for metric, name in (("exact_match", "EM"), ("f1", "F1")):
@@ -412,7 +444,8 @@ def compare_table(long: pd.DataFrame) -> pd.DataFrame:
                 cells = []
                 for _, row in wide.iterrows():
                     r = cis.get(tuple(row[k] for k in keys) + (lang,))
-                    cells.append("" if r is None else with_interval(r[metric], r[f"{metric}_ci_low"], r[f"{metric}_ci_high"]))
+                    cells.append("" if r is None or r.get("verdict") == DEGENERATE
+                                 else with_interval(r[metric], r[f"{metric}_ci_low"], r[f"{metric}_ci_high"]))
                 wide.insert(wide.columns.get_loc(col) + 1, f"{col} [95% CI]", cells)
     if "parallel_pairs" in long:
         pairs = long.groupby(keys)["parallel_pairs"].max()
@@ -431,7 +464,7 @@ def compare_table(long: pd.DataFrame) -> pd.DataFrame:
                     den = mine if isinstance(mine, (int, float)) and pd.notna(mine) else den
                 ratio.append(round(100.0 * num / den, 1) if pd.notna(num) and pd.notna(den) and den else None)
             wide[f"F1 {lang}/L1 (%)"] = pd.array(ratio, dtype="Float64").astype(float)
-    return wide.reset_index(drop=True)
+    return with_degenerate(wide, degenerate).reset_index(drop=True)
 
 
 def compare_figure(long: pd.DataFrame, colours: dict[str, str] | None = None):
@@ -630,6 +663,8 @@ def seed_summary(long: pd.DataFrame, groups: list[list[str]]) -> pd.DataFrame:
     rows = []
     if "setting" not in long:
         long = long.assign(setting=ZERO_SHOT)
+    if "verdict" in long:  # a degenerate row is no result: never in a mean or sd
+        long = long[long["verdict"] != DEGENERATE]
     for group in groups:
         sub = long[long["run"].isin(group)]
         for (setting, system, lang), g in sub.groupby(["setting", "system", "language"], sort=False):
@@ -671,6 +706,32 @@ def all_runs(root=None) -> list[Run]:
         return 0.0
 
     return sorted(out, key=mtime, reverse=True)
+
+
+def export_degenerate(run_name: str | None, system: str | None, root=None) -> dict[str, list[str]]:
+    """``{language: degenerate stages}`` of a run's exported system: the languages whose row
+    depends on a degenerate stage (empty for models that are not a run's)."""
+    from xlviz.runs import checkpoints_root
+
+    if not run_name or not system:
+        return {}
+    try:
+        rows = Run(checkpoints_root(root) / run_name).results()
+    except XlvizError:
+        return {}
+    return {str(r["language"]): [str(s) for s in r.get("degenerate_stages") or []] for r in rows
+            if r.get("system") == system and is_degenerate(r)}
+
+
+def stage_verdicts(run: Run) -> pd.DataFrame:
+    """One row per judged stage: verdict and the numbers it was judged on (Runs live view)."""
+    try:
+        verdicts = run.verdicts()
+    except XlvizError:
+        verdicts = {}
+    rows = [{"stage": stage, "verdict": str(v.get("verdict", "")), "why": str(v.get("reason", ""))}
+            for stage, v in verdicts.items() if v.get("verdict") != "unjudged"]
+    return pd.DataFrame(rows, columns=["stage", "verdict", "why"])
 
 
 def export_setting(run_name: str | None, system: str | None, root=None) -> tuple[str | None, int]:
