@@ -1501,7 +1501,7 @@ def test_runs_form_refuses_what_the_cli_would_refuse_before_creating_anything(tm
     with pytest.raises(XlvizError) as e:  # the CLI's own line, the same words
         cli_check = __import__("xlviz.names", fromlist=["check_name"]).check_name
         cli_check(name, field="name", what="run name")
-    assert str(e.value) in errors
+    assert str(e.value) in errors.replace("\\", "")  # the app escapes markdown (md_text): compare the words
     assert snapshot(root) == before  # no folder created
 
 
