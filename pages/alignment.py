@@ -17,7 +17,9 @@ from xlviz.ui import analysis as ua
 from xlviz.ui.colours import label_colours, system_colours
 from xlviz.ui.common import NA, guard, plotly, shared_data_dir
 from xlviz.ui.sidebar import current, page_setup
+from xlviz.views import figures as vf
 from xlviz.ui.state import keep
+from xlviz.ui.text import md_join, md_text
 
 page_setup()
 
@@ -39,7 +41,7 @@ shared = shared_data_dir()
 # --- preset from the Runs page's link: ?run=NAME&l2=L2 -----------------------------------------------
 p_run, p_l2, p_msg = ua.query_preset(PAGE, runs)
 if p_msg:
-    st.warning(p_msg, icon=":material/link_off:")
+    st.warning(md_text(p_msg), icon=":material/link_off:")  # names from the URL
 if p_run is not None:
     st.session_state["al_source"] = WORLD
     st.session_state["al_run"] = p_run.name
@@ -111,8 +113,8 @@ with guard("Could not read the parallel sentences", stop=True):
         data = ua.parallel_uploaded(up_a.getvalue().decode("utf-8", "replace"), up_b.getvalue().decode("utf-8", "replace"),
                                     la.strip() or "a", lb.strip() or "b", 2000)
 
-st.caption(f"{data.source}: {len(data)} pairs. A = **{data.lang_a}**, B = **{data.lang_b}**. "
-           f"Example: “{data.src[0][:90]}” ↔ “{data.tgt[0][:90]}”")
+st.caption(f"{md_text(data.source)}: {len(data)} pairs. A = **{md_text(data.lang_a)}**, B = **{md_text(data.lang_b)}**. "
+           f"Example: “{md_text(data.src[0][:90])}” ↔ “{md_text(data.tgt[0][:90])}”")
 
 # --- systems -----------------------------------------------------------------------------------------
 options: dict[str, System] = {}
@@ -187,8 +189,8 @@ with c2.popover("Compare two other models", icon=":material/add:", width="stretc
         st.caption("No models found. Add a folder or hub id in the sidebar.")
     else:
         labels = [m.label for m in avail]
-        st.selectbox(f"Model reading {data.lang_a}", range(len(avail)), format_func=labels.__getitem__, key="al_custom_a")
-        st.selectbox(f"Model reading {data.lang_b}", range(len(avail)), format_func=labels.__getitem__, key="al_custom_b")
+        st.selectbox(f"Model reading {md_text(data.lang_a)}", range(len(avail)), format_func=labels.__getitem__, key="al_custom_a")
+        st.selectbox(f"Model reading {md_text(data.lang_b)}", range(len(avail)), format_func=labels.__getitem__, key="al_custom_b")
         st.button("Add system", key="al_custom_add", on_click=_add_custom, args=(avail, data.lang_a, data.lang_b))
 
 if not chosen:
@@ -235,24 +237,21 @@ if not rows:
 # --- per-layer charts ---------------------------------------------------------------------------------------
 # one colour per system on every chart of the page, the same as on the Runs and XQuAD pages
 colours = label_colours([s.name for s in systems], system_colours())
-ab, ba = f"{data.lang_a} → {data.lang_b}", f"{data.lang_b} → {data.lang_a}"
-long_ret = [{"system": r["system"], "layer": r["layer"], "direction": d, "retrieval": r[k]}
-            for r in rows for d, k in ((ab, "retrieval_a_to_b"), (ba, "retrieval_b_to_a")) if r.get(k) is not None]
+ab, ba = vf.direction_labels(data.lang_a, data.lang_b)
+long_ret = vf.retrieval_long(rows, data.lang_a, data.lang_b)
 tabs = st.tabs(["Retrieval", "CKA"] + (["Word translation"] if words_on else []) + ["Table"])
 with tabs[0]:
     if long_ret:
-        plotly(ua.layer_lines(long_ret, "retrieval", "Sentence retrieval accuracy (nearest neighbour is the translation)",
-                              dash="direction", y_label="accuracy (%)", colours=colours), key="al_fig_retrieval")
+        plotly(vf.retrieval_figure(long_ret, colours), key="al_fig_retrieval")
         st.caption(f"Chance is 1/{len(data)} = {100 / len(data):.2f}%. Different hidden sizes cannot be compared by cosine "
                    "(no retrieval for such systems; CKA still works).")
         for group in ua.coinciding(vectors):
-            st.caption(f"{' and '.join(group)} read the sentences with the same encoder (identical vectors): their lines "
+            st.caption(f"{md_join(group, ' and ')} read the sentences with the same encoder (identical vectors): their lines "
                        "coincide on every chart, and the one drawn last hides the others.")
     else:
         st.info("The chosen systems read the two languages with vectors of different sizes: no cosine retrieval.")
 with tabs[1]:
-    plotly(ua.layer_lines(rows, "cka", "Linear CKA between the two languages' sentence vectors", percent=False,
-                          y_label="linear CKA", colours=colours), key="al_fig_cka")
+    plotly(vf.cka_figure(rows, colours), key="al_fig_cka")
     st.caption("1 = the same representation up to rotation and scale; computed on the paired sentences.")
 if words_on:
     with tabs[2]:
@@ -298,13 +297,9 @@ with guard("Could not project"):
             ra, rb, la, lb, pairs = aligned_words(data, n)
             pts = ua.projection(vec["wa"][p_layer][ra], vec["wb"][p_layer][rb], tuple(la), tuple(lb), data.lang_a,
                                 data.lang_b, tuple(pairs), p_method.lower())
-        if p_method == "PCA":
-            pa, pb = ((vec["a"][p_layer, :n], vec["b"][p_layer, :n]) if p_level == "sentences"
-                      else (vec["wa"][p_layer][ra], vec["wb"][p_layer][rb]))
-            v1, v2 = ua.explained_variance(pa, pb)
-            axes = (f"PC 1 ({100 * v1:.1f}% of variance)", f"PC 2 ({100 * v2:.1f}%)")
-        else:
-            axes = ("UMAP 1", "UMAP 2")
+        pa, pb = ((vec["a"][p_layer, :n], vec["b"][p_layer, :n]) if p_level == "sentences"
+                  else (vec["wa"][p_layer][ra], vec["wb"][p_layer][rb]))
+        axes = vf.projection_axes(p_method, pa, pb)
         plotly(ua.projection_figure(pts, f"{p_sys} · layer {p_layer} · {p_method} of {p_level}", axes=axes), key="al_fig_proj")
         st.caption("Coloured by language; grey lines join translations (for words: gold word alignments). Hover shows "
                    "the text.")

@@ -18,6 +18,7 @@ from xlviz.ui.common import shares_body, shared_data_dir, typed_text_stats
 from xlviz.ui.sidebar import current
 from xlviz.ui.sidebar import page_setup
 from xlviz.ui.state import url_state, write_url
+from xlviz.ui.text import md_text
 
 page_setup()
 URL_KEYS = ("att_source", "att_run", "att_world_pair", "att_max_len", "att_layer", "att_head", "att_hide")
@@ -96,7 +97,7 @@ with guard("Could not read the pair", stop=True):
                          format_func=lambda i: f"{pairs[i].id} — {pairs[i].text_a[:70]}")
         pair = pairs[k]
 
-st.markdown(f"**A** ({pair.lang_a}): {pair.text_a}  \n**B** ({pair.lang_b}): {pair.text_b}")
+st.markdown(f"**A** ({md_text(pair.lang_a)}): {md_text(pair.text_a)}  \n**B** ({md_text(pair.lang_b)}): {md_text(pair.text_b)}")
 
 # --- model and mode -----------------------------------------------------------------------------
 names = [m.label for m in sel.models]
@@ -152,14 +153,14 @@ for name, res in inputs:
     if res.truncated:
         more = ("raise “Max tokens” to see more" if int(max_length) < cap
                 else f"{cap} is the model's own limit: shorten the text to see all of it")
-        st.warning(f"{name}: the input has {res.n_tokens_before_truncation} tokens; only the first "
+        st.warning(f"{md_text(name)}: the input has {res.n_tokens_before_truncation} tokens; only the first "
                    f"{len(res.tokens)} are shown ({more}).", icon=":material/content_cut:")
 if source == TYPED:  # how each model's tokenizer reads what was typed
     with guard("Could not tokenize the typed text"):
         for label, text, lang, ref, model in (("A", pair.text_a, pair.lang_a, ref_a, ma), ("B", pair.text_b, pair.lang_b, ref_b, mb)):
             stats = typed_text_stats(ref, text)
-            line = (f"{label} ({lang}) under {model.name}: {stats['tokens']} tokens, {stats['chars_per_token']:.1f} characters "
-                    f"per token, {stats['unk_rate']:.0%} [UNK]")
+            line = (f"{label} ({md_text(lang)}) under {md_text(model.name)}: {stats['tokens']} tokens, "
+                    f"{stats['chars_per_token']:.1f} characters per token, {stats['unk_rate']:.0%} [UNK]")
             problem = av.text_stats_warning(stats)
             (st.warning if problem else st.caption)(line + (f" — {problem}." if problem else "."))
 
@@ -207,7 +208,7 @@ if ov_layers:
 
             sl = attention_slice(res, layers=sorted(ov_layers), heads=None, hide_special=hide)
             if len(inputs) > 1:
-                st.caption(name)
+                st.caption(md_text(name))
             plotly(av.overview(sl.attentions, sl.layers, sl.heads, segment=sl.segment), key=f"att_ov_{name}")
 
 # --- VECO Fig. 1: attention to the other sentence / the aligned word ----------------------------

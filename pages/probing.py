@@ -24,6 +24,7 @@ from xlviz.ui.colours import label_colours, system_colours
 from xlviz.ui.common import NA, guard, plotly, shared_data_dir
 from xlviz.ui.sidebar import current, page_setup
 from xlviz.ui.state import url_state, write_url
+from xlviz.ui.text import md_text
 
 page_setup()
 
@@ -71,7 +72,7 @@ has_ml = bool(shared and (shared / "syneval" / "marvin_linzen.tsv.gz").is_file()
 # --- preset from the Runs page's link: ?run=NAME&l2=L2 -----------------------------------------------
 p_run, p_l2, p_msg = ua.query_preset(PAGE, runs)
 if p_msg:
-    st.warning(p_msg, icon=":material/link_off:")
+    st.warning(md_text(p_msg), icon=":material/link_off:")  # names from the URL
 if p_run is not None:
     st.session_state["pr_run"] = p_run.name
     if "pr_l2s" not in from_url:  # a full URL (bookmark, reload) keeps its languages
@@ -195,7 +196,7 @@ if probe == AGREEMENT:
         rows = [r for r in grid_rows if r["data"] == dname]
         if not rows:
             continue
-        st.subheader(f"{dname}: accuracy per category")
+        st.subheader(f"{md_text(dname)}: accuracy per category")
         df = pd.DataFrame(rows)
         df["row"] = df["model"] + " · " + df["language"]
         cats = list(dict.fromkeys(df["category"]))
@@ -207,7 +208,7 @@ if probe == AGREEMENT:
         cov = cov.loc[list(dict.fromkeys(df["row"]))].rename_axis("model · language")
         overall = df[df["category"] == "all"].set_index("row")
         st.caption("Coverage (pairs scored): " + "; ".join(
-            f"{r}: {int(overall.loc[r, 'n_scored'])}/{int(overall.loc[r, 'n_total'])} ({overall.loc[r, 'coverage'] * 100:.1f}%)"
+            f"{md_text(r)}: {int(overall.loc[r, 'n_scored'])}/{int(overall.loc[r, 'n_total'])} ({overall.loc[r, 'coverage'] * 100:.1f}%)"
             for r in overall.index))
         if dname != WORLD_DATA or (cov < 100).any().any():
             with st.expander("Coverage per category (%)", expanded=dname != WORLD_DATA):

@@ -5,19 +5,19 @@ process (xlviz.jobs) and the live view polls the run folder, so runs go on acros
 page switches, closed tabs and app restarts.
 """
 
-import re
-
 import pandas as pd
 import streamlit as st
 
 from xlviz import jobs
-from xlviz.runs import NOTE_MAX, Run, checkpoints_root, new_run_path
+from xlviz.errors import XlvizError
+from xlviz.runs import NOTE_MAX, Run, checkpoints_root
 from xlviz.ui import runs_view
 from xlviz.ui.choices import run_languages
 from xlviz.ui.colours import system_colours
 from xlviz.ui.common import NA, FIGURES_KEY, guard, plotly
 from xlviz.ui.sidebar import page_setup
 from xlviz.ui.state import url_state, write_url
+from xlviz.ui.text import md_join, md_text
 
 page_setup()
 URL_KEYS = ("runs_live_select", "runs_compare_pick", "runs_smoothing", "runs_curve_x")
@@ -80,16 +80,11 @@ with st.expander("Start a transfer run", expanded=not runs, icon=":material/play
                 finetune_steps=int(finetune), methods=tuple(systems), seed=int(seed), batch_size=int(batch),
                 mlm_batch_size=int(mlm_batch), corpus_documents=int(docs), qa_train_paragraphs=int(qa_train),
                 qa_test_paragraphs=int(qa_test), workers=int(workers))
-            form.validate()
-            run_dir = root / name.strip() if name.strip() else new_run_path(root, "transfer")
-            if name.strip() and not re.fullmatch(r"[A-Za-z0-9][A-Za-z0-9._-]*", name.strip()):
-                raise ValueError("a run name may use letters, digits, '.', '_' and '-' only")
-            if name.strip() and run_dir.exists():
-                raise ValueError(f"a run named {name.strip()!r} already exists; pick another name")
-            pid = jobs.start_job(form.argv(run_dir), run_dir)
+            run_dir, argv = runs_view.prepare_run(form, root, name)  # the CLI's checks, before any folder exists
+            pid = jobs.start_job(argv, run_dir)
             st.session_state["runs_watch"] = run_dir.name
             st.session_state["runs_live_select"] = run_dir.name  # show the new run in the live view
-            st.success(f"Started **{run_dir.name}** (process {pid}).", icon=":material/check_circle:")
+            st.success(f"Started **{md_text(run_dir.name)}** (process {pid}).", icon=":material/check_circle:")
             runs = runs_view.all_runs(root)
 
 
@@ -107,7 +102,7 @@ def _resume(path):
 def _remove(name: str, how: str) -> None:
     with guard(f"Could not {how} the run"):
         (jobs.delete_run if how == "delete" else jobs.archive_run)(root, name)
-        st.toast(f"{'Deleted' if how == 'delete' else 'Archived'} {name}.")
+        st.toast(f"{'Deleted' if how == 'delete' else 'Archived'} {md_text(name)}.")
 
 
 def manage_panel(run: Run, state: str) -> None:
@@ -132,7 +127,7 @@ def manage_panel(run: Run, state: str) -> None:
     if state in ACTIVE:
         return
     with st.expander("Delete or archive", icon=":material/delete:"):
-        sure = st.checkbox(f"Remove {run.name} from the list", key=f"runs_confirm_{run.name}",
+        sure = st.checkbox(f"Remove {md_text(run.name)} from the list", key=f"runs_confirm_{run.name}",
                            help="Archive moves the folder into .archive/ under the checkpoints root; delete removes it for good.")
         c1, c2 = st.columns(2)
         c1.button("Archive", key=f"runs_archive_{run.name}", disabled=not sure, on_click=_remove, args=(run.name, "archive"),
@@ -152,24 +147,41 @@ def live_view(path) -> None:
         st.rerun()
     prog = runs_view.run_progress(run, state)
     head, b1, b2 = st.columns([6, 1, 1], vertical_alignment="center")
-    head.markdown(f"#### {STATE_ICONS.get(state, ':gray[:material/radio_button_unchecked:]')} {run.name}")
+    head.markdown(f"#### {STATE_ICONS.get(state, ':gray[:material/radio_button_unchecked:]')} {md_text(run.name)}")
     if state in ACTIVE:
         b1.button("Cancel", key=f"cancel_{run.name}", on_click=_cancel, args=(path,), icon=":material/stop:")
     if jobs.can_resume(path):
         b2.button("Resume", key=f"resume_{run.name}", on_click=_resume, args=(path,), icon=":material/replay:")
-    st.progress(prog.fraction or 0.0, text=prog.text)
+    st.progress(prog.fraction or 0.0, text=md_text(prog.text))  # stage names from status.json
+    if prog.problem:
+        st.warning(md_text(prog.problem), icon=":material/warning:")
     try:
         status = run.status()
     except Exception:  # noqa: BLE001 - a torn read is retried at the next poll
         status = {}
     if status.get("stages_done"):
-        st.caption("Stages done: " + ", ".join(status["stages_done"]))
+        st.caption("Stages done: " + md_join(status["stages_done"]))
+    verdicts = runs_view.stage_verdicts(run)
+    if not verdicts.empty:  # each judged stage's verdict, as soon as it ends
+        if (verdicts["verdict"] == "degenerate").any():
+            st.warning("A stage is degenerate (see its verdict below): its model did not learn, and the result rows "
+                       "that depend on it are no results.", icon=":material/warning:")
+        st.dataframe(verdicts, hide_index=True, width="stretch", key=f"verdicts_{run.name}")
     if state == "failed":
-        st.error(f"The run failed: {status.get('error') or 'see the log below'}", icon=":material/error:")
+        st.error("The run failed: " + (md_text(status["error"]) if status.get("error") else "see the log below"),
+                 icon=":material/error:")
     elif state == "stopped":
         st.warning("The run's process is gone (killed, or the machine restarted). Resume goes on from the last "
                    "finished stage.", icon=":material/pause_circle:")
-    fig = runs_view.loss_figure(run.metrics(all_attempts=True))
+    try:  # a metrics file linked out of the folder, a FIFO or one over its size limit: say so
+        metrics = run.metrics(all_attempts=True)
+    except XlvizError as e:
+        st.warning(md_text(e), icon=":material/warning:")
+        metrics = []
+    fig = runs_view.loss_figure(metrics)
+    if run.skipped_metrics:
+        st.warning(md_text(f"{run.metrics_path}: skipped {len(run.skipped_metrics)} unreadable line(s), e.g. {run.skipped_metrics[0]}"),
+                   icon=":material/warning:")
     if fig is not None:
         plotly(fig, key=f"loss_{run.name}")
     else:
@@ -212,9 +224,9 @@ def finished_run_panel(run: Run) -> None:
         return
     cols = st.columns(2 * len(l2s))
     for i, l2 in enumerate(l2s):
-        cols[2 * i].page_link("pages/alignment.py", label=f"Analyse this run · {l2}", icon=":material/join_inner:",
+        cols[2 * i].page_link("pages/alignment.py", label=f"Analyse this run · {md_text(l2)}", icon=":material/join_inner:",
                               query_params={"run": run.name, "l2": l2})
-        cols[2 * i + 1].page_link("pages/probing.py", label=f"Probe this run · {l2}", icon=":material/science:",
+        cols[2 * i + 1].page_link("pages/probing.py", label=f"Probe this run · {md_text(l2)}", icon=":material/science:",
                                   query_params={"run": run.name, "l2": l2})
 
 

@@ -6,22 +6,25 @@ sidebar (a run's exported systems, QA folders). Predictions are computed once pe
 data file and cached.
 """
 
-import html
 import math
-from pathlib import Path
 
 import streamlit as st
 
-from xlviz.ui import qa
+from xlviz.errors import XlvizError
+from xlviz.ui import qa, runs_view
+from xlviz.ui.paths import REFUSED, confine, is_allowed
+from xlviz.ui.text import md_text
+from xlviz.ui.text import md_join
 from xlviz.ui.choices import dataset_from_folder, discover_qa_datasets
 from xlviz.ui.colours import system_colours
 from xlviz.evaluation.squad_metric import mlqa_languages
 from xlviz.ui.common import CHUNK, NA, articles_of, examples_of, guard, predict, qa_decoding, same_model_key, saved_or_none, shared_data_dir, unk_rate
 from xlviz.ui.runs_view import SETTING_NOTES, SETTINGS, ZERO_SHOT, export_setting
-from xlviz.ui.highlight import RTL_LANGUAGES, Span, highlight, legend, model_colour, qa_card
+from xlviz.ui.highlight import legend, model_colour
 from xlviz.ui.sidebar import current
 from xlviz.ui.sidebar import page_setup
-from xlviz.ui.state import url_state, write_url
+from xlviz.ui.state import checked_int, url_state, write_url
+from xlviz.views.xquad import question_card
 
 page_setup()
 URL_KEYS = ("xq_source", "xq_folder", "xq_limit", "xq_filter", "xq_search", "xq_pick")
@@ -52,14 +55,22 @@ if source == FOLDER:
     if not folder.strip():
         st.info("Type a folder of SQuAD-format files, one per language, e.g. `../shared/data/xquad`.")
         st.stop()
-    if not Path(folder).expanduser().is_dir():
-        st.error(f"Folder not found: {folder}", icon=":material/error:")
+    try:  # only inside the app's roots; the refusal does not tell whether the folder exists
+        typed_folder = confine(folder)
+    except XlvizError as e:
+        st.error(str(e), icon=":material/error:")
         st.stop()
-    dataset = dataset_from_folder(Path(folder).expanduser())
+    if not typed_folder.is_dir():
+        st.error("Folder not found: " + md_text(folder), icon=":material/error:")
+        st.stop()
+    dataset = dataset_from_folder(typed_folder)
+    if not all(is_allowed(dataset.file(lang)) for lang in dataset.languages()):  # a file linked out of the roots
+        st.error(REFUSED, icon=":material/error:")
+        st.stop()
 else:
     dataset = datasets[source]
 if not dataset.languages():
-    st.error(f"No <name>.<lang>.json files in {dataset.folder}", icon=":material/error:")
+    st.error("No <name>.<lang>.json files in " + md_text(dataset.folder), icon=":material/error:")
     st.stop()
 if st.session_state.get("_xq_dataset", dataset.key) != dataset.key:
     # a filter or search carried over from another data set can leave nothing to show
@@ -72,10 +83,10 @@ missing = [l for l in dataset.languages() if l not in langs]
 if len(langs) < 2 and missing:  # side by side needs two languages: fill up from the data set
     added = missing[: 2 - len(langs)]
     langs += added
-    c2.caption(f"Languages: {', '.join(langs)} ({', '.join(added)} added: the sidebar's languages are not all in "
-               f"this data set, which has {', '.join(dataset.languages())}).")
+    c2.caption(f"Languages: {md_join(langs)} ({md_join(added)} added: the sidebar's languages are not all in "
+               f"this data set, which has {md_join(dataset.languages())}).")
 else:
-    c2.caption(f"Languages (from the sidebar): {', '.join(langs)} — this data set has {', '.join(dataset.languages())}.")
+    c2.caption(f"Languages (from the sidebar): {md_join(langs)} — this data set has {md_join(dataset.languages())}.")
 
 examples = {}
 with guard("Could not read the questions", stop=True):
@@ -86,10 +97,9 @@ if not all_ids:
     st.warning("These language files share no question ids, so nothing can be shown side by side.")
     st.stop()
 limit_default = len(all_ids) if len(all_ids) <= 500 else 200
-if not 1 <= int(st.session_state.get("xq_limit", limit_default)) <= len(all_ids):
-    st.session_state["xq_limit"] = limit_default
-st.session_state.setdefault("xq_limit", limit_default)
-limit = st.number_input(f"Questions to answer (of {len(all_ids)} shared by {', '.join(langs)})", min_value=1,
+if problem := checked_int("xq_limit", 1, len(all_ids), limit_default):
+    st.warning(md_text(problem), icon=":material/warning:")
+limit = st.number_input(f"Questions to answer (of {len(all_ids)} shared by {md_join(langs)})", min_value=1,
                         max_value=len(all_ids), step=50, key="xq_limit",
                         help="Each model answers the first N questions in every language; raising N only computes the new ones.")
 ids = all_ids[: int(limit)]
@@ -99,16 +109,16 @@ models = sel.qa_models()
 data_run = dataset.key.split(":", 1)[1] if dataset.key.startswith("run:") else None
 origin = [f"questions: {'run ' + data_run + ' (its generated test set)' if data_run else dataset.label}"]
 origin += [f"{m.name}: {'run ' + m.run if m.run else 'typed folder / hub id'}" for m in models]
-st.caption(" · ".join(origin))
+st.caption(md_join(origin, " · "))
 with guard("Could not check the vocabularies"):
     for m in models:
         for lang in langs:
             if m.covers(lang):
                 rate = unk_rate(m.ref_for(lang), dataset.file(lang))
                 if rate > 0.05:
-                    st.warning(f"{m.name} reads {rate:.0%} of the {lang} questions' tokens as [UNK]: its vocabulary "
+                    st.warning(md_text(f"{m.name} reads {rate:.0%} of the {lang} questions' tokens as [UNK]: its vocabulary "
                                f"does not fit this data" + (f" (it comes from run {m.run}" + (f", the data from run {data_run})" if data_run else ")")
-                                                            if m.run else "") + ".", icon=":material/translate:")
+                                                            if m.run else "") + "."), icon=":material/translate:")
 if not models:
     st.info("Pick one or more QA models in the sidebar (a run's “· system QA” exports, or a fine-tuned QA folder) "
             "to see their answers. Showing the gold answers only.", icon=":material/info:")
@@ -160,10 +170,18 @@ if not rows.empty:
         st.caption(f"{', '.join(mlqa)}: scored as MLQA's evaluation script scores each language (Unicode punctuation "
                    "and the language's articles stripped; Chinese and Thai answers compared character by character).")
     if own:
-        st.caption(f"{', '.join(own)}: the answer language's own articles are stripped before scoring (MLQA-style), "
+        st.caption(f"{md_join(own)}: the answer language's own articles are stripped before scoring (MLQA-style), "
                    "as in the run's results; other languages use the official SQuAD v1.1 normalisation.")
     # zero-shot, translate-train (L2 QA labels) and translate-test (the test's gold translation) are never one table
     setting_of = {m.name: export_setting(m.run, m.key.rsplit(":export:", 1)[1] if ":export:" in m.key else None) for m in models}
+    degenerate_of = {m.name: runs_view.export_degenerate(m.run, m.key.rsplit(":export:", 1)[1] if ":export:" in m.key else None)
+                     for m in models}
+    if any(degenerate_of.values()):  # names from disk go into a table (text), never into markdown
+        st.warning("Some picked run exports depend on a degenerate stage: the model did not learn, so their scores "
+                   "are no result and read “degenerate” below.", icon=":material/warning:")
+        st.dataframe([{"model": n, "language": lang, "degenerate stages": ", ".join(stages)}
+                      for n, langs_ in degenerate_of.items() for lang, stages in langs_.items()],
+                     hide_index=True, width="stretch", key="xq_degenerate")
     groups: dict[str | None, list[str]] = {}
     for name in names:
         groups.setdefault(setting_of[name][0], []).append(name)
@@ -180,6 +198,9 @@ if not rows.empty:
                 continue
             if any(setting_of[n][1] for n in members):
                 matrix.insert(0, "parallel pairs", [setting_of[n][1] for n in matrix.index])
+            # a run export whose row depends on a degenerate stage: no result, shown as "degenerate"
+            matrix = runs_view.with_degenerate(matrix, [(n, lang) for n in matrix.index for lang in degenerate_of.get(n, {})
+                                                        if lang in matrix.columns])
             col.markdown(f"**{title}**")
             col.dataframe(matrix.style.format(precision=1, na_rep=NA), width="stretch", key=k if gi == 0 else f"{k}_{gi}", placeholder=NA)
     st.caption("[low, high]: 95% intervals resampling whole paragraphs (a context's questions go together; 1000 "
@@ -198,10 +219,10 @@ if not rows.empty:
                      column_config={"id": st.column_config.TextColumn(width="small")}, placeholder=NA)
     if how_decoded:
         with st.expander("How each cell was computed"):
-            st.markdown("\n".join(f"- {line}" for line in how_decoded))
+            st.markdown("\n".join(f"- {md_text(line)}" for line in how_decoded))
     uncovered = [f"{m.name} has no {lang} model" for m in models for lang in langs if not m.covers(lang)]
     if uncovered:
-        st.caption("Not scored: " + "; ".join(uncovered) + ".")
+        st.caption("Not scored: " + md_join(uncovered, "; ") + ".")
 
 # --- one question side by side ----------------------------------------------------------------
 st.subheader("Question")
@@ -240,42 +261,12 @@ for r0 in range(0, len(langs), COLUMNS_PER_ROW):
     for col, lang in zip(cols, langs[r0 : r0 + COLUMNS_PER_ROW]):
         ex = qa.index_by_id(examples[lang]).get(qid)
         if ex is None:
-            col.warning(f"{qid} is missing in {lang}")
+            col.warning(md_text(f"{qid} is missing in {lang}"))
             continue
-        spans = []
-        g = qa.gold_span(ex)
-        if g:
-            spans.append(Span(g[0], g[1], "gold"))
-        table = []
-        for name in names:
-            pred = predictions.get((name, lang), {}).get(qid)
-            if (name, lang) not in predictions:
-                continue
-            ps = qa.prediction_span(ex, pred)
-            if ps:
-                spans.append(Span(ps[0], ps[1], name, colours[name]))
-            em, f1 = qa.score(pred.get("text") if pred else None, ex.answers)
-            table.append((name, pred.get("text", "") if pred else "", em, f1))
-        body = qa_card(lang, ex.question, highlight(ex.context, spans), rtl=lang in RTL_LANGUAGES)
-        gold_text = " | ".join(a["text"] for a in ex.answers)
-        rows_html = "".join(
-            f'<tr><td><span style="box-shadow:inset 0 -4px 0 {colours[name]}">{html.escape(name)}</span></td>'
-            f"<td>{html.escape(text) or '<i>(empty)</i>'}</td><td style='text-align:right'>{em:.0f}</td>"
-            f"<td style='text-align:right'>{f1:.0f}</td></tr>"
-            for name, text, em, f1 in table
-        )
-        answers = (
-            f'<div style="font-size:.85em;margin-top:.4rem"><b>Gold:</b> {html.escape(gold_text)}</div>'
-            + (
-                '<table class="xlviz-answers" style="font-size:.85em;width:100%;margin-top:.3rem">'
-                "<tr><th align=left>model</th><th align=left>answer</th><th>EM</th><th>F1</th></tr>"
-                f"{rows_html}</table>"
-                if table
-                else ""
-            )
-        )
+        answers = [(name, predictions[(name, lang)].get(qid)) for name in names if (name, lang) in predictions]
+        card = question_card(lang, ex, answers, colours, articles[lang], mlqa.get(lang))
         with col:
-            st.html(body + answers)
+            st.html(card)
 
 # --- export -----------------------------------------------------------------------------------
 if not rows.empty:

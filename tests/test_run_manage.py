@@ -21,22 +21,25 @@ from xlviz.runs import Run, explicit_run_dir, list_runs
 from xlviz.ui import runs_view
 
 
-def _start_starting_run(root: Path, monkeypatch) -> tuple[Path, list[str]]:
-    """A run folder as the app leaves it while its job is "starting": the job runs (here a
-    sleeper) and job.json records the form's ``xlviz transfer --run-dir`` command line."""
+def _start_starting_run(root: Path, monkeypatch, tmp_path: Path) -> tuple[Path, list[str]]:
+    """A run folder as the app leaves it while its job is "starting": ``python -m xlviz
+    transfer --run-dir ...`` runs (an ``xlviz`` package on its PYTHONPATH that only sleeps, so
+    the recorded command line is the real one) and has not written its config."""
+    fake = tmp_path / "fake-xlviz"
+    (fake / "xlviz").mkdir(parents=True)
+    (fake / "xlviz" / "__init__.py").write_text("")
+    (fake / "xlviz" / "__main__.py").write_text("import time\ntime.sleep(60)\n")
+    monkeypatch.setenv("XLVIZ_CHECKPOINTS", str(root))
     run_dir = root / "fresh-run"
     form_argv = runs_view.TransferForm().argv(run_dir)
-    monkeypatch.setattr(jobs, "command_argv", lambda args: [sys.executable, "-c", "import time; time.sleep(60)"])
-    pid = jobs.start_job(form_argv, run_dir)
-    info = jobs.job_info(run_dir)
-    atomic_write_json(run_dir / jobs.JOB_FILE, {**info, "argv": [sys.executable, "-m", "xlviz", *form_argv]})
-    assert jobs.effective_state(run_dir) == "starting" and pid == info["pid"]
+    pid = jobs.start_job(form_argv, run_dir, env={"PYTHONPATH": str(fake)})
+    assert jobs.effective_state(run_dir) == "starting" and pid == jobs.job_info(run_dir)["pid"]
     return run_dir, form_argv
 
 
 def test_cancel_while_starting_leaves_a_resumable_deletable_run(tmp_path, monkeypatch):
     root = tmp_path / "checkpoints"
-    run_dir, form_argv = _start_starting_run(root, monkeypatch)
+    run_dir, form_argv = _start_starting_run(root, monkeypatch, tmp_path)
     assert jobs.cancel(run_dir, grace_s=2.0)
     assert not jobs.is_alive(run_dir)
     # one state everywhere: cancelled (not "failed" in the panel and "cancelled" in the log)
@@ -56,7 +59,8 @@ def test_cancel_while_starting_leaves_a_resumable_deletable_run(tmp_path, monkey
     assert not run_dir.exists() and runs_view.all_runs(root) == []
 
 
-def test_restart_refuses_a_recorded_command_for_another_folder(tmp_path):
+def test_restart_refuses_a_recorded_command_for_another_folder(tmp_path, monkeypatch):
+    monkeypatch.setenv("XLVIZ_CHECKPOINTS", str(tmp_path))
     run_dir = tmp_path / "a"
     run_dir.mkdir()
     other = runs_view.TransferForm().argv(tmp_path / "b")
@@ -198,7 +202,7 @@ def test_runs_page_notes_config_and_delete(tmp_path, monkeypatch):
 
 def test_runs_page_offers_resume_after_cancel_while_starting(tmp_path, monkeypatch):
     root = tmp_path / "checkpoints"
-    run_dir, form_argv = _start_starting_run(root, monkeypatch)
+    run_dir, form_argv = _start_starting_run(root, monkeypatch, tmp_path)
     try:
         at = _runs_page(root, monkeypatch)
         assert "(starting)" in at.selectbox(key="runs_live_select").format_func("fresh-run")

@@ -11,6 +11,7 @@ class XlvizError(ValueError):
     """Bad input or a failed precondition, with a message meant for people."""
 
     def __init__(self, message: str, *, path: str | None = None, field: str | None = None):
+        self.message = message
         self.path = str(path) if path is not None else None
         self.field = field
         where = []

@@ -18,7 +18,7 @@ import os
 import shutil
 import tempfile
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Iterable, Iterator
 
 from xlviz.errors import XlvizError
 
@@ -77,16 +77,57 @@ def atomic_write_json(path: str | os.PathLike, obj: Any, *, root: str | os.PathL
     atomic_write_text(path, json.dumps(obj, indent=2, ensure_ascii=False) + "\n", root=root)
 
 
+def check_regular(path: str | os.PathLike, what: str) -> None:
+    """An XlvizError unless ``path`` (symlinks followed) is a regular file: opening a FIFO
+    blocks until someone writes to it and ``/dev/zero`` never ends, so neither is read."""
+    import stat
+
+    try:
+        mode = os.stat(path).st_mode
+    except OSError:
+        return  # open() reports it
+    if not stat.S_ISREG(mode) and not stat.S_ISDIR(mode):
+        raise XlvizError(f"{what} is not a regular file (a FIFO, socket or device); not read", path=path)
+
+
+class DuplicateKey(ValueError):
+    """A JSON object names one key twice (``json`` silently keeps the last value)."""
+
+    def __init__(self, key: str):
+        super().__init__(key)
+        self.key = key
+
+
+def _no_duplicates(pairs: list[tuple[str, Any]]) -> dict:
+    """``object_pairs_hook`` refusing a repeated key: ``{"seed": 0, "seed": 1}`` is a typo or an
+    edit gone wrong, and reading it as 1 would run (or score) something nobody asked for."""
+    out: dict = {}
+    for key, value in pairs:
+        if key in out:
+            raise DuplicateKey(key)
+        out[key] = value
+    return out
+
+
+def loads_strict(text: str) -> Any:
+    """``json.loads`` that refuses duplicate keys (:class:`DuplicateKey`)."""
+    return json.loads(text, object_pairs_hook=_no_duplicates)
+
+
 def read_json(path: str | os.PathLike, *, what: str = "JSON file") -> Any:
-    """Read JSON, turning every failure into an XlvizError that names the file."""
+    """Read JSON, turning every failure into an XlvizError that names the file; an object
+    naming a key twice is refused (naming the key), not read as its last value."""
     path = Path(path)
     if not path.exists():
         raise XlvizError(f"{what} not found", path=path)
     if path.is_dir():
         raise XlvizError(f"{what} is a folder, expected a JSON file", path=path)
+    check_regular(path, what)
     try:
         with open(path, encoding="utf-8") as f:
-            return json.load(f)
+            return json.load(f, object_pairs_hook=_no_duplicates)
+    except DuplicateKey as e:
+        raise XlvizError("the key appears twice in one object (which value is meant?)", path=path, field=e.key) from None
     except json.JSONDecodeError as e:
         raise XlvizError(f"malformed JSON at line {e.lineno}, column {e.colno}: {e.msg}", path=path) from None
     except UnicodeDecodeError:
@@ -103,11 +144,22 @@ def read_json_object(path: str | os.PathLike, *, what: str = "JSON file") -> dic
     return obj
 
 
+def _ends_torn(fd: int) -> bool:
+    """Whether the file open at ``fd`` is non-empty and does not end with a newline: a write
+    cut short by a kill or a full disk."""
+    size = os.fstat(fd).st_size
+    return size > 0 and os.pread(fd, 1, size - 1) not in (b"\n", b"\r")
+
+
 def append_line(path: str | os.PathLike, line: str, *, root: str | os.PathLike | None = None) -> None:
-    """Append one line in a single write, never following a symlink at ``path``."""
+    """Append one line in a single write, never following a symlink at ``path``. After a torn
+    last line (a kill mid-write) the new line starts on a line of its own, so it is not glued
+    onto the torn one and lost with it."""
     path = check_write(path, root)
     try:
-        fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0), 0o666)
+        fd = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0), 0o666)
+        if _ends_torn(fd):
+            line = "\n" + line
         with os.fdopen(fd, "a", encoding="utf-8") as f:
             f.write(line)
             f.flush()
@@ -120,20 +172,32 @@ def append_jsonl(path: str | os.PathLike, obj: Any, *, root: str | os.PathLike |
     append_line(path, json.dumps(obj, ensure_ascii=False) + "\n", root=root)
 
 
-def read_jsonl(path: str | os.PathLike) -> Iterator[dict]:
-    """Yield the complete lines of a JSONL file, skipping a torn last line after a kill."""
+def parse_jsonl(lines: Iterable[str], skipped: list[str] | None = None) -> Iterator[Any]:
+    """The JSON values of ``lines`` (one per line), skipping a torn line (a kill mid-write) or
+    one naming a key twice; each skipped line is described in ``skipped`` (``"line 7: not
+    JSON"``) for the caller to show."""
+    for number, line in enumerate(lines, 1):
+        line = line.strip()
+        if not line:
+            continue
+        try:
+            yield loads_strict(line)
+        except DuplicateKey as e:
+            if skipped is not None:
+                skipped.append(f"line {number}: key {e.key!r} twice")
+        except (json.JSONDecodeError, RecursionError):
+            if skipped is not None:
+                skipped.append(f"line {number}: not a complete JSON line (torn by a kill?)")
+
+
+def read_jsonl(path: str | os.PathLike, skipped: list[str] | None = None) -> Iterator[Any]:
+    """Yield the complete lines of a JSONL file (:func:`parse_jsonl`)."""
     path = Path(path)
     if not path.exists():
         return
+    check_regular(path, "JSON lines file")
     with open(path, encoding="utf-8", errors="replace") as f:
-        for line in f:
-            line = line.strip()
-            if not line:
-                continue
-            try:
-                yield json.loads(line)
-            except (json.JSONDecodeError, RecursionError):
-                continue
+        yield from parse_jsonl(f, skipped)
 
 
 def remove_orphans(root: str | os.PathLike) -> list[Path]:
@@ -164,6 +228,17 @@ def _open_up(folder: Path) -> None:
                 os.chmod(p, (os.stat(p).st_mode | 0o644) & 0o777 & ~mask)
 
 
+def _write_error(exc: BaseException) -> str:
+    """A write failure as a short phrase: ``No space left on device`` whether it came as an
+    OSError or wrapped in safetensors' ``IoError(Os { code: 28, ... })``."""
+    if isinstance(exc, OSError) and exc.strerror:
+        return exc.strerror
+    text = " ".join(str(exc).split())
+    if "code: 28" in text or "StorageFull" in text or "No space left" in text:
+        return "No space left on device"
+    return text[:200] or type(exc).__name__
+
+
 class atomic_dir:
     """Context manager: build a folder under a temporary name, rename it into place on success.
 
@@ -182,6 +257,10 @@ class atomic_dir:
     def __exit__(self, exc_type, exc, tb) -> None:
         if exc_type is not None:
             shutil.rmtree(self.tmp, ignore_errors=True)
+            if isinstance(exc, OSError) or type(exc).__name__ == "SafetensorError":
+                # a full disk or a write error inside save_pretrained: one line naming the
+                # folder (safetensors' own error is a Rust IoError), the old folder untouched
+                raise XlvizError(f"cannot write: {_write_error(exc)}", path=self.path) from None
             return
         _open_up(self.tmp)
         if self.path.exists() or self.path.is_symlink():

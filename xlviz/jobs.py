@@ -6,6 +6,10 @@ and app restarts) and watches the run folder. The job's pid, process group and s
 into ``<run>/job.json`` so a later app process can still tell whether the job is alive and can
 cancel it. Cancelling is explicit: terminate the whole process group, then mark the run
 ``cancelled`` in ``status.json``.
+
+A run folder may come from elsewhere, so its ``job.json`` and ``.writer.lock`` are claims, not
+proof: Cancel signals a process only when it is one the app or the CLI started for that run
+(:func:`job_pid`, :meth:`xlviz.runs.Run.writer_pid`) and refuses otherwise, naming the pid.
 """
 
 from __future__ import annotations
@@ -21,9 +25,11 @@ import time
 from pathlib import Path
 from typing import Iterator, Sequence
 
+from xlviz import confined, limits
 from xlviz.errors import XlvizError
-from xlviz.io import atomic_write_json, read_json
-from xlviz.runs import Run, archive_run_folder, delete_run_folder, now_iso, process_alive, process_start_ticks, run_folder
+from xlviz.io import append_line, atomic_write_json, read_json
+from xlviz.runs import (Run, archive_run_folder, checkpoints_root, delete_run_folder, now_iso, process_alive, process_cmdline,
+                         process_start_ticks, run_folder)
 
 JOB_FILE = "job.json"
 OUTPUT_FILE = "job-output.txt"
@@ -35,6 +41,9 @@ _CHILDREN: dict[int, subprocess.Popen] = {}
 # file lock per run folder against other app processes.
 _START_LOCK = threading.Lock()
 START_LOCK_FILE = ".job-start.lock"
+# Set in the environment of every job start_job starts: the job's run folder (resolved). A
+# process whose environment names another folder (or none) was not started for this run.
+JOB_RUN_ENV = "XLVIZ_JOB_RUN"
 
 
 def _proc_start_ticks(pid: int) -> int | None:
@@ -62,14 +71,83 @@ def _proc_state(pid: int) -> str | None:
 
 
 def job_info(run_dir: str | os.PathLike) -> dict | None:
-    """The ``job.json`` written when the app started this run, or None."""
+    """The ``job.json`` written when the app started this run, or None (also when it is not a
+    small regular file inside the run folder, or not a JSON object)."""
     path = Path(run_dir) / JOB_FILE
-    if not path.exists():
+    if not os.path.lexists(path):
         return None
     try:
-        return read_json(path, what="job record")
+        info = confined.read_json(path, root=run_dir, max_bytes=limits.RECORD_MAX_BYTES, what="job record")
     except XlvizError:
         return None
+    return info if isinstance(info, dict) else None
+
+
+def _environ_value(pid: int, name: str) -> str | None:
+    """``name``'s value in the environment ``pid`` was started with (``/proc/<pid>/environ``)."""
+    try:
+        with open(f"/proc/{int(pid)}/environ", "rb") as f:
+            raw = f.read(4 << 20)
+    except (OSError, ValueError):
+        return None
+    prefix = name.encode() + b"="
+    for item in raw.split(b"\0"):
+        if item.startswith(prefix):
+            return item[len(prefix):].decode("utf-8", "surrogateescape")
+    return None
+
+
+def job_pid(run_dir: str | os.PathLike, info: dict | None = None) -> int | None:
+    """The pid of the live job the app started for ``run_dir``, or None.
+
+    ``job.json`` only claims a pid. It is believed when the process is alive with the recorded
+    start time (a record without one counts as not alive), runs the recorded command line,
+    leads its own process group, and was started with ``XLVIZ_JOB_RUN`` naming this very run
+    folder; so a foreign pid (or another run's job) is never taken for this run's job."""
+    info = job_info(run_dir) if info is None else info
+    if not info:
+        return None
+    pid, ticks = info.get("pid"), info.get("start_ticks")
+    if not process_alive(pid, ticks, require_start=True):
+        return None
+    child = _CHILDREN.get(pid)
+    if child is not None and child.poll() is not None:
+        _CHILDREN.pop(pid, None)
+        return None
+    argv = info.get("argv")
+    if not isinstance(argv, list) or process_cmdline(pid) != [str(a) for a in argv]:
+        return None
+    try:
+        if os.getpgid(pid) != pid:
+            return None
+    except OSError:
+        return None
+    if _environ_value(pid, JOB_RUN_ENV) != os.path.realpath(run_dir):
+        return None
+    return pid
+
+
+def claimed_pids(run_dir: str | os.PathLike) -> list[tuple[int, str]]:
+    """Live processes that ``job.json`` or ``.writer.lock`` name (verified or not), with the
+    file; a recorded start time that differs (the pid was reused since) is no claim."""
+    out = []
+    info = job_info(run_dir)
+    if info and process_alive(info.get("pid"), info.get("start_ticks")):
+        out.append((info["pid"], JOB_FILE))
+    record = Run(Path(run_dir)).lock_record()
+    if record is not None and process_alive(record[0], record[1]):
+        out.append((record[0], Run(Path(run_dir)).lock_path.name))
+    return out
+
+
+def check_in_root(run_dir: str | os.PathLike) -> Path:
+    """``run_dir`` if it resolves inside the checkpoints root (not a symlink to elsewhere):
+    the app starts, resumes and cancels nothing outside it."""
+    root = checkpoints_root()
+    if not confined.inside(root, run_dir) or os.path.realpath(run_dir) == os.path.realpath(root):
+        raise XlvizError(f"the run folder lies outside the checkpoints root {os.path.realpath(root)} (a symbolic link?); "
+                         "refusing to touch it", path=run_dir)
+    return Path(run_dir)
 
 
 def command_argv(argv: Sequence[str]) -> list[str]:
@@ -83,7 +161,7 @@ def start_job(argv: Sequence[str], run_dir: str | os.PathLike, *, env: dict | No
     stdout and stderr go to ``run_dir/job-output.txt`` so a crash before the run's own log
     starts is still visible in the app.
     """
-    run_dir = Path(run_dir)
+    run_dir = check_in_root(Path(run_dir))
     run_dir.mkdir(parents=True, exist_ok=True)
     with _starting(run_dir):
         return _start_locked(argv, run_dir, env)
@@ -96,7 +174,11 @@ def _start_locked(argv: Sequence[str], run_dir: Path, env: dict | None) -> int:
     if holder is not None:
         raise XlvizError(f"another process (pid {holder}) is writing this run", path=run_dir)
     full = command_argv(argv)
-    out = open(run_dir / OUTPUT_FILE, "ab")
+    try:  # never through a symlink planted in the folder
+        out = os.fdopen(os.open(run_dir / OUTPUT_FILE, os.O_WRONLY | os.O_APPEND | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0),
+                                0o644), "ab")
+    except OSError as e:
+        raise XlvizError(f"cannot open the job's output file: {e.strerror or e}", path=run_dir / OUTPUT_FILE) from None
     try:
         out.write(f"\n$ {' '.join(full)}\n".encode())
         out.flush()
@@ -106,7 +188,7 @@ def _start_locked(argv: Sequence[str], run_dir: Path, env: dict | None) -> int:
             stdout=out,
             stderr=subprocess.STDOUT,
             start_new_session=True,
-            env={**os.environ, **(env or {}), "PYTHONUNBUFFERED": "1"},
+            env={**os.environ, **(env or {}), "PYTHONUNBUFFERED": "1", JOB_RUN_ENV: os.path.realpath(run_dir)},
             close_fds=True,
         )
     finally:
@@ -126,16 +208,9 @@ def _start_locked(argv: Sequence[str], run_dir: Path, env: dict | None) -> int:
 
 
 def is_alive(run_dir: str | os.PathLike) -> bool:
-    """Whether the job started for ``run_dir`` is still running (not finished, not a zombie)."""
-    info = job_info(run_dir)
-    if not info or not info.get("pid"):
-        return False
-    pid = int(info["pid"])
-    child = _CHILDREN.get(pid)
-    if child is not None and child.poll() is not None:
-        _CHILDREN.pop(pid, None)
-        return False
-    return process_alive(pid, info.get("start_ticks"))  # start ticks tell a reused pid apart
+    """Whether the job started for ``run_dir`` is still running (not finished, not a zombie,
+    and really the job started for this run: :func:`job_pid`)."""
+    return job_pid(run_dir) is not None
 
 
 def cancel(run_dir: str | os.PathLike, *, grace_s: float = 5.0) -> bool:
@@ -143,12 +218,22 @@ def cancel(run_dir: str | os.PathLike, *, grace_s: float = 5.0) -> bool:
 
     Sends SIGTERM to the group, waits up to ``grace_s`` seconds, then SIGKILL. Returns whether
     a live job was found. The run is marked cancelled either way unless it already finished.
+    Only a process started for this run is signalled (:func:`job_pid`, ``Run.writer_pid``):
+    when ``job.json`` or ``.writer.lock`` names any other live process, nothing is signalled
+    or written and an XlvizError says why.
     """
-    run_dir = Path(run_dir)
+    run_dir = check_in_root(Path(run_dir))
     info = job_info(run_dir)
     found = False
-    terminal = Run(run_dir).writer_pid()
-    if not (info and is_alive(run_dir)) and terminal is not None:
+    job = job_pid(run_dir, info)
+    terminal = Run(run_dir).writer_pid() if job is None else None
+    if job is None and terminal is None:
+        claimed = claimed_pids(run_dir)
+        if claimed:
+            pid, file = claimed[0]
+            raise XlvizError(f"refusing to cancel: process {pid} named in {file} is not a job started for this run "
+                             "(its start time, command line or run folder differ); nothing was signalled", path=run_dir)
+    if terminal is not None:
         # started from a terminal (no job.json, or an old one): stop the process writing it
         found = True
         _signal_pid(terminal, signal.SIGTERM)
@@ -157,9 +242,9 @@ def cancel(run_dir: str | os.PathLike, *, grace_s: float = 5.0) -> bool:
             time.sleep(0.1)
         if Run(run_dir).writer_pid() == terminal:
             _signal_pid(terminal, signal.SIGKILL)
-    elif info and is_alive(run_dir):
+    elif job is not None:
         found = True
-        pgid = int(info.get("pgid") or info["pid"])
+        pgid = job  # verified: the job leads its own process group
         _signal_group(pgid, signal.SIGTERM)
         deadline = time.monotonic() + grace_s
         while time.monotonic() < deadline and is_alive(run_dir):
@@ -169,7 +254,7 @@ def cancel(run_dir: str | os.PathLike, *, grace_s: float = 5.0) -> bool:
             deadline = time.monotonic() + 2.0
             while time.monotonic() < deadline and is_alive(run_dir):
                 time.sleep(0.05)
-        child = _CHILDREN.pop(int(info["pid"]), None)
+        child = _CHILDREN.pop(job, None)
         if child is not None:
             try:
                 child.wait(timeout=1)
@@ -183,8 +268,8 @@ def cancel(run_dir: str | os.PathLike, *, grace_s: float = 5.0) -> bool:
         # recorded command again.
         if info:
             atomic_write_json(run_dir / JOB_FILE, {**info, "cancelled": now_iso()})
-            with open(run_dir / OUTPUT_FILE, "a", encoding="utf-8") as out:
-                out.write(f"[{now_iso()}] cancelled from the app before the run wrote its config\n")
+            append_line(run_dir / OUTPUT_FILE, f"[{now_iso()}] cancelled from the app before the run wrote its config\n",
+                        root=run_dir)
         return found
     status = run.status()
     if status.get("state") != "completed":
@@ -216,7 +301,7 @@ def _signal_group(pgid: int, sig: int) -> None:
 def resume(run_dir: str | os.PathLike) -> int:
     """Restart a stopped run where it left off: ``xlviz transfer --resume RUN_DIR``; a run
     stopped before it wrote its config starts its recorded command again (:func:`restart_argv`)."""
-    run_dir = Path(run_dir)
+    run_dir = check_in_root(Path(run_dir))
     run = Run(run_dir)
     if not run.exists():
         argv = restart_argv(run_dir)
@@ -329,7 +414,7 @@ def effective_state(run_dir: str | os.PathLike) -> str:
     if not alive and job_info(run_dir) is None and not run.lock_path.exists():
         # a run written before writer locks existed: its status pid, checked against its start time
         pid = status.get("pid")
-        alive = isinstance(pid, int) and pid != os.getpid() and process_alive(pid, status.get("pid_start"))
+        alive = isinstance(pid, int) and pid != os.getpid() and process_alive(pid, status.get("pid_start"), require_start=True)
     if alive:
         return "completed" if state == "completed" else "running"
     if state in ("running", "pending"):
@@ -340,7 +425,10 @@ def effective_state(run_dir: str | os.PathLike) -> str:
 def job_output_tail(run_dir: str | os.PathLike, n: int = 20) -> str:
     """Last lines of the job's stdout/stderr (useful when it died before logging anything)."""
     path = Path(run_dir) / OUTPUT_FILE
-    if not path.exists():
+    if not os.path.lexists(path):
         return ""
-    with open(path, encoding="utf-8", errors="replace") as f:
-        return "".join(f.readlines()[-n:])
+    try:
+        data = confined.read_tail(path, root=run_dir, max_bytes=limits.LOG_TAIL_MAX_BYTES, what="job output")
+    except XlvizError as e:
+        return f"(job output not shown: {e})\n"
+    return "".join(data.decode("utf-8", errors="replace").splitlines(keepends=True)[-n:])

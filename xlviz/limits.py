@@ -92,3 +92,23 @@ def limits_help() -> str:
 
 
 __all__ = ["SIZE_LIMITS", "SEED_MAX", "DEFAULT_MAX", "check_limits", "limits_help"]
+
+
+# --- reads of run folders ---------------------------------------------------------------------
+# The most bytes read from one file of a run folder (xlviz.confined). A run folder may come
+# from elsewhere (copied, downloaded, another user's): a file linked to /dev/zero or grown
+# without bound must end in a clear error, not exhaust the app's memory.
+RUN_JSON_MAX_BYTES = 4 * 1024 * 1024  # config.json, status.json
+RESULTS_MAX_BYTES = 16 * 1024 * 1024  # results.json
+METRICS_MAX_BYTES = 64 * 1024 * 1024  # metrics.jsonl (read whole for the loss curves)
+RECORD_MAX_BYTES = 64 * 1024  # job.json, .writer.lock
+LOG_TAIL_MAX_BYTES = 256 * 1024  # log.txt, job-output.txt: only their last bytes are read
+READ_LIMITS: dict[str, int] = {
+    "config.json, status.json": RUN_JSON_MAX_BYTES,
+    "results.json": RESULTS_MAX_BYTES,
+    "metrics.jsonl": METRICS_MAX_BYTES,
+    "job.json, .writer.lock": RECORD_MAX_BYTES,
+    "log.txt, job-output.txt (tail)": LOG_TAIL_MAX_BYTES,
+}
+__all__ += ["RUN_JSON_MAX_BYTES", "RESULTS_MAX_BYTES", "METRICS_MAX_BYTES", "RECORD_MAX_BYTES", "LOG_TAIL_MAX_BYTES",
+            "READ_LIMITS"]

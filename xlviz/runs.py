@@ -6,8 +6,11 @@ A run lives in ``<checkpoints>/<run>/`` and holds
 - ``status.json``   state, current stage, progress, pid, timestamps, error
 - ``metrics.jsonl`` one line per logged step: ``{"stage", "step", "loss", "elapsed", ...}``
 - ``log.txt``       human-readable log (the app shows its tail)
-- ``results.json``  list of rows ``{"system", "language", "exact_match", "f1"}``
+- ``results.json``  list of rows ``{"system", "language", "exact_match", "f1"}`` (``"verdict":
+  "degenerate"`` and ``degenerate_stages`` on a row that depends on a degenerate stage)
 - ``notes.json``    the researcher's note and tags (written by the app or ``xlviz runs note|tag``)
+- ``verdicts.json`` ``{stage: {"verdict": "ok" | "degenerate" | "unjudged", ...}}``, each judged
+  stage's outcome with its numbers (:mod:`xlviz.training.verdicts`)
 - one ``save_pretrained`` folder per trained stage, and ``export/`` with the zero-shot models.
 
 Writers use :mod:`xlviz.io` atomics, so a reader (the app) never sees half a file and a
@@ -34,8 +37,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterator
 
+from xlviz import confined, limits
 from xlviz.errors import XlvizError
-from xlviz.io import append_jsonl, append_line, atomic_write_json, confine_writes, read_json, read_jsonl, remove_orphans
+from xlviz.io import append_jsonl, append_line, atomic_write_json, confine_writes, parse_jsonl, remove_orphans
 from xlviz.names import check_name, check_stage
 
 LOCK_FILE = ".writer.lock"
@@ -66,10 +70,42 @@ def process_start_ticks(pid: int) -> int | None:
         return None
 
 
-def process_alive(pid: object, start_ticks: object = None) -> bool:
+def process_cmdline(pid: int) -> list[str] | None:
+    """A process's command line (``/proc/<pid>/cmdline``), or None when it cannot be read."""
+    try:
+        with open(f"/proc/{int(pid)}/cmdline", "rb") as f:
+            raw = f.read(1 << 20)
+    except (OSError, ValueError):
+        return None
+    return [a.decode("utf-8", "surrogateescape") for a in raw.split(b"\0")[:-1]] if raw else None
+
+
+def flock_holders(fd: int) -> set[int]:
+    """The pids holding an ``flock`` on the file open at ``fd`` (from ``/proc/locks``, Linux).
+
+    Why: a pid written into a lock file proves nothing (a run folder from elsewhere can name
+    any process); holding the lock on that very file does."""
+    st_ = os.fstat(fd)
+    key = f"{os.major(st_.st_dev):02x}:{os.minor(st_.st_dev):02x}:{st_.st_ino}"
+    holders: set[int] = set()
+    try:
+        with open("/proc/locks", encoding="ascii", errors="replace") as f:
+            for line in f:
+                parts = line.split()
+                if len(parts) >= 6 and parts[1] == "FLOCK" and parts[5] == key:
+                    holders.add(int(parts[4]))
+    except (OSError, ValueError):
+        pass
+    return holders
+
+
+def process_alive(pid: object, start_ticks: object = None, *, require_start: bool = False) -> bool:
     """Whether ``pid`` runs (not a zombie) and, when ``start_ticks`` is known, is the same
-    process that recorded it rather than a later one that reused the pid."""
+    process that recorded it rather than a later one that reused the pid. ``require_start``:
+    a record without a start time counts as not alive (it cannot tell the pid apart)."""
     if isinstance(pid, bool) or not isinstance(pid, int) or pid <= 0:
+        return False
+    if require_start and (isinstance(start_ticks, bool) or not isinstance(start_ticks, int)):
         return False
     try:
         with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as f:
@@ -127,6 +163,8 @@ class Run:
 
     path: Path
     _t0: float | None = field(default=None, repr=False)
+    # What the last ``metrics()`` skipped: torn lines and rows of the wrong types, for the app to show.
+    skipped_metrics: list[str] = field(default_factory=list, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         self.path = Path(self.path)
@@ -157,6 +195,10 @@ class Run:
         return self.path / "log.txt"
 
     @property
+    def verdicts_path(self) -> Path:
+        return self.path / "verdicts.json"
+
+    @property
     def lock_path(self) -> Path:
         return self.path / LOCK_FILE
 
@@ -168,16 +210,21 @@ class Run:
         return self.config_path.exists()
 
     # --- reading ------------------------------------------------------------
+    # Every read goes through xlviz.confined: the file must be a regular file inside this
+    # folder (no symlink, FIFO or device) and at most the size of xlviz.limits.
+    def _read_json(self, path: Path, what: str, max_bytes: int = limits.RUN_JSON_MAX_BYTES) -> Any:
+        return confined.read_json(path, root=self.path, max_bytes=max_bytes, what=what)
+
     def config(self) -> dict:
-        config = read_json(self.config_path, what="run config")
+        config = self._read_json(self.config_path, "run config")
         if not isinstance(config, dict):
             raise XlvizError(f"expected a JSON object, got {type(config).__name__}", path=self.config_path)
         return config
 
     def status(self) -> dict:
-        if not self.status_path.exists():
+        if not os.path.lexists(self.status_path):
             return {"state": "pending", "stages_done": []}
-        status = read_json(self.status_path, what="run status")
+        status = self._read_json(self.status_path, "run status")
         if not isinstance(status, dict):
             raise XlvizError(f"expected a JSON object, got {type(status).__name__}", path=self.status_path)
         if status.get("state", "pending") not in STATES:
@@ -192,27 +239,48 @@ class Run:
         that does not increase starts a new attempt), so no (stage, step) appears twice.
         ``all_attempts``: every row in order (the loss charts draw each attempt as its own line)."""
         by_stage: dict[str, list[dict]] = {}
-        for row in read_jsonl(self.metrics_path):
-            if not isinstance(row, dict):
+        skipped: list[str] = []
+        for row in self._metrics_rows(skipped):
+            if (problem := metric_row_problem(row)) is not None:
+                skipped.append(problem)
                 continue
-            rows = by_stage.setdefault(str(row.get("stage")), [])
+            rows = by_stage.setdefault(row["stage"], [])
             step = row.get("step")
             if (not all_attempts and rows and isinstance(step, (int, float)) and isinstance(rows[-1].get("step"), (int, float))
                     and step <= rows[-1]["step"]):
                 rows.clear()
             rows.append(row)
+        self.skipped_metrics = skipped
         return [r for rows in by_stage.values() for r in rows]
 
+    def _metrics_rows(self, skipped: list[str]) -> Iterator[object]:
+        """The complete JSON lines of ``metrics.jsonl``, read confined and bounded; a torn line
+        (a kill mid-write) or one naming a key twice is skipped and described in ``skipped``."""
+        if not os.path.lexists(self.metrics_path):
+            return
+        data = confined.read_text(self.metrics_path, root=self.path, max_bytes=limits.METRICS_MAX_BYTES, what="metrics")
+        yield from parse_jsonl(data.splitlines(), skipped)
+
     def results(self) -> list[dict]:
-        if not self.results_path.exists():
+        if not os.path.lexists(self.results_path):
             return []
-        rows = read_json(self.results_path, what="run results")
+        rows = self._read_json(self.results_path, "run results", limits.RESULTS_MAX_BYTES)
         if not isinstance(rows, list):
             raise XlvizError("expected a list of result rows", path=self.results_path)
         for i, r in enumerate(rows):
             if not isinstance(r, dict) or not isinstance(r.get("system"), str) or not isinstance(r.get("language"), str):
                 raise XlvizError(f"row {i} must be an object with 'system' and 'language'", path=self.results_path, field=f"[{i}]")
         return rows
+
+    def verdicts(self) -> dict[str, dict]:
+        """``{stage: verdict}`` of the stages judged so far (:mod:`xlviz.training.verdicts`):
+        ``{"verdict": "ok" | "degenerate" | "unjudged", "kind", "reason", ...numbers}``."""
+        if not os.path.lexists(self.verdicts_path):
+            return {}
+        verdicts = self._read_json(self.verdicts_path, "stage verdicts")
+        if not isinstance(verdicts, dict):
+            raise XlvizError(f"expected a JSON object, got {type(verdicts).__name__}", path=self.verdicts_path)
+        return {str(k): v for k, v in verdicts.items() if isinstance(v, dict)}
 
     def unreadable(self) -> str | None:
         """None if the run's files read cleanly, else the reason (for the app to show)."""
@@ -228,9 +296,9 @@ class Run:
         """The researcher's note and tags (``notes.json``): ``{"note": str, "tags": [str]}``,
         empty when there are none. Kept apart from the run's own files, so annotating a
         running run never races its writer."""
-        if not self.notes_path.exists():
+        if not os.path.lexists(self.notes_path):
             return {"note": "", "tags": []}
-        data = read_json(self.notes_path, what="run notes")
+        data = self._read_json(self.notes_path, "run notes")
         if not isinstance(data, dict):
             raise XlvizError(f"expected a JSON object, got {type(data).__name__}", path=self.notes_path)
         return {"note": check_note(data.get("note", ""), path=self.notes_path),
@@ -238,7 +306,7 @@ class Run:
 
     def write_notes(self, *, note: str | None = None, tags: list[str] | None = None) -> dict:
         """Replace the note and/or the tags (None keeps the current one); atomic, inside the run."""
-        current = self.notes() if self.notes_path.exists() else {"note": "", "tags": []}
+        current = self.notes()
         if note is not None:
             current["note"] = check_note(note)
         if tags is not None:
@@ -246,21 +314,56 @@ class Run:
         atomic_write_json(self.notes_path, current, root=self.path)
         return current
 
-    def writer_pid(self) -> int | None:
-        """The pid of the live process holding this run's writer lock, if any (read from the
-        lock file and checked against the process's start time; no lock is taken)."""
-        try:
-            parts = self.lock_path.read_text(encoding="ascii", errors="replace").split()
-            pid, ticks = int(parts[0]), int(parts[1]) if len(parts) > 1 else None
-        except (OSError, ValueError, IndexError):
+    def lock_record(self) -> tuple[int, int | None, list[str] | None] | None:
+        """``(pid, start ticks, command line)`` written into ``.writer.lock`` by its holder, or
+        None when there is no readable record (a symlink, a FIFO, garbage)."""
+        if not os.path.lexists(self.lock_path):
             return None
-        return pid if pid != os.getpid() and process_alive(pid, ticks) else None
+        try:
+            text = confined.read_text(self.lock_path, root=self.path, max_bytes=limits.RECORD_MAX_BYTES, what="writer lock")
+            first, _, rest = text.partition("\n")
+            parts = first.split()
+            pid = int(parts[0])
+            ticks = int(parts[1]) if len(parts) > 1 and parts[1] != "None" else None
+            cmdline = json.loads(rest) if rest.strip() else None
+        except (XlvizError, ValueError, IndexError, RecursionError):
+            return None
+        if not (isinstance(cmdline, list) and all(isinstance(a, str) for a in cmdline)):
+            cmdline = None
+        return pid, ticks, cmdline
+
+    def writer_pid(self) -> int | None:
+        """The pid of the live process writing this run, if any. The lock file's record is
+        only a claim: the process must be alive with the recorded start time (a record
+        without one counts as not alive), run the recorded command line, and hold the flock
+        on this very lock file. No lock is taken."""
+        record = self.lock_record()
+        if record is None:
+            return None
+        pid, ticks, cmdline = record
+        if pid == os.getpid() or not process_alive(pid, ticks, require_start=True):
+            return None
+        if cmdline is not None and process_cmdline(pid) != cmdline:
+            return None
+        try:
+            fd = os.open(self.lock_path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0))
+        except OSError:
+            return None
+        try:
+            return pid if pid in flock_holders(fd) else None
+        finally:
+            os.close(fd)
 
     def log_tail(self, n: int = 40) -> str:
-        if not self.log_path.exists():
+        """The last ``n`` lines of ``log.txt`` (at most its last bytes, see xlviz.limits); a
+        log that cannot be read safely (a symlink, a FIFO) gives one line saying why."""
+        if not os.path.lexists(self.log_path):
             return ""
-        with open(self.log_path, encoding="utf-8", errors="replace") as f:
-            return "".join(f.readlines()[-n:])
+        try:
+            data = confined.read_tail(self.log_path, root=self.path, max_bytes=limits.LOG_TAIL_MAX_BYTES, what="log")
+        except XlvizError as e:
+            return f"(log not shown: {e})\n"
+        return "".join(data.decode("utf-8", errors="replace").splitlines(keepends=True)[-n:])
 
     # --- writing ------------------------------------------------------------
     @contextlib.contextmanager
@@ -289,7 +392,11 @@ class Run:
                 raise XlvizError(f"another process (pid {pid}) is writing this run; wait for it to finish or cancel it",
                                  path=self.path) from None
             os.ftruncate(fd, 0)
-            os.pwrite(fd, f"{os.getpid()} {process_start_ticks(os.getpid())}\n".encode(), 0)
+            # pid, start time and command line: what Cancel checks before it signals anything
+            cmdline = json.dumps(process_cmdline(os.getpid()))
+            cmdline = cmdline if len(cmdline) < limits.RECORD_MAX_BYTES // 2 else "null"  # the flock still proves it
+            record = f"{os.getpid()} {process_start_ticks(os.getpid())}\n{cmdline}\n"
+            os.pwrite(fd, record.encode(), 0)
             remove_orphans(self.path)
             with confine_writes(self.path), sigterm_as_interrupt():
                 yield self
@@ -325,6 +432,13 @@ class Run:
         """Append one line to ``log.txt``: never through a symlink, never a raw newline."""
         self.path.mkdir(parents=True, exist_ok=True)
         append_line(self.log_path, f"[{now_iso()}] {one_line(message)}\n", root=self.path)
+
+    def record_verdict(self, stage: str, verdict: dict) -> None:
+        """Write (or replace, on a stage's re-run) ``stage``'s verdict; the lock holder only."""
+        check_stage(stage)
+        verdicts = self.verdicts()
+        verdicts[stage] = verdict
+        atomic_write_json(self.verdicts_path, verdicts, root=self.path)
 
     def write_results(self, rows: list[dict]) -> None:
         atomic_write_json(self.results_path, rows, root=self.path)
@@ -415,12 +529,35 @@ def archive_run_folder(path: Path) -> Path:
     raise XlvizError("no free name in the archive", path=archive, field="run")
 
 
+METRIC_NUMBERS = ("loss", "elapsed", "lr")
+
+
+def metric_row_problem(row: object) -> str | None:
+    """Why a ``metrics.jsonl`` row cannot be drawn (``stage`` a name, ``step`` an integer, the
+    numbers numbers), else None. Such rows are skipped and reported (``Run.skipped_metrics``),
+    never passed on to break a chart."""
+    if not isinstance(row, dict):
+        return f"a row that is not an object: {str(row)[:40]}"
+    if not isinstance(row.get("stage"), str):
+        return f"field 'stage' must be a stage name, got {str(row.get('stage'))[:40]}"
+    step = row.get("step")
+    if isinstance(step, bool) or not isinstance(step, int):
+        return f"field 'step' must be an integer, got {str(step)[:40]}"
+    for key in METRIC_NUMBERS:
+        value = row.get(key)
+        if key in row and (isinstance(value, bool) or not isinstance(value, (int, float))):
+            return f"field '{key}' must be a number, got {str(value)[:40]}"
+    return None
+
+
 def list_runs(root: str | os.PathLike | None = None) -> list[Run]:
-    """All run folders under the checkpoints root, newest first."""
+    """All run folders under the checkpoints root, newest first. A folder that resolves
+    outside the root (a symlink to elsewhere) is skipped: nothing outside is read or resumed."""
     root = checkpoints_root(root)
     if not root.exists():
         return []
-    runs = [Run(p) for p in root.iterdir() if p.is_dir() and not p.name.startswith(".") and (p / "config.json").exists()]
+    runs = [Run(p) for p in root.iterdir() if p.is_dir() and not p.name.startswith(".") and (p / "config.json").exists()
+            and confined.inside(root, p) and os.path.realpath(p) != os.path.realpath(root)]
 
     def mtime(run: Run) -> float:
         try:
@@ -482,6 +619,16 @@ def check_same_settings(run_dir: str | os.PathLike, config: dict) -> None:
         shown = "; ".join(diff[:6]) + (f"; and {len(diff) - 6} more" if len(diff) > 6 else "")
         raise XlvizError(f"already holds a run with other settings ({shown}); choose another --run-dir, or continue it "
                          "with --resume", path=run_dir, field="--run-dir")
+
+
+def resume_dir(run_dir: str | os.PathLike, root: str | os.PathLike) -> Path:
+    """A ``--resume`` folder that resolves inside the checkpoints ``root``: a run folder that is
+    (or lies under) a symlink to elsewhere must not carry a resumed run's writes out of it."""
+    text = str(run_dir)
+    if not confined.inside(root, text) or os.path.realpath(text) == os.path.realpath(root):
+        raise XlvizError(f"resolves to {os.path.realpath(text)}, outside the checkpoints root {os.path.realpath(root)}; "
+                         "pass --out (or set XLVIZ_CHECKPOINTS) to the folder that holds the run", path=text, field="--resume")
+    return Path(text)
 
 
 def explicit_run_dir(run_dir: str | os.PathLike, root: str | os.PathLike, config: dict) -> Path:

@@ -368,7 +368,7 @@ def run_pairs(run_dir, l2: str, limit: int | None = None) -> ParallelData:
     """A run's parallel pairs L1-``l2``: the generated world's (with words, gold alignment and
     dictionary) or, for a run on real corpora (``xlviz transfer-corpus``), the pairs it saved
     in ``world/parallel/<l1>-<l2>.jsonl`` (``{"id", "src", "tgt"}`` per line)."""
-    from xlviz.io import read_jsonl
+    from xlviz import confined, limits
 
     info = run_info(run_dir)
     if info.has_world:
@@ -378,7 +378,8 @@ def run_pairs(run_dir, l2: str, limit: int | None = None) -> ParallelData:
         raise XlvizError(f"the run has no parallel pairs for {info.l1}-{l2} (no generated world, no "
                          f"world/parallel/{info.l1}-{l2}.jsonl)", path=info.path)
     rows = []
-    for i, r in enumerate(read_jsonl(f)):
+    # a run folder's file: regular, inside the run folder, bounded (xlviz.confined)
+    for i, r in enumerate(confined.read_jsonl(f, root=info.path, max_bytes=limits.METRICS_MAX_BYTES, what="parallel pairs")):
         if limit and len(rows) >= limit:
             break
         if not isinstance(r, dict) or not isinstance(r.get("src"), str) or not isinstance(r.get("tgt"), str):

@@ -3,6 +3,12 @@
 The command replaces itself with Streamlit (``exec``), so a kill or Ctrl-C reaches Streamlit
 itself instead of leaving it running behind a dead wrapper. Streamlit starts in the repository
 root, where it reads ``.streamlit/config.toml`` (file watcher off) as the README command does.
+
+The app listens on 127.0.0.1 only (a tunnel, ``ssh -L 8501:localhost:8501``, reaches it from
+elsewhere): anyone who can reach it can start and cancel runs and read what it shows.
+``--host ADDR`` opts in to another address, with a warning. Paths typed into the app stay
+inside the checkpoints root, the shared data and the models folder unless
+``--allow-any-path`` (``XLVIZ_ALLOW_ANY_PATH=1``) is given (:mod:`xlviz.ui.paths`).
 """
 
 from __future__ import annotations
@@ -29,8 +35,22 @@ def app_path() -> Path:
     return path
 
 
+DEFAULT_ADDRESS = "127.0.0.1"
+
+
+def host_warning(host: str | None) -> str | None:
+    """The warning printed when the app listens on an address other than loopback."""
+    if not host or host == DEFAULT_ADDRESS:
+        return None
+    return (f"xlviz app: warning: listening on {host}: anyone who can reach {host} can use the app (start and cancel "
+            "runs, read run folders and the data it shows); prefer the default 127.0.0.1 and an SSH tunnel")
+
+
 def streamlit_argv(args: argparse.Namespace) -> list[str]:
-    argv = [sys.executable, "-m", "streamlit", "run", str(app_path()), "--server.port", str(args.port)]
+    """Streamlit's command line: loopback unless ``--host`` names another address."""
+    address = getattr(args, "host", None) or DEFAULT_ADDRESS
+    argv = [sys.executable, "-m", "streamlit", "run", str(app_path()), "--server.port", str(args.port),
+            "--server.address", address]
     if args.headless:
         argv += ["--server.headless", "true"]
     return argv
@@ -42,6 +62,11 @@ def handle(args: argparse.Namespace) -> int:
     env = dict(os.environ)
     # Absolute, so runs are found where the user expects although streamlit runs in the repo.
     env["XLVIZ_CHECKPOINTS"] = str(checkpoints_root(args.out).resolve())
+    if getattr(args, "allow_any_path", False):
+        env["XLVIZ_ALLOW_ANY_PATH"] = "1"
+    warning = host_warning(getattr(args, "host", None))
+    if warning:
+        print(warning, file=sys.stderr)
     argv = streamlit_argv(args)
     print("xlviz app:", " ".join(argv), file=sys.stderr)
     sys.stderr.flush()
@@ -55,4 +80,9 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--port", type=int, default=8501, help="port to serve on (default 8501)")
     p.add_argument("--out", help="checkpoints folder with the runs (default $XLVIZ_CHECKPOINTS or ./checkpoints)")
     p.add_argument("--headless", action="store_true", help="do not open a browser window")
+    p.add_argument("--host", metavar="ADDR", help="address to listen on (default 127.0.0.1: this machine only; reach it "
+                                                  "from elsewhere through an SSH tunnel). Anyone who can reach ADDR can use the app")
+    p.add_argument("--allow-any-path", dest="allow_any_path", action="store_true",
+                   help="let folders and model paths typed into the app lie anywhere (default: inside the checkpoints "
+                        "root, the shared data folder and the models folder, $XLVIZ_MODELS or ./models)")
     p.set_defaults(handler=handle)

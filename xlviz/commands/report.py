@@ -22,7 +22,7 @@ def run(args: argparse.Namespace) -> int:
 
     from xlviz.errors import XlvizError
     from xlviz.runs import Run
-    from xlviz.transfer.report import compare_table, results_table, seeds_table
+    from xlviz.transfer.report import check_score_rows, compare_table, results_table, seeds_table
     from xlviz.transfer.uncertainty import combined_intervals, compare_systems, fill_intervals
 
     from xlviz.transfer.sweep import Sweep
@@ -38,7 +38,7 @@ def run(args: argparse.Namespace) -> int:
         rows = r.results()
         if not rows:
             raise XlvizError("no results yet (the run has not scored any system)", path=r.results_path)
-        results.append(rows)
+        results.append(check_score_rows(rows, r.results_path))
         folders.append(r.path)
     if getattr(args, "compare", None):
         print(compare_table(compare_systems(folders, results, *args.compare), *args.compare))

@@ -35,6 +35,11 @@ def add_transfer_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--qa-test-paragraphs", dest="qa_test_paragraphs", type=int)
     p.add_argument("--mixed-precision", dest="mixed_precision", help="auto (default: bf16 on GPUs and on CPUs with AMX or AVX512-BF16, else no) | no | bf16 | fp16")
     p.add_argument("--grad-accum", dest="grad_accum", type=int)
+    p.add_argument("--log-with", dest="log_with", help="trackers besides metrics.jsonl, through accelerate: tensorboard (default: "
+                                                       "event files in the run folder) | wandb | mlflow | aim | all | none, or a comma list")
+    p.add_argument("--strict", action="store_true", default=None,
+                   help="stop the run at the first degenerate stage (an MLM loss not below its corpus's unigram entropy, "
+                        "a QA model no better than a trivial baseline on the dev split)")
     p.add_argument("--workers", type=int, help="stages trained at once in worker processes (0: one per CPU core, at most 4; "
                                                "the demo's default; 1: one after the other, the default of transfer)")
 
@@ -45,7 +50,7 @@ def build_config(args: argparse.Namespace, base: dict | None = None):
 
     d = dict(base or {})
     world = dict(d.get("world") or {})
-    for key in ("seed", "model_size", "vocab_size", "pretrain_steps", "transfer_steps", "finetune_steps", "batch_size", "mlm_batch_size", "block_size", "mixed_precision", "grad_accum", "workers"):
+    for key in ("seed", "model_size", "vocab_size", "pretrain_steps", "transfer_steps", "finetune_steps", "batch_size", "mlm_batch_size", "block_size", "mixed_precision", "grad_accum", "workers", "log_with", "strict"):
         if getattr(args, key, None) is not None:
             d[key] = getattr(args, key)
     if getattr(args, "name", None):
@@ -74,10 +79,10 @@ def open_pipeline(pipeline_cls, args: argparse.Namespace, build, what: str):
     """The run command's pipeline: resumed from ``--resume``, or configured from ``--config``
     plus flags (``build(args, base)``) into ``--run-dir`` or a fresh folder under ``--out``."""
     from xlviz.io import read_json_object
-    from xlviz.runs import checkpoints_root, explicit_run_dir, new_run_path
+    from xlviz.runs import checkpoints_root, explicit_run_dir, new_run_path, resume_dir
 
     if args.resume:
-        pipeline = pipeline_cls.resume(args.resume)
+        pipeline = pipeline_cls.resume(resume_dir(args.resume, checkpoints_root(getattr(args, "out", None))))
     else:
         base = read_json_object(args.config, what=what) if args.config else None
         cfg = build(args, base)

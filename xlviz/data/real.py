@@ -106,8 +106,51 @@ def _cut(raw: bytes) -> int:
     return cut or len(raw)
 
 
+_EOL = re.compile(rb"\r\n?|\n")
+
+
+def _pieces(line: bytes) -> Iterator[tuple[bytes, bool]]:
+    """A complete line as pieces shorter than ``MAX_LINE_BYTES``, the last marked whole."""
+    while len(line) >= MAX_LINE_BYTES:
+        cut = _cut(line[:MAX_LINE_BYTES])
+        yield line[:cut], False
+        line = line[cut:]
+    yield line, True
+READ_CHUNK = 1 << 16
+
+
+def _byte_lines(f) -> Iterator[tuple[bytes, bool]]:
+    """The lines of binary file ``f`` without their endings, as ``(bytes, True)``.
+
+    ``\n``, ``\r\n`` and a lone ``\r`` (old Mac files, some exports) all end a line: reading
+    only ``\n`` took a CR-only file for one line. A line longer than ``MAX_LINE_BYTES`` comes
+    as pieces ``(bytes, False)`` cut by :func:`_cut`, its last piece ``(bytes, True)``; memory
+    stays below ``MAX_LINE_BYTES`` plus one chunk.
+    """
+    buf = b""
+    eof = False
+    while not eof:
+        chunk = f.read(READ_CHUNK)
+        eof = not chunk
+        buf += chunk
+        pos = 0
+        for m in _EOL.finditer(buf):
+            if m.group() == b"\r" and m.end() == len(buf) and not eof:
+                break  # perhaps the first half of a \r\n cut by the chunk
+            yield from _pieces(buf[pos:m.start()])
+            pos = m.end()
+        buf = buf[pos:]
+        while len(buf) >= MAX_LINE_BYTES and not buf[:MAX_LINE_BYTES].endswith(b"\r"):
+            cut = _cut(buf[:MAX_LINE_BYTES])
+            yield buf[:cut], False
+            buf = buf[cut:]
+    if buf:
+        yield from _pieces(buf)
+
+
 def _iter_raw_lines(path: Path, *, split_long: bool = True) -> Iterator[tuple[int, str]]:
-    """Yield ``(line_number, line_without_newline)`` from a plain or gzipped UTF-8 file.
+    """Yield ``(line_number, line_without_newline)`` from a plain or gzipped UTF-8 file, any of
+    ``\n``, ``\r\n`` or ``\r`` ending a line (:func:`_byte_lines`).
 
     Lines are decoded one at a time so a decoding error names its exact line; gzip errors
     (corrupt or truncated download) name the last good line. Memory stays bounded: a line
@@ -117,25 +160,16 @@ def _iter_raw_lines(path: Path, *, split_long: bool = True) -> Iterator[tuple[in
     lineno = 0
     try:
         with (gzip.open(path, "rb") if path.name.endswith(".gz") else open(path, "rb")) as f:
-            carry = b""
-            while True:
-                raw = carry + f.readline(MAX_LINE_BYTES - len(carry))
-                carry = b""
-                if not raw:
-                    break
-                whole = raw.endswith(b"\n") or len(raw) < MAX_LINE_BYTES
-                if not whole:
-                    if not split_long:
-                        raise XlvizError(f"line {lineno + 1}: longer than {MAX_LINE_BYTES} bytes", path=path)
-                    cut = _cut(raw)
-                    raw, carry = raw[:cut], raw[cut:]
+            for raw, whole in _byte_lines(f):
+                if not whole and not split_long:
+                    raise XlvizError(f"line {lineno + 1}: longer than {MAX_LINE_BYTES} bytes", path=path)
                 try:
                     line = raw.decode("utf-8")
                 except UnicodeDecodeError as e:
                     raise XlvizError(f"line {lineno + 1}: not UTF-8 text ({e.reason} at byte {e.start})", path=path) from None
                 if lineno == 0 and line.startswith("\ufeff"):
                     line = line[1:]
-                yield lineno + 1, line.rstrip("\r\n")
+                yield lineno + 1, line
                 if whole:
                     lineno += 1
     except (gzip.BadGzipFile, EOFError, zlib.error) as e:

@@ -164,7 +164,8 @@ def parse_languages(text: str) -> list[dict]:
         if not parts[0]:
             raise XlvizError("empty language code", field="languages")
         if len(parts) > 3:
-            raise XlvizError(f"{item.strip()!r} is not code[:grammar[:script]]", field="languages")
+            raise XlvizError(f"unknown field(s) {parts[3:]} in {item.strip()!r}: a language is code[:grammar[:script]]",
+                             field="languages")
         code = parts[0]
         order = parts[1] if len(parts) > 1 and parts[1] else (code if code in PRESETS else "svo")
         script = parts[2] if len(parts) > 2 else ("cyrillic" if code == "sov" else "latin")

@@ -31,6 +31,16 @@ OBJECT_NOUNS = THINGS + ANIMALS + PEOPLE + [s for pair in HOMONYMS.values() for 
 SELECTS = {"eat": sorted(FOOD), "read": sorted(TEXT), "feed": ANIMALS + [HOMONYMS[h][0] for h in HOMONYMS], "swing": sorted(TOOLS)}
 
 
+# Shares are probabilities; past about 100, ``1 / rank**preference`` overflows a float (and
+# from about 20 on every word already takes its first preference).
+WORLD_RANGES: dict[str, tuple[float, float]] = {
+    "question_share": (0.0, 1.0),
+    "habit_share": (0.0, 1.0),
+    "l1_variety": (0.0, 1.0),
+    "preference": (0.0, 20.0),
+}
+
+
 @dataclass(frozen=True)
 class LanguageSpec:
     """An invented L2: a code, a grammar and a script. The grammar (still called ``order``, so
@@ -102,8 +112,10 @@ class WorldConfig:
         return asdict(self)
 
     def validate(self, *, path: str | None = None) -> None:
-        if isinstance(self.l1_variety, bool) or not isinstance(self.l1_variety, (int, float)) or not 0 <= self.l1_variety <= 1:
-            raise XlvizError(f"must be a number from 0 to 1, got {self.l1_variety!r}", path=path, field="world.l1_variety")
+        for name, (lo, hi) in WORLD_RANGES.items():
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not lo <= v <= hi:  # NaN fails too
+                raise XlvizError(f"must be a number from {lo} to {hi}, got {v!r:.60}", path=path, field=f"world.{name}")
         if not isinstance(self.shared_names, bool):
             raise XlvizError(f"must be true or false, got {self.shared_names!r}", path=path, field="world.shared_names")
         for name in ("corpus_documents", "qa_train_paragraphs", "qa_dev_paragraphs", "qa_test_paragraphs", "parallel_pairs", "parallel_train_pairs", "agreement_pairs", "sense_pairs"):
@@ -113,10 +125,15 @@ class WorldConfig:
         codes = [l.code for l in self.languages]
         if not codes:
             raise XlvizError("at least one L2 is needed", path=path, field="world.languages")
-        if len(set(codes)) != len(codes) or L1 in codes:
-            raise XlvizError(f"L2 codes must be unique and differ from '{L1}': {codes}", path=path, field="world.languages")
         for l in self.languages:
             check_code(l.code, field="world.languages.code", path=path)
+        # compared without case: 'EN' and 'en', 'Svo' and 'svo' name the same language to
+        # people, and on a case-insensitive file system the same tokenizer and stage folders
+        folded = [c.casefold() for c in codes]
+        if len(set(folded)) != len(folded) or L1 in folded:
+            raise XlvizError(f"L2 codes must be unique and differ from '{L1}' (ignoring case): {codes}", path=path,
+                             field="world.languages")
+        for l in self.languages:
             grammar_of(l.order, field="world.languages.order", path=path)
             if l.script not in SCRIPTS:
                 raise XlvizError(f"unknown script {l.script!r} for '{l.code}'; choose from {sorted(SCRIPTS)}", path=path, field="world.languages.script")

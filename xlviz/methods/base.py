@@ -60,6 +60,8 @@ class Context(Protocol):
     def parallel_train(self, system: str, l2: str) -> list[dict]: ...
     def translate_train(self, system: str, l2: str) -> dict: ...
     def test_translation(self, system: str, l2: str) -> dict: ...
+    # optional: judge a QA model fine-tuned on the L1 training set on the world's dev split
+    # def judge_qa(self, stage: str, model, tokenizer) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -91,6 +93,12 @@ class Stage:
         if self.run is not None:
             return self.run(ctx)
         return self.train(ctx, self.build(ctx))
+
+
+def unit_stages(stages: list[Stage], unit: str) -> list[str]:
+    """The data stages and the stages of one per-L2 model (names ending in ``-<unit>``): what a
+    row scored by that model depends on (:meth:`Method.row_stages`)."""
+    return [s.name for s in stages if s.phase == "data" or s.name.endswith(f"-{unit}")]
 
 
 @dataclass
@@ -141,6 +149,12 @@ class Method:
         reads ``l2``, so an L1-``l2`` analysis compares one model's two languages (``encoder``'s
         L1 is the first pair's); None otherwise."""
         return None
+
+    def row_stages(self, ctx: Context, system: str, lang: str) -> list[str]:
+        """The stages ``system``'s result row for ``lang`` depends on (a degenerate one makes the
+        row no result): by default every stage of the system; one-model-per-L2 systems narrow
+        it to the model that scores ``lang``."""
+        return [s.name for s in self.stages(ctx, system)]
 
     def own_l1_model(self, ctx: Context, system: str, lang: str) -> tuple[nn.Module, Any] | None:
         """For systems with one model per L2 (pair models): the L1 QA model of the model that

@@ -27,9 +27,9 @@ from typing import Iterator, Sequence
 import torch
 from transformers import AutoTokenizer, BertForMaskedLM, BertForQuestionAnswering
 
-from xlviz.data.joint_vocab import DisjointVocab, train_joint_tokenizer
+from xlviz.data.joint_vocab import N_SPECIAL, DisjointVocab, train_joint_tokenizer
 from xlviz.io import atomic_dir
-from xlviz.methods.base import Context, Method, Stage
+from xlviz.methods.base import Context, Method, Stage, unit_stages
 from xlviz.methods.common import WORLD, finetune_qa, max_length
 from xlviz.models.monotrans import bert_config, qa_from_mlm, zero_shot_model
 from xlviz.models.vocab_slice import slice_to_language
@@ -105,6 +105,30 @@ class Reader:
             self.toks[lang].save_pretrained(folder / lang)
 
 
+def language_groups(reader: Reader, ctx: Context | None = None, documents: int = 1000) -> torch.Tensor:
+    """Joint id -> index of its language (-1: a special token, or never seen), so the stage's
+    verdict compares its loss with the unigram entropy of each language rather than of their
+    mixture (ln 2 higher for two, ln 3 for three): a model that tells the languages apart gets
+    that much for free. A disjoint vocabulary says it by its rows; a shared one assigns each
+    id to the language whose corpus (its first ``documents`` documents) uses it most often."""
+    groups = torch.full((reader.size,), -1, dtype=torch.long)
+    if reader.disjoint:
+        for i, lang in enumerate(reader.langs):
+            groups[reader.vocab.language_rows(lang)[N_SPECIAL:]] = i
+        return groups
+    if ctx is None:
+        return groups
+    freq = torch.zeros(len(reader.langs), reader.size)
+    for i, lang in enumerate(reader.langs):
+        ids = [t for doc in reader.toks[lang](ctx.world.corpus(lang)[:documents], add_special_tokens=False)["input_ids"] for t in doc]
+        counts = torch.bincount(torch.tensor(ids, dtype=torch.long), minlength=reader.size).float()[: reader.size]
+        freq[i] = counts / counts.sum().clamp(min=1)
+    seen = freq.sum(0) > 0
+    groups[seen] = freq.argmax(0)[seen]
+    groups[:N_SPECIAL] = -1
+    return groups
+
+
 def block_batches(ctx: Context, reader: Reader, block: int, batch: int, salt: int = 0, mode: str = "mixed"):
     """Batches of ``batch`` corpus blocks of ``block`` tokens in joint ids, each language its own
     shuffled stream (this process's share), languages balanced."""
@@ -158,6 +182,8 @@ def pretrain_stage(system: str, l2: str | None) -> Stage:
                 yield {"input_ids": inputs, "labels": labels}
 
         loop, on_log = ctx.loop(name, cfg.pretrain_steps, cfg.pretrain_lr)
+        if loop.monitor is not None and len(reader.langs) > 1:
+            loop.monitor.id_groups = language_groups(reader, ctx)  # the unigram entropy per language
         model = train(MaskedOnlyMLM(model), batches(), loop, ctx.acc, on_log=on_log, desc=name).model
         ctx.acc.free_memory()
         if not ctx.main:
@@ -223,6 +249,11 @@ class Joint(Method):
             return None
         folder = ctx.path(f"s1_{system}{unit(system, l2)}", ctx.world.l1)
         return BertForMaskedLM.from_pretrained(folder, use_safetensors=True), AutoTokenizer.from_pretrained(folder)
+
+    def row_stages(self, ctx: Context, system: str, lang: str) -> list[str]:
+        """A pair model's row (its L1 row: the first pair's) depends on that pair's stages only."""
+        u = self.unit_for(ctx, system, lang)
+        return [s.name for s in self.stages(ctx, system)] if u is None else unit_stages(self.stages(ctx, system), u)
 
     def own_l1_model(self, ctx: Context, system: str, lang: str):
         if system == "jointmulti" or lang == ctx.world.l1:

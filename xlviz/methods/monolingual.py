@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from transformers import BertForQuestionAnswering
 
-from xlviz.methods.base import Context, Method, Stage
+from xlviz.methods.base import Context, Method, Stage, unit_stages
 from xlviz.methods.common import WORLD, finetune_qa, load_mlm, pretrain_stage
 from xlviz.models.monotrans import qa_from_mlm
 
@@ -60,6 +60,10 @@ class MonoL2(Method):
     def probe_role(self, system: str) -> str:
         # trained on the L2 directly, never transferred: the reference the transferred rows face
         return "reference"
+
+    def row_stages(self, ctx: Context, system: str, lang: str) -> list[str]:
+        """An L2's row depends on that L2's own model only."""
+        return unit_stages(self.stages(ctx, system), lang)
 
     def encoder(self, ctx: Context, system: str, lang: str):
         stage = "s1_pretrain" if lang == ctx.world.l1 else f"s1_pretrain-{lang}"

@@ -32,7 +32,7 @@ from xlviz.data.world import WorldConfig
 from xlviz.errors import XlvizError
 from xlviz.io import atomic_dir
 from xlviz.methods import joint
-from xlviz.methods.base import Context, Method, Stage
+from xlviz.methods.base import Context, Method, Stage, unit_stages
 from xlviz.methods.common import WORLD, max_length, trim_padding
 from xlviz.models.monotrans import qa_from_mlm, zero_shot_model
 from xlviz.models.vocab_slice import slice_to_language
@@ -115,7 +115,11 @@ def load_base(ctx: Context, l2: str | None):
     base = ctx.cfg.ppa_base
     if base in JOINT_BASES:
         return AutoModelForMaskedLM.from_pretrained(ctx.path(f"s1_{base}{joint.unit(base, l2)}", "joint"), use_safetensors=True)
-    return AutoModelForMaskedLM.from_pretrained(base, trust_remote_code=False, local_files_only=True, use_safetensors=True)
+    # a folder from outside the run: the one loading path, which refuses weights the config has
+    # no place for, shards outside the folder and a missing MLM head (xlviz.models.loading)
+    from xlviz.models.loading import load_model
+
+    return load_model(base, task="mlm", attn_implementation="sdpa", new_head="error")[0]
 
 
 def unit_l2s(ctx: Context, l2: str | None) -> list[str]:
@@ -284,6 +288,11 @@ class Ppa(Method):
         if not is_pair(ctx.cfg):
             return None
         return lang if lang != ctx.world.l1 else ctx.world.l2s[0]
+
+    def row_stages(self, ctx: Context, system: str, lang: str) -> list[str]:
+        """Pair bases: a row depends on the stages of the pair model that scores it."""
+        u = self.unit_for(ctx, lang)
+        return super().row_stages(ctx, system, lang) if u is None else unit_stages(self.stages(ctx, system), u)
 
     def encoder(self, ctx: Context, system: str, lang: str):
         folder = encoder_folder(ctx, self.unit_for(ctx, lang), lang)

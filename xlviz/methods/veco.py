@@ -35,7 +35,7 @@ import torch
 from transformers import AutoTokenizer, BertForQuestionAnswering
 
 from xlviz.io import atomic_dir
-from xlviz.methods.base import Context, Method, Stage
+from xlviz.methods.base import Context, Method, Stage, unit_stages
 from xlviz.methods.common import WORLD, finetune_qa, max_length
 from xlviz.methods.joint import Reader, block_batches
 from xlviz.methods.joint import pretrain_stage as joint_pretrain_stage
@@ -221,6 +221,10 @@ class Veco(Method):
 
     def unit_for(self, ctx: Context, lang: str) -> str:
         return lang if lang != ctx.world.l1 else ctx.world.l2s[0]
+
+    def row_stages(self, ctx: Context, system: str, lang: str) -> list[str]:
+        """One model per L2: a row depends on the stages of the model that scores it."""
+        return unit_stages(self.stages(ctx, system), self.unit_for(ctx, lang))
 
     def encoder(self, ctx: Context, system: str, lang: str):
         folder = ctx.path(s1_name(ctx, self.unit_for(ctx, lang)), lang)

@@ -23,7 +23,7 @@ from xlviz.errors import XlvizError
 from xlviz.io import atomic_dir
 from xlviz.methods.base import Context, Stage
 from xlviz.methods.common import WORLD, max_length
-from xlviz.methods.joint import Joint, Reader, finetune_stage, joint_blocks
+from xlviz.methods.joint import Joint, Reader, finetune_stage, joint_blocks, language_groups
 from xlviz.models.monotrans import MODEL_SIZES, bert_config, zero_shot_model
 from xlviz.models.shared_layers import SharedTopLayers, with_bottom_layers
 from xlviz.models.vocab_slice import slice_to_language
@@ -60,6 +60,8 @@ def pretrain_stage(system: str, l2: str) -> Stage:
                 yield {"input_ids": inputs, "labels": labels, "language": torch.tensor(index[lang])}
 
         loop, on_log = ctx.loop(name, cfg.pretrain_steps, cfg.pretrain_lr)
+        if loop.monitor is not None:
+            loop.monitor.id_groups = language_groups(reader)
         model = train(PerLanguageMLM(model), batches(), loop, ctx.acc, on_log=on_log, desc=name).model
         ctx.acc.free_memory()
         if not ctx.main:

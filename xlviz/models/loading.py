@@ -138,6 +138,25 @@ def _check_model_type(model_type: Any, where: Path | str) -> None:
         )
 
 
+def _index_files(folder: Path, index: Path) -> list[Path]:
+    """The shard files a ``model.safetensors.index.json`` names, each a plain file name inside
+    ``folder``: an index naming ``../x`` or ``/etc/...`` must not make the loader open (and
+    report on) a file outside the model folder."""
+    data = read_json(index, what="safetensors index")
+    weight_map = data.get("weight_map") if isinstance(data, dict) else None
+    if not isinstance(weight_map, dict) or not all(isinstance(v, str) for v in weight_map.values()):
+        raise XlvizError("must be an object {tensor name: shard file name}", path=index, field="weight_map")
+    root = folder.resolve()
+    files = []
+    for name in sorted(set(weight_map.values())):
+        target = (folder / name).resolve()
+        if Path(name).name != name or name in ("", ".", "..") or target.parent != root:
+            raise XlvizError(f"names {name[:80]!r}, not a file of this model folder; refusing to open it", path=index,
+                             field="weight_map")
+        files.append(folder / name)
+    return files
+
+
 def _check_weights(folder: Path) -> None:
     """Safetensors must be present and readable; pickle-only checkpoints are refused."""
     from safetensors import safe_open
@@ -146,8 +165,7 @@ def _check_weights(folder: Path) -> None:
     if (folder / "model.safetensors").is_file():
         files = [folder / "model.safetensors"]
     elif index.is_file():
-        weight_map = read_json(index, what="safetensors index").get("weight_map", {})
-        files = [folder / name for name in sorted(set(weight_map.values()))]
+        files = _index_files(folder, index)
         if not files:
             raise XlvizError("safetensors index lists no weight files", path=index, field="weight_map")
     else:
@@ -415,11 +433,38 @@ def _load_weights(where, task: str, attn_implementation: str, local_only: bool, 
     return model, info
 
 
+# Buffers some checkpoints carry and newer code recomputes: never a sign of a mismatch.
+_BUFFERS = ("position_ids", "token_type_ids")
+
+
+def _unexpected_body_keys(model, unexpected: list[str]) -> list[str]:
+    """The unexpected checkpoint keys that belong to the encoder body (its embeddings or
+    layers), not to a head the task does not use (``cls.*`` of an MLM read as QA, ``qa_outputs.*``
+    of a QA model read as a base encoder, a pooler): weights the config has no place for, which
+    transformers would drop without a word (a ``num_hidden_layers`` lowered by hand)."""
+    prefix = getattr(model, "base_model_prefix", "")
+    base = getattr(model, "base_model", model)
+    body = {name for name, _ in base.named_children()} - {p.rstrip(".") for p in _BASE_OPTIONAL}
+    out = []
+    for key in unexpected:
+        rest = key.removeprefix(f"{prefix}.") if prefix else key
+        if rest.split(".")[0] in body and rest.split(".")[-1] not in _BUFFERS:
+            out.append(key)
+    return out
+
+
 def _check_loading_info(model, info: dict, where, task: str, new_head: str, config: dict) -> None:
     mismatched = sorted(info.get("mismatched_keys") or [])
     if mismatched:
         shown = "; ".join(f"{k} checkpoint {tuple(a)} vs config {tuple(b)}" for k, a, b in mismatched[:3])
         raise XlvizError(f"weights do not match config.json (edited config?): {shown}", path=where)
+    body_extra = _unexpected_body_keys(model, _keys(info, "unexpected_keys"))
+    if body_extra:
+        raise XlvizError(
+            f"the weights hold encoder tensors this config.json has no place for (edited config, e.g. fewer layers?); "
+            f"loading would drop them: {_short(body_extra)}",
+            path=where,
+        )
     missing = _keys(info, "missing_keys")
     model.xlviz_new_weights = missing
     if not missing:

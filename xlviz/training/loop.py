@@ -12,7 +12,7 @@ import math
 import os
 import time
 from dataclasses import dataclass
-from typing import Callable, Iterator
+from typing import Any, Callable, Iterator
 
 import torch
 from accelerate import Accelerator
@@ -21,6 +21,8 @@ from torch import nn
 from tqdm.auto import tqdm
 from transformers import AttentionInterface
 from transformers.masking_utils import AttentionMaskInterface, eager_mask
+
+from xlviz.errors import XlvizError
 
 
 @dataclass
@@ -32,6 +34,14 @@ class LoopConfig:
     max_grad_norm: float = 1.0
     grad_accum: int = 1
     log_every: int = 10
+    eval_every: int = 0  # steps between ``on_eval`` calls (0: never; the last step always when > 0)
+    # xlviz.training.verdicts.StageMonitor: sees every batch and step loss, for the stage's verdict
+    monitor: Any = None
+
+
+class NonFiniteLoss(XlvizError):
+    """The loss became NaN or infinite: the stage stops at once (nothing of it is saved; the
+    stages before it are kept), instead of training on and scoring a broken model."""
 
 
 CPU_BF16_PROBES = {"AMX": "_is_amx_tile_supported", "AVX512-BF16": "_is_avx512_bf16_supported"}
@@ -198,13 +208,27 @@ def linear_schedule(optimizer: torch.optim.Optimizer, steps: int, warmup_ratio: 
     return torch.optim.lr_scheduler.LambdaLR(optimizer, factor)
 
 
+def check_finite(loss: torch.Tensor, step: int, config: LoopConfig, accelerator: Accelerator, desc: str) -> None:
+    """Raise :class:`NonFiniteLoss` naming the stage, the step and the learning rate when this
+    step's loss is NaN or infinite on any process, before it reaches the weights. Several
+    processes agree first (one process stopping alone would leave the others waiting)."""
+    bad = not bool(torch.isfinite(loss.detach()).all())
+    if accelerator.num_processes > 1:
+        bad = accelerator.reduce(torch.tensor(float(bad), device=accelerator.device), reduction="sum").item() > 0
+    if bad:
+        raise NonFiniteLoss(f"stage {desc}: the loss became {float(loss.detach().float()):.4g} at step {step} of {config.steps} "
+                            f"(learning rate {config.lr:g}); the stage stopped, earlier stages are kept: lower that "
+                            "learning rate in the run's config.json and resume the run (--resume)")
+
+
 def train(
     module: nn.Module,
     batches: Iterator[dict],
     config: LoopConfig,
     accelerator: Accelerator,
     *,
-    on_log: Callable[[int, float, float], None] | None = None,
+    on_log: Callable[..., None] | None = None,
+    on_eval: Callable[[int, nn.Module], dict] | None = None,
     desc: str = "training",
     after_step: Callable[[int, torch.optim.Optimizer, dict[str, torch.Tensor]], None] | None = None,
 ) -> nn.Module:
@@ -213,7 +237,10 @@ def train(
     main process with the loss averaged over processes and the last ``log_every`` steps.
     ``after_step(step, optimizer, params)`` runs in every process after each optimizer step,
     with the tensors the optimizer updates by name (the float32 masters under bf16 weights),
-    so a stage can rewrite parameters and their optimizer state (active forgetting's resets)."""
+    so a stage can rewrite parameters and their optimizer state (active forgetting's resets).
+    ``on_eval(step, model)`` (every ``eval_every`` steps and at the last, main process, eval mode,
+    no gradient) returns dev metrics; they are logged in that step's row, ``on_log(step, loss,
+    elapsed, **metrics)``. Evaluating draws no random numbers, so training is unchanged by it."""
     bf16 = Bf16Weights(module) if uses_bf16_weights(accelerator) else None
     optimizer = make_optimizer(bf16 or module, config.lr, config.weight_decay)
     stepped = dict((bf16 or module).named_parameters())  # names as in ``module``, before any wrapping
@@ -227,37 +254,56 @@ def train(
                position=int(os.environ.get("XLVIZ_BAR_POSITION", 0)))  # stages at once: one line each
     t0 = time.time()
     running, count = 0.0, 0
-    for step in range(1, config.steps + 1):
-        for _ in range(config.grad_accum):
-            batch = {k: v.to(accelerator.device) for k, v in next(batches).items()}
-            with accelerator.accumulate(module):
-                with accelerator.autocast():
-                    loss = module(**batch)
-                accelerator.backward(loss)
-                if accelerator.sync_gradients:
-                    if bf16:
-                        bf16.grads_to_master()
-                    if config.max_grad_norm:
-                        accelerator.clip_grad_norm_(masters or module.parameters(), config.max_grad_norm)
-                optimizer.step()
-                if accelerator.sync_gradients:
-                    scheduler.step()
-                    if bf16:
-                        bf16.master_to_model()
-                optimizer.zero_grad(set_to_none=True)
-            running += loss.detach().float().item() / config.grad_accum
-        count += 1
-        if after_step is not None:
-            after_step(step, getattr(optimizer, "optimizer", optimizer), stepped)
-            if bf16:
-                bf16.master_to_model()
-        bar.update(1)
-        if step % config.log_every == 0 or step == config.steps:
-            mean = accelerator.reduce(torch.tensor(running / count, device=accelerator.device), reduction="mean").item()
-            bar.set_postfix(loss=f"{mean:.3f}")
-            if on_log and accelerator.is_main_process and math.isfinite(mean):
-                on_log(step, mean, time.time() - t0)
-            running, count = 0.0, 0
+    try:  # a stage that stops (NaN loss, Ctrl-C) ends its progress bar's line first
+        for step in range(1, config.steps + 1):
+            step_loss = 0.0
+            for _ in range(config.grad_accum):
+                batch = {k: v.to(accelerator.device) for k, v in next(batches).items()}
+                if config.monitor is not None:
+                    config.monitor.batch(batch)
+                with accelerator.accumulate(module):
+                    with accelerator.autocast():
+                        loss = module(**batch)
+                    check_finite(loss, step, config, accelerator, desc)
+                    accelerator.backward(loss)
+                    if accelerator.sync_gradients:
+                        if bf16:
+                            bf16.grads_to_master()
+                        if config.max_grad_norm:
+                            accelerator.clip_grad_norm_(masters or module.parameters(), config.max_grad_norm)
+                    optimizer.step()
+                    if accelerator.sync_gradients:
+                        scheduler.step()
+                        if bf16:
+                            bf16.master_to_model()
+                    optimizer.zero_grad(set_to_none=True)
+                step_loss += loss.detach().float().item() / config.grad_accum
+            running += step_loss
+            count += 1
+            if config.monitor is not None:
+                config.monitor.losses.append(step_loss)
+            if after_step is not None:
+                after_step(step, getattr(optimizer, "optimizer", optimizer), stepped)
+                if bf16:
+                    bf16.master_to_model()
+            bar.update(1)
+            # the same on every process: the loss reduce below is collective
+            due = on_eval is not None and config.eval_every > 0 and (step % config.eval_every == 0 or step == config.steps)
+            if step % config.log_every == 0 or step == config.steps or due:
+                extra: dict = {}
+                if due and accelerator.is_main_process:
+                    module.eval()
+                    with torch.no_grad():
+                        extra = dict(on_eval(step, accelerator.unwrap_model(module)) or {})
+                    module.train()
+                mean = accelerator.reduce(torch.tensor(running / count, device=accelerator.device), reduction="mean").item()
+                bar.set_postfix(loss=f"{mean:.3f}")
+                if on_log and accelerator.is_main_process and math.isfinite(mean):
+                    on_log(step, mean, time.time() - t0, **extra)
+                running, count = 0.0, 0
+    except BaseException:
+        bar.close()
+        raise
     bar.close()
     accelerator.wait_for_everyone()
     if bf16:

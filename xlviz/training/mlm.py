@@ -21,6 +21,7 @@ from torch import nn
 from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
 from transformers.models.bert.modeling_bert import eager_attention_forward
 
+from xlviz.errors import XlvizError
 from xlviz.training.loop import BF16_ATTENTION
 
 
@@ -35,8 +36,10 @@ def iter_blocks(
     shuffle_buffer: int = 2048,
     chunk: int = 512,
     epochs: int | None = None,
+    field: str = "block_size",
 ) -> Iterator[list[int]]:
-    """Yield packed token blocks forever (or for ``epochs`` passes over ``texts()``)."""
+    """Yield packed token blocks forever (or for ``epochs`` passes over ``texts()``); a corpus
+    too small for one block is an XlvizError naming ``field``, the setting that sized it."""
     cls, sep = tokenizer.cls_token_id, tokenizer.sep_token_id
     body = block_size - 2
     rng = random.Random(seed)
@@ -74,7 +77,10 @@ def iter_blocks(
         while buffer:
             yield buffer.pop()
         if not produced:
-            raise ValueError(f"corpus too small: not one block of {block_size} tokens")
+            # an XlvizError (a ValueError) naming the setting: a documented block size can still
+            # exceed what a small corpus yields, and that is the user's to change, not a crash
+            raise XlvizError(f"corpus too small: not one block of {block_size} tokens; lower {field} or use a larger corpus",
+                             field=field)
         epoch += 1
 
 
@@ -124,7 +130,8 @@ def mlm_batches(
         yield from short
         return
     long_batch = max(1, round(batch_size * block_size / long_block_size))
-    long = iter_batches(iter_blocks(texts, tokenizer, long_block_size, seed=seed + 1, rank=rank, world_size=world_size), long_batch)
+    long = iter_batches(iter_blocks(texts, tokenizer, long_block_size, seed=seed + 1, rank=rank, world_size=world_size,
+                                    field="long_block_share"), long_batch)
     step = 0
     while True:
         try:

@@ -8,7 +8,7 @@ fine-tunings. Each stage is seeded by its name and reads only the stages it wait
 
 The process holding the run's writer lock schedules and stays the run's only writer of
 ``status.json``, ``metrics.jsonl``, ``log.txt`` and ``results.json``: a worker sends its log
-lines, metrics, progress and result rows as JSON lines on its stdout (its own prints go to
+lines, metrics, progress, stage verdicts and result rows as JSON lines on its stdout (its own prints go to
 stderr) and writes only the folders of the stage it runs, atomically. Workers are started with
 ``python -m xlviz.training.stage_workers`` (a fresh interpreter, no fork of a process holding
 torch threads), read one stage per line on stdin, die with their parent (Linux) and on
@@ -140,9 +140,12 @@ def _handle(owner, message: dict[str, Any], progress: dict[str, dict]) -> bool:
     if "log" in message:
         owner._log(message["log"])
     if "metric" in message:
-        run.log_metric(**message["metric"])
+        owner.record_metric(message["metric"])
     if "progress" in message:
         progress[message["progress"]["stage"]] = message["progress"]
+    if "verdict" in message:
+        verdict = dict(message["verdict"])
+        run.record_verdict(str(verdict.pop("stage")), verdict)
     if "results" in message:
         owner.add_results(message["results"])
     if "result_fields" in message:

@@ -36,6 +36,7 @@ from xlviz.io import atomic_dir
 from xlviz.names import check_config
 from xlviz.runs import Run, now_iso, package_versions
 from xlviz.training.loop import LoopConfig, make_accelerator, run_precision
+from xlviz.training.verdicts import DEGENERATE, MLM_MARGIN, UNJUDGED, StageMonitor, mlm_verdict
 
 
 def seed_everything(seed: int) -> None:
@@ -85,13 +86,13 @@ def check_positive(cfg, names: Sequence[str], path: str | None, *, number: bool 
             raise XlvizError(f"must be a positive {'number' if number else 'integer'}, got {v!r}", path=path, field=name)
 
 
-def make_global_batch_accelerator(mixed_precision: str = "no", grad_accum: int = 1):
+def make_global_batch_accelerator(mixed_precision: str = "no", grad_accum: int = 1, **kwargs):
     """An Accelerator whose LR scheduler steps once per optimizer step whatever the number of
     processes. (accelerate's default, ``split_batches=False``, assumes the batch grows with the
     processes and steps a prepared scheduler ``num_processes`` times per step, so with N
     processes a linear schedule would reach zero after steps / N. Here batches are global.)
     No dataloader is prepared, so ``split_batches`` changes nothing else."""
-    return make_accelerator(mixed_precision, grad_accum, dataloader_config=DataLoaderConfiguration(split_batches=True))
+    return make_accelerator(mixed_precision, grad_accum, dataloader_config=DataLoaderConfiguration(split_batches=True), **kwargs)
 
 
 class StagedRun:
@@ -107,12 +108,63 @@ class StagedRun:
     def __init__(self, config, run_dir: str | Path):
         self.cfg = config
         self.run = Run(Path(run_dir))
+        self._tracking: bool | None = None  # None: trackers not started yet; False: none (or failed)
         self.acc = self.make_accelerator()
         self.main = self.acc.is_main_process
         self.t0 = time.time()
 
     def make_accelerator(self):
-        return make_global_batch_accelerator(run_precision(self.cfg.mixed_precision), self.cfg.grad_accum)
+        return make_global_batch_accelerator(run_precision(self.cfg.mixed_precision), self.cfg.grad_accum, **self.tracker_kwargs())
+
+    # --- trackers (xlviz.training.tracking) ----------------------------------------------
+    def trackers(self) -> tuple[list[str], list[str]]:
+        """(the config's ``log_with`` trackers installed here, those that are not)."""
+        from xlviz.training.tracking import DEFAULT, available, parse_log_with
+
+        return available(parse_log_with(getattr(self.cfg, "log_with", DEFAULT)))
+
+    def tracker_kwargs(self) -> dict:
+        """``Accelerator`` arguments for the run's trackers: their files go under the run folder."""
+        names, _ = self.trackers()
+        return {"log_with": names, "project_dir": str(self.run.path)} if names else {}
+
+    def record_metric(self, metric: dict) -> None:
+        """One metrics row: to ``metrics.jsonl`` and to the run's trackers (same values). Called
+        only by the process that writes the run (stage workers send their rows to it)."""
+        self.run.log_metric(**metric)
+        if self._tracking is None:
+            self._start_tracking()
+        if self._tracking:
+            from xlviz.training.tracking import scalars
+
+            try:
+                self.acc.log(scalars(metric), step=int(metric.get("step", 0)))
+            except Exception as e:  # noqa: BLE001 - a tracker's failure must not fail the run
+                self._tracking = False
+                self.run.log(f"trackers stopped: {type(e).__name__}: {e}")
+
+    def _start_tracking(self) -> None:
+        from xlviz.training.tracking import PROJECT, flat_config
+
+        names, missing = self.trackers()
+        self._tracking = False
+        if missing:
+            self.run.log(f"tracker(s) {', '.join(missing)} not installed here: skipped (metrics.jsonl has every value)")
+        if not names or not self.main:
+            return
+        try:
+            self.acc.init_trackers(PROJECT, config=flat_config(self.cfg.to_dict()))
+            self._tracking = True
+        except Exception as e:  # noqa: BLE001
+            self.run.log(f"trackers not started: {type(e).__name__}: {e}")
+
+    def end_tracking(self) -> None:
+        if self._tracking:
+            try:
+                self.acc.end_training()
+            except Exception as e:  # noqa: BLE001
+                self.run.log(f"trackers did not close cleanly: {type(e).__name__}: {e}")
+        self._tracking = None
 
     @classmethod
     def resume(cls, run_dir: str | Path):
@@ -213,15 +265,20 @@ class StagedRun:
             print(msg, flush=True)
 
     def loop(self, stage: str, steps: int, lr: float) -> tuple[LoopConfig, Callable]:
-        """A loop config and an ``on_log`` writing metrics and progress for ``stage``."""
-        cfg = LoopConfig(steps=steps, lr=lr, grad_accum=self.cfg.grad_accum, log_every=self.cfg.log_every)
+        """A loop config and an ``on_log`` writing metrics and progress for ``stage``; the
+        config's monitor collects what the stage's verdict is judged on (:meth:`judge`)."""
+        monitor = StageMonitor()
+        self.__dict__.setdefault("_monitors", {})[stage] = monitor
+        cfg = LoopConfig(steps=steps, lr=lr, grad_accum=self.cfg.grad_accum, log_every=self.cfg.log_every,
+                         eval_every=int(getattr(self.cfg, "eval_every", 0) or 0), monitor=monitor)
 
-        def on_log(step: int, loss: float, elapsed: float) -> None:
-            metric = {"stage": stage, "step": step, "loss": round(loss, 5), "elapsed": round(elapsed, 2)}
+        def on_log(step: int, loss: float, elapsed: float, **dev: float) -> None:
+            metric = {"stage": stage, "step": step, "loss": round(loss, 5), "elapsed": round(elapsed, 2),
+                      **{k: round(float(v), 4) for k, v in dev.items()}}
             progress = {"stage": stage, "step": step, "total": steps, "elapsed": round(elapsed, 2)}
             if self._channel is not None:
                 return self.send(metric=metric, progress=progress)
-            self.run.log_metric(**metric)
+            self.record_metric(metric)
             self.run.update_status(progress=progress)
 
         return cfg, on_log
@@ -268,14 +325,50 @@ class StagedRun:
             return self.send(results=rows)
         self.run.add_results(rows)
 
+    # --- verdicts ----------------------------------------------------------------------
+    def judged_mlm(self, stage: str) -> bool:
+        """Whether ``stage``'s masked-LM loss is judged against its unigram entropy (runs
+        override: pre-training stages); other masked-LM stages record their numbers only."""
+        return False
+
+    def judge(self, stage: str) -> None:
+        """After ``stage`` ran here: the verdict of its masked-LM training, if it had one
+        (QA stages judge themselves: :meth:`add_verdict`)."""
+        monitor = self.__dict__.get("_monitors", {}).pop(stage, None)
+        if monitor is None or not monitor.mlm or not monitor.targets or monitor.final_loss() is None:
+            return
+        margin = getattr(self.cfg, "verdict_mlm_margin", MLM_MARGIN)
+        record = mlm_verdict(monitor.final_loss(), monitor.unigram_entropy(), monitor.bigram_entropy(), margin)
+        if not self.judged_mlm(stage):
+            record.update(verdict=UNJUDGED, reason=record["reason"] + "; recorded, not judged")
+        self.add_verdict(stage, record)
+
+    def add_verdict(self, stage: str, record: dict) -> None:
+        """Record ``stage``'s verdict: in ``verdicts.json`` by the run's writer, sent to it from a
+        stage worker; kept here too for ``strict``."""
+        self.__dict__.setdefault("_verdicts", {})[stage] = record
+        if not self.main:
+            return
+        if record.get("verdict") != UNJUDGED:
+            self.log(f"  {stage}: {record['verdict']} ({record.get('reason', '')})")
+        if self._channel is not None:
+            return self.send(verdict={"stage": stage, **record})
+        self.run.record_verdict(stage, record)
+
     def execute(self, stage: str, index: int) -> None:
-        """Seed and run one stage (in this process)."""
+        """Seed and run one stage (in this process), then judge it; with ``strict`` a
+        degenerate stage stops the run (not marked done: a resume re-runs it)."""
         seed_everything(self.stage_seed(stage, index))
         self._current = stage
         try:
             self.run_stage(stage)
         finally:
             self._current = None
+        self.judge(stage)
+        verdict = self.__dict__.get("_verdicts", {}).get(stage)
+        if verdict and verdict.get("verdict") == DEGENERATE and getattr(self.cfg, "strict", False):
+            raise XlvizError(f"stage {stage} is degenerate: {verdict.get('reason', '')}; strict mode stops the run here "
+                             "(change its settings in the run's config.json and resume, or run without --strict)", field="strict")
 
     # --- the run ----------------------------------------------------------------------
     def run_all(self) -> list[dict]:
@@ -311,9 +404,18 @@ class StagedRun:
                 self._log(f"completed in {time.time() - self.t0:.0f} s")
         except BaseException as e:
             state = "cancelled" if isinstance(e, KeyboardInterrupt) else "failed"
-            self._status(state=state, error=f"{type(e).__name__}: {e}")
-            self._log(f"{state}: {type(e).__name__}: {e}")
+            named = None
+            if isinstance(e, XlvizError) and e.path is None and e.field and hasattr(e, "message"):
+                # a setting found wrong mid-run (block_size past what the corpus yields): name
+                # the file that holds it, the run's config.json
+                named = XlvizError(e.message, path=self.run.config_path, field=e.field)
+            self._status(state=state, error=f"{type(e).__name__}: {named or e}")
+            self._log(f"{state}: {type(e).__name__}: {named or e}")
+            if named is not None:
+                raise named from None
             raise
+        finally:
+            self.end_tracking()
         return self.run.results()
 
 

@@ -88,6 +88,12 @@ class TransferConfig:
     mixed_precision: str = "auto"
     grad_accum: int = 1
     log_every: int = 10
+    # where metrics go besides metrics.jsonl, through accelerate's trackers: "tensorboard" (event
+    # files under <run>/tensorboard), "wandb", "mlflow", "aim", a comma list, "all" or "none"
+    log_with: str = "tensorboard"
+    # QA fine-tuning on L1 scores the model on the world's L1 dev set every eval_every steps (and
+    # at its last): dev_exact_match / dev_f1 in metrics.jsonl and the trackers; 0: never
+    eval_every: int = 300  # the demo: 2 dev scores per fine-tuning, ~3 s each on one core (~2% of its time)
     # Independent stages (the pair models, step 2 per language, the fine-tunings) run at once
     # in this many worker processes, each on cores / workers torch threads; 0: one per core (at
     # most 4), what `xlviz demo` uses. The small models here train as fast on one thread as on
@@ -95,6 +101,13 @@ class TransferConfig:
     # depend on its thread count: the same seed gives the same bytes for the same workers on
     # the same machine.
     workers: int = 1
+    # Stage verdicts (xlviz.training.verdicts; docs/methods.md, "Stage verdicts"): a pre-training
+    # stage is degenerate unless its final MLM loss is verdict_mlm_margin nats below the unigram
+    # entropy of its targets; a QA stage unless its L1 dev F1 beats the first-k-words baseline by
+    # verdict_qa_margin points. strict: stop the run at the first degenerate stage.
+    verdict_mlm_margin: float = 1.0
+    verdict_qa_margin: float = 10.0
+    strict: bool = False
     # VECO (xlviz.methods.veco): "scratch" pre-trains the cross-attention model on the world
     # from scratch; "jointpair-disjoint" starts from that system's pair model (as the paper
     # starts from XLM-R), the new cross-attention trained alone for veco_ca_steps, then
@@ -190,8 +203,19 @@ class TransferConfig:
             raise XlvizError(f"unknown model size {self.model_size!r}; choose from {list(MODEL_SIZES)}", path=path, field="model_size")
         if self.mixed_precision not in MIXED_PRECISION:
             raise XlvizError(f"choose from {list(MIXED_PRECISION)}", path=path, field="mixed_precision")
+        if isinstance(self.eval_every, bool) or not isinstance(self.eval_every, int) or self.eval_every < 0:
+            raise XlvizError(f"must be 0 (no dev scores) or a positive integer, got {self.eval_every!r}", path=path, field="eval_every")
+        from xlviz.training.tracking import parse_log_with
+
+        parse_log_with(self.log_with, path=path)
         if isinstance(self.workers, bool) or not isinstance(self.workers, int) or not 0 <= self.workers <= 64:
             raise XlvizError(f"must be an integer from 0 (one per core) to 64, got {self.workers!r}", path=path, field="workers")
+        for name in ("verdict_mlm_margin", "verdict_qa_margin"):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not -100 <= v <= 100:
+                raise XlvizError(f"must be a number from -100 to 100, got {v!r}", path=path, field=name)
+        if not isinstance(self.strict, bool):
+            raise XlvizError(f"must be true or false, got {self.strict!r}", path=path, field="strict")
         if self.doc_stride >= self.qa_max_length:
             raise XlvizError("must be smaller than qa_max_length", path=path, field="doc_stride")
         if isinstance(self.joint_vocab_size, bool) or not isinstance(self.joint_vocab_size, int) or self.joint_vocab_size < 0 \

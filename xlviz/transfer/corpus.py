@@ -256,8 +256,8 @@ def article_split(data: dict, n_train: int, seed: int) -> tuple[dict, set[str]]:
 def _streamed(blocks: Iterator[list[int]], lang: str) -> Iterator[list[int]]:
     try:
         yield from blocks
-    except ValueError as e:  # iter_blocks: corpus too small for one block
-        raise XlvizError(f"{lang} corpus: {e}", field=f"{lang}_corpus") from None
+    except ValueError as e:  # iter_blocks: corpus too small for one block (of block_size tokens)
+        raise XlvizError(f"{lang} corpus: {getattr(e, 'message', e)}", field=f"{lang}_corpus") from None
 
 
 class CorpusPipeline(StagedRun):

@@ -33,6 +33,7 @@ from xlviz.methods import method_of
 from xlviz.methods.base import PHASES, Stage, setting_of
 from xlviz.training.loop import make_accelerator, run_precision
 from xlviz.training.staged import StagedRun
+from xlviz.training.verdicts import DEGENERATE, OK, degenerate_reason, degenerate_stages, qa_verdict
 from xlviz.transfer.config import TransferConfig
 
 hf_logging.disable_progress_bar()
@@ -60,7 +61,7 @@ class Pipeline(StagedRun):
 
     def make_accelerator(self):
         # Batches here are per process (each process trains on its shard of the world's data).
-        return make_accelerator(run_precision(self.cfg.mixed_precision), self.cfg.grad_accum)
+        return make_accelerator(run_precision(self.cfg.mixed_precision), self.cfg.grad_accum, **self.tracker_kwargs())
 
     # --- plan -------------------------------------------------------------------------
     @functools.cached_property
@@ -107,6 +108,24 @@ class Pipeline(StagedRun):
         if stage.startswith("s4_") and stage[3:] in self.cfg.systems:
             return self.stage_evaluate(stage[3:])
         self._stages[stage].execute(self)
+
+    # --- verdicts ----------------------------------------------------------------------
+    def judged_mlm(self, stage: str) -> bool:
+        """Pre-training stages are judged on their MLM loss (step 2 and PPA record theirs)."""
+        return stage in self._stages and self._stages[stage].phase == "pretrain"
+
+    def judge_qa(self, stage: str, model, tokenizer) -> None:
+        """A QA model fine-tuned on the L1 training set against the trivial baseline on the
+        world's L1 dev split (:func:`first_words_baseline`); records the stage's verdict."""
+        if not self.main:
+            return
+        data = self.world.qa("dev", self.world.l1)
+        articles = self.world.articles(self.world.l1)
+        preds = predictions_to_text(predict_qa(model, tokenizer, squad_examples(data), max_length=self.cfg.qa_max_length,
+                                               doc_stride=self.cfg.doc_stride, batch_size=64, max_answer_length=self.cfg.max_answer_length))
+        f1 = evaluate_squad(data, preds, articles=articles)["f1"]
+        baseline, k = first_words_baseline(data, self.cfg.max_answer_length, articles)
+        self.add_verdict(stage, qa_verdict(f1, baseline, self.cfg.verdict_qa_margin, baseline=f"the first {k} word{'s' * (k > 1)} of the context"))
 
     # --- data only some systems may read ------------------------------------------------
     def parallel_train(self, system: str, l2: str) -> list[dict]:
@@ -157,6 +176,7 @@ class Pipeline(StagedRun):
         if not self.main:
             return
         method = method_of(system)
+        verdicts = self.run.verdicts()
         rows = []
         for lang in self.world.languages:
             encoder = method.encoder(self, system, lang)
@@ -179,13 +199,30 @@ class Pipeline(StagedRun):
                    "exact_match": round(scores["exact_match"], 4), "f1": round(scores["f1"], 4),
                    **{k: v for k, v in scores.items() if k not in ("exact_match", "f1")},
                    "exact_match_v11": round(v11["exact_match"], 4), "f1_v11": round(v11["f1"], 4), **uses}
+            bad = degenerate_stages(method.row_stages(self, system, lang), verdicts)
+            row["verdict"] = DEGENERATE if bad else OK
+            if bad:  # no result: every table shows it as degenerate and leaves it out of ratios and means
+                row["degenerate_stages"] = bad
             own = method.own_l1_model(self, system, lang)
             if own is not None:
                 row["l1_f1"] = round(self.score(*own, self.world.l1)[0]["f1"], 4)
             rows.append(row)
             self._log(f"  {system} {lang}: EM {scores['exact_match']:.1f} F1 {scores['f1']:.1f} (v1.1: EM {v11['exact_match']:.1f} F1 {v11['f1']:.1f})"
-                      + (f"; its own {self.world.l1} model: F1 {row['l1_f1']:.1f}" if "l1_f1" in row else ""))
+                      + (f"; its own {self.world.l1} model: F1 {row['l1_f1']:.1f}" if "l1_f1" in row else "")
+                      + (f"; DEGENERATE ({degenerate_reason(row)}): not a result" if bad else ""))
         self.add_results(rows)
+
+
+def first_words_baseline(data: dict, max_words: int, articles: list[str] | None = None) -> tuple[float, int]:
+    """(F1, k) of the best trivial answer "the first k words of the context", k = 1 ..
+    ``max_words``, on a SQuAD dict: what a model that never read the question scores."""
+    best = (0.0, 1)
+    for k in range(1, max(1, max_words) + 1):
+        preds = {qa["id"]: " ".join(p["context"].split()[:k]) for a in data["data"] for p in a["paragraphs"] for qa in p["qas"]}
+        f1 = evaluate_squad(data, preds, articles=articles)["f1"]
+        if f1 > best[0]:
+            best = (f1, k)
+    return best
 
 
 def run_transfer(config: TransferConfig, run_dir: str | Path) -> list[dict]:

@@ -1,9 +1,49 @@
 """Result tables: system x language EM/F1 with their intervals and the L2/L1 F1 ratio, one
-table per setting (zero-shot, translate-train, translate-test: never side by side)."""
+table per setting (zero-shot, translate-train, translate-test: never side by side). A row that
+depends on a degenerate stage (``"verdict": "degenerate"``, :mod:`xlviz.training.verdicts`) is
+no result: shown as degenerate, left out of ratios, means and standard deviations, with the
+reason."""
 
 from __future__ import annotations
 
+import math
+
+from xlviz.errors import XlvizError
 from xlviz.methods import SETTINGS, row_setting
+from xlviz.training.verdicts import degenerate_reason, is_degenerate
+
+# Scores a row must carry (a number each), and those it may carry.
+SCORES = ("exact_match", "f1")
+OPTIONAL_SCORES = ("l1_f1", "f1_v11")
+
+
+def check_score_rows(rows: list[dict], path: object = None) -> list[dict]:
+    """``rows`` if every row's scores are finite numbers, else an XlvizError naming the row and
+    field: a results.json edited by hand or written by another tool (``"f1": null``, ``"f1":
+    "12"``, a missing ``exact_match``) must not end the report in a format traceback or a
+    ``nan`` shown as a score."""
+    for i, r in enumerate(rows):
+        for key in SCORES + OPTIONAL_SCORES:
+            if key not in r:
+                if key in SCORES:
+                    raise XlvizError(f"row {i} ({r.get('system')} {r.get('language')}) has no {key}", path=path, field=f"[{i}].{key}")
+                continue
+            v = r[key]
+            if key in OPTIONAL_SCORES and v is None:
+                continue
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
+                raise XlvizError(f"row {i} ({r.get('system')} {r.get('language')}): must be a finite number, got {str(v)[:40]!r}",
+                                 path=path, field=f"[{i}].{key}")
+        pairs = r.get("parallel_pairs")
+        if pairs is not None and (isinstance(pairs, bool) or not isinstance(pairs, int) or pairs < 0):
+            raise XlvizError(f"row {i}: must be a count of pairs, got {str(pairs)[:40]!r}", path=path, field=f"[{i}].parallel_pairs")
+    return rows
+
+
+def split_degenerate(rows: list[dict]) -> tuple[list[dict], list[dict]]:
+    """(rows that are results, rows that depend on a degenerate stage)."""
+    return [r for r in rows if not is_degenerate(r)], [r for r in rows if is_degenerate(r)]
+
 
 SETTING_NOTES = {
     "zero-shot": "QA labels in L1 only; the test reads the L2 alone",
@@ -48,7 +88,7 @@ def results_table(rows: list[dict], l1: str = "en") -> str:
     model's row, else the system's L1 row). EM/F1 strip each language's own articles
     (MLQA-style); ``F1 v1.1`` is the official English-only normalisation, shown when the rows
     carry it."""
-    l1_f1 = {r["system"]: r["f1"] for r in rows if r["language"] == l1}
+    l1_f1 = {r["system"]: r["f1"] for r in rows if r["language"] == l1 and not is_degenerate(r)}
     v11 = any("f1_v11" in r for r in rows)
     w = max([20] + [len(str(r["system"])) for r in rows])
     head = (f"{'system':<{w}} {'language':<9} {'EM':>6} {'EM 95% CI':>14} {'F1':>6} {'F1 95% CI':>14} {'F1 L2/L1':>9}"
@@ -60,6 +100,9 @@ def results_table(rows: list[dict], l1: str = "en") -> str:
             lines += ([""] if lines else []) + [f"{setting}: {SETTING_NOTES[setting]}"]
         lines += [head, "-" * len(head)]
         for r in sorted(part, key=lambda r: (r["system"], r["language"] != l1, r["language"])):
+            if is_degenerate(r):  # no result: no number to read, compare or average
+                lines.append(f"{r['system']:<{w}} {r['language']:<9} {'degenerate':>23}  ({degenerate_reason(r)})")
+                continue
             base = r.get("l1_f1") or l1_f1.get(r["system"])  # pair models: the L1 score of the same model
             ratio = "" if r["language"] == l1 or not base else f"{r['f1'] / base:.2f}"
             line = (f"{r['system']:<{w}} {r['language']:<9} {r['exact_match']:>6.1f} {ci_text(r, 'exact_match'):>14} "
@@ -70,6 +113,8 @@ def results_table(rows: list[dict], l1: str = "en") -> str:
     lines.append(interval_note(rows))
     if v11:
         lines.append("EM/F1 strip each language's own articles (as MLQA does); F1 v1.1: English articles only.")
+    if any(is_degenerate(r) for r in rows):
+        lines.append("degenerate: the row's model failed to learn (its stage's verdict in verdicts.json); it is not a result.")
     return "\n".join(lines)
 
 
@@ -101,6 +146,9 @@ def seeds_table(runs: list[list[dict]], l1: str = "en", combined: dict | None = 
 
     systems: dict[str, dict] = {}
     languages: list[str] = []
+    excluded = [(i, r) for i, rows in enumerate(runs) for r in split_degenerate(rows)[1]]
+    runs = [split_degenerate(rows)[0] for rows in runs]
+    languages += list(dict.fromkeys(r["language"] for _, r in excluded))  # their columns stay, reading "—"
     for rows in runs:
         ratios = _ratios(rows, l1)
         for r in rows:
@@ -146,6 +194,9 @@ def seeds_table(runs: list[list[dict]], l1: str = "en", combined: dict | None = 
     lines.append(f"\nF1 mean ± sample standard deviation over runs; [t low, high]: 95% Student-t interval of the mean over "
                  f"runs (seeds); [seeds×paragraphs low, high]: 95% two-level bootstrap (runs resampled, then test paragraphs "
                  f"within each); in brackets the mean L2/{l1} ratio (a pair model over its own {l1} score).")
+    for i, r in excluded:
+        lines.append(f"left out: {r['system']} {r['language']} of run {i + 1} ({degenerate_reason(r)}): not a result, "
+                     "not in any mean, sd or ratio")
     return "\n".join(lines)
 
 

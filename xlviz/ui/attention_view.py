@@ -16,7 +16,6 @@ import numpy as np
 import pandas as pd
 
 from xlviz.errors import XlvizError
-from xlviz.io import read_jsonl
 
 SEGMENT_COLOURS = {0: "#0072B2", 1: "#D55E00", -1: "#888888"}
 OVERVIEW_MAX_TOKENS = 40  # thumbnails are pooled down to this many tokens per side
@@ -115,10 +114,14 @@ def read_world_pairs(path: str | Path, limit: int | None = 500) -> list[Pair]:
     path = Path(path)
     lang_a, lang_b = path.stem.split("-", 1)
     out = []
-    for i, row in enumerate(read_jsonl(path)):
+    from xlviz import confined, limits
+
+    # a run folder's file: regular, inside the run folder, bounded (xlviz.confined)
+    rows = confined.read_jsonl(path, root=path.parents[2], max_bytes=limits.METRICS_MAX_BYTES, what="parallel pairs")
+    for i, row in enumerate(rows):
         if limit is not None and i >= limit:
             break
-        if "src" not in row or "tgt" not in row:
+        if not isinstance(row, dict) or "src" not in row or "tgt" not in row:
             raise XlvizError("expected fields 'src' and 'tgt'", path=path, field=f"line {i + 1}")
         out.append(Pair(
             id=str(row.get("id", i)), lang_a=lang_a, lang_b=lang_b, text_a=row["src"], text_b=row["tgt"],

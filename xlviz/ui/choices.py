@@ -9,7 +9,6 @@ that is how the paper compares systems (a row of Table 3).
 from __future__ import annotations
 
 import glob
-import json
 import os
 import re
 from dataclasses import dataclass, field
@@ -84,20 +83,35 @@ def is_hf_model_folder(folder: Path) -> bool:
     cfg = folder / "config.json"
     if not cfg.is_file() or not any((folder / f).exists() for f in MODEL_FILES):
         return False
+    from xlviz import confined, limits
+    from xlviz.errors import XlvizError
+
     try:
-        with open(cfg, encoding="utf-8") as f:
-            return "model_type" in json.load(f)
-    except (OSError, ValueError):
+        config = confined.read_json(cfg, root=None, max_bytes=limits.RUN_JSON_MAX_BYTES, what="model config")
+    except XlvizError:
         return False
+    return isinstance(config, dict) and "model_type" in config
 
 
 def is_qa_folder(folder: Path) -> bool:
-    try:
-        with open(folder / "config.json", encoding="utf-8") as f:
-            archs = json.load(f).get("architectures") or []
-    except (OSError, ValueError):
+    archs = _architectures(folder)
+    if archs is None:
         return False
     return any("QuestionAnswering" in a for a in archs)
+
+
+def _architectures(folder: Path) -> list[str] | None:
+    """The ``architectures`` of a model folder's ``config.json`` (a regular file, bounded: a
+    FIFO or ``/dev/zero`` there must not hang the sidebar), or None when it cannot be read."""
+    from xlviz import confined, limits
+    from xlviz.errors import XlvizError
+
+    try:
+        cfg = confined.read_json(folder / "config.json", root=None, max_bytes=limits.RUN_JSON_MAX_BYTES, what="model config")
+    except XlvizError:
+        return None
+    archs = cfg.get("architectures") if isinstance(cfg, dict) else None
+    return [a for a in archs if isinstance(a, str)] if isinstance(archs, list) else []
 
 
 def run_languages(run: Run) -> list[str]:
@@ -237,18 +251,15 @@ def has_mlm_head(path: str | os.PathLike) -> bool | None:
     its config's ``architectures``: True, False, or None when it cannot tell (no architectures
     recorded). An ELECTRA ``ForPreTraining`` is a discriminator: no masked-LM head."""
     folder = Path(os.path.expanduser(str(path)))
-    config: object = None
     if folder.is_dir():
-        try:
-            with open(folder / "config.json", encoding="utf-8") as f:
-                config = json.load(f)
-        except (OSError, ValueError):
+        archs = _architectures(folder)
+        if archs is None:
             return False
     else:
         config, _ = cached_hub_config(str(path))
-    if not isinstance(config, dict):
-        return False
-    archs = config.get("architectures")
+        if config is None:
+            return False
+        archs = config.get("architectures")
     if not isinstance(archs, list) or not archs:
         return None
     return any(isinstance(a, str) and ("MaskedLM" in a or ("ForPreTraining" in a and "Electra" not in a)) for a in archs)
@@ -288,10 +299,12 @@ def cached_hub_config(repo_id: str) -> tuple[dict | None, str]:
                       "on a machine with network access (huggingface-cli download) or type a model folder")
     if not any(isinstance(w, str) for w in weights):
         return None, "in the Hugging Face cache without safetensors weights (xlviz loads safetensors only)"
-    try:
-        with open(config, encoding="utf-8") as f:
-            data = json.load(f)
-    except (OSError, ValueError) as e:
+    from xlviz import confined, limits
+    from xlviz.errors import XlvizError
+
+    try:  # bounded, a regular file: the cache is outside the app's roots, but only read
+        data = confined.read_json(config, root=None, max_bytes=limits.RUN_JSON_MAX_BYTES, what="cached model config")
+    except XlvizError as e:
         return None, f"its cached config.json cannot be read ({e})"
     if not isinstance(data, dict) or "model_type" not in data:
         return None, "its cached config.json has no model_type"
@@ -300,10 +313,16 @@ def cached_hub_config(repo_id: str) -> tuple[dict | None, str]:
 
 def check_typed(text: str) -> FolderCheck:
     """Read a typed folder's config once: does it exist, is it a model, does it have a QA or a
-    masked-LM head? A hub id must be in the local Hugging Face cache (:func:`cached_hub_config`)."""
-    folder = Path(os.path.expanduser(text.strip()))
-    looks_local = text.strip().startswith(("/", ".", "~")) or folder.exists()
-    if not looks_local:
+    masked-LM head? A hub id must be in the local Hugging Face cache (:func:`cached_hub_config`). A local path must
+    lie inside the app's roots (:mod:`xlviz.ui.paths`); a refusal does not tell whether it exists."""
+    from xlviz.errors import XlvizError
+    from xlviz.ui.paths import typed_model
+
+    try:
+        kind, local = typed_model(text)
+    except XlvizError as e:
+        return FolderCheck(False, str(e))
+    if kind == "hub":
         config, why = cached_hub_config(text.strip())
         if config is None:
             return FolderCheck(False, f"{text}: {why}")
@@ -312,15 +331,12 @@ def check_typed(text: str) -> FolderCheck:
         return FolderCheck(True, f"{text}: a hub id in the local cache, " + (" and ".join(heads) + " head" if heads
                                                                                  else "encoder only (no QA or masked-LM head)"),
                            qa=qa, mlm=mlm)
+    folder = local
     if not folder.is_dir():
         return FolderCheck(False, f"{text}: model folder not found")
     if not is_hf_model_folder(folder):
         return FolderCheck(False, f"{text}: not a model folder (needs config.json with model_type and model.safetensors)")
-    try:
-        with open(folder / "config.json", encoding="utf-8") as f:
-            archs = json.load(f).get("architectures") or []
-    except (OSError, ValueError):
-        archs = []
+    archs = _architectures(folder) or []
     qa = any("QuestionAnswering" in a for a in archs)
     mlm = any("MaskedLM" in a or "ForPreTraining" in a for a in archs)
     heads = [h for h, yes in (("question answering", qa), ("masked LM", mlm)) if yes]

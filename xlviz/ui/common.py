@@ -17,6 +17,7 @@ import streamlit as st
 
 from xlviz.errors import XlvizError
 from xlviz.ui.choices import ModelRef
+from xlviz.ui.text import md_text
 
 REPO = Path(__file__).resolve().parents[2]
 PLOTLY_CONFIG = {"displaylogo": False, "toImageButtonOptions": {"format": "png", "scale": 2}}
@@ -52,7 +53,7 @@ def guard(what: str, *, stop: bool = False) -> Iterator[None]:
     except Exception as e:  # noqa: BLE001 - the app must show a message, not a traceback
         if type(e).__module__.startswith("streamlit"):
             raise
-        st.error(f"{what}: {message_of(e)}", icon=":material/error:")
+        st.error(md_text(f"{what}: {message_of(e)}"), icon=":material/error:")  # names and paths from disk
         if stop:
             st.stop()
 
@@ -131,16 +132,7 @@ NA = "n/a"  # what a missing number reads in every table (st.dataframe's placeho
 FIGURES_KEY = "_xlviz_figures"  # title -> figure: the analyses drawn this session, for run reports
 
 
-def tidy(fig):
-    """Plot hygiene shared by every chart: titles left (clear of the toolbar at the right),
-    room for them, axis labels that grow their margins instead of being cut."""
-    title = fig.layout.title.text if fig.layout.title else None
-    if title:
-        top = fig.layout.margin.t if fig.layout.margin and fig.layout.margin.t is not None else 0
-        fig.update_layout(title=dict(x=0.01, xanchor="left"), margin=dict(t=max(top, 56)))
-    fig.update_xaxes(automargin=True)
-    fig.update_yaxes(automargin=True)
-    return fig
+from xlviz.views.figures import tidy  # noqa: E402  (shared with the notebook API)
 
 
 def plotly(fig, *, key: str | None = None, export: bool = True) -> None:

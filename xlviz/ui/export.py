@@ -103,7 +103,10 @@ def run_report_html(run, figures: dict[str, object] | None = None) -> str:
              f"<p>State: {html.escape(str(status.get('state', '?')))} · stages done: "
              f"{html.escape(', '.join(status.get('stages_done') or []) or 'none')}</p>"]
     figs: list[tuple[str, object]] = []
-    loss = loss_figure(run.metrics(all_attempts=True))
+    try:
+        loss = loss_figure(run.metrics(all_attempts=True))
+    except XlvizError:  # unreadable metrics (xlviz.confined): the report goes without the curve
+        loss = None
     if loss is not None:
         figs.append(("Training loss", loss))
     results = results_frame([run])

@@ -8,7 +8,6 @@ Scores use the official SQuAD v1.1 metric from :mod:`xlviz.evaluation.squad_metr
 from __future__ import annotations
 
 import hashlib
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Mapping
@@ -213,8 +212,10 @@ def run_decoding(model_path: str | Path, max_positions: int | None = None) -> De
     cfg: dict = {}
     if run is not None:
         try:
-            cfg = json.loads((run / "config.json").read_text(encoding="utf-8"))
-        except (OSError, ValueError):
+            from xlviz.runs import Run
+
+            cfg = Run(run).config()  # confined, regular, bounded (xlviz.confined)
+        except XlvizError:
             cfg = {}
     if isinstance(cfg, dict) and isinstance(cfg.get("qa_max_length"), int):
         length = int(cfg["qa_max_length"])
@@ -241,10 +242,10 @@ def saved_predictions_file(model_path: str | Path, data_file: str | Path) -> Pat
 
 def read_saved_predictions(path: str | Path, ids: Iterable[str]) -> dict[str, dict]:
     """The run's ``{id: text}`` predictions in ``predict_qa``'s shape (spans found by text)."""
-    try:
-        raw = json.loads(Path(path).read_text(encoding="utf-8"))
-    except (OSError, ValueError) as e:
-        raise XlvizError(f"cannot read saved predictions: {e}", path=path) from None
+    from xlviz import confined, limits
+
+    path = Path(path)
+    raw = confined.read_json(path, root=path.parent.parent, max_bytes=limits.METRICS_MAX_BYTES, what="saved predictions")
     if not isinstance(raw, dict):
         raise XlvizError("saved predictions must be a JSON object {id: answer text}", path=path)
     return {qid: {"text": str(raw[qid]), "start": None, "end": None, "score": None} for qid in ids if qid in raw}

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import datetime as _dt
 import json
+import math
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -17,6 +18,7 @@ from xlviz.data.typology import PRESETS, parse_languages
 from xlviz.methods import method_of, methods, resolve
 from xlviz.names import check_code
 from xlviz.runs import Run
+from xlviz.training.verdicts import DEGENERATE, is_degenerate
 from xlviz.ui.choices import config_value
 
 MODEL_SIZES = ("tiny", "small", "medium")
@@ -96,6 +98,34 @@ class TransferForm:
         ]
 
 
+def prepare_run(form: TransferForm, root: str | Path, name: str = "") -> tuple[Path, list[str]]:
+    """The run folder and ``xlviz transfer`` arguments for the Runs form, after every check the
+    CLI will make: the form's ranges, the run name (:func:`xlviz.names.check_name`, the CLI's
+    own rule) and the whole config as the CLI builds it from these arguments. Why: the form
+    said "Started" for a name the CLI then refused, leaving a failed folder behind. Nothing is
+    created unless everything passes; then a fresh folder for an unnamed run."""
+    from xlviz.cli import build_parser
+    from xlviz.commands.transfer import build_config
+    from xlviz.names import check_name, check_run_dir
+    from xlviz.runs import new_run_path
+
+    form.validate()
+    root = Path(root)
+    name = name.strip()
+    if name:
+        check_name(name, field="name", what="run name")
+        run_dir = check_run_dir(root / name, root)
+        if run_dir.exists():
+            raise XlvizError(f"a run named {name!r} already exists; pick another name", field="name")
+    try:
+        args = build_parser().parse_args(form.argv(root / (name or "transfer")))
+    except SystemExit:
+        raise XlvizError("the form's settings are not valid xlviz transfer arguments", field="form") from None
+    build_config(args)  # the CLI's validation of the whole config: one line naming the field
+    run_dir = root / name if name else new_run_path(root, "transfer")
+    return run_dir, form.argv(run_dir)
+
+
 def _parse_time(value) -> _dt.datetime | None:
     if not isinstance(value, str):
         return None
@@ -104,6 +134,28 @@ def _parse_time(value) -> _dt.datetime | None:
     except ValueError:
         return None
     return t if t.tzinfo else t.replace(tzinfo=_dt.timezone.utc)
+
+
+def _number(value: object) -> float | None:
+    """``value`` as a finite float if it is a JSON number (not a boolean), else None: a
+    status.json edited by hand or by another tool must not break the page."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    value = float(value)
+    return value if math.isfinite(value) else None
+
+
+def progress_problem(status: dict) -> str | None:
+    """What in ``status["progress"]`` is not a number and so cannot be drawn, else None."""
+    p = status.get("progress")
+    if p is None:
+        return None
+    if isinstance(p, dict):
+        for key in ("fraction", "step", "done", "total"):
+            if key in p and _number(p[key]) is None:
+                return f"field 'progress.{key}' must be a number, got {str(p[key])[:40]}"
+        return None
+    return None if _number(p) is not None else f"field 'progress' must be a number or an object, got {str(p)[:40]}"
 
 
 def _progress_fraction(status: dict) -> float | None:
@@ -116,10 +168,11 @@ def _progress_fraction(status: dict) -> float | None:
     inner = None
     if isinstance(p, dict):
         if "fraction" in p:
-            inner = float(p["fraction"])
-        elif p.get("total") and (p.get("stage") in (None, status.get("stage"))):
-            inner = float(p.get("step", p.get("done", 0))) / float(p["total"])
-    elif isinstance(p, (int, float)) and not isinstance(p, bool):
+            inner = _number(p["fraction"])
+        elif (total := _number(p.get("total"))) and (p.get("stage") in (None, status.get("stage"))):
+            step = _number(p.get("step", p.get("done", 0)))
+            inner = None if step is None else step / total
+    elif _number(p) is not None:
         inner = float(p) / 100.0 if 1.0 < float(p) <= 100.0 else float(p)
         if "n_stages" not in status:
             return min(max(inner, 0.0), 1.0)
@@ -138,6 +191,7 @@ class Progress:
     left_s: float | None
     stage: str | None
     text: str
+    problem: str | None = None  # status.json's progress could not be read (shown, not raised)
 
 
 def stage_text(status: dict, state: str | None) -> str:
@@ -179,7 +233,9 @@ def run_progress(run: Run, state: str | None = None, now: _dt.datetime | None = 
         bits.append(f"{format_duration(elapsed)} elapsed")
     if left is not None:
         bits.append(f"about {format_duration(left)} left")
-    return Progress(frac, elapsed, left, stage, " · ".join(bits))
+    problem = progress_problem(status)
+    return Progress(frac, elapsed, left, stage, " · ".join(bits),
+                    f"{run.status_path}: {problem}" if problem else None)
 
 
 def format_duration(seconds: float) -> str:
@@ -246,6 +302,8 @@ def run_table(runs: list[Run]) -> pd.DataFrame:
             "best L2 F1, L2 labels": _best_l2_f1(results, l1_language(run), l2_labels=True),
             "best L2 F1, translate-test": _best_l2_f1(results, l1_language(run), l2_labels=True, setting=TRANSLATE_TEST),
             "tags": tags,
+            # rows of degenerate stages are no result: counted here, never in the best F1
+            "degenerate rows": sum(1 for r in results if is_degenerate(r)),
             "updated": status.get("updated", ""),
         }
         rows.append(row)
@@ -259,7 +317,25 @@ SETTINGS = (ZERO_SHOT, TRANSLATE_TRAIN, TRANSLATE_TEST)
 SETTING_NOTES = {ZERO_SHOT: "QA labels in L1 only", TRANSLATE_TRAIN: "trained on QA labels in the L2: a ceiling, not a transfer result",
                  TRANSLATE_TEST: "reads each L2 test context with its gold L1 translation: comparable with neither other setting"}
 CI_COLUMNS = ["exact_match_ci_low", "exact_match_ci_high", "f1_ci_low", "f1_ci_high", "n_paragraphs", "n_questions"]
-RESULT_COLUMNS = ["run", "setting", "system", "language", "exact_match", "f1", "parallel_pairs", "l1_f1", "l1", *CI_COLUMNS]
+RESULT_COLUMNS = ["run", "setting", "system", "language", "exact_match", "f1", "parallel_pairs", "l1_f1", "l1", "verdict", *CI_COLUMNS]
+
+
+def with_degenerate(table: pd.DataFrame, cells: list[tuple[object, str]]) -> pd.DataFrame:
+    """``table`` with the given (index, column) cells reading "degenerate" instead of a
+    number: a row that depends on a degenerate stage is no result (xlviz.training.verdicts).
+    The columns touched become text (one decimal, n/a left empty)."""
+    if not cells:
+        return table
+    out = table.copy()
+    for col in dict.fromkeys(c for _, c in cells):
+        if col in out:
+            out[col] = pd.Series([None if v is None or (isinstance(v, float) and pd.isna(v)) else
+                                  f"{v:.1f}" if isinstance(v, (int, float)) and not isinstance(v, bool) else str(v)
+                                  for v in out[col].tolist()], index=out.index, dtype=object)
+    for idx, col in cells:
+        if col in out:
+            out.at[idx, col] = DEGENERATE
+    return out
 
 
 def setting_of(row: dict) -> str:
@@ -291,7 +367,8 @@ def _best_l2_f1(results: list[dict], l1: str, *, l2_labels: bool, setting: str |
     (:func:`is_upper_bound`) are left out: the best *transfer* result, not the oracle's."""
     want = setting or (TRANSLATE_TRAIN if l2_labels else ZERO_SHOT)
     f1s = [float(r["f1"]) for r in results if r.get("language") != l1 and isinstance(r.get("f1"), (int, float))
-           and setting_of(r) == want and not is_upper_bound(str(r.get("system")))]
+           and setting_of(r) == want and not is_degenerate(r)  # a degenerate row is no result
+           and not is_upper_bound(str(r.get("system")))]
     return max(f1s, default=None)
 
 
@@ -312,7 +389,7 @@ def results_frame(runs: list[Run]) -> pd.DataFrame:
             rows.append({"run": run.name, "setting": setting_of(r), "system": r.get("system"), "language": r.get("language"),
                          "exact_match": r.get("exact_match"), "f1": r.get("f1"),
                          "parallel_pairs": int(pairs) if isinstance(pairs, (int, float)) else 0,
-                         "l1_f1": r.get("l1_f1"), "l1": l1,
+                         "l1_f1": r.get("l1_f1"), "l1": l1, "verdict": DEGENERATE if is_degenerate(r) else None,
                          **{k: r.get(k) if isinstance(r.get(k), (int, float)) else None for k in CI_COLUMNS}})
     return pd.DataFrame(rows, columns=RESULT_COLUMNS)
 
@@ -331,10 +408,12 @@ def results_by_setting(table: pd.DataFrame, languages: list[str],
         if sub.empty:
             continue
         parts = []
+        bad = sub["verdict"] == DEGENERATE if "verdict" in sub else pd.Series(False, index=sub.index)
         for metric in metrics:
             lo, hi = (sub[c] if c in sub else pd.Series([None] * len(sub), index=sub.index)
                       for c in (f"{metric}_ci_low", f"{metric}_ci_high"))
-            cells = sub.assign(cell=[with_interval(v, a, b) for v, a, b in zip(sub[metric], lo, hi)])
+            # a row that depends on a degenerate stage is no result: "degenerate", not its number
+            cells = sub.assign(cell=[DEGENERATE if x else with_interval(v, a, b) for v, a, b, x in zip(sub[metric], lo, hi, bad)])
             part = cells.pivot_table(index="system", columns="language", values="cell", aggfunc="first")
             part = part.reindex(index=list(dict.fromkeys(sub["system"])),
                                 columns=[l for l in languages if l in part.columns] + [l for l in part.columns if l not in languages])
@@ -377,6 +456,15 @@ def compare_table(long: pd.DataFrame) -> pd.DataFrame:
     wide = wide.round(1).reset_index()
     order = {s: i for i, s in enumerate(SETTINGS)}
     wide = wide.sort_values("setting", key=lambda c: c.map(lambda v: order.get(v, len(order))), kind="stable")
+    # rows of degenerate stages: no number, no ratio (blanked here, labelled at the end)
+    degenerate: list[tuple[object, str]] = []
+    if "verdict" in long:
+        for _, bad in long[long["verdict"] == DEGENERATE].iterrows():
+            match = wide.index[(wide["setting"] == bad["setting"]) & (wide["run"] == bad["run"]) & (wide["system"] == bad["system"])]
+            for idx in match:
+                for metric in ("EM", "F1"):
+                    wide.loc[idx, f"{metric} {bad['language']}"] = float("nan")
+                    degenerate.append((idx, f"{metric} {bad['language']}"))
     if "f1_ci_low" in long:  # every score beside its 95% interval (one run's paragraph bootstrap)
         cis = {tuple(r[k] for k in keys + ["language"]): r for r in long.to_dict("records")}
         for metric, name in (("exact_match", "EM"), ("f1", "F1")):
@@ -387,7 +475,8 @@ def compare_table(long: pd.DataFrame) -> pd.DataFrame:
                 cells = []
                 for _, row in wide.iterrows():
                     r = cis.get(tuple(row[k] for k in keys) + (lang,))
-                    cells.append("" if r is None else with_interval(r[metric], r[f"{metric}_ci_low"], r[f"{metric}_ci_high"]))
+                    cells.append("" if r is None or r.get("verdict") == DEGENERATE
+                                 else with_interval(r[metric], r[f"{metric}_ci_low"], r[f"{metric}_ci_high"]))
                 wide.insert(wide.columns.get_loc(col) + 1, f"{col} [95% CI]", cells)
     if "parallel_pairs" in long:
         pairs = long.groupby(keys)["parallel_pairs"].max()
@@ -406,7 +495,7 @@ def compare_table(long: pd.DataFrame) -> pd.DataFrame:
                     den = mine if isinstance(mine, (int, float)) and pd.notna(mine) else den
                 ratio.append(round(100.0 * num / den, 1) if pd.notna(num) and pd.notna(den) and den else None)
             wide[f"F1 {lang}/L1 (%)"] = pd.array(ratio, dtype="Float64").astype(float)
-    return wide.reset_index(drop=True)
+    return with_degenerate(wide, degenerate).reset_index(drop=True)
 
 
 CSV_FIELDS = ("metric", "setting")
@@ -421,10 +510,13 @@ def compare_figure(long: pd.DataFrame, colours: dict[str, str] | None = None):
     from xlviz.ui.colours import colour_map
 
     ids = ["run", "system", "language"] + (["setting"] if "setting" in long else [])
+    from xlviz.ui.text import plot_text
+
     df = long.melt(id_vars=ids, value_vars=["exact_match", "f1"], var_name="metric", value_name="score")
     df["metric"] = df["metric"].map({"exact_match": "EM", "f1": "F1"})
-    df["system"] = df["system"].astype(str)
-    colours = {**colour_map(df["system"]), **(colours or {})}
+    for col in ("run", "system", "language"):  # names from results.json and folder names: plotly renders <a href>
+        df[col] = df[col].map(plot_text)
+    colours = {**colour_map(df["system"]), **{plot_text(k): v for k, v in (colours or {}).items()}}
     two = "setting" in df and df["setting"].nunique() > 1
     fig = px.bar(df, x="language", y="score", color="system", pattern_shape="run", barmode="group", facet_col="metric",
                  facet_row="setting" if two else None, range_y=[0, 100], labels={"score": "score (%)", "setting": ""},
@@ -463,6 +555,9 @@ def loss_figure(metrics: list[dict]):
     df = pd.DataFrame([m for m in metrics if "loss" in m and "step" in m and "stage" in m])
     if df.empty:
         return None
+    from xlviz.ui.text import plot_text
+
+    df["stage"] = df["stage"].map(plot_text)  # stage names from metrics.jsonl: plotly renders <a href>
     df = with_attempts(df)
     stages = list(dict.fromkeys(df["stage"]))
     wrap = min(3, len(stages))
@@ -522,6 +617,8 @@ def overlay_figure(curves: pd.DataFrame, *, x: str = "step", smoothing: float = 
     import plotly.graph_objects as go
     from plotly.colors import qualitative
 
+    from xlviz.ui.text import plot_text
+
     fig = go.Figure()
     runs = list(dict.fromkeys(curves["run"]))
     stages = list(dict.fromkeys(curves["stage"]))
@@ -531,7 +628,7 @@ def overlay_figure(curves: pd.DataFrame, *, x: str = "step", smoothing: float = 
         colour = palette[runs.index(run) % len(palette)]
         i = stages.index(stage)
         n = last[(run, stage)]
-        name = f"{run} · {stage}" + (f" (attempt {attempt + 1} of {n + 1})" if n else "")
+        name = f"{plot_text(run)} · {plot_text(stage)}" + (f" (attempt {attempt + 1} of {n + 1})" if n else "")
         earlier = attempt < n
         symbol = SYMBOLS[(i // len(DASHES)) % len(SYMBOLS)]
         xs = g[x].tolist()
@@ -634,6 +731,8 @@ def seed_summary(long: pd.DataFrame, groups: list[list[str]]) -> pd.DataFrame:
     rows = []
     if "setting" not in long:
         long = long.assign(setting=ZERO_SHOT)
+    if "verdict" in long:  # a degenerate row is no result: never in a mean or sd
+        long = long[long["verdict"] != DEGENERATE]
     for group in groups:
         sub = long[long["run"].isin(group)]
         for (setting, system, lang), g in sub.groupby(["setting", "system", "language"], sort=False):
@@ -675,6 +774,32 @@ def all_runs(root=None) -> list[Run]:
         return 0.0
 
     return sorted(out, key=mtime, reverse=True)
+
+
+def export_degenerate(run_name: str | None, system: str | None, root=None) -> dict[str, list[str]]:
+    """``{language: degenerate stages}`` of a run's exported system: the languages whose row
+    depends on a degenerate stage (empty for models that are not a run's)."""
+    from xlviz.runs import checkpoints_root
+
+    if not run_name or not system:
+        return {}
+    try:
+        rows = Run(checkpoints_root(root) / run_name).results()
+    except XlvizError:
+        return {}
+    return {str(r["language"]): [str(s) for s in r.get("degenerate_stages") or []] for r in rows
+            if r.get("system") == system and is_degenerate(r)}
+
+
+def stage_verdicts(run: Run) -> pd.DataFrame:
+    """One row per judged stage: verdict and the numbers it was judged on (Runs live view)."""
+    try:
+        verdicts = run.verdicts()
+    except XlvizError:
+        verdicts = {}
+    rows = [{"stage": stage, "verdict": str(v.get("verdict", "")), "why": str(v.get("reason", ""))}
+            for stage, v in verdicts.items() if v.get("verdict") != "unjudged"]
+    return pd.DataFrame(rows, columns=["stage", "verdict", "why"])
 
 
 def export_setting(run_name: str | None, system: str | None, root=None) -> tuple[str | None, int]:

@@ -16,6 +16,7 @@ from xlviz.runs import checkpoints_root, list_runs
 from xlviz.ui.choices import ModelChoice, check_typed, discover_models, folder_choice, qa_files, run_languages, with_aliases
 from xlviz.ui.common import shared_data_dir
 from xlviz.ui.state import url_state, write_url
+from xlviz.ui.text import md_text
 
 MODELS_KEY = "xlviz_models"
 TYPED_KEY = "xlviz_typed_models"
@@ -122,7 +123,7 @@ def render() -> Selection:
             st.button("Add model", on_click=_add_typed, key="xlviz_add_model")
             check = st.session_state.get(TYPED_CHECK_KEY)
             if check is not None:
-                (st.caption if check.ok else st.error)(check.message)
+                (st.caption if check.ok else st.error)(md_text(check.message))
         st.multiselect(
             "Languages",
             lang_options,
@@ -132,7 +133,7 @@ def render() -> Selection:
             "Attention page. Type a code to add one.",
         )
         root = checkpoints_root()
-        st.caption(f"Runs folder: `{_display(root)}`")
+        st.caption("Runs folder: " + md_text(_display(root)))
 
     write_url((MODELS_KEY, LANGS_KEY))
     selection = Selection(

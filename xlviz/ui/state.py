@@ -61,3 +61,20 @@ def write_url(keys: Iterable[str]) -> None:
                 st.query_params[k] = text
         elif k in st.query_params:
             del st.query_params[k]
+
+
+def checked_int(key: str, lo: int, hi: int, default: int) -> str | None:
+    """Put an integer from ``lo`` to ``hi`` in ``st.session_state[key]`` (for a number input)
+    before its widget is drawn. A value restored from the URL may be anything (``?xq_limit=abc``,
+    a list): it is replaced by ``default`` and the reason returned for the page to show,
+    instead of a ValueError traceback; an integer out of range is quietly reset (the data changed)."""
+    value = st.session_state.get(key, default)
+    problem = None
+    if isinstance(value, bool) or not isinstance(value, int):
+        problem = f"URL parameter '{key}' must be a whole number, got {str(value)[:40]!r}; using {default}"
+        value = default
+    if not lo <= value <= hi:
+        value = default
+    st.session_state[key] = value
+    return problem
+

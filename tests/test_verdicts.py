@@ -1,0 +1,332 @@
+"""Stage verdicts and the NaN-loss stop: the entropy arithmetic on hand-computed values, the
+thresholds, a loss that turns NaN, and a planted degenerate stage (a pair model trained at a
+learning rate of zero) refused by every consumer: results.json, the CLI table, ``xlviz
+report``, the Runs and XQuAD pages, ``--strict``."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import pytest
+import torch
+
+from xlviz.cli import main as cli
+from xlviz.errors import XlvizError
+from xlviz.runs import Run
+from xlviz.training.verdicts import StageMonitor, conditional_entropy, entropy, mlm_verdict, qa_verdict
+
+LN2 = math.log(2)
+APP = str(Path(__file__).resolve().parent.parent / "app.py")
+
+
+# --------------------------------------------------------------------------- arithmetic
+def test_entropy_of_hand_counted_tokens():
+    # tokens a a b c: p = 1/2, 1/4, 1/4 -> H = 1/2 ln 2 + 2 * 1/4 ln 4 = 1.5 ln 2
+    assert entropy([2, 1, 1]) == pytest.approx(1.5 * LN2)
+    assert entropy([5]) == 0.0
+    assert entropy([3, 0, 3]) == pytest.approx(LN2)  # zeros ignored
+    assert math.isnan(entropy([]))
+    # H(Y|X): x=0 -> y in {1, 2} equally (ln 2), x=1 -> always y=3 (0); p(x=0) = 1/2
+    assert conditional_entropy({(0, 1): 1, (0, 2): 1, (1, 3): 2}) == pytest.approx(0.5 * LN2)
+
+
+def test_monitor_counts_targets_and_their_left_neighbours():
+    # one block [CLS] 7 8 7 9 [SEP]; targets at positions 2, 3, 4 (labels 8, 7, 9), inputs masked there
+    ids = torch.tensor([[2, 7, 4, 4, 9, 3]])
+    labels = torch.tensor([[-100, -100, 8, 7, 9, -100]])
+    m = StageMonitor()
+    m.batch({"input_ids": ids, "labels": labels})
+    m.batch({"input_ids": torch.tensor([[2, 8, 4, 3]]), "labels": torch.tensor([[-100, -100, 8, -100]])})
+    assert m.mlm and m.targets == 4
+    # targets 8, 7, 9, 8: p = 1/2, 1/4, 1/4
+    assert m.unigram_entropy() == pytest.approx(1.5 * LN2)
+    # (previous original token, target): (7, 8), (8, 7), (7, 9), (8, 8): x=7 -> {8, 9}, x=8 -> {7, 8}
+    assert m.bigram_entropy() == pytest.approx(LN2)
+    m.losses = [5.0] * 10 + [3.0] * 10  # the last tenth: 2 steps
+    assert m.final_loss() == pytest.approx(3.0)
+    m.batch({"input_ids": ids, "start_positions": torch.tensor([1])})
+    assert not m.mlm  # a QA batch: the stage is no masked-LM stage
+
+
+def test_monitor_entropy_per_language_group():
+    # ids 5-6 are language 0, 7-8 language 1; each row uses one language, each target uniform
+    # over its language's two tokens: H(T | language) = ln 2, the mixture's unigram entropy ln 4
+    m = StageMonitor()
+    m.id_groups = torch.tensor([-1, -1, -1, -1, -1, 0, 0, 1, 1])
+    m.batch({"input_ids": torch.tensor([[2, 4, 4, 3], [2, 4, 4, 3]]),
+             "labels": torch.tensor([[-100, 5, 6, -100], [-100, 7, 8, -100]])})
+    assert m.unigram_entropy() == pytest.approx(LN2)
+    m.id_groups = None
+    m2 = StageMonitor()
+    m2.batch({"input_ids": torch.tensor([[2, 4, 4, 3], [2, 4, 4, 3]]),
+              "labels": torch.tensor([[-100, 5, 6, -100], [-100, 7, 8, -100]])})
+    assert m2.unigram_entropy() == pytest.approx(2 * LN2)
+
+
+def test_verdict_thresholds():
+    assert mlm_verdict(2.9, 4.0, 1.8, margin=1.0)["verdict"] == "ok"
+    assert mlm_verdict(3.0, 4.0, 1.8, margin=1.0)["verdict"] == "ok"  # exactly the margin
+    bad = mlm_verdict(3.7, 4.01, 1.75, margin=1.0)  # the plateau of docs/world.md
+    assert bad["verdict"] == "degenerate" and bad["unigram_entropy"] == 4.01 and "0.310 nats below" in bad["reason"]
+    assert "above" in mlm_verdict(4.5, 4.0, 1.8)["reason"]
+    assert mlm_verdict(float("nan"), 4.0, 1.8)["verdict"] == "degenerate"
+    assert qa_verdict(30.0, 15.0, margin=10)["verdict"] == "ok"
+    assert qa_verdict(24.9, 15.0, margin=10)["verdict"] == "degenerate"
+    assert qa_verdict(float("nan"), 0.0, margin=-100)["verdict"] == "degenerate"
+
+
+def test_first_words_baseline_is_the_best_k():
+    from xlviz.transfer.pipeline import first_words_baseline
+
+    data = {"data": [{"paragraphs": [
+        {"context": "red fox jumps high", "qas": [{"id": "a", "question": "who?", "answers": [{"text": "red fox", "answer_start": 0}]},
+                                                 {"id": "b", "question": "how?", "answers": [{"text": "high", "answer_start": 14}]}]}]}]}
+    # k=1: "red" -> F1 2/3 and 0 -> 33.3; k=2: "red fox" -> 100 and 0 -> 50; k=3: 80 and 0 -> 40;
+    # k=4: the whole context -> 2/3 (against "red fox") and 2/5 (against "high") -> 53.3
+    f1, k = first_words_baseline(data, 3)
+    assert (k, f1) == (2, pytest.approx(50.0))
+    f1, k = first_words_baseline(data, 4)
+    assert (k, f1) == (4, pytest.approx(100 * (2 / 3 + 2 / 5) / 2))
+
+
+# --------------------------------------------------------------------------- tiny runs
+TINY = {
+    "model_size": "tiny", "vocab_size": 200, "batch_size": 8, "mlm_batch_size": 32, "pretrain_steps": 40, "transfer_steps": 4,
+    "finetune_steps": 6, "log_every": 5, "mixed_precision": "no", "methods": ["jointpair-disjoint"],
+    # Judged at the test's budget: 40 steps bring a pair model from ln(~400) ~ 6.0 to within
+    # ~0.9 nats of the unigram entropy (3.9); at lr 0 it stays at ~6.0. A real run's margin is
+    # +1.0 (at least 1 nat below). The QA check is tested on numbers above (6 steps learn no QA).
+    "verdict_mlm_margin": -1.5, "verdict_qa_margin": -100.0,
+    "world": {"corpus_documents": 120, "qa_train_paragraphs": 20, "qa_dev_paragraphs": 3, "qa_test_paragraphs": 4,
+              "parallel_pairs": 20, "agreement_pairs": 9, "sense_pairs": 6},
+}
+PLANTED = "s1_jointpair-disjoint-sov"
+
+
+def write_config(path: Path, **overrides) -> Path:
+    cfg = json.loads(json.dumps(TINY))
+    cfg.update(overrides)
+    path.write_text(json.dumps(cfg))
+    return path
+
+
+def plant_zero_lr(monkeypatch, stage: str = PLANTED) -> None:
+    """Train ``stage`` at a learning rate of zero (every other stage as configured)."""
+    from xlviz.training.staged import StagedRun
+
+    real = StagedRun.loop
+
+    def loop(self, name, steps, lr):
+        return real(self, name, steps, 0.0 if name == stage else lr)
+
+    monkeypatch.setattr(StagedRun, "loop", loop)
+
+
+@pytest.fixture(scope="module")
+def planted_run(tmp_path_factory) -> Run:
+    mp = pytest.MonkeyPatch()
+    try:
+        root = tmp_path_factory.mktemp("verdicts")
+        plant_zero_lr(mp)
+        config = write_config(root / "tiny.json")
+        assert cli(["transfer", "--config", str(config), "--run-dir", str(root / "checkpoints" / "planted")]) == 0
+    finally:
+        mp.undo()
+    return Run(root / "checkpoints" / "planted")
+
+
+@pytest.mark.slow
+def test_planted_stage_is_degenerate_and_its_healthy_twin_ok(planted_run):
+    v = planted_run.verdicts()
+    bad, good = v[PLANTED], v["s1_jointpair-disjoint-svo"]
+    assert bad["verdict"] == "degenerate" and good["verdict"] == "ok", (bad, good)
+    assert bad["loss"] > good["loss"] + 1.0  # lr 0 stays near ln(vocabulary); the twin learned
+    for rec in (bad, good):
+        assert 0 < rec["bigram_entropy"] < rec["unigram_entropy"] < rec["loss"] + 3
+    assert v["s3_jointpair-disjoint-svo"]["kind"] == "qa" and "dev_f1" in v["s3_jointpair-disjoint-svo"]
+    rows = {r["language"]: r for r in planted_run.results()}
+    assert rows["sov"]["verdict"] == "degenerate" and rows["sov"]["degenerate_stages"] == [PLANTED]
+    assert rows["en"]["verdict"] == "ok" and rows["svo"]["verdict"] == "ok"  # the svo pair model scores en and svo
+    assert "DEGENERATE" in planted_run.log_tail(200)
+
+
+@pytest.mark.slow
+def test_report_refuses_degenerate_rows(planted_run, capsys):
+    from xlviz.transfer.report import results_table
+
+    table = results_table(planted_run.results())
+    sov = next(line for line in table.splitlines() if " sov " in line)
+    assert "degenerate" in sov and PLANTED in sov and not any(c.isdigit() for c in sov.split("(")[0].replace("jointpair", ""))
+    assert cli(["report", str(planted_run.path), str(planted_run.path)]) == 0
+    out = capsys.readouterr().out
+    head = [c.strip() for c in out.splitlines()[0].strip().strip("|").split("|")]
+    cells = [c.strip() for c in next(l for l in out.splitlines() if l.startswith("| jointpair-disjoint")).strip().strip("|").split("|")]
+    assert cells[head.index("sov")] == "—" and cells[head.index("svo")] != "—"  # no mean of the degenerate rows
+    assert out.count("left out: jointpair-disjoint sov") == 2 and PLANTED in out
+
+
+@pytest.mark.slow
+def test_app_pages_show_degenerate_not_a_number(planted_run, monkeypatch):
+    from streamlit.testing.v1 import AppTest
+
+    monkeypatch.setenv("XLVIZ_CHECKPOINTS", str(planted_run.path.parent))
+    at = AppTest.from_file(APP, default_timeout=120).run()
+    assert not at.exception
+    home = at.dataframe[0].value
+    assert int(home.loc[home["run"] == "planted", "degenerate rows"].iloc[0]) == 1
+    at.switch_page("pages/runs.py").run()
+    assert not at.exception, [e.message for e in at.exception]
+    verdicts = next(d.value for d in at.dataframe if "verdict" in d.value.columns and "why" in d.value.columns)
+    assert dict(zip(verdicts["stage"], verdicts["verdict"]))[PLANTED] == "degenerate"
+    results = next(d.value for d in at.dataframe if "sov" in d.value.columns and "parallel pairs" in d.value.columns)
+    assert results.loc["jointpair-disjoint", "sov"] == "degenerate"
+    assert results.loc["jointpair-disjoint", "svo"] not in ("degenerate", None)
+    at = AppTest.from_file(APP, default_timeout=120)
+    at.session_state["xlviz_models"] = ["run:planted:export:jointpair-disjoint"]
+    at.session_state["xlviz_languages"] = ["en", "svo", "sov"]
+    at.run()
+    at.switch_page("pages/xquad.py").run()
+    assert not at.exception, [e.message for e in at.exception]
+    f1 = next(d.value for d in at.dataframe if "sov" in getattr(d.value, "columns", []))
+    assert (f1["sov"] == "degenerate").all() and not (f1["svo"] == "degenerate").any()
+
+
+def test_compare_table_blanks_ratio_and_mean_of_degenerate_rows():
+    import pandas as pd
+
+    from xlviz.ui.runs_view import compare_table, seed_summary
+
+    long = pd.DataFrame([
+        {"run": r, "setting": "zero-shot", "system": "s", "language": lang, "exact_match": f1 - 5, "f1": f1, "parallel_pairs": 0,
+         "l1_f1": None, "l1": "en", "verdict": "degenerate" if (r, lang) == ("b", "sov") else None}
+        for r, lang, f1 in [("a", "en", 80.0), ("a", "sov", 40.0), ("b", "en", 70.0), ("b", "sov", 69.0)]])
+    wide = compare_table(long).set_index("run")
+    assert wide.loc["b", "F1 sov"] == "degenerate" and wide.loc["b", "EM sov"] == "degenerate"
+    assert pd.isna(wide.loc["b", "F1 sov/L1 (%)"]) and wide.loc["a", "F1 sov/L1 (%)"] == pytest.approx(50.0)
+    summary = seed_summary(long, [["a", "b"]]).set_index("language")
+    assert summary.loc["sov", "n"] == 1 and summary.loc["sov", "F1 mean"] == pytest.approx(40.0)
+
+
+# --------------------------------------------------------------------------- NaN and strict
+def test_loop_stops_at_the_first_non_finite_loss():
+    from xlviz.training.loop import LoopConfig, NonFiniteLoss, make_accelerator, train
+
+    class Blows(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.w = torch.nn.Parameter(torch.ones(2))
+            self.calls = 0
+
+        def forward(self, x):
+            self.calls += 1
+            return (self.w * x).sum() * (float("nan") if self.calls == 4 else 1.0)
+
+    module = Blows()
+    batches = iter(lambda: {"x": torch.ones(2)}, None)
+    with pytest.raises(NonFiniteLoss, match=r"stage s1_x: the loss became nan at step 4 of 10 \(learning rate 0.5\)"):
+        train(module, batches, LoopConfig(steps=10, lr=0.5), make_accelerator("no"), desc="s1_x")
+    assert module.calls == 4 and bool(torch.isfinite(module.w).all())  # the NaN never reached the weights
+    assert issubclass(NonFiniteLoss, XlvizError)
+
+
+@pytest.mark.slow
+def test_nan_loss_stops_the_run_with_one_line_and_resume_works(tmp_path, monkeypatch, capsys):
+    from xlviz.training import mlm
+
+    real = mlm.MaskedOnlyMLM.forward
+    calls = {"n": 0}
+
+    def forward(self, *a, **kw):
+        calls["n"] += 1
+        loss = real(self, *a, **kw)
+        return loss * float("nan") if calls["n"] >= 12 else loss  # the absurd learning rate's effect, on cue
+
+    monkeypatch.setattr(mlm.MaskedOnlyMLM, "forward", forward)
+    config = write_config(tmp_path / "c.json", pretrain_steps=20, pretrain_lr=0.01, log_every=5)
+    run = Run(tmp_path / "checkpoints" / "nan")
+    assert cli(["transfer", "--config", str(config), "--run-dir", str(run.path)]) == 2
+    lines = capsys.readouterr().err.replace("\r", "\n").splitlines()
+    err = [l for l in lines if "error" in l or "Traceback" in l]  # (the rest is the progress bars)
+    assert len(err) == 1 and err[0].startswith("xlviz transfer: error: ") and "Traceback" not in err[0], err
+    assert "the loss became nan at step 12 of 20" in err[0] and "learning rate 0.01" in err[0], err
+    status = run.status()
+    assert status["state"] == "failed" and "step 12" in status["error"]
+    stage = "s1_jointpair-disjoint-svo"
+    assert stage in status["error"] and "world" in status["stages_done"] and stage not in status["stages_done"]
+    steps = [m["step"] for m in run.metrics() if m["stage"] == stage]
+    assert steps == [5, 10]  # every row up to the step, none after
+    assert not (run.path / stage).exists() and (run.path / "world" / "tokenizers").is_dir()
+    monkeypatch.setattr(mlm.MaskedOnlyMLM, "forward", real)
+    cfg = json.loads(run.config_path.read_text())
+    cfg["pretrain_lr"] = 2e-3  # lowered, as the message says
+    run.config_path.write_text(json.dumps(cfg))
+    assert cli(["transfer", "--resume", str(run.path)]) == 0
+    assert run.status()["state"] == "completed" and len(run.results()) == 3
+
+
+@pytest.mark.slow
+def test_strict_stops_at_the_first_degenerate_stage(tmp_path, monkeypatch, capsys):
+    plant_zero_lr(monkeypatch)
+    config = write_config(tmp_path / "c.json")
+    run = Run(tmp_path / "checkpoints" / "strict")
+    assert cli(["transfer", "--config", str(config), "--run-dir", str(run.path), "--strict"]) == 2
+    err = capsys.readouterr().err
+    assert f"stage {PLANTED} is degenerate" in err and "strict" in err
+    status = run.status()
+    assert status["state"] == "failed" and PLANTED not in status["stages_done"]
+    assert run.verdicts()[PLANTED]["verdict"] == "degenerate"
+    assert not run.results()  # stopped before any system was scored
+
+
+@pytest.mark.slow
+def test_stage_workers_send_verdicts_to_the_runs_writer(tmp_path):
+    """With stages at once, workers judge their stages and send the verdicts as JSON lines; the
+    lock holder writes verdicts.json (and marks the rows) as for a one-process run."""
+    config = write_config(tmp_path / "c.json", workers=2)
+    run = Run(tmp_path / "checkpoints" / "workers")
+    assert cli(["transfer", "--config", str(config), "--run-dir", str(run.path)]) == 0
+    v = run.verdicts()
+    assert {k: v[k]["kind"] for k in v} == {"s1_jointpair-disjoint-svo": "mlm", "s1_jointpair-disjoint-sov": "mlm",
+                                            "s3_jointpair-disjoint-svo": "qa", "s3_jointpair-disjoint-sov": "qa"}
+    assert all(v[k]["verdict"] == "ok" for k in v), v  # both pair models learn at the test's margins
+    assert {r["verdict"] for r in run.results()} == {"ok"}
+
+
+def test_rows_depend_on_the_model_that_scores_them(tmp_path):
+    """A pair model's row depends on its own pair's stages (so one stuck pair model does not
+    void the other pair's rows); a single-model system's rows on all its stages."""
+    from xlviz.methods import method_of
+    from xlviz.transfer.config import TransferConfig
+    from xlviz.transfer.pipeline import Pipeline
+
+    systems = ["monotrans", "jointpair-disjoint", "mono-l2-supervised", "veco", "jointmulti"]
+    p = Pipeline(TransferConfig.from_dict({**TINY, "methods": systems}), tmp_path / "r")
+
+    def deps(system, lang):
+        return set(method_of(system).row_stages(p, system, lang)) - {"world"}
+
+    assert deps("jointpair-disjoint", "sov") == {"s1_jointpair-disjoint-sov", "s3_jointpair-disjoint-sov"}
+    assert deps("jointpair-disjoint", "en") == {"s1_jointpair-disjoint-svo", "s3_jointpair-disjoint-svo"}  # the first pair
+    assert deps("mono-l2-supervised", "svo") == {"s1_pretrain-svo", "s3_supervised-svo"}
+    assert deps("veco", "sov") and all(s.endswith("-sov") for s in deps("veco", "sov"))
+    assert deps("monotrans", "sov") >= {"s1_pretrain", "s2_transfer-sov", "s3_finetune"}
+    assert deps("jointmulti", "sov") >= {"s1_jointmulti", "s3_jointmulti"}
+
+
+def test_shared_vocabulary_ids_go_to_the_language_that_uses_them_most():
+    from types import SimpleNamespace
+
+    from xlviz.methods.joint import language_groups
+
+    ids = {"a": 5, "b": 6, "c": 7}
+
+    def tok(texts, add_special_tokens=False):
+        return {"input_ids": [[ids[w] for w in t.split()] for t in texts]}
+
+    corpora = {"en": ["a a b"], "xx": ["c c", "b b"]}
+    reader = SimpleNamespace(disjoint=False, langs=["en", "xx"], toks={"en": tok, "xx": tok}, size=9)
+    groups = language_groups(reader, SimpleNamespace(world=SimpleNamespace(corpus=corpora.__getitem__)))
+    # a: en only; b: 1/3 of en's tokens, 1/2 of xx's -> xx; c: xx; specials and unseen ids: -1
+    assert groups.tolist() == [-1, -1, -1, -1, -1, 0, 1, 1, -1]

@@ -1,0 +1,317 @@
+"""xlviz from a notebook: the app's figures as plotly figures and HTML, without Streamlit.
+
+Each function draws what a page draws, with the page's own figure functions
+(:mod:`xlviz.views.figures`, :mod:`xlviz.views.xquad`, :mod:`xlviz.ui.attention_view`), so a
+notebook and the app never disagree::
+
+    import xlviz.views as xv
+    xv.head_view("checkpoints/demo/encoders/monotrans-en", "the cat sees the dog")  # HTML
+    xv.model_view("checkpoints/demo/encoders/monotrans-en", "the cat sees the dog")  # plotly
+    xv.retrieval("checkpoints/demo", "sov")                                           # plotly
+    xv.xquad_comparison("checkpoints/demo", "sov")                                    # tables + cards
+
+A *model* is a model folder or hub id (its tokenizer beside it, else ``tokenizer=``), or a
+``(model, tokenizer)`` pair already loaded. A *run* is a run folder. Nothing here imports
+Streamlit; models are loaded once per process (an LRU cache keyed by the folder's files).
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Sequence
+
+__all__ = ["HTML", "head_view", "model_view", "cross_language_attention", "retrieval", "cka", "projection",
+           "xquad_comparison", "XQuADComparison"]
+
+
+class HTML(str):
+    """An HTML fragment that notebooks render (``_repr_html_``) and that is still a ``str``."""
+
+    def _repr_html_(self) -> str:
+        return str(self)
+
+
+# --------------------------------------------------------------------------- models
+def _stamp(path: str) -> tuple:
+    p = Path(path).expanduser()
+    try:
+        return tuple((f.name, f.stat().st_mtime_ns, f.stat().st_size) for f in sorted(p.iterdir()) if f.is_file())
+    except OSError:
+        return ()
+
+
+@functools.lru_cache(maxsize=8)
+def _load_cached(path: str, tokenizer: str | None, task: str, stamp: tuple):
+    from xlviz.models.loading import load_model
+
+    # new_head="ok" for QA, as the app: a folder without a QA head still answers
+    model, tok = load_model(os.path.expanduser(path), task=task, attn_implementation="eager",
+                            tokenizer=os.path.expanduser(tokenizer) if tokenizer else None,
+                            new_head="ok" if task == "qa" else None)
+    model.eval()
+    return model, tok
+
+
+def _model(model: Any, tokenizer: str | os.PathLike | None = None, task: str = "base"):
+    """``(model, tokenizer)`` from a folder / hub id, or a pair given as is."""
+    if isinstance(model, tuple) and len(model) == 2:
+        return model
+    path = str(model)
+    return _load_cached(path, str(tokenizer) if tokenizer else None, task, _stamp(path))
+
+
+# --------------------------------------------------------------------------- attention
+def _attention(model, sentence_a, sentence_b, tokenizer, max_length: int):
+    from xlviz.analysis.attention import attention_maps
+
+    m, tok = _model(model, tokenizer)
+    return attention_maps(m, tok, sentence_a, sentence_b, max_length=max_length)
+
+
+def head_view(model: Any, sentence_a: str, sentence_b: str | None = None, *, layer: int = -1, head: int | None = None,
+              hide_special: bool = True, tokenizer: str | os.PathLike | None = None, max_length: int = 128) -> HTML:
+    """The Attention page's head view (as bertviz): queries left, keys right, one line per weight.
+
+    ``layer`` (negative counts from the top) and ``head`` (None: mean of the heads) pick the map;
+    ``sentence_b`` feeds the pair as one input so attention can cross between the sentences.
+    """
+    from xlviz.analysis.attention import attention_slice
+    from xlviz.ui.attention_view import head_view_html
+
+    res = _attention(model, sentence_a, sentence_b, tokenizer, max_length)
+    layer = layer % res.n_layers
+    sl = attention_slice(res, layers=[layer], heads=None if head is None else [head], hide_special=hide_special,
+                         average_heads=head is None)
+    return HTML(head_view_html(sl.attentions[0, 0], sl.tokens, sl.segment))
+
+
+def model_view(model: Any, sentence_a: str, sentence_b: str | None = None, *, layers: Sequence[int] | None = None,
+               hide_special: bool = True, tokenizer: str | os.PathLike | None = None, max_length: int = 128):
+    """The Attention page's layer × head overview: one small map per layer (rows) and head
+    (columns), all layers unless ``layers`` is given. A plotly figure."""
+    from xlviz.analysis.attention import attention_slice
+    from xlviz.ui.attention_view import overview
+    from xlviz.views.figures import tidy
+
+    res = _attention(model, sentence_a, sentence_b, tokenizer, max_length)
+    sl = attention_slice(res, layers=sorted(layers) if layers is not None else None, heads=None, hide_special=hide_special)
+    return tidy(overview(sl.attentions, sl.layers, sl.heads, segment=sl.segment))
+
+
+def cross_language_attention(model: Any, sentence_a: str, sentence_b: str, *, hide_special: bool = True,
+                             tokenizer: str | os.PathLike | None = None, max_length: int = 128):
+    """Per layer and head, the share of attention that goes to the other sentence when a
+    translation pair is read as one input (VECO's Fig. 1 question). A plotly heatmap."""
+    from xlviz.analysis.attention import cross_attention_share
+    from xlviz.ui.attention_view import share_heatmap
+    from xlviz.views.figures import tidy
+
+    res = _attention(model, sentence_a, sentence_b, tokenizer, max_length)
+    share = cross_attention_share(res, hide_special=hide_special)
+    return tidy(share_heatmap(share, "share of attention to the other sentence"))
+
+
+# --------------------------------------------------------------------------- alignment of a run
+def _systems(run, l2: str, systems: Sequence[str] | None):
+    from xlviz.analysis.reports import run_systems
+    from xlviz.errors import XlvizError
+
+    found = run_systems(run, l2)
+    if systems is None:
+        return found
+    by_short = {s.name.rsplit(" · ", 1)[-1]: s for s in found}
+    missing = [s for s in systems if s not in by_short]
+    if missing:
+        raise XlvizError(f"no system {missing[0]!r} for {l2} in this run; it has {sorted(by_short)}", path=run, field="systems")
+    return [by_short[s] for s in systems]
+
+
+def _run_stamp(run) -> str:
+    p = Path(run) / "status.json"
+    try:
+        return str(p.stat().st_mtime_ns)
+    except OSError:
+        return ""
+
+
+def _alignment_rows(run, l2: str, systems, pooling: str, limit: int | None, max_length: int, center: bool):
+    return _alignment_cached(str(Path(run).expanduser()), l2, tuple(systems) if systems is not None else None, pooling,
+                             limit, int(max_length), bool(center), _run_stamp(Path(run).expanduser()))
+
+
+@functools.lru_cache(maxsize=8)
+def _alignment_cached(run: str, l2: str, systems: tuple | None, pooling: str, limit: int | None, max_length: int,
+                      center: bool, stamp: str):
+    """Rows of ``xlviz.analysis.reports.alignment_report`` (the page's numbers) and the data."""
+    from xlviz.analysis.reports import alignment_report, parallel_data
+
+    chosen = _systems(run, l2, systems)
+    data = parallel_data("world", run_dir=run, l2=l2, lang_b=l2, limit=limit)
+    rows = alignment_report(chosen, data, pooling=pooling, center=center, words=False, max_length=max_length, loader=_spec)
+    return rows, data, chosen
+
+
+def _spec(spec, task: str = "base"):
+    """``xlviz.analysis.reports.load_spec`` (the pages' loader: floors included), cached."""
+    return _spec_cached(spec, task, spec.stamp())
+
+
+@functools.lru_cache(maxsize=8)
+def _spec_cached(spec, task: str, stamp: str):
+    from xlviz.analysis.reports import load_spec
+
+    model, tok = load_spec(spec, task)
+    model.eval()
+    return model, tok
+
+
+def _colours(names: Sequence[str]) -> dict[str, str]:
+    from xlviz.ui.colours import label_colours, system_colours
+
+    return label_colours(list(names), system_colours())
+
+
+def retrieval(run: str | os.PathLike, l2: str, systems: Sequence[str] | None = None, *, pooling: str = "mean",
+              limit: int | None = 500, max_length: int = 128, center: bool = False):
+    """The Alignment page's retrieval chart for a run's L1-``l2`` parallel pairs: per layer, how
+    often a sentence's nearest neighbour (cosine) in the other language is its translation, both
+    directions. ``systems``: the run's systems by name (``["monotrans", "floor"]``), default all."""
+    from xlviz.views.figures import retrieval_figure, retrieval_long, tidy
+
+    rows, data, chosen = _alignment_rows(run, l2, systems, pooling, limit, max_length, center)
+    long_rows = retrieval_long(rows, data.lang_a, data.lang_b)
+    return tidy(retrieval_figure(long_rows, _colours([s.name for s in chosen])))
+
+
+def cka(run: str | os.PathLike, l2: str, systems: Sequence[str] | None = None, *, pooling: str = "mean",
+        limit: int | None = 500, max_length: int = 128):
+    """The Alignment page's linear CKA chart (L1 vs ``l2`` sentence vectors, per layer)."""
+    from xlviz.views.figures import cka_figure, tidy
+
+    rows, _, chosen = _alignment_rows(run, l2, systems, pooling, limit, max_length, False)
+    return tidy(cka_figure(rows, _colours([s.name for s in chosen])))
+
+
+def projection(run: str | os.PathLike, l2: str, system: str | None = None, *, layer: int = -1, method: str = "pca",
+               n: int = 150, pooling: str = "mean", max_length: int = 128):
+    """The Alignment page's projection: the first ``n`` parallel sentences of both languages at
+    one layer, projected together (``"pca"`` or ``"umap"``), lines joining translations."""
+    from xlviz.analysis.reports import parallel_data, translation_projection
+    from xlviz.analysis.representations import sentence_embeddings
+    from xlviz.views.figures import projection_axes, projection_figure, tidy
+
+    run = str(Path(run).expanduser())
+    chosen = _systems(run, l2, [system] if system else None)[0]
+    data = parallel_data("world", run_dir=run, l2=l2, lang_b=l2, limit=n)
+    ma, ta = _spec(chosen.a)
+    mb, tb = _spec(chosen.b)
+    ea = sentence_embeddings(ma, ta, data.src, pooling=pooling, max_length=max_length)
+    eb = sentence_embeddings(mb, tb, data.tgt, pooling=pooling, max_length=max_length)
+    layer = layer % ea.shape[0]
+    pa, pb = ea[layer], eb[layer]
+    pts = translation_projection(pa, pb, list(data.src), list(data.tgt), data.lang_a, data.lang_b, None, method=method.lower())
+    label = "PCA" if method.lower() == "pca" else "UMAP"
+    return tidy(projection_figure(pts, f"{chosen.name} · layer {layer} · {label} of sentences",
+                                  axes=projection_axes(method, pa, pb)))
+
+
+# --------------------------------------------------------------------------- XQuAD
+@dataclass
+class XQuADComparison:
+    """A run's systems answering its generated test questions in L1 and ``lang``.
+
+    ``rows``: one row per (question, language, system) with EM/F1 (the XQuAD page's CSV);
+    ``exact_match`` / ``f1``: system × language means (its tables); ``card(qid)``: one question
+    side by side (its cards). Renders in a notebook as the two tables.
+    """
+
+    rows: Any
+    exact_match: Any
+    f1: Any
+    languages: list[str]
+    examples: dict = field(repr=False, default_factory=dict)
+    predictions: dict = field(repr=False, default_factory=dict)
+    articles: dict = field(repr=False, default_factory=dict)
+    colours: dict = field(repr=False, default_factory=dict)
+
+    @property
+    def ids(self) -> list[str]:
+        """The question ids every language has, in file order."""
+        from xlviz.ui.qa import shared_ids
+
+        return shared_ids(self.examples)
+
+    def card(self, qid: str, lang: str | None = None) -> HTML:
+        """The question ``qid`` as the page's cards: one per language (or only ``lang``)."""
+        from xlviz.ui.qa import index_by_id
+        from xlviz.views.xquad import question_card
+
+        out = []
+        for lg in [lang] if lang else self.languages:
+            ex = index_by_id(self.examples[lg]).get(qid)
+            if ex is None:
+                continue
+            names = [m for (m, l) in self.predictions if l == lg]
+            answers = [(m, self.predictions[(m, lg)].get(qid)) for m in names]
+            out.append(question_card(lg, ex, answers, self.colours, self.articles.get(lg)))
+        return HTML('<div style="display:flex;gap:1rem;flex-wrap:wrap">' + "".join(
+            f'<div style="flex:1;min-width:18rem">{c}</div>' for c in out) + "</div>")
+
+    def _repr_html_(self) -> str:
+        return ("<b>Exact match (%)</b>" + self.exact_match.to_html(float_format="%.1f", na_rep="n/a")
+                + "<b>F1 (%)</b>" + self.f1.to_html(float_format="%.1f", na_rep="n/a"))
+
+
+def xquad_comparison(run: str | os.PathLike, lang: str, systems: Sequence[str] | None = None,
+                     limit: int | None = None) -> XQuADComparison:
+    """The XQuAD page for a run: its systems' QA exports answering the run's generated test set
+    in L1 and ``lang``, scored as ``results.json`` (the language's own articles stripped). The
+    run's saved predictions are used where it saved them; otherwise each export answers with the
+    run's decoding settings."""
+    from xlviz.data.squad import language_articles, load_squad, read_squad_json
+    from xlviz.errors import XlvizError
+    from xlviz.runs import Run
+    from xlviz.ui.choices import run_languages
+    from xlviz.ui.qa import read_saved_predictions, run_decoding, saved_predictions_file, prediction_rows, score_matrix, shared_ids
+
+    r = Run(Path(run).expanduser())
+    langs = run_languages(r)
+    if lang not in langs:
+        raise XlvizError(f"the run has no language {lang!r}; it has {langs}", path=r.path, field="lang")
+    languages = list(dict.fromkeys([langs[0], lang]))
+    export = r.path / "export"
+    found = sorted({p.name.rsplit("-", 1)[0] for p in export.iterdir() if p.is_dir() and "-" in p.name}) if export.is_dir() else []
+    chosen = list(systems) if systems is not None else found
+    if not chosen or any(s not in found for s in chosen):
+        raise XlvizError(f"no QA export for {[s for s in chosen if s not in found] or 'any system'}; the run exported {found}",
+                         path=export, field="systems")
+    examples, articles, predictions = {}, {}, {}
+    for lg in languages:
+        file = r.path / "world" / "qa" / f"test.{lg}.json"
+        examples[lg] = load_squad(file)
+        articles[lg] = language_articles(read_squad_json(file), file)
+    ids = shared_ids(examples)[: limit or None]
+    for system in chosen:
+        for lg in languages:
+            folder = export / f"{system}-{lg}"
+            if not folder.is_dir():
+                continue
+            file = r.path / "world" / "qa" / f"test.{lg}.json"
+            saved = saved_predictions_file(folder, file)
+            if saved is not None:
+                predictions[(system, lg)] = read_saved_predictions(saved, ids)
+            else:
+                from xlviz.evaluation.qa_predict import predict_qa
+
+                m, tok = _model(folder, None, "qa")
+                dec = run_decoding(folder, int(getattr(m.config, "max_position_embeddings", 512) or 512))
+                keep = set(ids)
+                predictions[(system, lg)] = predict_qa(m, tok, [e for e in examples[lg] if e.id in keep],
+                                                       max_length=dec.max_length, doc_stride=dec.doc_stride,
+                                                       max_answer_length=dec.max_answer_length)
+    rows = prediction_rows(examples, predictions, ids, articles=articles)
+    return XQuADComparison(rows, score_matrix(rows, "exact_match", chosen, languages), score_matrix(rows, "f1", chosen, languages),
+                           languages, examples, predictions, articles, _colours(chosen))
