@@ -298,3 +298,41 @@ def test_attention_head_view_is_an_st_iframe(app, monkeypatch):
     at = _page(app, "attention")
     assert at.get("iframe"), "the head view is drawn"
     assert not legacy, "st.components.v1.html is deprecated (66 notices in the server log): st.iframe replaces it"
+
+
+# --- shared links restore the view --------------------------------------------------------------
+
+def test_attention_view_round_trips_through_the_url(fake_root, monkeypatch):
+    monkeypatch.setenv("XLVIZ_CHECKPOINTS", str(fake_root))
+    s1, s2 = "run:demo-run:s1_pretrain", "run:demo-run:s2_transfer-sov"
+    at = AppTest.from_file(APP, default_timeout=TIMEOUT)
+    at.session_state["xlviz_models"] = [s1, s2]
+    at.session_state["xlviz_languages"] = ["en", "sov"]
+    at.run()
+    _page(at, "attention")
+    at.selectbox(key="att_model_a").set_value(s2).run()  # both sentences through the transferred model
+    at.selectbox(key="att_model_b").set_value(s2).run()
+    at.radio(key="att_mode").set_value("each alone").run()
+    assert not at.exception
+    view = {k: at.session_state[k] for k in ("att_model_a", "att_model_b", "att_mode", "att_l2", "att_source")}
+    params = dict(at.query_params)
+    assert {"att_model_a", "att_model_b", "att_mode", "att_l2", "xlviz_models"} <= set(params), params
+
+    fresh = AppTest.from_file(APP, default_timeout=TIMEOUT)
+    for k, v in params.items():
+        fresh.query_params[k] = v
+    fresh.run()
+    _page(fresh, "attention")
+    assert {k: fresh.session_state[k] for k in view} == view
+    assert fresh.radio(key="att_mode").value == "each alone"
+
+
+def test_a_typed_model_comes_back_from_the_url(fake_root, monkeypatch):
+    monkeypatch.setenv("XLVIZ_CHECKPOINTS", str(fake_root))
+    typed = str(fake_root / "demo-run" / "s1_pretrain")
+    at = AppTest.from_file(APP, default_timeout=TIMEOUT)
+    at.query_params["xlviz_models"] = json.dumps([f"path:{typed}"])
+    at.run()
+    assert not at.exception
+    assert at.sidebar.multiselect(key="xlviz_models").value == [f"path:{typed}"]
+    assert json.loads(at.query_params["xlviz_models"]) == [f"path:{typed}"], "the typed model stays in the URL"
