@@ -336,3 +336,27 @@ def test_a_typed_model_comes_back_from_the_url(fake_root, monkeypatch):
     assert not at.exception
     assert at.sidebar.multiselect(key="xlviz_models").value == [f"path:{typed}"]
     assert json.loads(at.query_params["xlviz_models"]) == [f"path:{typed}"], "the typed model stays in the URL"
+
+
+def test_alignment_view_round_trips_through_the_url(fake_root, monkeypatch):
+    monkeypatch.setenv("XLVIZ_CHECKPOINTS", str(fake_root))
+    at = AppTest.from_file(APP, default_timeout=TIMEOUT).run()
+    _page(at, "alignment")
+    systems = at.multiselect(key="al_systems")
+    assert len(systems.value) >= 2, systems.value
+    systems.set_value(systems.value[-1:]).run()  # one system, not the defaults
+    at.selectbox(key="al_pooling").set_value("cls").run()
+    at.toggle(key="al_center").set_value(True).run()
+    at.number_input(key="al_max_len").set_value(64).run()
+    at.slider(key="al_proj_layer").set_value(0).run()
+    assert not at.exception, [e.message for e in at.exception]
+    keys = ("al_source", "al_run", "al_l2", "al_systems", "al_pooling", "al_center", "al_max_len", "al_proj_layer")
+    view = {k: at.session_state[k] for k in keys}
+    params = dict(at.query_params)
+
+    fresh = AppTest.from_file(APP, default_timeout=TIMEOUT)
+    for k, v in params.items():
+        fresh.query_params[k] = v
+    fresh.run()
+    _page(fresh, "alignment")
+    assert {k: fresh.session_state[k] for k in keys} == view
