@@ -67,12 +67,15 @@ def main() -> None:
             pipe.run_stage("s1_pretrain")
             took = time.perf_counter() - t0
             rows = [json.loads(line) for line in pipe.run.metrics_path.read_text().splitlines() if line.strip()]
-            losses = [r["loss"] for r in rows if r.get("stage") == "s1_pretrain"]
+            logged = [(r["step"], r["loss"]) for r in rows if r.get("stage") == "s1_pretrain"]
+            losses = [loss for _, loss in logged]
             h1, h2 = entropies(pipe.world.corpus(pipe.world.l1), pipe.tokenizer(pipe.world.l1))
         final = sum(losses[-5:]) / len(losses[-5:])
+        left = next((step for step, loss in logged if loss < h1 - 0.3), None)  # first logged step clearly below the plateau
         print(json.dumps({"share": share, "seed": args.seed, "steps": cfg.pretrain_steps, "final_loss": round(final, 3),
                           "min_loss": round(min(losses), 3), "unigram_entropy": round(h1, 3), "bigram_entropy": round(h2, 3),
-                          "off_plateau": final < h1 - 0.3, "seconds": round(took)}), flush=True)
+                          "off_plateau": final < h1 - 0.3, "left_plateau_at": left,
+                          "seconds": round(took)}), flush=True)
 
 
 if __name__ == "__main__":

@@ -77,8 +77,14 @@ VARIANTS: dict[str, JointVariant] = {
 SYSTEMS = tuple(VARIANTS)
 
 
+def variant(system: str) -> JointVariant:
+    """A joint system's row; systems built on these functions outside the table (Wu et al.'s
+    ``wu-shared-top-K``) are pair models with disjoint vocabularies."""
+    return VARIANTS.get(system, VARIANTS["jointpair-disjoint"])
+
+
 def is_pair(system: str) -> bool:
-    return VARIANTS[system].pair
+    return variant(system).pair
 
 
 def model_languages(ctx: Context, system: str, l2: str | None) -> list[str]:
@@ -102,7 +108,7 @@ def joint_vocab_size(cfg, system: str) -> int:
     half per language; JOINTPAIR-disjoint: 32k per language; JOINTMULTI: 32k and 200k in all),
     and that budget is what the comparison is about. The trainer may return fewer subwords
     when the corpora hold fewer (the generated world's vocabulary is small)."""
-    v = VARIANTS[system]
+    v = variant(system)
     if v.disjoint:
         return cfg.vocab_size  # each language's own tokenizer (the world stage's)
     return round(v.paper_vocab / PAPER_UNIT * (cfg.joint_vocab_size or cfg.vocab_size))
@@ -140,7 +146,7 @@ class Reader:
 
     def __init__(self, ctx: Context, system: str, l2: str | None):
         self.langs = model_languages(ctx, system, l2)
-        self.disjoint = VARIANTS[system].disjoint
+        self.disjoint = variant(system).disjoint
         if self.disjoint:
             self.toks = {lang: ctx.tokenizer(lang) for lang in self.langs}
             self.vocab = DisjointVocab(self.toks, self.langs)
@@ -258,13 +264,13 @@ class Joint(Method):
     def stages(self, ctx: Context, system: str) -> list[Stage]:
         out = [WORLD]
         for l2 in self.units(ctx, system):
-            if not VARIANTS[system].disjoint:
+            if not variant(system).disjoint:
                 out.append(vocab_stage(system, l2))
             out += [pretrain_stage(system, l2), finetune_stage(system, l2)]
         return out
 
     def describe(self, system: str) -> str:
-        v = VARIANTS[system]
+        v = variant(system)
         who = "L1 + one L2" if v.pair else "L1 + every L2"
         if v.disjoint:
             return f"one BERT on {who}, each language its own vocabulary (only specials shared; the paper's {v.paper_row})"
@@ -299,7 +305,7 @@ class Joint(Method):
     def qa_model(self, ctx: Context, system: str, lang: str):
         u = unit(system, self.unit_for(ctx, system, lang))
         qa = BertForQuestionAnswering.from_pretrained(ctx.path(f"s3_{system}{u}"), use_safetensors=True)
-        if lang == ctx.world.l1 or not VARIANTS[system].disjoint:
+        if lang == ctx.world.l1 or not variant(system).disjoint:
             return qa, AutoTokenizer.from_pretrained(ctx.path(f"s1_{system}{u}", lang))
         l2, tok = self.encoder(ctx, system, lang)
         return zero_shot_model(qa, l2), tok

@@ -66,11 +66,12 @@ class TransferConfig:
     # plateau (loss ~3.6) only with many short sequences per step (docs/world.md).
     mlm_batch_size: int = 128
     mlm_probability: float = 0.15  # BERT's share of masked tokens
-    # Share of MLM batches (steps 1 and 2) of full-length blocks (max(block_size, qa_max_length)
-    # tokens, as many tokens per batch as a short one), so that positions past block_size, which
-    # QA inputs reach, are trained (BERT: 10% of steps at full length). 0: short blocks only, the
-    # default: at this step budget 0.1 raised English F1 (+2.8 on average) but lowered the svo
-    # and sov ratios at each of seeds 0-2 (sov 0.24 -> 0.19 on average; docs/world.md).
+    # Share of MLM batches (steps 1 and 2, every masked-LM stage) of full-length blocks
+    # (max(block_size, qa_max_length) tokens, as many tokens per batch as a short one), spread
+    # evenly, so that every position QA inputs reach is trained (the paper trains at full length
+    # throughout; BERT 10% of its steps). 0: short blocks only, the code before (positions past
+    # block_size kept their random init). Plateau check and earlier measurements: docs/methods.md,
+    # "Faithfulness changes", and docs/world.md.
     long_block_share: float = 0.1
     # Budgeted for the 5-minute demo on a 2-core CPU with bf16 (auto); step 1's length and
     # learning rate matter most for transfer, step 3's for English F1 (docs/world.md).
