@@ -177,7 +177,7 @@ def test_jointpair_disjoint_shares_only_special_ids(bench_run):
 def test_registry_resolves_names_groups_and_legacy_variants():
     assert resolve("monotrans") == ["monotrans"]
     assert resolve(["all"]) == all_systems()
-    assert set(resolve("joint")) == {"jointpair-disjoint", "jointpair-joint", "jointmulti"}
+    assert set(resolve("joint")) == {"jointpair-disjoint", "jointpair-joint", "jointmulti", "jointmulti-large"}
     with pytest.raises(XlvizError) as e:
         resolve("monotrans,nonsense")
     assert e.value.field == "methods"

@@ -1,17 +1,31 @@
 """The paper's joint multilingual baselines (Artetxe et al. 2020, §3.1, Table 3): one BERT
 pre-trained with MLM on several languages at once, fine-tuned for QA on L1, tested zero-shot.
 
+The systems are rows of :data:`VARIANTS` (a pair model or one model on every language; a
+disjoint or a joint vocabulary; the joint vocabulary's size as the paper gives it):
+
 - ``jointpair-disjoint``: one model per L2, on L1 + that L2, each language reading its own
-  vocabulary (the MONOTRANS vocabularies side by side in one embedding matrix; only the five
-  special tokens shared: :class:`xlviz.data.joint_vocab.DisjointVocab`).
-- ``jointpair-joint``: the same with one vocabulary learned on both corpora (balanced).
-- ``jointmulti``: one model on L1 and every L2 of the world, one joint vocabulary of
-  ``joint_vocab_size`` subwords (the paper's point: the effective vocabulary per language).
+  vocabulary of ``vocab_size`` (the MONOTRANS vocabularies side by side in one embedding matrix;
+  only the five special tokens shared: :class:`xlviz.data.joint_vocab.DisjointVocab`). The
+  paper: 32k subwords per language.
+- ``jointpair-joint``: the same with one vocabulary learned on both corpora, of the *same total
+  size* as one language's disjoint vocabulary (the paper: 32k), so each language gets about half.
+- ``jointmulti``: one model on L1 and every L2 of the world, one joint vocabulary of the paper's
+  smaller size (32k); ``jointmulti-large``: the same at the paper's largest (200k).
+
+Vocabulary budgets scale the paper's sizes to the world's: the paper's 32k is ``vocab_size``
+(what one language's own vocabulary has here), so a joint vocabulary of the paper's N subwords
+gets ``round(N / 32,000 x vocab_size)`` (``joint_vocab_size`` replaces ``vocab_size`` as that
+unit when set); :func:`joint_vocab_size`. JOINTMULTI at another size is one more row of
+:data:`VARIANTS`.
 
 Budget: the same model size, batch, learning rate and number of steps as MONOTRANS's step 1, so
 a joint model sees each language's corpus for a share of the steps (as in the paper, where
-JOINTMULTI's compute equals a monolingual model's). Batches are balanced: each row's language
-is drawn with equal probability (each language its own shuffled block stream).
+JOINTMULTI's compute equals a monolingual model's). Each row's language is drawn from
+Conneau & Lample (2019)'s exponentially smoothed weights q_i ∝ p_i^alpha over the languages'
+corpus sizes in tokens (``language_alpha``; the paper: "the same upsampling strategy ... for
+both the subword vocabulary learning and the pre-training"), each language its own shuffled
+block stream; the joint vocabularies are learned on a sample with the same weights.
 
 Fine-tuning updates every parameter, as for any multilingual model. With disjoint vocabularies
 the QA model is trained on the L1 slice of the joint model (:func:`xlviz.models.vocab_slice.
@@ -22,7 +36,8 @@ model for an L2 is the fine-tuned model with that L2's rows from pre-training sw
 
 from __future__ import annotations
 
-from typing import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Iterator, Mapping
 
 import torch
 from transformers import AutoTokenizer, BertForMaskedLM, BertForQuestionAnswering
@@ -37,43 +52,93 @@ from xlviz.training.loop import train
 from xlviz.training.mlm import MaskedOnlyMLM, is_long_step, iter_blocks, mask_tokens
 from xlviz.training.multilingual import multilingual_batches
 
-SYSTEMS = ("jointpair-disjoint", "jointpair-joint", "jointmulti")
+PAPER_UNIT = 32_000  # the paper's per-language vocabulary (JOINTPAIR-disjoint, MONOTRANS): vocab_size here
+
+
+@dataclass(frozen=True)
+class JointVariant:
+    """One joint system: one model per L2 (``pair``) or one on every language; each language
+    its own vocabulary (``disjoint``) or one learned on all; the joint vocabulary's size in the
+    paper (``paper_vocab`` subwords, scaled by :func:`joint_vocab_size`; per language when
+    disjoint); the paper's row of the same design (Table 3)."""
+
+    pair: bool
+    disjoint: bool
+    paper_vocab: int
+    paper_row: str
+
+
+VARIANTS: dict[str, JointVariant] = {
+    "jointpair-disjoint": JointVariant(pair=True, disjoint=True, paper_vocab=32_000, paper_row="JOINTPAIR Disjoint voc (32k per language)"),
+    "jointpair-joint": JointVariant(pair=True, disjoint=False, paper_vocab=32_000, paper_row="JOINTPAIR Joint voc (32k)"),
+    "jointmulti": JointVariant(pair=False, disjoint=False, paper_vocab=32_000, paper_row="JOINTMULTI 32k voc"),
+    "jointmulti-large": JointVariant(pair=False, disjoint=False, paper_vocab=200_000, paper_row="JOINTMULTI 200k voc"),
+}
+SYSTEMS = tuple(VARIANTS)
+
+
+def variant(system: str) -> JointVariant:
+    """A joint system's row; systems built on these functions outside the table (Wu et al.'s
+    ``wu-shared-top-K``) are pair models with disjoint vocabularies."""
+    return VARIANTS.get(system, VARIANTS["jointpair-disjoint"])
+
+
+def is_pair(system: str) -> bool:
+    return variant(system).pair
 
 
 def model_languages(ctx: Context, system: str, l2: str | None) -> list[str]:
-    return list(ctx.world.languages) if system == "jointmulti" else [ctx.world.l1, l2]
+    return [ctx.world.l1, l2] if is_pair(system) else list(ctx.world.languages)
 
 
 def unit(system: str, l2: str | None) -> str:
-    """The suffix naming one joint model: ``-<l2>`` for a pair, nothing for jointmulti."""
-    return "" if system == "jointmulti" else f"-{l2}"
+    """The suffix naming one joint model: ``-<l2>`` for a pair, nothing for one on every language."""
+    return f"-{l2}" if is_pair(system) else ""
 
 
 def joint_tokenizer_path(ctx: Context, system: str, l2: str | None):
     return ctx.path("world", "tokenizers-joint", f"{system}{unit(system, l2)}")
 
 
-def joint_vocab_size(ctx: Context, languages: Sequence[str]) -> int:
-    """``joint_vocab_size`` if set, else ``vocab_size`` per language (what the disjoint
-    vocabularies give each language)."""
-    return ctx.cfg.joint_vocab_size or ctx.cfg.vocab_size * len(languages)
+def joint_vocab_size(cfg, system: str) -> int:
+    """Subwords requested for ``system``'s vocabulary (per language when disjoint): the paper's
+    size scaled so that its 32k is ``joint_vocab_size`` if set, else ``vocab_size``.
+
+    Why: the paper compares designs at fixed budgets (JOINTPAIR-joint: 32k in all, so about
+    half per language; JOINTPAIR-disjoint: 32k per language; JOINTMULTI: 32k and 200k in all),
+    and that budget is what the comparison is about. The trainer may return fewer subwords
+    when the corpora hold fewer (the generated world's vocabulary is small)."""
+    v = variant(system)
+    if v.disjoint:
+        return cfg.vocab_size  # each language's own tokenizer (the world stage's)
+    return round(v.paper_vocab / PAPER_UNIT * (cfg.joint_vocab_size or cfg.vocab_size))
+
+
+def corpus_sizes(ctx: Context, toks: Mapping[str, object], langs: list[str]) -> dict[str, int]:
+    """Each language's corpus size in its tokens under the model's tokenizer: the p_i of the
+    smoothed sampling weights."""
+    return {lang: sum(len(ids) for ids in toks[lang](list(ctx.world.corpus(lang)), add_special_tokens=False)["input_ids"])
+            for lang in langs}
 
 
 def vocab_stage(system: str, l2: str | None) -> Stage:
-    """One vocabulary learned on the model's languages, each contributing equally."""
+    """One vocabulary of :func:`joint_vocab_size` subwords learned on the model's languages,
+    sampled with the smoothed weights (``language_alpha``)."""
     name = f"vocab_{system}{unit(system, l2)}"
 
     def run(ctx: Context) -> None:
         if not ctx.main:
             return
         langs = model_languages(ctx, system, l2)
-        tok = train_joint_tokenizer({lang: ctx.world.corpus(lang) for lang in langs}, joint_vocab_size(ctx, langs),
-                                    algorithm=ctx.cfg.tokenizer, seed=ctx.cfg.seed, model_max_length=max_length(ctx))
+        tok = train_joint_tokenizer({lang: ctx.world.corpus(lang) for lang in langs}, joint_vocab_size(ctx.cfg, system),
+                                    algorithm=ctx.cfg.tokenizer, alpha=ctx.cfg.language_alpha, seed=ctx.cfg.seed,
+                                    model_max_length=max_length(ctx))
         with atomic_dir(joint_tokenizer_path(ctx, system, l2)) as tmp:
             tok.save_pretrained(tmp)
         ctx.log(f"  joint vocabulary of {len(tok)} subwords for {', '.join(langs)}")
 
-    return Stage(name, "data", run=run, note="one vocabulary learned on all the model's languages (balanced)", needs=("world",))
+    return Stage(name, "data", run=run, note="one vocabulary learned on all the model's languages (smoothed sampling, language_alpha)",
+                 needs=("world",))
 
 
 class Reader:
@@ -81,7 +146,7 @@ class Reader:
 
     def __init__(self, ctx: Context, system: str, l2: str | None):
         self.langs = model_languages(ctx, system, l2)
-        self.disjoint = system == "jointpair-disjoint"
+        self.disjoint = variant(system).disjoint
         if self.disjoint:
             self.toks = {lang: ctx.tokenizer(lang) for lang in self.langs}
             self.vocab = DisjointVocab(self.toks, self.langs)
@@ -91,6 +156,12 @@ class Reader:
             self.toks = {lang: shared for lang in self.langs}
             self.vocab = None
             self.size = len(shared)
+
+    def sizes(self, ctx: Context) -> dict[str, int]:
+        """Each language's corpus size in tokens (computed once)."""
+        if getattr(self, "_sizes", None) is None:
+            self._sizes = corpus_sizes(ctx, self.toks, self.langs)
+        return self._sizes
 
     def to_joint(self, lang: str, ids: list[int]) -> list[int]:
         return self.vocab.to_joint(lang, ids) if self.disjoint else ids
@@ -131,20 +202,20 @@ def language_groups(reader: Reader, ctx: Context | None = None, documents: int =
 
 def block_batches(ctx: Context, reader: Reader, block: int, batch: int, salt: int = 0, mode: str = "mixed"):
     """Batches of ``batch`` corpus blocks of ``block`` tokens in joint ids, each language its own
-    shuffled stream (this process's share), languages balanced."""
+    shuffled stream (this process's share), each row's (or batch's) language drawn with the
+    smoothed weights q_i ∝ p_i^alpha of the corpus sizes in tokens (``language_alpha``)."""
     cfg = ctx.cfg
     streams = {lang: map(lambda ids, lang=lang: reader.to_joint(lang, ids),
                          iter_blocks(lambda lang=lang: ctx.world.corpus(lang), reader.toks[lang], block,
                                      seed=cfg.seed + 17 * k + salt, rank=ctx.acc.process_index, world_size=ctx.acc.num_processes))
                for k, lang in enumerate(reader.langs)}
-    return multilingual_batches(streams, batch, mode=mode, seed=cfg.seed + salt)
+    return multilingual_batches(streams, batch, mode=mode, sizes=reader.sizes(ctx), alpha=cfg.language_alpha, seed=cfg.seed + salt)
 
 
 def joint_blocks(ctx: Context, reader: Reader, mode: str = "mixed") -> Iterator[tuple[str | None, torch.Tensor]]:
-    """Batches of ``mlm_batch_size`` blocks in joint ids, languages balanced
-    (:func:`xlviz.training.multilingual.multilingual_batches`); a ``long_block_share`` of the
-    steps holds full-length blocks (as many tokens), as MONOTRANS's step 1 does
-    (:func:`xlviz.training.mlm.mlm_batches`)."""
+    """Batches of ``mlm_batch_size`` blocks in joint ids, languages drawn with the smoothed
+    weights (:func:`block_batches`); a ``long_block_share`` of the steps holds full-length
+    blocks (as many tokens), as MONOTRANS's step 1 does (:func:`xlviz.training.mlm.mlm_batches`)."""
     cfg = ctx.cfg
 
     def stream(block: int, batch: int, salt: int):
@@ -191,7 +262,7 @@ def pretrain_stage(system: str, l2: str | None) -> Stage:
         with atomic_dir(ctx.path(name)) as tmp:
             reader.save(model, tmp)
 
-    langs = "L1 + every L2" if system == "jointmulti" else f"L1 + {l2}"
+    langs = f"L1 + {l2}" if is_pair(system) else "L1 + every L2"
     return Stage(name, "pretrain", build=build, train=run_train, trains=(r".*",), note=f"every parameter: masked LM on {langs}")
 
 
@@ -214,29 +285,29 @@ def finetune_stage(system: str, l2: str | None) -> Stage:
 
 class Joint(Method):
     def units(self, ctx: Context, system: str) -> list[str | None]:
-        return [None] if system == "jointmulti" else list(ctx.world.l2s)
+        return list(ctx.world.l2s) if is_pair(system) else [None]
 
     def stages(self, ctx: Context, system: str) -> list[Stage]:
         out = [WORLD]
         for l2 in self.units(ctx, system):
-            if system != "jointpair-disjoint":
+            if not variant(system).disjoint:
                 out.append(vocab_stage(system, l2))
             out += [pretrain_stage(system, l2), finetune_stage(system, l2)]
         return out
 
     def describe(self, system: str) -> str:
-        return {
-            "jointpair-disjoint": "one BERT on L1 + one L2, each language its own vocabulary (only specials shared)",
-            "jointpair-joint": "one BERT on L1 + one L2 with one vocabulary learned on both",
-            "jointmulti": "one BERT on L1 + every L2, one joint vocabulary (joint_vocab_size)",
-        }[system]
+        v = variant(system)
+        who = "L1 + one L2" if v.pair else "L1 + every L2"
+        if v.disjoint:
+            return f"one BERT on {who}, each language its own vocabulary (only specials shared; the paper's {v.paper_row})"
+        return f"one BERT on {who} with one vocabulary learned on all of them (the paper's {v.paper_row}, scaled: joint_vocab_size)"
 
     def default_systems(self, every: bool = False, layers: int = 4) -> tuple[str, ...]:
         return self.systems
 
     def unit_for(self, ctx: Context, system: str, lang: str) -> str | None:
         """The joint model that scores ``lang``: the pair of that L2; for L1, the first pair."""
-        if system == "jointmulti":
+        if not is_pair(system):
             return None
         return lang if lang != ctx.world.l1 else ctx.world.l2s[0]
 
@@ -256,7 +327,7 @@ class Joint(Method):
         return [s.name for s in self.stages(ctx, system)] if u is None else unit_stages(self.stages(ctx, system), u)
 
     def own_l1_model(self, ctx: Context, system: str, lang: str):
-        if system == "jointmulti" or lang == ctx.world.l1:
+        if not is_pair(system) or lang == ctx.world.l1:
             return None
         u = unit(system, lang)
         qa = BertForQuestionAnswering.from_pretrained(ctx.path(f"s3_{system}{u}"), use_safetensors=True)
@@ -265,7 +336,7 @@ class Joint(Method):
     def qa_model(self, ctx: Context, system: str, lang: str):
         u = unit(system, self.unit_for(ctx, system, lang))
         qa = BertForQuestionAnswering.from_pretrained(ctx.path(f"s3_{system}{u}"), use_safetensors=True)
-        if lang == ctx.world.l1 or system != "jointpair-disjoint":
+        if lang == ctx.world.l1 or not variant(system).disjoint:
             return qa, AutoTokenizer.from_pretrained(ctx.path(f"s1_{system}{u}", lang))
         l2, tok = self.encoder(ctx, system, lang)
         return zero_shot_model(qa, l2), tok

@@ -24,12 +24,13 @@ import torch
 from transformers import BertForMaskedLM, BertForQuestionAnswering
 
 from xlviz.data.vocabulary import translation_rows
+from xlviz.io import atomic_write_json
 from xlviz.methods.base import Context, Method, Stage
 from xlviz.methods.common import WORLD, finetune_qa, load_mlm, pretrain_stage, train_mlm
 from xlviz.models.adapters import XlvizBertForMaskedLM
 from xlviz.models.monotrans import (
     add_embedding_noise, drop_cls_position_and_segment, fold_cls_position, freeze_for_step2, freeze_for_step3, make_l2_mlm,
-    qa_from_mlm, zero_shot_model,
+    embedding_norm, init_norm, noise_std_for, qa_from_mlm, zero_shot_model,
 )
 from xlviz.models.surgery import word_embeddings
 
@@ -109,19 +110,28 @@ def finetune_stage(v: Variant) -> Stage:
         model = qa_from_mlm(load_mlm(ctx, "s1_pretrain"), seed=ctx.cfg.seed + 3)
         hooks = drop_cls_position_and_segment(model) if v.pos else []
         if v.noise:
-            hooks += add_embedding_noise(model, std=ctx.cfg.noise_std)
+            sigma = noise_std_for(model, ctx.cfg.noise_std, ctx.cfg.noise_rule)
+            hooks += add_embedding_noise(model, std=sigma)
+            model._xlviz_noise = {"noise_rule": ctx.cfg.noise_rule, "noise_std": ctx.cfg.noise_std, "sigma": sigma,
+                                  "init_norm": init_norm(model), "embedding_norm": embedding_norm(model)}
         model._xlviz_hooks = hooks
         freeze_for_step3(model, freeze_positions=v.pos)
         return model
 
     def run_train(ctx: Context, model) -> None:
         hooks = model.__dict__.pop("_xlviz_hooks", [])
+        noise = model.__dict__.pop("_xlviz_noise", None)
+        if noise is not None:
+            ctx.log(f"  noised fine-tuning: sigma {noise['sigma']:.4f} ({noise['noise_rule']} rule, noise_std {noise['noise_std']}; "
+                    f"embedding row norm {noise['embedding_norm']:.3f}, {noise['init_norm']:.3f} at init)")
         model = finetune_qa(ctx, model, name)
         for h in hooks:
             h.remove()
         if v.pos:
             fold_cls_position(model)
         ctx.save(model, ctx.path(name), ctx.tokenizer(ctx.world.l1))
+        if noise is not None and ctx.main:
+            atomic_write_json(ctx.path(name, "noise.json"), noise, root=ctx.path(name))
 
     trains = (r"^(?!.*position_embeddings).*$",) if v.pos else (r".*",)
     return Stage(name, "finetune", build=build, train=run_train, trains=trains, rows="special",

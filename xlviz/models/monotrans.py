@@ -32,7 +32,12 @@ from xlviz.models.surgery import (
 )
 
 N_SPECIAL = 5  # [PAD] [UNK] [CLS] [SEP] [MASK] share ids 0-4 in every language's vocabulary
-NOISE_STD = 0.075  # Appendix A
+NOISE_STD = 0.075  # Appendix A, for BERT-base
+# BERT-base's word-embedding row norm at initialisation (std 0.02, 768 wide): the reference the
+# paper's sigma is scaled against (noise_std_for); no BERT-base weights are read.
+BERT_BASE_INIT_STD, BERT_BASE_WIDTH = 0.02, 768
+REFERENCE_NORM = BERT_BASE_INIT_STD * BERT_BASE_WIDTH ** 0.5
+NOISE_RULES = ("scaled", "absolute")
 TOKEN_ID_KEYS = ("pad_token_id", "bos_token_id", "eos_token_id")
 
 MODEL_SIZES = {
@@ -223,6 +228,46 @@ def add_embedding_noise(model: PreTrainedModel, std: float = NOISE_STD) -> list:
     return [m.register_forward_hook(hook) for m in _embedding_parts(model)]
 
 
+def embedding_norm(model: PreTrainedModel, special: Iterable[int] | None = None) -> float:
+    """Mean L2 norm of the word-embedding rows, special rows (ids ``special``, default the
+    first ``N_SPECIAL``) left out: recorded beside the noise's sigma, to compare with
+    :func:`init_norm`."""
+    weight = word_embeddings(model).weight.detach().float()
+    keep = torch.ones(weight.shape[0], dtype=torch.bool)
+    keep[list(special) if special is not None else list(range(min(N_SPECIAL, weight.shape[0])))] = False
+    if not bool(keep.any()):
+        raise XlvizError("the word embeddings have no non-special rows to measure", field="word_embeddings")
+    return float(weight[keep].norm(dim=1).mean())
+
+
+def init_norm(model: PreTrainedModel) -> float:
+    """Expected L2 norm of a word-embedding row as the model was initialised: its config's
+    ``initializer_range`` (BERT's 0.02 where the config has none) x sqrt(embedding width)."""
+    width = word_embeddings(model).embedding_dim
+    return float(getattr(model.config, "initializer_range", BERT_BASE_INIT_STD)) * width ** 0.5
+
+
+def noise_std_for(model: PreTrainedModel, std: float = NOISE_STD, rule: str = "scaled") -> float:
+    """The noised fine-tuning's sigma for ``model``: ``std`` itself (``"absolute"``, the paper's
+    0.075 as is) or ``std x init_norm(model) / REFERENCE_NORM`` (``"scaled"``).
+
+    Why: what the noise does depends on its size against the embeddings, not on its absolute
+    value. N(0, sigma^2) on a d-wide row moves it by about sigma along the direction that
+    separates two tokens, whose rows lie about a row norm apart, so sigma / ||e|| is what to
+    keep. The paper chose 0.075 for BERT-base, whose rows start 0.02 x sqrt(768) = 0.554 long
+    (ratio 0.135); the rule keeps that ratio against the model's own starting norm, so
+    BERT-base gets exactly 0.075 and a 128-wide model with BERT's init 0.075 x sqrt(128/768) =
+    0.0306. Starting norms, not trained ones: BERT-base's trained norms are not available here
+    to compare with, and a trained norm set against an initial one mixes two scales (the
+    bench's 128-wide model ends step 1 with rows of std ~0.06, norm ~0.69, which against 0.554
+    would give 0.093: more noise than the paper's absolute value)."""
+    if rule not in NOISE_RULES:
+        raise XlvizError(f"unknown noise rule {rule!r}; choose from {list(NOISE_RULES)}", field="noise_rule")
+    if rule == "absolute":
+        return float(std)
+    return float(std) * init_norm(model) / REFERENCE_NORM
+
+
 def drop_cls_position_and_segment(model: PreTrainedModel) -> list:
     """[CLS] (always the first token) gets no position or segment embedding (§2). Hooks zero
     those embeddings at the first position; :func:`fold_cls_position` makes it permanent."""
@@ -299,7 +344,8 @@ def zero_shot_model(
 
 
 __all__ = [
-    "MODEL_SIZES", "N_SPECIAL", "NOISE_STD", "bert_config", "make_l2_mlm", "freeze_for_step2", "freeze_for_step3",
+    "MODEL_SIZES", "N_SPECIAL", "NOISE_RULES", "NOISE_STD", "REFERENCE_NORM", "embedding_norm", "init_norm", "noise_std_for", "bert_config",
+    "make_l2_mlm", "freeze_for_step2", "freeze_for_step3",
     "add_embedding_noise", "drop_cls_position_and_segment", "fold_cls_position", "qa_from_mlm", "zero_shot_model",
     "add_adapters", "new_l2_embeddings",
 ]

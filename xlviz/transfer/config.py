@@ -11,7 +11,7 @@ from pathlib import Path
 
 from xlviz.data.world import WorldConfig
 from xlviz.errors import XlvizError
-from xlviz.models.monotrans import MODEL_SIZES, NOISE_STD
+from xlviz.models.monotrans import MODEL_SIZES, NOISE_RULES, NOISE_STD
 from xlviz.names import check_config
 
 MIXED_PRECISION = ("auto", "no", "bf16", "fp16")
@@ -41,9 +41,14 @@ class TransferConfig:
     methods: list[str] = field(default_factory=lambda: ["monotrans", "floor", "dictionary-oracle"])
     model_size: str = "small"
     vocab_size: int = 400
-    # Subwords of a vocabulary learned on several languages at once (jointpair-joint, jointmulti);
-    # 0: vocab_size per language, what each language has in the disjoint vocabularies.
+    # What the paper's 32k subwords are for the joint vocabularies (jointpair-joint: one of this
+    # size for both languages; jointmulti: this; jointmulti-large: 200k/32k = 6.25 x this);
+    # 0: vocab_size, the size of each language's own (disjoint) vocabulary (xlviz.methods.joint).
     joint_vocab_size: int = 0
+    # Exponent of the smoothed language sampling q_i ∝ p_i^alpha (p_i: a language's share of the
+    # corpus tokens) for the joint models' batches and joint vocabularies (Conneau & Lample 2019;
+    # mBERT's 0.7). 0: balanced, 1: the natural proportions.
+    language_alpha: float = 0.7
     # CLWE's VecMap initialisation: "unsupervised" (intra-lingual similarity distributions) or
     # "identical" (identical strings; needs languages that share some, e.g. Latin-script subwords).
     clwe_init: str = "unsupervised"
@@ -61,12 +66,13 @@ class TransferConfig:
     # plateau (loss ~3.6) only with many short sequences per step (docs/world.md).
     mlm_batch_size: int = 128
     mlm_probability: float = 0.15  # BERT's share of masked tokens
-    # Share of MLM batches (steps 1 and 2) of full-length blocks (max(block_size, qa_max_length)
-    # tokens, as many tokens per batch as a short one), so that positions past block_size, which
-    # QA inputs reach, are trained (BERT: 10% of steps at full length). 0: short blocks only, the
-    # default: at this step budget 0.1 raised English F1 (+2.8 on average) but lowered the svo
-    # and sov ratios at each of seeds 0-2 (sov 0.24 -> 0.19 on average; docs/world.md).
-    long_block_share: float = 0.0
+    # Share of MLM batches (steps 1 and 2, every masked-LM stage) of full-length blocks
+    # (max(block_size, qa_max_length) tokens, as many tokens per batch as a short one), spread
+    # evenly, so that every position QA inputs reach is trained (the paper trains at full length
+    # throughout; BERT 10% of its steps). 0: short blocks only, the code before (positions past
+    # block_size kept their random init). Plateau check and earlier measurements: docs/methods.md,
+    # "Faithfulness changes", and docs/world.md.
+    long_block_share: float = 0.1
     # Budgeted for the 5-minute demo on a 2-core CPU with bf16 (auto); step 1's length and
     # learning rate matter most for transfer, step 3's for English F1 (docs/world.md).
     pretrain_steps: int = 1000
@@ -83,6 +89,10 @@ class TransferConfig:
     # Step 2 learns as well from either (docs/world.md).
     l2_init_std: float = 0.002
     noise_std: float = NOISE_STD  # noised fine-tuning's Gaussian std (Appendix A, sized for BERT-base)
+    # "scaled": sigma = noise_std x the model's word-embedding row norm at initialisation
+    # (init std x sqrt(width)) / BERT-base's (0.02 x sqrt(768)): the paper's noise-to-norm ratio,
+    # 0.031 for the 128-wide small model; "absolute": noise_std as is (models.monotrans.noise_std_for).
+    noise_rule: str = "scaled"
     # auto: bf16 where matmuls run natively in bf16 (CPUs with AMX or AVX512-BF16, GPUs), else float32. On a
     # CPU, bf16 trains the model in bf16 with float32 master weights (bench/bench_mlm.py).
     mixed_precision: str = "auto"
@@ -220,8 +230,12 @@ class TransferConfig:
             raise XlvizError("must be smaller than qa_max_length", path=path, field="doc_stride")
         if isinstance(self.joint_vocab_size, bool) or not isinstance(self.joint_vocab_size, int) or self.joint_vocab_size < 0 \
                 or 0 < self.joint_vocab_size < 50:
-            raise XlvizError(f"must be 0 (vocab_size per language) or an integer of at least 50, got {self.joint_vocab_size!r}",
+            raise XlvizError(f"must be 0 (vocab_size) or an integer of at least 50, got {self.joint_vocab_size!r}",
                              path=path, field="joint_vocab_size")
+        if isinstance(self.language_alpha, bool) or not isinstance(self.language_alpha, (int, float)) or not 0 <= self.language_alpha <= 1:
+            raise XlvizError(f"must be a number in [0, 1], got {self.language_alpha!r}", path=path, field="language_alpha")
+        if self.noise_rule not in NOISE_RULES:
+            raise XlvizError(f"choose from {list(NOISE_RULES)}, got {self.noise_rule!r}", path=path, field="noise_rule")
         if self.clwe_init not in ("unsupervised", "identical"):
             raise XlvizError("choose from ['unsupervised', 'identical']", path=path, field="clwe_init")
         if self.veco_init not in ("scratch", "jointpair-disjoint"):
@@ -265,7 +279,7 @@ class TransferConfig:
         if isinstance(self.ppa_momentum, bool) or not isinstance(self.ppa_momentum, (int, float)) or not 0 <= self.ppa_momentum < 1:
             raise XlvizError(f"must be a number in [0, 1), got {self.ppa_momentum!r}", path=path, field="ppa_momentum")
         if not isinstance(self.ppa_base, str) or not self.ppa_base.strip():
-            raise XlvizError("must be a joint system (jointpair-disjoint, jointpair-joint, jointmulti) or a model folder",
+            raise XlvizError("must be a joint system (jointpair-disjoint, jointpair-joint, jointmulti, jointmulti-large) or a model folder",
                              path=path, field="ppa_base")
 
     def validate_plastic(self, *, path: str | None = None) -> None:
