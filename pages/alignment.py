@@ -18,7 +18,7 @@ from xlviz.ui.colours import label_colours, system_colours
 from xlviz.ui.common import NA, guard, plotly, shared_data_dir
 from xlviz.ui.sidebar import current, page_setup
 from xlviz.views import figures as vf
-from xlviz.ui.state import keep
+from xlviz.ui.state import keep, url_state, write_url
 from xlviz.ui.text import md_join, md_text
 
 page_setup()
@@ -27,6 +27,10 @@ WORLD, PUD, TATOEBA, MULTI30K, UPLOAD = "Run's parallel pairs", "PUD", "Tatoeba"
 POOLINGS = {"mean": "mean of all tokens", "mean_no_special": "mean without special tokens", "cls": "first token ([CLS])"}
 PAGE = "alignment"
 
+# the view lives in the URL (bookmark, share, reload): data, systems, pooling and the projection
+URL_KEYS = ("al_source", "al_run", "al_l2", "al_systems", "al_pooling", "al_center", "al_max_len",
+            "al_proj_system", "al_proj_layer", "al_proj_method", "al_proj_level")
+url_state(PAGE, URL_KEYS)
 # the projection's widgets vanish while no system is picked; their choices must come back with it
 keep("al_proj_system", "al_proj_layer", "al_proj_method", "al_proj_level")
 
@@ -47,7 +51,8 @@ if p_run is not None:
     st.session_state["al_run"] = p_run.name
     if p_l2:
         st.session_state["al_l2"] = p_l2
-    st.session_state.pop("al_systems", None)  # defaults: transferred and floor of that run
+    if "al_systems" not in st.query_params:  # a full URL (bookmark, reload) keeps its systems
+        st.session_state.pop("al_systems", None)  # defaults: transferred and floor of that run
 
 # --- data --------------------------------------------------------------------------------------------
 sources = ([WORLD] if runs else []) + ([PUD] if shared and (shared / "pud").is_dir() else []) \
@@ -157,8 +162,11 @@ if not defaults:
 
 ctx = f"{source}|{run.name if run else ''}|{data.lang_a}|{data.lang_b}"
 if st.session_state.get("_al_ctx") != ctx or "al_systems" not in st.session_state:
+    # the first view keeps systems named by a shared URL (those this data still offers)
+    from_url = "_al_ctx" not in st.session_state and isinstance(st.session_state.get("al_systems"), list)
     st.session_state["_al_ctx"] = ctx
-    st.session_state["al_systems"] = defaults
+    kept = [k for k in st.session_state["al_systems"] if k in options] if from_url else []
+    st.session_state["al_systems"] = kept or defaults
 else:
     st.session_state["al_systems"] = [k for k in st.session_state["al_systems"] if k in options]
 
@@ -194,19 +202,28 @@ with c2.popover("Compare two other models", icon=":material/add:", width="stretc
         st.button("Add system", key="al_custom_add", on_click=_add_custom, args=(avail, data.lang_a, data.lang_b))
 
 if not chosen:
+    write_url(URL_KEYS)
     st.info("Pick at least one system: a run's transferred model and floor (generated world), models from the "
             "sidebar, or “Compare two other models”.", icon=":material/info:")
     st.stop()
 
 c1, c2, c3, c4 = st.columns([2, 1, 1, 1], vertical_alignment="bottom")
+if st.session_state.get("al_pooling") not in POOLINGS:
+    st.session_state.pop("al_pooling", None)
+if not isinstance(st.session_state.get("al_center"), bool):
+    st.session_state["al_center"] = False
+v = st.session_state.get("al_max_len")
+if isinstance(v, bool) or not isinstance(v, int) or not 8 <= v <= 512:
+    st.session_state["al_max_len"] = 128
 pooling = c1.selectbox("Sentence vector", list(POOLINGS), format_func=POOLINGS.get, key="al_pooling")
-center = c2.toggle("Centre each language", value=False, key="al_center",
+center = c2.toggle("Centre each language", key="al_center",
                    help="Subtract each language's mean vector before cosine similarity: removes the offset that "
                    "separates the two languages' clouds.")
 can_words = bool(data.has_words and data.dictionary)
 words_on = c3.toggle("Word translation", value=can_words, disabled=not can_words, key="al_words",
                      help="Nearest word type in the other language vs. the gold dictionary (generated world only).")
-max_length = c4.number_input("Max tokens", min_value=8, max_value=512, value=128, step=8, key="al_max_len")
+max_length = c4.number_input("Max tokens", min_value=8, max_value=512, step=8, key="al_max_len")
+write_url(URL_KEYS)  # before the computation below, which may stop the page on an error
 words_on = bool(words_on and can_words)
 
 # --- compute -------------------------------------------------------------------------------------------
@@ -274,14 +291,23 @@ st.subheader("Projection")
 names = [s.name for s in systems if s.name in vectors]
 n_layers = vectors[names[0]]["a"].shape[0]
 c1, c2, c3, c4, c5 = st.columns([3, 2, 1, 1, 1], vertical_alignment="bottom")
+if st.session_state.get("al_proj_system") not in names:
+    st.session_state.pop("al_proj_system", None)
 p_sys = c1.selectbox("System", names, key="al_proj_system")
 vec = vectors[p_sys]
 n_layers = vec["a"].shape[0]
-p_layer = c2.slider("Layer", 0, n_layers - 1, n_layers - 1, key="al_proj_layer")
+if st.session_state.get("al_proj_layer") not in range(n_layers):
+    st.session_state["al_proj_layer"] = n_layers - 1
+p_layer = c2.slider("Layer", 0, n_layers - 1, key="al_proj_layer")
+if st.session_state.get("al_proj_method") not in ("PCA", "UMAP"):
+    st.session_state.pop("al_proj_method", None)
 p_method = c3.radio("Method", ["PCA", "UMAP"], key="al_proj_method", horizontal=True,
                     help="UMAP needs a few seconds the first time (numba compiles).")
 levels = ["sentences"] + (["words"] if "wa" in vec else [])
+if st.session_state.get("al_proj_level") not in levels:
+    st.session_state.pop("al_proj_level", None)
 p_level = c4.radio("Points", levels, key="al_proj_level", horizontal=True)
+write_url(URL_KEYS)
 p_n = c5.number_input("Sentences" if p_level == "sentences" else "Sentences (all their words)", min_value=2,
                       max_value=len(data), value=min(150 if p_level == "sentences" else 15, len(data)),
                       key=f"al_proj_n_{p_level}")

@@ -14,14 +14,16 @@ import streamlit as st
 from xlviz.runs import list_runs
 from xlviz.ui import attention_view as av
 from xlviz.ui.common import attention, guard, has_own_cross_attention, max_positions, mixed_attention, own_cross_attention, plotly
-from xlviz.ui.common import shares_body, shared_data_dir
+from xlviz.ui.common import shares_body, shared_data_dir, typed_text_stats
 from xlviz.ui.sidebar import current
 from xlviz.ui.sidebar import page_setup
 from xlviz.ui.state import url_state, write_url
 from xlviz.ui.text import md_text
 
 page_setup()
-URL_KEYS = ("att_source", "att_run", "att_world_pair", "att_max_len", "att_layer", "att_head", "att_hide")
+# the view lives in the URL (bookmark, share, reload): the pair, the models, the feed mode, the layer and head
+URL_KEYS = ("att_source", "att_run", "att_l2", "att_world_pair", "att_lang_a", "att_lang_b", "att_text_a", "att_text_b",
+            "att_model_a", "att_model_b", "att_mode", "att_max_len", "att_layer", "att_head", "att_hide")
 url_state("attention", URL_KEYS)
 
 TYPED, WORLD, PUD, TATOEBA = "Typed", "Generated world", "PUD", "Tatoeba"
@@ -47,10 +49,18 @@ pair = None
 with guard("Could not read the pair", stop=True):
     if source == TYPED:
         c1, c2 = st.columns(2)
-        la = c1.text_input("Language of sentence A", value=lang_a, key="att_lang_a")
-        lb = c2.text_input("Language of sentence B", value=lang_b, key="att_lang_b")
-        ta = c1.text_area("Sentence A", value="The cat sits on the mat.", key="att_text_a", height=80)
-        tb = c2.text_area("Sentence B", value="Die Katze sitzt auf der Matte.", key="att_text_b", height=80)
+        # defaults through session state (a value from the URL wins); each sentence starts in the
+        # language its label names (an invented L2: its world's sentence)
+        for key, default in (("att_lang_a", lang_a), ("att_lang_b", lang_b)):
+            if not isinstance(st.session_state.get(key), str):
+                st.session_state[key] = default
+        la = c1.text_input("Language of sentence A", key="att_lang_a")
+        lb = c2.text_input("Language of sentence B", key="att_lang_b")
+        for key, lang in (("att_text_a", la), ("att_text_b", lb)):
+            if not isinstance(st.session_state.get(key), str):
+                st.session_state[key] = av.typed_default(lang, [r.path for r in world_runs])
+        ta = c1.text_area("Sentence A", key="att_text_a", height=80)
+        tb = c2.text_area("Sentence B", key="att_text_b", height=80)
         if not ta.strip() or not tb.strip():
             st.info("Type two sentences.")
             st.stop()
@@ -63,7 +73,9 @@ with guard("Could not read the pair", stop=True):
         run = next(r for r in world_runs if r.name == run_name)
         files = av.world_parallel_files(run.path)
         l2s = list(files)
-        l2 = c2.selectbox("Target language", l2s, index=l2s.index(lang_b) if lang_b in l2s else 0, key="att_l2")
+        if st.session_state.get("att_l2") not in l2s:  # a value from the URL, else the sidebar's second language
+            st.session_state["att_l2"] = lang_b if lang_b in l2s else l2s[0]
+        l2 = c2.selectbox("Target language", l2s, key="att_l2")
         pairs = av.read_world_pairs(files[l2])
         if not pairs:
             st.warning("This parallel file is empty.")
@@ -99,18 +111,21 @@ with guard("Could not read the pair", stop=True):
 st.markdown(f"**A** ({md_text(pair.lang_a)}): {md_text(pair.text_a)}  \n**B** ({md_text(pair.lang_b)}): {md_text(pair.text_b)}")
 
 # --- model and mode -----------------------------------------------------------------------------
-names = [m.label for m in sel.models]
+by_key = {m.key: m for m in sel.models}  # picked by model key, so a shared URL names the same models
 
 
-def _default(lang: str) -> int:
-    return next((i for i, m in enumerate(sel.models) if m.languages() is not None and lang in m.languages()),
-                next((i for i, m in enumerate(sel.models) if m.languages() is None), 0))
+def _default(lang: str) -> str:
+    return next((m.key for m in sel.models if m.languages() is not None and lang in m.languages()),
+                next((m.key for m in sel.models if m.languages() is None), sel.models[0].key))
 
 
+for key, lang in (("att_model_a", pair.lang_a), ("att_model_b", pair.lang_b)):
+    if st.session_state.get(key) not in by_key:
+        st.session_state[key] = _default(lang)
 c1, c2, c3, c4 = st.columns([3, 3, 2, 1])
-ia = c1.selectbox("Model for A", range(len(names)), index=_default(pair.lang_a), format_func=names.__getitem__, key="att_model_a")
-ib = c2.selectbox("Model for B", range(len(names)), index=_default(pair.lang_b), format_func=names.__getitem__, key="att_model_b")
-ma, mb = sel.models[ia], sel.models[ib]
+ka = c1.selectbox("Model for A", list(by_key), format_func=lambda k: by_key[k].label, key="att_model_a")
+kb = c2.selectbox("Model for B", list(by_key), format_func=lambda k: by_key[k].label, key="att_model_b")
+ma, mb = by_key[ka], by_key[kb]
 ref_a = ma.ref_for(pair.lang_a) or ma.ref_for(None)
 ref_b = mb.ref_for(pair.lang_b) or mb.ref_for(None)
 same = ref_a == ref_b
@@ -120,6 +135,8 @@ if not same:
     with guard("Could not compare the two models"):
         mixed_ok = shares_body(ref_a, ref_b)
 modes = ["as one pair", "each alone"] if same else ([MIXED, "each alone"] if mixed_ok else ["each alone"])
+if st.session_state.get("att_mode") not in modes:  # from another pair of models, or a URL
+    st.session_state.pop("att_mode", None)
 mode = c3.radio("Feed the sentences", modes, key="att_mode", horizontal=False,
                 help="One pair: [CLS] A [SEP] B [SEP] through one model, so attention can cross. For the two "
                      "languages of a MONOTRANS model (same body, different embeddings) the pair goes through the "
@@ -129,11 +146,13 @@ if not same and not mixed_ok:
 cap = 512
 with guard("Could not load the models", stop=True):
     cap = min(max_positions(ref_a), max_positions(ref_b))
-if int(st.session_state.get("att_max_len", 128)) > cap:  # a value kept from a larger model
-    st.session_state["att_max_len"] = cap
-st.session_state.setdefault("att_max_len", min(128, cap))
+# the length asked for is kept apart from the one shown: a smaller model caps what is shown, and
+# switching back to a larger one restores what was asked for (it stayed at the small cap before)
+st.session_state.setdefault("_att_max_wanted", int(st.session_state.get("att_max_len", 128)))
+st.session_state["att_max_len"] = max(min(8, cap), min(int(st.session_state["_att_max_wanted"]), cap))
 max_length = c4.number_input("Max tokens", min_value=min(8, cap), max_value=cap, step=8, key="att_max_len",
-                             help=f"At most {cap}: the model's positions.")
+                             help=f"At most {cap}: the model's positions.",
+                             on_change=lambda: st.session_state.__setitem__("_att_max_wanted", st.session_state["att_max_len"]))
 if cap < 512:
     c4.caption(f"≤ {cap}: the model{'s' if ref_a != ref_b else ''} read{'' if ref_a != ref_b else 's'} at most {cap} positions.")
 
@@ -148,8 +167,18 @@ with guard("Could not compute attention", stop=True):
         inputs.append((f"B ({pair.lang_b})", attention(ref_b, pair.input_b(), None, max_length)))
 for name, res in inputs:
     if res.truncated:
+        more = ("raise “Max tokens” to see more" if int(max_length) < cap
+                else f"{cap} is the model's own limit: shorten the text to see all of it")
         st.warning(f"{md_text(name)}: the input has {res.n_tokens_before_truncation} tokens; only the first "
-                   f"{len(res.tokens)} are shown (raise “Max tokens” to see more).", icon=":material/content_cut:")
+                   f"{len(res.tokens)} are shown ({more}).", icon=":material/content_cut:")
+if source == TYPED:  # how each model's tokenizer reads what was typed
+    with guard("Could not tokenize the typed text"):
+        for label, text, lang, ref, model in (("A", pair.text_a, pair.lang_a, ref_a, ma), ("B", pair.text_b, pair.lang_b, ref_b, mb)):
+            stats = typed_text_stats(ref, text)
+            line = (f"{label} ({md_text(lang)}) under {md_text(model.name)}: {stats['tokens']} tokens, "
+                    f"{stats['chars_per_token']:.1f} characters per token, {stats['unk_rate']:.0%} [UNK]")
+            problem = av.text_stats_warning(stats)
+            (st.warning if problem else st.caption)(line + (f" — {problem}." if problem else "."))
 
 # --- one layer/head -----------------------------------------------------------------------------
 L, H = inputs[0][1].n_layers, inputs[0][1].n_heads
@@ -177,10 +206,8 @@ for col, (name, res) in zip(cols, inputs):
         if st.toggle("Head view", value=True, key=f"att_view_{name}",
                      help="As bertviz: queries left, keys right, one line per weight (opacity = weight); hover a "
                           "token to keep only its lines."):
-            import streamlit.components.v1 as components
-
-            components.html(av.head_view_html(sl.attentions[0, 0], sl.tokens, sl.segment), height=60 + 22 * len(sl.tokens),
-                            scrolling=True)
+            # st.iframe (the deprecated components html call's replacement); the view's tokens are HTML-escaped
+            st.iframe(av.head_view_html(sl.attentions[0, 0], sl.tokens, sl.segment), height=60 + 22 * len(sl.tokens))
         plotly(av.heatmap(sl.attentions[0, 0], sl.tokens, sl.segment, title), key=f"att_heat_{name}")
         csv_frames.append(av.slice_frame(sl.attentions, sl.layers, sl.heads, sl.tokens, name))
 

@@ -27,6 +27,7 @@ with guard("Could not read the runs folder"):
         st.info("No runs yet — start one on the **Runs** page.", icon=":material/info:")
     else:
         table = runs_view.run_table(runs)
+        st.caption("Best L2 F1: the best transfer system's, upper bounds (the dictionary oracle) left out.")
         first = ["run", "state", "best L2 F1, zero-shot", "best L2 F1, L2 labels", "systems"]
         st.dataframe(table, hide_index=True, width="stretch", column_order=first + [c for c in table.columns if c not in first],
                      column_config={c: st.column_config.NumberColumn(f"{c} (%)", format="%.1f")

@@ -19,6 +19,7 @@ import streamlit as st
 
 from xlviz.analysis.reports import ModelSpec, ProbeModel, agreement_rows, run_probe_models
 from xlviz.ui import analysis as ua
+from xlviz.ui.choices import split_probeable
 from xlviz.ui.colours import label_colours, system_colours
 from xlviz.ui.common import NA, guard, plotly, shared_data_dir
 from xlviz.ui.sidebar import current, page_setup
@@ -109,6 +110,11 @@ for m in english:
 st.caption("L2 is probed in every system of the run (its encoders), next to the L1 model on L1; a run trained with "
            "`--methods mono-l2` adds a model trained on L2 directly, the reference the paper probes against. English "
            "models picked in the sidebar are probed on English data.")
+models, no_head = split_probeable(models, mlm=probe == AGREEMENT)
+if no_head:
+    st.caption("Not offered, no masked-LM head " + ("to score minimal pairs with" if probe == AGREEMENT else "to build the floor from")
+               + ": "
+               + ", ".join(dict.fromkeys(m.name for m in no_head)) + ".")
 if not models:
     st.info("Pick a run, or English masked LMs in the sidebar.", icon=":material/info:")
     stop()
@@ -272,18 +278,18 @@ else:
         with guard(f"Could not probe {label(m)}"):
             res = ua.word_in_context(m.spec, str(run.path), m.language, int(n_pairs), int(folds))
             results[label(m)] = (m, res)
-            rows += [{"model": label(m), "role": m.role, **r} for r in res["layers"]]
+            rows += [{"model": label(m), "system": m.name, "language": m.language, "role": m.role, **r} for r in res["layers"]]
         progress.step(label(m))
     progress.close()
     if not rows:
         stop()
     c1, c2 = st.columns(2)
     with c1:
-        plotly(ua.layer_lines(rows, "accuracy", "Word-in-context probe accuracy (cross-validated)", color="model",
-                              y_label="accuracy (%)", baseline=rows[0]["majority"], colours=colours), key="pr_fig_wic")
+        plotly(ua.layer_lines(rows, "accuracy", "Word-in-context probe accuracy (cross-validated)", color="system", dash="language",
+                              y_label="accuracy (%)", baseline=rows[0]["majority"], colours=_by_model), key="pr_fig_wic")
     with c2:
         plotly(ua.layer_lines(rows, "spearman", "Contextual similarity: Spearman ρ of cosine vs. gold", percent=False,
-                              color="model", y_label="Spearman ρ", colours=colours), key="pr_fig_sim")
+                              color="system", dash="language", y_label="Spearman ρ", colours=_by_model), key="pr_fig_sim")
     st.caption("Gold similarity is binary here (same sense = 1, different sense = 0), so ρ is a rank-biserial "
                "correlation; the table also has ROC AUC and the mean cosine of each class.")
     df = pd.DataFrame(rows)

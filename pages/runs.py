@@ -10,7 +10,7 @@ import streamlit as st
 
 from xlviz import jobs
 from xlviz.errors import XlvizError
-from xlviz.runs import Run, checkpoints_root
+from xlviz.runs import NOTE_MAX, Run, checkpoints_root
 from xlviz.ui import runs_view
 from xlviz.ui.choices import run_languages
 from xlviz.ui.colours import system_colours
@@ -99,6 +99,43 @@ def _resume(path):
         jobs.resume(path)
 
 
+def _remove(name: str, how: str) -> None:
+    with guard(f"Could not {how} the run"):
+        (jobs.delete_run if how == "delete" else jobs.archive_run)(root, name)
+        st.toast(f"{'Deleted' if how == 'delete' else 'Archived'} {md_text(name)}.")
+
+
+def manage_panel(run: Run, state: str) -> None:
+    """Notes and tags (notes.json, shown as text), the run's config (read-only) and, once it
+    is not running, delete or archive behind a confirmation."""
+    with st.expander("Notes, tags and config", icon=":material/edit_note:"):
+        with guard("Could not read the notes"):
+            notes = run.notes()
+            with st.form(f"runs_notes_{run.name}", border=False):
+                note = st.text_area("Note", value=notes["note"], max_chars=NOTE_MAX, key=f"runs_note_{run.name}")
+                tags = st.text_input("Tags (comma-separated)", value=", ".join(notes["tags"]), key=f"runs_tags_{run.name}")
+                if st.form_submit_button("Save notes", icon=":material/save:"):
+                    with guard("Could not save the notes"):
+                        run.write_notes(note=note, tags=runs_view.parse_tags(tags))
+                        st.success("Saved.", icon=":material/check_circle:")
+        with guard("Could not read the config"):
+            cfg = runs_view.config_table(run)
+            if cfg.empty:
+                st.caption("No config.json yet: the run has not started writing.")
+            else:
+                st.dataframe(cfg, hide_index=True, width="stretch", key=f"runs_config_{run.name}")
+    if state in ACTIVE:
+        return
+    with st.expander("Delete or archive", icon=":material/delete:"):
+        sure = st.checkbox(f"Remove {md_text(run.name)} from the list", key=f"runs_confirm_{run.name}",
+                           help="Archive moves the folder into .archive/ under the checkpoints root; delete removes it for good.")
+        c1, c2 = st.columns(2)
+        c1.button("Archive", key=f"runs_archive_{run.name}", disabled=not sure, on_click=_remove, args=(run.name, "archive"),
+                  icon=":material/archive:")
+        c2.button("Delete for good", key=f"runs_delete_{run.name}", disabled=not sure, on_click=_remove,
+                  args=(run.name, "delete"), type="primary", icon=":material/delete_forever:")
+
+
 def live_view(path) -> None:
     """One run's state, progress, loss curves and log; re-drawn every POLL_S while it runs."""
     run = Run(path)
@@ -113,7 +150,7 @@ def live_view(path) -> None:
     head.markdown(f"#### {STATE_ICONS.get(state, ':gray[:material/radio_button_unchecked:]')} {md_text(run.name)}")
     if state in ACTIVE:
         b1.button("Cancel", key=f"cancel_{run.name}", on_click=_cancel, args=(path,), icon=":material/stop:")
-    if state in ("stopped", "failed", "cancelled") and run.exists():
+    if jobs.can_resume(path):
         b2.button("Resume", key=f"resume_{run.name}", on_click=_resume, args=(path,), icon=":material/replay:")
     st.progress(prog.fraction or 0.0, text=md_text(prog.text))  # stage names from status.json
     if prog.problem:
@@ -161,8 +198,8 @@ def live_view(path) -> None:
 def show_results_by_setting(table: pd.DataFrame, languages: list[str]) -> None:
     """F1 by system and language, one table per setting: zero-shot and translate-train numbers
     are never in one table (a system that saw L2 labels is a ceiling, not a transfer result)."""
-    for setting, wide in runs_view.results_by_setting(table, languages):  # each cell: F1 [95% CI]
-        st.caption(f"F1 (%) by system and language — **{setting}** ({runs_view.SETTING_NOTES[setting]})")
+    for setting, wide in runs_view.results_by_setting(table, languages, ("exact_match", "f1")):  # each cell: score [95% CI]
+        st.caption(f"Exact match and F1 (%) by system and language — **{setting}** ({runs_view.SETTING_NOTES[setting]})")
         # n/a, not an empty cell: that system has no row for that language (e.g. the floor in L1)
         st.dataframe(wide, width="stretch", key=f"runs_results_{runs_view.SETTINGS.index(setting)}_{table['run'].iloc[0]}", placeholder=NA)
     st.caption(runs_view.interval_caption(table))
@@ -210,6 +247,8 @@ else:
         every = POLL_S if page_states[path.name] in ACTIVE else None
         with st.container(border=True):
             st.fragment(live_view, run_every=every)(path)
+            if path.name == chosen:
+                manage_panel(Run(path), page_states[chosen])
 
 # --- all runs + comparison ----------------------------------------------------------------
 st.subheader("All runs")

@@ -27,8 +27,9 @@ from typing import Iterator, Sequence
 
 from xlviz import confined, limits
 from xlviz.errors import XlvizError
-from xlviz.io import atomic_write_json
-from xlviz.runs import Run, checkpoints_root, now_iso, process_alive, process_cmdline, process_start_ticks
+from xlviz.io import append_line, atomic_write_json, read_json
+from xlviz.runs import (Run, archive_run_folder, checkpoints_root, delete_run_folder, now_iso, process_alive, process_cmdline,
+                         process_start_ticks, run_folder)
 
 JOB_FILE = "job.json"
 OUTPUT_FILE = "job-output.txt"
@@ -260,6 +261,16 @@ def cancel(run_dir: str | os.PathLike, *, grace_s: float = 5.0) -> bool:
             except subprocess.TimeoutExpired:
                 pass
     run = Run(run_dir)
+    if not run.exists():
+        # Cancelled while "starting": the job never wrote its config, so there is no run to
+        # mark. Writing status.json or log.txt here would leave a folder that is neither a run
+        # nor restartable; the cancel is recorded in job.json instead, and resume starts the
+        # recorded command again.
+        if info:
+            atomic_write_json(run_dir / JOB_FILE, {**info, "cancelled": now_iso()})
+            append_line(run_dir / OUTPUT_FILE, f"[{now_iso()}] cancelled from the app before the run wrote its config\n",
+                        root=run_dir)
+        return found
     status = run.status()
     if status.get("state") != "completed":
         # Written here rather than with Run.update_status, which would record the app's pid.
@@ -288,13 +299,76 @@ def _signal_group(pgid: int, sig: int) -> None:
 
 
 def resume(run_dir: str | os.PathLike) -> int:
-    """Restart a stopped run where it left off: ``xlviz transfer --resume RUN_DIR``."""
+    """Restart a stopped run where it left off: ``xlviz transfer --resume RUN_DIR``; a run
+    stopped before it wrote its config starts its recorded command again (:func:`restart_argv`)."""
     run_dir = check_in_root(Path(run_dir))
     run = Run(run_dir)
     if not run.exists():
-        raise XlvizError("not a run folder (no config.json)", path=run_dir)
+        argv = restart_argv(run_dir)
+        if argv is None:
+            raise XlvizError("not a run folder (no config.json)", path=run_dir)
+        return start_job(argv, run_dir)
     check_resumable_config(run.config(), path=run.config_path)
     return start_job(["transfer", "--resume", str(run_dir)], run_dir)
+
+
+def restart_argv(run_dir: str | os.PathLike) -> list[str] | None:
+    """The ``xlviz`` arguments to start again a job that stopped before writing its config
+    (cancelled while starting, killed): the command recorded in ``job.json``, if it is an
+    ``xlviz transfer --run-dir RUN_DIR`` for this very folder; else None. Only the arguments
+    are reused (never the recorded interpreter), and the transfer command checks them again."""
+    run_dir = Path(run_dir)
+    info = job_info(run_dir)
+    argv = info.get("argv") if isinstance(info, dict) else None
+    if Run(run_dir).exists() or is_alive(run_dir) or not isinstance(argv, list) or not all(isinstance(a, str) for a in argv):
+        return None
+    if argv[1:3] != ["-m", "xlviz"] or argv[3:4] != ["transfer"] or "--resume" in argv or "--config" in argv:
+        return None
+    rest = argv[3:]
+    try:
+        target = rest[rest.index("--run-dir") + 1]
+    except (ValueError, IndexError):
+        return None
+    if Path(target).resolve() != run_dir.resolve():
+        return None
+    return rest
+
+
+def can_resume(run_dir: str | os.PathLike) -> bool:
+    """Whether the app offers Resume: a stopped, failed or cancelled run with a config, or one
+    stopped before writing it whose command can be started again."""
+    run = Run(Path(run_dir))
+    if effective_state(run_dir) not in ("stopped", "failed", "cancelled"):
+        return False
+    return run.exists() or restart_argv(run_dir) is not None
+
+
+def _idle_folder(root: str | os.PathLike | None, name: str) -> Path:
+    """The run folder ``name`` (:func:`xlviz.runs.run_folder`), refused while a job or a
+    terminal process writes it: cancel it first."""
+    path = run_folder(root, name)
+    if is_alive(path) or Run(path).writer_pid() is not None:
+        raise XlvizError("the run is still running; cancel it first", path=path, field="run")
+    return path
+
+
+def delete_run(root: str | os.PathLike | None, name: str) -> None:
+    """Delete run ``name`` for good (it must not be running). Only a real folder directly
+    inside the checkpoints root; never through a link."""
+    path = _idle_folder(root, name)
+    with _START_LOCK:  # no start for this folder in this process meanwhile
+        if is_alive(path):
+            raise XlvizError("the run is still running; cancel it first", path=path, field="run")
+        delete_run_folder(path)
+
+
+def archive_run(root: str | os.PathLike | None, name: str) -> Path:
+    """Move run ``name`` (not running) into ``<root>/.archive/``; returns where it went."""
+    path = _idle_folder(root, name)
+    with _START_LOCK:
+        if is_alive(path):
+            raise XlvizError("the run is still running; cancel it first", path=path, field="run")
+        return archive_run_folder(path)
 
 
 def check_resumable_config(config: dict, *, path: Path) -> None:
@@ -325,7 +399,10 @@ def effective_state(run_dir: str | os.PathLike) -> str:
     if not run.exists():
         if alive:
             return "starting"
-        return "failed" if job_info(run_dir) else "pending"
+        info = job_info(run_dir)
+        if info and info.get("cancelled"):
+            return "cancelled"
+        return "failed" if info else "pending"
     try:
         status = run.status()
     except XlvizError:

@@ -8,6 +8,7 @@ A run lives in ``<checkpoints>/<run>/`` and holds
 - ``log.txt``       human-readable log (the app shows its tail)
 - ``results.json``  list of rows ``{"system", "language", "exact_match", "f1"}`` (``"verdict":
   "degenerate"`` and ``degenerate_stages`` on a row that depends on a degenerate stage)
+- ``notes.json``    the researcher's note and tags (written by the app or ``xlviz runs note|tag``)
 - ``verdicts.json`` ``{stage: {"verdict": "ok" | "degenerate" | "unjudged", ...}}``, each judged
   stage's outcome with its numbers (:mod:`xlviz.training.verdicts`)
 - one ``save_pretrained`` folder per trained stage, and ``export/`` with the zero-shot models.
@@ -42,6 +43,11 @@ from xlviz.io import append_jsonl, append_line, atomic_write_json, confine_write
 from xlviz.names import check_name, check_stage
 
 LOCK_FILE = ".writer.lock"
+NOTES_FILE = "notes.json"
+ARCHIVE_DIR = ".archive"
+NOTE_MAX = 10_000
+TAG_MAX = 40
+TAGS_MAX = 32
 
 ENV_CHECKPOINTS = "XLVIZ_CHECKPOINTS"
 STATES = ("pending", "running", "completed", "failed", "cancelled")
@@ -196,6 +202,10 @@ class Run:
     def lock_path(self) -> Path:
         return self.path / LOCK_FILE
 
+    @property
+    def notes_path(self) -> Path:
+        return self.path / NOTES_FILE
+
     def exists(self) -> bool:
         return self.config_path.exists()
 
@@ -281,6 +291,28 @@ class Run:
         except XlvizError as e:
             return str(e)
         return None
+
+    def notes(self) -> dict:
+        """The researcher's note and tags (``notes.json``): ``{"note": str, "tags": [str]}``,
+        empty when there are none. Kept apart from the run's own files, so annotating a
+        running run never races its writer."""
+        if not os.path.lexists(self.notes_path):
+            return {"note": "", "tags": []}
+        data = self._read_json(self.notes_path, "run notes")
+        if not isinstance(data, dict):
+            raise XlvizError(f"expected a JSON object, got {type(data).__name__}", path=self.notes_path)
+        return {"note": check_note(data.get("note", ""), path=self.notes_path),
+                "tags": check_tags(data.get("tags", []), path=self.notes_path)}
+
+    def write_notes(self, *, note: str | None = None, tags: list[str] | None = None) -> dict:
+        """Replace the note and/or the tags (None keeps the current one); atomic, inside the run."""
+        current = self.notes()
+        if note is not None:
+            current["note"] = check_note(note)
+        if tags is not None:
+            current["tags"] = check_tags(tags)
+        atomic_write_json(self.notes_path, current, root=self.path)
+        return current
 
     def lock_record(self) -> tuple[int, int | None, list[str] | None] | None:
         """``(pid, start ticks, command line)`` written into ``.writer.lock`` by its holder, or
@@ -419,6 +451,84 @@ class Run:
         self.write_results(list(merged.values()))
 
 
+def check_note(value: object, *, path: str | os.PathLike | None = None) -> str:
+    """A run's note: plain text (shown as text, never markdown), at most NOTE_MAX characters."""
+    if not isinstance(value, str):
+        raise XlvizError(f"a note must be text, got {type(value).__name__}", path=path, field="note")
+    if len(value) > NOTE_MAX:
+        raise XlvizError(f"a note may have at most {NOTE_MAX} characters, got {len(value)}", path=path, field="note")
+    return value
+
+
+def check_tags(value: object, *, path: str | os.PathLike | None = None) -> list[str]:
+    """A run's tags: short names (letters, digits, '-', '_'), each once, in the order given."""
+    if not isinstance(value, (list, tuple)):
+        raise XlvizError(f"tags must be a list, got {type(value).__name__}", path=path, field="tags")
+    tags = list(dict.fromkeys(check_name(t.strip() if isinstance(t, str) else t, field="tags", path=path, what="tag",
+                                         max_len=TAG_MAX) for t in value))
+    if len(tags) > TAGS_MAX:
+        raise XlvizError(f"at most {TAGS_MAX} tags, got {len(tags)}", path=path, field="tags")
+    return tags
+
+
+def run_folder(root: str | os.PathLike | None, name: object) -> Path:
+    """The run folder ``name`` directly inside the checkpoints ``root``, checked for deleting or
+    moving it: one path component (no '/', no '..', no leading '.'), a real folder (never a
+    symlink, which would point the removal elsewhere), its parent the root itself."""
+    root = checkpoints_root(root)
+    if (not isinstance(name, str) or not name or name.startswith(".") or "/" in name or "\\" in name
+            or any(c < " " for c in name)):
+        raise XlvizError(f"not a run name: {one_line(name)!r}", path=root, field="run")
+    path = root / name
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        raise XlvizError("no such run", path=path, field="run") from None
+    import stat as _stat
+
+    if _stat.S_ISLNK(st.st_mode):
+        raise XlvizError("is a symbolic link, not a run folder; remove it by hand", path=path, field="run")
+    if not _stat.S_ISDIR(st.st_mode):
+        raise XlvizError("is not a folder", path=path, field="run")
+    if path.resolve().parent != root.resolve():
+        raise XlvizError("is not inside the checkpoints root", path=path, field="run")
+    return path
+
+
+def delete_run_folder(path: Path) -> None:
+    """Remove a run folder checked by :func:`run_folder`. ``shutil.rmtree`` removes links inside
+    it as links (it never follows them) and, on Linux, works through file descriptors so a
+    folder swapped for a link midway is not followed either."""
+    import shutil
+
+    if os.path.islink(path):
+        raise XlvizError("is a symbolic link, not a run folder", path=path, field="run")
+    try:
+        shutil.rmtree(path)
+    except OSError as e:
+        raise XlvizError(f"cannot delete the run: {e.strerror or e}", path=path, field="run") from None
+
+
+def archive_run_folder(path: Path) -> Path:
+    """Move a run folder checked by :func:`run_folder` into ``<root>/.archive/`` (a suffix
+    ``-2``, ``-3``... when an archived run has its name); listings skip dot-folders, so it
+    leaves the app and the CLI's lists but nothing is lost. Returns the new path."""
+    archive = path.parent / ARCHIVE_DIR
+    if os.path.islink(archive) or (archive.exists() and not archive.is_dir()):
+        raise XlvizError("the archive is not a folder (or is a link)", path=archive, field="run")
+    archive.mkdir(exist_ok=True)
+    for n in range(1, 10_000):
+        dest = archive / (path.name if n == 1 else f"{path.name}-{n}")
+        if os.path.lexists(dest):
+            continue
+        try:
+            os.rename(path, dest)  # same filesystem: atomic, never a half-moved run
+        except OSError as e:
+            raise XlvizError(f"cannot archive the run: {e.strerror or e}", path=path, field="run") from None
+        return dest
+    raise XlvizError("no free name in the archive", path=archive, field="run")
+
+
 METRIC_NUMBERS = ("loss", "elapsed", "lr")
 
 
@@ -530,8 +640,9 @@ def explicit_run_dir(run_dir: str | os.PathLike, root: str | os.PathLike, config
     path = check_run_dir(run_dir, root)
     if path.exists() and not path.is_dir():
         raise XlvizError("exists and is not a folder", path=path, field="--run-dir")
-    if path.is_dir() and not Run(path).exists() and any(p.name not in (LOCK_FILE, ".job-start.lock", "job.json", "job-output.txt")
-                                                         for p in path.iterdir()):
+    # what the app leaves in a folder whose job never wrote its config (started, maybe cancelled, maybe annotated)
+    app_files = (LOCK_FILE, ".job-start.lock", "job.json", "job-output.txt", NOTES_FILE)
+    if path.is_dir() and not Run(path).exists() and any(p.name not in app_files for p in path.iterdir()):
         raise XlvizError("is a folder with other files in it, not a run folder; choose a new or empty folder",
                          path=path, field="--run-dir")
     check_same_settings(path, config)

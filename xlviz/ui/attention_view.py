@@ -56,6 +56,59 @@ def world_parallel_files(run_path: str | Path) -> dict[str, Path]:
     return out
 
 
+TYPED_DEFAULTS = {"en": "The cat sits on the mat.", "de": "Die Katze sitzt auf der Matte.",
+                  "fr": "Le chat est assis sur le tapis.", "es": "El gato está sentado en la alfombra."}
+
+
+def typed_default(lang: str, run_paths: list[Path] | None = None) -> str:
+    """A sentence in ``lang`` to start the typed pair with: a known one for a few real
+    languages, else the first sentence of a generated world's parallel file in that language
+    (its invented L2), else empty (the user types one): never another language's text under
+    this language's label."""
+    if lang in TYPED_DEFAULTS:
+        return TYPED_DEFAULTS[lang]
+    for run_path in run_paths or []:
+        file = world_parallel_files(run_path).get(lang)
+        if file is not None:
+            try:
+                pairs = read_world_pairs(file, limit=1)
+            except XlvizError:
+                continue
+            if pairs:
+                return pairs[0].text_b
+    return ""
+
+
+# a typed text read mostly as [UNK] or as single characters says little about the model
+UNK_WARN = 0.05
+CHARS_PER_TOKEN_WARN = 1.6
+
+
+def text_stats(tokenizer, text: str) -> dict:
+    """How a tokenizer reads a typed text: tokens, [UNK] share, characters per token (spaces
+    not counted) and the share of one-character tokens; low characters-per-token means the
+    text is shredded into characters (a script or language the vocabulary does not know)."""
+    ids = tokenizer(text, add_special_tokens=False)["input_ids"]
+    tokens = tokenizer.convert_ids_to_tokens(ids)
+    unk = getattr(tokenizer, "unk_token_id", None)
+    chars = len("".join(text.split()))
+    pieces = [t.replace("##", "").replace("\u2581", "").replace("Ġ", "") for t in tokens]
+    n = len(ids)
+    return {"tokens": n, "unk_rate": (sum(i == unk for i in ids) / n) if n and unk is not None else 0.0,
+            "chars_per_token": chars / n if n else 0.0,
+            "single_char_share": sum(len(p) <= 1 for p in pieces) / n if n else 0.0}
+
+
+def text_stats_warning(stats: dict) -> str | None:
+    """One sentence when a typed text is read badly (many [UNK], or shredded), else None."""
+    if stats["tokens"] and stats["unk_rate"] >= UNK_WARN:
+        return f"{stats['unk_rate']:.0%} of its tokens are [UNK]: the tokenizer does not know this text's characters"
+    if stats["tokens"] and stats["chars_per_token"] < CHARS_PER_TOKEN_WARN:
+        return (f"shredded into characters ({stats['chars_per_token']:.1f} characters per token): the tokenizer "
+                "does not know this language; its attention says little")
+    return None
+
+
 def read_world_pairs(path: str | Path, limit: int | None = 500) -> list[Pair]:
     """Pairs of a generated world's ``en-<l2>.jsonl`` (fields id, src, tgt, src_words, tgt_words, alignment)."""
     path = Path(path)

@@ -239,9 +239,81 @@ class FolderCheck:
     mlm: bool = False
 
 
+def _heads(archs: object) -> tuple[bool, bool]:
+    """(QA head, masked-LM head) from a config's ``architectures``."""
+    archs = [a for a in archs if isinstance(a, str)] if isinstance(archs, list) else []
+    return (any("QuestionAnswering" in a for a in archs),
+            any("MaskedLM" in a or "ForPreTraining" in a for a in archs))
+
+
+def has_mlm_head(path: str | os.PathLike) -> bool | None:
+    """Whether the model at ``path`` (a folder, or a cached hub id) has a masked-LM head, from
+    its config's ``architectures``: True, False, or None when it cannot tell (no architectures
+    recorded). An ELECTRA ``ForPreTraining`` is a discriminator: no masked-LM head."""
+    folder = Path(os.path.expanduser(str(path)))
+    if folder.is_dir():
+        archs = _architectures(folder)
+        if archs is None:
+            return False
+    else:
+        config, _ = cached_hub_config(str(path))
+        if config is None:
+            return False
+        archs = config.get("architectures")
+    if not isinstance(archs, list) or not archs:
+        return None
+    return any(isinstance(a, str) and ("MaskedLM" in a or ("ForPreTraining" in a and "Electra" not in a)) for a in archs)
+
+
+def split_probeable(models: list, *, mlm: bool = True) -> tuple[list, list]:
+    """(models that can be probed, the others) from objects with ``.spec``: scoring minimal
+    pairs (``mlm``) needs a masked-LM head, and so does a floor in any probe (it is built from
+    the L1 masked LM). A model whose config names no such head (an encoder such as MiniLM
+    before its MLM head is trained, a QA export) is not offered, rather than failing with an
+    error box."""
+    ok, refused = [], []
+    for m in models:
+        needs = mlm or getattr(m.spec, "floor_seed", None) is not None
+        (refused if needs and has_mlm_head(m.spec.path) is False else ok).append(m)
+    return ok, refused
+
+
+def cached_hub_config(repo_id: str) -> tuple[dict | None, str]:
+    """(config, "") of a hub model whose config and safetensors weights are in the local
+    Hugging Face cache, else (None, why not). The app runs offline: a hub id it cannot load
+    from the cache would fail on every page, so it is refused once, here."""
+    from huggingface_hub import try_to_load_from_cache
+    from huggingface_hub.utils import HFValidationError, validate_repo_id
+
+    try:
+        validate_repo_id(repo_id)
+    except HFValidationError:
+        return None, "not a model folder, and not a valid Hugging Face id"
+    try:
+        config = try_to_load_from_cache(repo_id, "config.json")
+        weights = [try_to_load_from_cache(repo_id, f) for f in ("model.safetensors", "model.safetensors.index.json")]
+    except (OSError, ValueError) as e:
+        return None, f"the Hugging Face cache cannot be read ({e})"
+    if not isinstance(config, str):
+        return None, ("not in the local Hugging Face cache, and the app does not download models: download it "
+                      "on a machine with network access (huggingface-cli download) or type a model folder")
+    if not any(isinstance(w, str) for w in weights):
+        return None, "in the Hugging Face cache without safetensors weights (xlviz loads safetensors only)"
+    from xlviz import confined, limits
+    from xlviz.errors import XlvizError
+
+    try:  # bounded, a regular file: the cache is outside the app's roots, but only read
+        data = confined.read_json(config, root=None, max_bytes=limits.RUN_JSON_MAX_BYTES, what="cached model config")
+    except XlvizError as e:
+        return None, f"its cached config.json cannot be read ({e})"
+    if not isinstance(data, dict) or "model_type" not in data:
+        return None, "its cached config.json has no model_type"
+    return data, ""
+
+
 def check_typed(text: str) -> FolderCheck:
     """Read a typed folder's config once: does it exist, is it a model, does it have a QA or a
-    masked-LM head? A hub id cannot be checked offline and is taken on trust. A local path must
+    masked-LM head? A hub id must be in the local Hugging Face cache (:func:`cached_hub_config`). A local path must
     lie inside the app's roots (:mod:`xlviz.ui.paths`); a refusal does not tell whether it exists."""
     from xlviz.errors import XlvizError
     from xlviz.ui.paths import typed_model
@@ -251,7 +323,14 @@ def check_typed(text: str) -> FolderCheck:
     except XlvizError as e:
         return FolderCheck(False, str(e))
     if kind == "hub":
-        return FolderCheck(True, f"{text}: a hub id, loaded from the local Hugging Face cache when first used", qa=True, mlm=True)
+        config, why = cached_hub_config(text.strip())
+        if config is None:
+            return FolderCheck(False, f"{text}: {why}")
+        qa, mlm = _heads(config.get("architectures"))
+        heads = [h for h, yes in (("question answering", qa), ("masked LM", mlm)) if yes]
+        return FolderCheck(True, f"{text}: a hub id in the local cache, " + (" and ".join(heads) + " head" if heads
+                                                                                 else "encoder only (no QA or masked-LM head)"),
+                           qa=qa, mlm=mlm)
     folder = local
     if not folder.is_dir():
         return FolderCheck(False, f"{text}: model folder not found")
@@ -271,8 +350,11 @@ def folder_choice(path: str | os.PathLike) -> ModelChoice:
     text = str(path).strip()
     folder = Path(os.path.expanduser(text))
     qa = folder.is_dir() and is_qa_folder(folder)
+    if not folder.is_dir():  # a hub id: its heads from the cached config (none when it is not cached)
+        config, _ = cached_hub_config(text)
+        qa = config is not None and _heads(config.get("architectures"))[0]
     name = folder.name if folder.is_dir() else text
-    return ModelChoice(f"path:{text}", f"{name}" + (" (QA)" if qa else ""), any_language=ModelRef(text), qa=qa or not folder.is_dir(), group="typed")
+    return ModelChoice(f"path:{text}", f"{name}" + (" (QA)" if qa else ""), any_language=ModelRef(text), qa=qa, group="typed")
 
 
 def discover_models(root: str | os.PathLike | None = None) -> list[ModelChoice]:

@@ -298,6 +298,20 @@ def _attention(path: str, tokenizer: str | None, mkey: str, text_a, text_b, max_
     return attention_maps(model, tok, text_a, text_b, max_length=max_length)
 
 
+@st.cache_data(show_spinner=False, max_entries=256)
+def _text_stats(path: str, tokenizer: str | None, mkey: str, text: str) -> dict:
+    from xlviz.ui.attention_view import text_stats
+
+    _, tok = _load_model(path, tokenizer, "base", ref_stamp(ModelRef(path, tokenizer)))
+    return text_stats(tok, text)
+
+
+def typed_text_stats(ref: ModelRef, text: str) -> dict:
+    """[UNK] share and characters per token of a typed text under the model's tokenizer."""
+    load_model(ref, "base")
+    return _text_stats(ref.path, ref.tokenizer, model_key(ref, "base"), text)
+
+
 def max_positions(ref: ModelRef) -> int:
     """How many tokens the model can read at once (RoBERTa-style models keep ``pad + 1``
     position rows for padding, so fewer than ``max_position_embeddings``)."""

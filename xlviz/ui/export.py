@@ -43,7 +43,11 @@ def figure_image(fig, fmt: str = "png", scale: float = 2.0) -> bytes:
 
 
 def figure_frame(fig) -> pd.DataFrame:
-    """The data behind a figure, one row per point: trace, x, y (and z for heatmaps)."""
+    """The data behind a figure, one row per point: trace, x, y (and z for heatmaps), plus the
+    fields a figure names in ``layout.meta["customdata"]`` (e.g. a bar's metric, EM or F1,
+    which only its facet showed)."""
+    meta = fig.layout.meta if isinstance(fig.layout.meta, dict) else {}
+    extra = [str(f) for f in meta.get("customdata", [])] if isinstance(meta.get("customdata"), (list, tuple)) else []
     rows = []
     for i, t in enumerate(fig.data):
         name = t.name if t.name else f"trace {i}"
@@ -60,8 +64,13 @@ def figure_frame(fig) -> pd.DataFrame:
             continue
         xs = list(xs) if xs is not None else list(range(len(ys)))
         ys = list(ys) if ys is not None else [None] * len(xs)
-        rows += [{"trace": name, "x": x, "y": y} for x, y in zip(xs, ys)]
-    cols = ["trace", "x", "y"] + (["z"] if any("z" in r for r in rows) else [])
+        custom = list(t.customdata) if extra and getattr(t, "customdata", None) is not None else []
+        for i, (x, y) in enumerate(zip(xs, ys)):
+            row = {"trace": name, "x": x, "y": y}
+            if i < len(custom):
+                row.update({f: custom[i][j] for j, f in enumerate(extra) if j < len(custom[i])})
+            rows.append(row)
+    cols = ["trace", "x", "y"] + (["z"] if any("z" in r for r in rows) else []) + extra
     return pd.DataFrame(rows, columns=cols)
 
 
@@ -104,7 +113,8 @@ def run_report_html(run, figures: dict[str, object] | None = None) -> str:
     parts.append("<h2>Results (%)</h2>")
     parts.append(compare_table(results).to_html(index=False, float_format=lambda v: f"{v:.1f}", na_rep="n/a")
                  if not results.empty else "<p>No results yet.</p>")
-    figs += list((figures or {}).items())
+    # the live view's loss chart (drawn as "loss_<run>") is the one above: not a second time
+    figs += [(t, f) for t, f in (figures or {}).items() if not (loss is not None and str(t).startswith("loss_"))]
     first = True
     for title, fig in figs:
         parts.append(f"<h2>{html.escape(title)}</h2>")

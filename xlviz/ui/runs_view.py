@@ -4,6 +4,7 @@ the transfer command line from the form, and the cross-run comparison of results
 from __future__ import annotations
 
 import datetime as _dt
+import json
 import math
 from dataclasses import dataclass
 from pathlib import Path
@@ -267,7 +268,14 @@ def run_table(runs: list[Run]) -> pd.DataFrame:
             cfg = run.config()
         except XlvizError:
             cfg = {}
-        state = f"unreadable: {problem}" if (problem := run.unreadable()) else jobs.effective_state(run.path)
+        # a folder the app started whose job has not (or never) written its config is no
+        # unreadable run: it is starting, cancelled or failed, and can be resumed or deleted
+        problem = run.unreadable() if run.exists() else None
+        state = f"unreadable: {problem}" if problem else jobs.effective_state(run.path)
+        try:
+            tags = ", ".join(run.notes()["tags"])
+        except XlvizError:
+            tags = "unreadable notes.json"
         try:
             status = run.status()
         except XlvizError:
@@ -293,6 +301,7 @@ def run_table(runs: list[Run]) -> pd.DataFrame:
             "best L2 F1, zero-shot": _best_l2_f1(results, l1_language(run), l2_labels=False),
             "best L2 F1, L2 labels": _best_l2_f1(results, l1_language(run), l2_labels=True),
             "best L2 F1, translate-test": _best_l2_f1(results, l1_language(run), l2_labels=True, setting=TRANSLATE_TEST),
+            "tags": tags,
             # rows of degenerate stages are no result: counted here, never in the best F1
             "degenerate rows": sum(1 for r in results if is_degenerate(r)),
             "updated": status.get("updated", ""),
@@ -347,11 +356,19 @@ def with_interval(value, low, high) -> str:
     return f"{value:.1f}"
 
 
+def is_upper_bound(system: str) -> bool:
+    """A system that is an upper bound, not a transfer method (the dictionary oracle copies
+    gold translations' L1 rows): its method's description says so."""
+    return describe(system).lower().startswith("upper bound")
+
+
 def _best_l2_f1(results: list[dict], l1: str, *, l2_labels: bool, setting: str | None = None) -> float | None:
-    """The best F1 of the run's L2 rows in one setting (None: no such row)."""
+    """The best F1 of the run's L2 rows in one setting (None: no such row); upper bounds
+    (:func:`is_upper_bound`) are left out: the best *transfer* result, not the oracle's."""
     want = setting or (TRANSLATE_TRAIN if l2_labels else ZERO_SHOT)
     f1s = [float(r["f1"]) for r in results if r.get("language") != l1 and isinstance(r.get("f1"), (int, float))
-           and setting_of(r) == want and not is_degenerate(r)]  # a degenerate row is no result
+           and setting_of(r) == want and not is_degenerate(r)  # a degenerate row is no result
+           and not is_upper_bound(str(r.get("system")))]
     return max(f1s, default=None)
 
 
@@ -377,22 +394,36 @@ def results_frame(runs: list[Run]) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=RESULT_COLUMNS)
 
 
-def results_by_setting(table: pd.DataFrame, languages: list[str]) -> list[tuple[str, pd.DataFrame]]:
+def results_by_setting(table: pd.DataFrame, languages: list[str],
+                       metrics: tuple[str, ...] = ("f1",)) -> list[tuple[str, pd.DataFrame]]:
     """One run's results as (setting, system × language table) pairs, one per setting present:
-    each cell the F1 with its 95% paragraph-bootstrap interval (``61.2 [55.0, 67.1]``), the
-    parallel pairs each system trained on first. Settings are never mixed in one table."""
+    each cell a score with its 95% paragraph-bootstrap interval (``61.2 [55.0, 67.1]``), the
+    parallel pairs each system trained on first. Settings are never mixed in one table. One
+    metric: a column per language; several (``("exact_match", "f1")``): ``<lang> · EM``,
+    ``<lang> · F1`` side by side per language."""
     out = []
+    names = {"exact_match": "EM", "f1": "F1"}
     for setting in SETTINGS:
         sub = table[table["setting"] == setting]
         if sub.empty:
             continue
-        lo, hi = (sub[c] if c in sub else pd.Series([None] * len(sub), index=sub.index) for c in ("f1_ci_low", "f1_ci_high"))
+        parts = []
         bad = sub["verdict"] == DEGENERATE if "verdict" in sub else pd.Series(False, index=sub.index)
-        # a row that depends on a degenerate stage is no result: "degenerate", not its number
-        sub = sub.assign(cell=[DEGENERATE if x else with_interval(v, a, b) for v, a, b, x in zip(sub["f1"], lo, hi, bad)])
-        wide = sub.pivot_table(index="system", columns="language", values="cell", aggfunc="first")
-        wide = wide.reindex(index=list(dict.fromkeys(sub["system"])),
-                            columns=[l for l in languages if l in wide.columns] + [l for l in wide.columns if l not in languages])
+        for metric in metrics:
+            lo, hi = (sub[c] if c in sub else pd.Series([None] * len(sub), index=sub.index)
+                      for c in (f"{metric}_ci_low", f"{metric}_ci_high"))
+            # a row that depends on a degenerate stage is no result: "degenerate", not its number
+            cells = sub.assign(cell=[DEGENERATE if x else with_interval(v, a, b) for v, a, b, x in zip(sub[metric], lo, hi, bad)])
+            part = cells.pivot_table(index="system", columns="language", values="cell", aggfunc="first")
+            part = part.reindex(index=list(dict.fromkeys(sub["system"])),
+                                columns=[l for l in languages if l in part.columns] + [l for l in part.columns if l not in languages])
+            if len(metrics) > 1:
+                part.columns = [f"{l} · {names[metric]}" for l in part.columns]
+            parts.append(part)
+        wide = parts[0] if len(parts) == 1 else pd.concat(parts, axis=1)
+        if len(parts) > 1:  # EM and F1 of a language next to each other
+            langs = list(dict.fromkeys(c.rsplit(" · ", 1)[0] for p in parts for c in p.columns))
+            wide = wide[[f"{l} · {names[m]}" for l in langs for m in metrics if f"{l} · {names[m]}" in wide.columns]]
         wide.insert(0, "parallel pairs", sub.groupby("system")["parallel_pairs"].max().reindex(wide.index).astype(int))
         wide.columns.name = None
         out.append((setting, wide))
@@ -467,6 +498,9 @@ def compare_table(long: pd.DataFrame) -> pd.DataFrame:
     return with_degenerate(wide, degenerate).reset_index(drop=True)
 
 
+CSV_FIELDS = ("metric", "setting")
+
+
 def compare_figure(long: pd.DataFrame, colours: dict[str, str] | None = None):
     """Grouped bars: language on x, one bar per run · system, EM and F1 side by side; colour =
     system (the app-wide colour, :mod:`xlviz.ui.colours`), pattern = run; zero-shot and
@@ -486,8 +520,10 @@ def compare_figure(long: pd.DataFrame, colours: dict[str, str] | None = None):
     two = "setting" in df and df["setting"].nunique() > 1
     fig = px.bar(df, x="language", y="score", color="system", pattern_shape="run", barmode="group", facet_col="metric",
                  facet_row="setting" if two else None, range_y=[0, 100], labels={"score": "score (%)", "setting": ""},
-                 color_discrete_map=colours, hover_data=["run"],
+                 color_discrete_map=colours, hover_data=["run"], custom_data=CSV_FIELDS[:1 + ("setting" in df)],
                  category_orders={"setting": list(SETTINGS)} if two else None)
+    # the CSV export (xlviz.ui.export.figure_frame) reads these per bar: EM and F1 apart
+    fig.update_layout(meta={"customdata": list(CSV_FIELDS[:1 + ("setting" in df)])})
     fig.update_layout(height=380 * (2 if two else 1), margin=dict(l=10, r=40, t=40, b=10), legend=dict(orientation="h", y=-0.2))
     fig.for_each_annotation(lambda a: a.update(text=a.text.split("=", 1)[-1]))  # "EM", not "metric=EM"
     return fig
@@ -528,7 +564,7 @@ def loss_figure(metrics: list[dict]):
     rows = (len(stages) + wrap - 1) // wrap
     # each row carries its own x tick labels, so rows need room for them above the next titles
     fig = px.line(df, x="step", y="loss", facet_col="stage", facet_col_wrap=wrap, category_orders={"stage": stages},
-                  color="stage", line_group="attempt",
+                  color="stage", line_group="attempt", line_dash="attempt",  # a resumed stage's attempts look apart
                   markers=len(df) < 40 or int(df.groupby("trace").size().min()) < 3,  # a 1-point line is invisible
                   facet_row_spacing=0.22 / rows if rows > 1 else 0.03)
     fig.update_xaxes(matches=None, showticklabels=True)
@@ -568,10 +604,16 @@ def smooth(values, weight: float) -> list[float]:
     return out
 
 
+DASHES = ("solid", "dash", "dot", "dashdot", "longdash", "longdashdot")
+SYMBOLS = (None, "circle", "square", "diamond", "triangle-up", "cross", "star", "hexagon")
+
+
 def overlay_figure(curves: pd.DataFrame, *, x: str = "step", smoothing: float = 0.0, log_x: bool = False,
                    log_y: bool = False):
-    """Loss curves of several runs and stages on one chart: colour = run, dash = stage; the
-    raw curve stays faint behind the smoothed one, as in TensorBoard."""
+    """Loss curves of several runs and stages on one chart: colour = run, dash = stage (past
+    six stages, markers tell the next six apart), and a resumed stage's earlier attempts thin
+    and faint beside its last one; the raw curve stays fainter behind the smoothed one, as in
+    TensorBoard. No two legend entries look alike."""
     import plotly.graph_objects as go
     from plotly.colors import qualitative
 
@@ -580,18 +622,25 @@ def overlay_figure(curves: pd.DataFrame, *, x: str = "step", smoothing: float = 
     fig = go.Figure()
     runs = list(dict.fromkeys(curves["run"]))
     stages = list(dict.fromkeys(curves["stage"]))
-    dashes = ["solid", "dash", "dot", "dashdot", "longdash", "longdashdot"]
+    last = curves.groupby(["run", "stage"])["attempt"].max().to_dict()
     palette = qualitative.Plotly
     for (run, stage, attempt), g in curves.groupby(["run", "stage", "attempt"], sort=False):
         colour = palette[runs.index(run) % len(palette)]
-        name = f"{plot_text(run)} · {plot_text(stage)}" + (f" (attempt {attempt + 1})" if attempt else "")
+        i = stages.index(stage)
+        n = last[(run, stage)]
+        name = f"{plot_text(run)} · {plot_text(stage)}" + (f" (attempt {attempt + 1} of {n + 1})" if n else "")
+        earlier = attempt < n
+        symbol = SYMBOLS[(i // len(DASHES)) % len(SYMBOLS)]
         xs = g[x].tolist()
         if smoothing > 0:
             fig.add_scatter(x=xs, y=g["loss"].tolist(), mode="lines", line=dict(color=colour, width=1), opacity=0.25,
                             showlegend=False, hoverinfo="skip", legendgroup=name)
-        fig.add_scatter(x=xs, y=smooth(g["loss"], smoothing), mode="lines", name=name, legendgroup=name,
-                        line=dict(color=colour, dash=dashes[stages.index(stage) % len(dashes)]))
-    fig.update_layout(height=420, margin=dict(l=10, r=10, t=30, b=10), legend=dict(orientation="h", y=-0.25),
+        fig.add_scatter(x=xs, y=smooth(g["loss"], smoothing), mode="lines+markers" if symbol else "lines", name=name,
+                        legendgroup=name, opacity=0.55 if earlier else 1.0,
+                        marker=dict(symbol=symbol or "circle", size=6, maxdisplayed=12),
+                        line=dict(color=colour, dash=DASHES[i % len(DASHES)], width=1 if earlier else 2.2))
+    fig.update_layout(height=420, margin=dict(l=10, r=10, t=30, b=10),
+                      legend=dict(orientation="h", yanchor="top", y=-0.2, x=0, xanchor="left"),
                       xaxis_title="step" if x == "step" else "time (s)", yaxis_title="loss")
     if log_x:
         fig.update_xaxes(type="log")
@@ -621,6 +670,25 @@ def _config(run: Run) -> dict:
     except XlvizError:
         return {}
     return {k: v for k, v in flat_config(cfg).items() if k.split(".")[0] not in IGNORED_CONFIG_KEYS}
+
+
+def config_table(run: Run) -> pd.DataFrame:
+    """One run's whole ``config.json`` as rows of (setting, value), dotted keys, values as text
+    (shown read-only; package versions included: they are part of reproducing it). Empty
+    when the run has not written its config yet; an XlvizError naming the file when it is
+    unreadable."""
+    if not run.exists():
+        return pd.DataFrame(columns=["setting", "value"])
+    flat = flat_config(run.config())
+    return pd.DataFrame([{"setting": k, "value": v if isinstance(v, str) else json.dumps(v)} for k, v in flat.items()],
+                        columns=["setting", "value"])
+
+
+def parse_tags(text: str) -> list[str]:
+    """Tags typed as one comma-separated line, checked (:func:`xlviz.runs.check_tags`)."""
+    from xlviz.runs import check_tags
+
+    return check_tags([t.strip() for t in str(text).split(",") if t.strip()])
 
 
 def config_diff(runs: list[Run]) -> pd.DataFrame:

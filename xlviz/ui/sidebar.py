@@ -77,6 +77,23 @@ def _add_typed() -> None:
     st.session_state["xlviz_model_path"] = ""
 
 
+def _restore_typed(by_key: dict, options: list) -> None:
+    """A typed folder or hub id named in the models (a shared URL, a reload) is added again
+    when it passes the same check as when it was typed (:func:`check_typed`): a fresh session
+    has no typed models, and the pick was dropped from the URL."""
+    picked = st.session_state.get(MODELS_KEY)
+    if not isinstance(picked, list):
+        return
+    typed = list(st.session_state.get(TYPED_KEY, []))
+    for k in picked:
+        if isinstance(k, str) and k.startswith("path:") and k not in by_key and check_typed(k[len("path:"):]).ok:
+            text = k[len("path:"):]
+            typed.append(text)
+            by_key[k] = folder_choice(text)
+            options.append(k)
+    st.session_state[TYPED_KEY] = list(dict.fromkeys(typed))
+
+
 def render() -> Selection:
     """Draw the sidebar's pickers and return (and remember) the selection."""
     choices = discover_models()
@@ -87,6 +104,7 @@ def render() -> Selection:
     options = list(by_key)
 
     url_state("sidebar", (MODELS_KEY, LANGS_KEY))  # models and languages from a bookmarked or shared URL
+    _restore_typed(by_key, options)
     if MODELS_KEY not in st.session_state:  # the newest run's exported systems
         exports = [c for c in choices if c.group == "export"]
         st.session_state[MODELS_KEY] = [c.key for c in exports if c.run == exports[0].run][:4] if exports else []

@@ -32,7 +32,9 @@ def layer_lines(rows: list[dict], y: str, title: str, *, percent: bool = True, c
                 dash: str | None = None, y_label: str | None = None, baseline: float | None = None,
                 colours: dict[str, str] | None = None):
     """A line chart over layers, one line per ``color`` (and ``dash``) value; ``colours``: a
-    fixed colour per ``color`` value (the app-wide system colours), else the palette in order."""
+    fixed colour per ``color`` value (the app-wide system colours), else the palette in order.
+    Colour = system, dash = language (or direction): one system in two languages is two
+    lines that can be told apart."""
     import pandas as pd
     import plotly.express as px
 
@@ -49,7 +51,9 @@ def layer_lines(rows: list[dict], y: str, title: str, *, percent: bool = True, c
     if baseline is not None:
         fig.add_hline(y=100 * baseline if percent else baseline, line_dash="dot", line_color="gray",
                       annotation_text="majority class", annotation_position="bottom right")
-    fig.update_layout(legend_title_text="", margin=dict(t=50, b=10, l=10, r=10), height=360)
+    # the legend below the plot: at the right it took half the width of a two-column layout
+    fig.update_layout(legend=dict(title_text="", orientation="h", yanchor="top", y=-0.2, x=0, xanchor="left"),
+                      margin=dict(t=50, b=10, l=10, r=10), height=420)
     return fig
 
 

@@ -1,0 +1,75 @@
+"""``xlviz runs delete|archive|note|tag RUN``: manage run folders as the app's Runs page does.
+
+A RUN is a run's name under the checkpoints root (``--out``, else ``$XLVIZ_CHECKPOINTS``,
+else ``./checkpoints``) or a path to it; either way the folder must sit directly in that root,
+be a real folder (never a link) and not be running. ``delete`` removes it for good (``--yes``
+confirms), ``archive`` moves it into ``<root>/.archive/``; ``note`` and ``tag`` edit its
+``notes.json`` (printed when given nothing to set)."""
+
+from __future__ import annotations
+
+import argparse
+
+
+def register(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser("runs", help="delete, archive, annotate or tag a run folder", description=__doc__.splitlines()[0])
+    actions = p.add_subparsers(dest="action", metavar="ACTION", required=True)
+
+    def action(name: str, help: str) -> argparse.ArgumentParser:
+        a = actions.add_parser(name, help=help, description=help)
+        a.add_argument("run", metavar="RUN", help="run name under the checkpoints root, or a path to it")
+        a.add_argument("--out", help="checkpoints root (default: $XLVIZ_CHECKPOINTS or ./checkpoints)")
+        return a
+
+    a = action("delete", "delete a run folder for good (not while it runs)")
+    a.add_argument("--yes", action="store_true", help="confirm: without it nothing is deleted")
+    action("archive", "move a run folder into <root>/.archive/ (not while it runs)")
+    a = action("note", "print the run's note, or replace it with TEXT")
+    a.add_argument("text", nargs="?", metavar="TEXT", help="the new note ('' clears it)")
+    a = action("tag", "print the run's tags, or add TAGs / --remove some")
+    a.add_argument("tags", nargs="*", metavar="TAG", help="tags to add (letters, digits, '-', '_')")
+    a.add_argument("--remove", nargs="+", default=[], metavar="TAG", help="tags to remove")
+    p.set_defaults(handler=run)
+
+
+def _locate(run: str, out: str | None):
+    """(root, name) of RUN: a bare name is looked up under the root; a path's folder is taken
+    as the root unless --out names one (then it must be that root's child)."""
+    from pathlib import Path
+
+    from xlviz.runs import checkpoints_root
+
+    path = Path(run)
+    if len(path.parts) > 1:
+        return (checkpoints_root(out) if out else path.parent), path.name
+    return checkpoints_root(out), run
+
+
+def run(args: argparse.Namespace) -> int:
+    from xlviz import jobs
+    from xlviz.errors import XlvizError
+    from xlviz.runs import Run, run_folder
+
+    root, name = _locate(args.run, args.out)
+    if args.action == "delete":
+        if not args.yes:
+            raise XlvizError("deleting a run cannot be undone: add --yes to confirm (or archive it)", field="--yes")
+        path = run_folder(root, name)
+        jobs.delete_run(root, name)
+        print(f"deleted {path}")
+    elif args.action == "archive":
+        print(f"archived to {jobs.archive_run(root, name)}")
+    else:
+        run_ = Run(run_folder(root, name))
+        if args.action == "note":
+            if args.text is None:
+                print(run_.notes()["note"])
+            else:
+                run_.write_notes(note=args.text)
+        else:
+            tags = run_.notes()["tags"]
+            if args.tags or args.remove:
+                tags = [t for t in tags + list(args.tags) if t not in set(args.remove)]
+                tags = run_.write_notes(tags=tags)["tags"]
+            print(", ".join(tags))
+    return 0
