@@ -254,7 +254,7 @@ class Sweep:
 
     # --- sharing ---------------------------------------------------------------------
     def share_into(self, cell: Cell, source: Cell) -> list[str]:
-        """Copy ``source``'s finished shared stages (folders and metrics) into ``cell`` and mark
+        """Copy ``source``'s finished shared stages (folders, metrics and verdicts) into ``cell`` and mark
         them done there, before the cell runs; returns the stages copied."""
         from xlviz.transfer.config import TransferConfig
         from xlviz.transfer.pipeline import Pipeline
@@ -267,6 +267,7 @@ class Sweep:
             if not dst.exists():
                 dst.write_config(pipeline.config_record())
             rows = src.metrics()
+            verdicts = src.verdicts()
             for stage in pipeline.plan():
                 if not SHARED_STAGES.match(stage) or stage not in done_src or dst.stage_done(stage):
                     continue
@@ -275,6 +276,8 @@ class Sweep:
                 for row in rows:
                     if row.get("stage") == stage:
                         dst.log_metric(**row)
+                if stage in verdicts:  # the copy was judged where it trained: rows that read it are judged alike
+                    dst.record_verdict(stage, verdicts[stage])
                 dst.log(f"stage {stage}: copied from cell {source.name} (same settings but the L2s and systems)")
                 dst.mark_stage_done(stage)
                 copied.append(stage)
