@@ -203,10 +203,10 @@ if not rows.empty:
                                                         if lang in matrix.columns])
             col.markdown(f"**{title}**")
             col.dataframe(matrix.style.format(precision=1, na_rep=NA), width="stretch", key=k if gi == 0 else f"{k}_{gi}", placeholder=NA)
-    st.caption("[low, high]: 95% intervals resampling whole paragraphs (a context's questions go together; 1000 "
-               "resamples); each model is one seed, so the spread over training seeds is not in them.")
+    st.caption(f"[low, high]: 95% intervals resampling whole paragraphs (a context's questions go together; {qa.N_RESAMPLES} "
+               "resamples, as in the run's results); each model is one seed, so the spread over training seeds is not in them.")
     with st.expander("Uncertainty: 95% paragraph bootstrap intervals" + (" and paired tests" if len(names) > 1 else "")):
-        st.caption("Each cell resampled by paragraph (1000 bootstrap samples). With a few hundred questions, "
+        st.caption(f"Each cell resampled by paragraph ({qa.N_RESAMPLES} bootstrap samples). With a few hundred questions, "
                    "differences of a few points are often inside the intervals.")
         st.dataframe(qa.cell_intervals(rows), hide_index=True, width="stretch", key="xq_ci", placeholder=NA)
         if len(names) > 1:

@@ -7,6 +7,9 @@ Scores use the official SQuAD v1.1 metric from :mod:`xlviz.evaluation.squad_metr
 
 from __future__ import annotations
 
+# the resamples of results.json's intervals, so the page and the run's rows give the same interval
+from xlviz.evaluation.uncertainty import N_RESAMPLES
+
 import hashlib
 from dataclasses import dataclass
 from pathlib import Path
@@ -279,7 +282,7 @@ def _clusters(g: pd.DataFrame) -> list:
     return [f"id:{i}" for i in g["id"]]
 
 
-def cell_intervals(rows: pd.DataFrame, n_resamples: int = 1000) -> pd.DataFrame:
+def cell_intervals(rows: pd.DataFrame, n_resamples: int = N_RESAMPLES) -> pd.DataFrame:
     """Per model × language: EM and F1 with 95% intervals resampling whole paragraphs (the
     questions of one context go together)."""
     from xlviz.evaluation.uncertainty import cluster_bootstrap
@@ -296,7 +299,7 @@ def cell_intervals(rows: pd.DataFrame, n_resamples: int = 1000) -> pd.DataFrame:
 
 
 def score_matrix_ci(rows: pd.DataFrame, metric: str, models: list[str] | None = None, languages: list[str] | None = None,
-                    n_resamples: int = 1000) -> pd.DataFrame:
+                    n_resamples: int = N_RESAMPLES) -> pd.DataFrame:
     """:func:`score_matrix` with every cell ``mean [low, high]`` (95% paragraph bootstrap); the
     ``avg`` cell resamples the paragraphs of the per-question average over the languages (the
     languages share question ids, so a question's languages go together)."""
@@ -326,7 +329,7 @@ def score_matrix_ci(rows: pd.DataFrame, metric: str, models: list[str] | None = 
     return pd.DataFrame.from_dict(out, orient="index").reindex(columns=langs + ["avg"])
 
 
-def paired_tests(rows: pd.DataFrame, n_resamples: int = 1000) -> pd.DataFrame:
+def paired_tests(rows: pd.DataFrame, n_resamples: int = N_RESAMPLES) -> pd.DataFrame:
     """Every pair of models on the same questions of one language: F1 difference with its
     paired paragraph-bootstrap interval and its paired permutation p-value (signs of whole
     paragraphs flipped), and McNemar's exact test on exact match."""
