@@ -180,9 +180,9 @@ def test_app_pages_show_degenerate_not_a_number(planted_run, monkeypatch):
     assert not at.exception, [e.message for e in at.exception]
     verdicts = next(d.value for d in at.dataframe if "verdict" in d.value.columns and "why" in d.value.columns)
     assert dict(zip(verdicts["stage"], verdicts["verdict"]))[PLANTED] == "degenerate"
-    results = next(d.value for d in at.dataframe if "sov" in d.value.columns and "parallel pairs" in d.value.columns)
-    assert results.loc["jointpair-disjoint", "sov"] == "degenerate"
-    assert results.loc["jointpair-disjoint", "svo"] not in ("degenerate", None)
+    results = next(d.value for d in at.dataframe if "sov · F1" in d.value.columns and "parallel pairs" in d.value.columns)
+    assert results.loc["jointpair-disjoint", "sov · F1"] == "degenerate" and results.loc["jointpair-disjoint", "sov · EM"] == "degenerate"
+    assert results.loc["jointpair-disjoint", "svo · F1"] not in ("degenerate", None)
     at = AppTest.from_file(APP, default_timeout=120)
     at.session_state["xlviz_models"] = ["run:planted:export:jointpair-disjoint"]
     at.session_state["xlviz_languages"] = ["en", "svo", "sov"]
