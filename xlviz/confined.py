@@ -16,7 +16,6 @@ and reading it blocks the page forever). Every read here:
 
 from __future__ import annotations
 
-import json
 import os
 import stat
 from pathlib import Path
@@ -106,19 +105,9 @@ def read_text(path: str | os.PathLike, *, root: str | os.PathLike | None, max_by
 
 def read_json(path: str | os.PathLike, *, root: str | os.PathLike | None, max_bytes: int, what: str = "JSON file") -> Any:
     """:func:`read_bytes` parsed as JSON; every failure an XlvizError naming the file."""
-    from xlviz.io import DuplicateKey, loads_strict
+    from xlviz.io import parse_json
 
-    data = read_bytes(path, root=root, max_bytes=max_bytes, what=what)
-    try:
-        return loads_strict(data.decode("utf-8"))
-    except DuplicateKey as e:
-        raise XlvizError("the key appears twice in one object (which value is meant?)", path=path, field=e.key) from None
-    except json.JSONDecodeError as e:
-        raise XlvizError(f"malformed JSON at line {e.lineno}, column {e.colno}: {e.msg}", path=path) from None
-    except UnicodeDecodeError:
-        raise XlvizError("not UTF-8 text", path=path) from None
-    except (RecursionError, ValueError) as e:
-        raise XlvizError(f"cannot read {what}: {type(e).__name__}", path=path) from None
+    return parse_json(read_bytes(path, root=root, max_bytes=max_bytes, what=what), path=path, what=what)
 
 
 def read_jsonl(path: str | os.PathLike, *, root: str | os.PathLike | None, max_bytes: int, what: str = "JSON lines") -> list:

@@ -124,15 +124,25 @@ def read_json(path: str | os.PathLike, *, what: str = "JSON file") -> Any:
         raise XlvizError(f"{what} is a folder, expected a JSON file", path=path)
     check_regular(path, what)
     try:
-        with open(path, encoding="utf-8") as f:
-            return json.load(f, object_pairs_hook=_no_duplicates)
+        data = path.read_bytes()
+    except OSError as e:
+        raise XlvizError(f"cannot read {what}: {type(e).__name__}", path=path) from None
+    return parse_json(data, path=path, what=what)
+
+
+def parse_json(data: bytes, *, path: str | os.PathLike, what: str = "JSON file") -> Any:
+    """The JSON value of a file's bytes, every failure an XlvizError naming the file (a key named
+    twice in one object, malformed JSON, not UTF-8, nested too deep); shared by :func:`read_json`
+    and the run-folder reader :func:`xlviz.confined.read_json`."""
+    try:
+        return loads_strict(data.decode("utf-8"))
     except DuplicateKey as e:
         raise XlvizError("the key appears twice in one object (which value is meant?)", path=path, field=e.key) from None
     except json.JSONDecodeError as e:
         raise XlvizError(f"malformed JSON at line {e.lineno}, column {e.colno}: {e.msg}", path=path) from None
     except UnicodeDecodeError:
         raise XlvizError("not UTF-8 text", path=path) from None
-    except (OSError, RecursionError, ValueError) as e:
+    except (RecursionError, ValueError) as e:
         raise XlvizError(f"cannot read {what}: {type(e).__name__}", path=path) from None
 
 
