@@ -178,3 +178,9 @@ class Method:
         """What the system's L2 encoder is on the Probing page: "transferred" (an L1 model
         carried into the L2), "floor" or "reference" (trained on the L2 directly)."""
         return "transferred"
+
+    def probe_side(self, system: str) -> str:
+        """Which side of the system the Probing page probes: "l2" (its L2 encoder on L2 data,
+        the default) or "l1" (a model transferred *into* L1, probed on L1 data beside the L1
+        model: Artetxe et al.'s xx→en design)."""
+        return "l2"
