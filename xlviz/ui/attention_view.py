@@ -242,8 +242,9 @@ def overview(attn: np.ndarray, layers: list[int], heads: list[int], max_tokens: 
             if selected is not None and layers[i] == selected[0] and selected[1] in (None, heads[j]):
                 fig.add_shape(type="rect", xref="x domain", yref="y domain", x0=-0.02, x1=1.02, y0=-0.02, y1=1.02,
                               line=dict(color="#D55E00", width=3), row=i + 1, col=j + 1)
-    fig.update_xaxes(showticklabels=False, range=[-0.5, n - 0.5] if n else None, fixedrange=True)
-    fig.update_yaxes(showticklabels=False, autorange="reversed", fixedrange=True)
+    fig.update_xaxes(showticklabels=False, ticks="", showgrid=False, zeroline=False, range=[-0.5, n - 0.5] if n else None,
+                     fixedrange=True)
+    fig.update_yaxes(showticklabels=False, ticks="", showgrid=False, zeroline=False, autorange="reversed", fixedrange=True)
     fig.update_layout(height=height, margin=dict(l=10, r=30, t=40, b=10), hovermode="closest", hoverdistance=-1,
                       dragmode=False, clickmode="event+select",
                       coloraxis=dict(colorscale="Blues", cmin=0, cmax=top, colorbar=dict(thickness=10, title="weight")))
@@ -300,19 +301,22 @@ def neuron_figure(n, title: str | None = None):
                              text=prod_hover), row=2, col=2)
     colours = ["#D55E00" if j == n.token else "#888888" for j in range(T)]
     fig.add_trace(go.Bar(x=n.scores, y=list(range(T)), orientation="h", marker_color=colours, showlegend=False,
-                         text=[f"{v:.2f}" for v in n.scores], textposition="auto",
+                         text=[f"{v:.2f}" for v in n.scores], textposition="outside", textfont=dict(size=10), cliponaxis=False,
                          hovertemplate="score %{x:.4f}<extra></extra>"), row=2, col=3)
     fig.add_trace(go.Bar(x=n.weights, y=list(range(T)), orientation="h", marker_color="#0072B2", showlegend=False,
-                         text=[f"{v:.2f}" for v in n.weights], textposition="auto",
+                         text=[f"{v:.2f}" for v in n.weights], textposition="outside", textfont=dict(size=10), cliponaxis=False,
                          hovertemplate="weight %{x:.4f}<extra></extra>"), row=2, col=4)
     for col in (1, 2, 3, 4):
         fig.update_yaxes(autorange="reversed", row=2, col=col, tickmode="array", tickvals=list(range(T)),
                          ticktext=ticks if col == 1 else [""] * T, matches="y5" if col > 1 else None)
+    fig.update_xaxes(ticks="", showgrid=False, zeroline=False)
+    fig.update_yaxes(ticks="", showgrid=False, zeroline=False)
     fig.update_yaxes(showticklabels=False, row=1, col=1)
     fig.update_xaxes(showticklabels=False, row=1, col=1, matches="x5")
     fig.update_xaxes(title_text="dimension", row=2, col=1)
     fig.update_xaxes(title_text="dimension", row=2, col=2)
-    fig.update_xaxes(range=[0, 1], row=2, col=4)
+    fig.update_xaxes(range=[0, 1.15], tickvals=[0, 0.5, 1], row=2, col=4)  # room for the value beside a full bar
+    fig.update_xaxes(zeroline=True, zerolinecolor="#888888", row=2, col=3)
     for col in (2, 3, 4):
         fig.update_xaxes(visible=False, row=1, col=col)
         fig.update_yaxes(visible=False, row=1, col=col)
