@@ -281,3 +281,33 @@ def fake_root(tmp_path_factory):
     root = tmp_path_factory.mktemp("mv-app") / "checkpoints"
     make_run(root, "demo-run")
     return root
+
+
+def test_attention_page_neuron_view_from_a_bookmark_and_per_input(fake_root, monkeypatch):
+    """A URL naming layer, head, input and query token opens the neuron view as it was; fed
+    each alone, the neuron view reads the input it is asked for (B through B's model)."""
+    import json
+
+    from streamlit.testing.v1 import AppTest
+
+    from tests.test_app_pages import APP, TIMEOUT, _page, _texts
+
+    monkeypatch.setenv("XLVIZ_CHECKPOINTS", str(fake_root))
+    at = AppTest.from_file(APP, default_timeout=TIMEOUT)
+    at.query_params.update({"att_layer": "1", "att_head": "0", "att_nv_input": "B (sov)", "att_nv_token": "3"})
+    at.run()
+    _page(at, "attention")
+    assert not at.error, _texts(at.error)
+    assert at.radio(key="att_mode").value == "each alone"  # the fixture's exports: one model per language
+    assert at.selectbox(key="att_nv_input").value == "B (sov)" and at.selectbox(key="att_nv_token").value == 3
+    charts = {e.key: e for e in at.get("plotly_chart")}
+    title = json.loads(charts["att_neuron"].proto.spec)["layout"]["title"]["text"]
+    assert title.startswith("B (sov) · layer 1 · head 0 · query 3"), title
+    # the outline is on L1 H0 in both inputs' model views
+    for name in ("A (en)", "B (sov)"):
+        spec = json.loads(charts[f"att_ov_{name}"].proto.spec)
+        assert [s["xref"] for s in spec["layout"]["shapes"] if s.get("type") == "rect"] == ["x3 domain"]
+    at.selectbox(key="att_nv_input").set_value("A (en)").run()
+    assert not at.exception and not at.error, _texts(at.error)
+    title = json.loads({e.key: e for e in at.get("plotly_chart")}["att_neuron"].proto.spec)["layout"]["title"]["text"]
+    assert title.startswith("A (en) · layer 1 · head 0"), title
