@@ -1,8 +1,10 @@
 """Attention: where a model looks within and across the two sentences of a translation pair.
 
 Input: a typed pair, a generated world's parallel pair (with gold word alignment), a PUD
-sentence pair or a Tatoeba pair; fed as one input or each sentence alone. Shows one layer/head
-as a heatmap, a layer × head overview, and VECO's Fig. 1 question: per layer/head, how much
+sentence pair or a Tatoeba pair; fed as one input or each sentence alone. Shows a model view
+(every layer × head as a labelled thumbnail; a click opens that head), one layer/head as a
+heatmap and a head view, the neuron view of one head (a query token's q, every key k_j, q ⊙ k_j,
+the scores and the softmax weights), and VECO's Fig. 1 question: per layer/head, how much
 attention goes to the other sentence and to the aligned word. A model with a cross-attention
 module of its own (found by its config) also shows that module's maps: A's tokens attending
 over B's last-layer states, per layer and head.
@@ -14,6 +16,7 @@ import streamlit as st
 from xlviz.runs import list_runs
 from xlviz.ui import attention_view as av
 from xlviz.ui.common import attention, guard, has_own_cross_attention, max_positions, mixed_attention, own_cross_attention, plotly
+from xlviz.ui.common import mixed_query_keys, query_keys
 from xlviz.ui.common import shares_body, shared_data_dir, typed_text_stats
 from xlviz.ui.sidebar import current
 from xlviz.ui.sidebar import page_setup
@@ -23,7 +26,8 @@ from xlviz.ui.text import md_text
 page_setup()
 # the view lives in the URL (bookmark, share, reload): the pair, the models, the feed mode, the layer and head
 URL_KEYS = ("att_source", "att_run", "att_l2", "att_world_pair", "att_lang_a", "att_lang_b", "att_text_a", "att_text_b",
-            "att_model_a", "att_model_b", "att_mode", "att_max_len", "att_layer", "att_head", "att_hide")
+            "att_model_a", "att_model_b", "att_mode", "att_max_len", "att_layer", "att_head", "att_hide",
+            "att_nv_input", "att_nv_token")
 url_state("attention", URL_KEYS)
 
 TYPED, WORLD, PUD, TATOEBA = "Typed", "Generated world", "PUD", "Tatoeba"
@@ -182,6 +186,7 @@ if source == TYPED:  # how each model's tokenizer reads what was typed
 
 # --- one layer/head -----------------------------------------------------------------------------
 L, H = inputs[0][1].n_layers, inputs[0][1].n_heads
+model_view_box = st.container()  # the model view, drawn above once the layer/head widgets below exist
 st.subheader("One layer and head")
 c1, c2, c3 = st.columns([2, 2, 2], vertical_alignment="bottom")
 if st.session_state.get("att_layer") not in range(L):
@@ -211,21 +216,71 @@ for col, (name, res) in zip(cols, inputs):
         plotly(av.heatmap(sl.attentions[0, 0], sl.tokens, sl.segment, title), key=f"att_heat_{name}")
         csv_frames.append(av.slice_frame(sl.attentions, sl.layers, sl.heads, sl.tokens, name))
 
-# --- overview -----------------------------------------------------------------------------------
-st.subheader("Layer × head overview")
-default_layers = list(range(L)) if L <= 4 else sorted({0, L // 2, L - 1})
-ov_layers = st.multiselect("Layers to show", list(range(L)), default=default_layers, key="att_ov_layers",
-                           help="Only the selected layers are sent to the browser.")
-if ov_layers:
-    cols = st.columns(len(inputs))
-    for col, (name, res) in zip(cols, inputs):
-        with col, guard(f"Could not draw the overview of {name}"):
-            from xlviz.analysis.attention import attention_slice
+# --- neuron view ----------------------------------------------------------------------------------
+st.subheader("Neuron view: how one head's weights are made")
+if head == "mean of heads":
+    st.info("The neuron view takes one head apart: pick a head above, or click a thumbnail in the model view.",
+            icon=":material/info:")
+else:
+    names = [name for name, _ in inputs]
+    if st.session_state.get("att_nv_input") not in names:
+        st.session_state["att_nv_input"] = names[0]
+    c1, c2 = st.columns([2, 3])
+    nv_input = c1.selectbox("Input", names, key="att_nv_input", disabled=len(names) == 1)
+    with guard("Could not compute the query and key vectors"):
+        if mode == "as one pair":
+            qk = query_keys(ref_a, pair.input_a(), pair.input_b(), max_length)
+        elif mode == MIXED:
+            qk = mixed_query_keys(ref_a, ref_b, pair.input_a(), pair.input_b(), max_length)
+        elif nv_input == names[0]:
+            qk = query_keys(ref_a, pair.input_a(), None, max_length)
+        else:
+            qk = query_keys(ref_b, pair.input_b(), None, max_length)
+        if st.session_state.get("att_nv_token") not in range(len(qk.tokens)):  # a new input, or a URL's value
+            st.session_state["att_nv_token"] = next((i for i, s in enumerate(qk.segment) if s != -1), 0)
+        token = c2.selectbox("Query token", range(len(qk.tokens)), key="att_nv_token",
+                             format_func=lambda i: f"{i} · {qk.tokens[i]}")
+        plotly(av.neuron_figure(qk.neuron(layer, head, token),
+                                f"{nv_input} · layer {layer} · head {head} · query {token} ({qk.tokens[token]})"),
+               key="att_neuron")
+        st.caption(f"q and k_j are head {head}'s slices ({qk.head_size} dimensions) of layer {layer}'s query and key "
+                   f"projections, taken in one forward pass. Score_j = q·k_j/√{qk.head_size}; weight_j = softmax of "
+                   "the scores over every token, special tokens included (as the model computes it: “Hide special "
+                   "tokens” does not apply here). The weights are checked against the model's own attention.")
+write_url(URL_KEYS)
 
-            sl = attention_slice(res, layers=sorted(ov_layers), heads=None, hide_special=hide)
-            if len(inputs) > 1:
-                st.caption(md_text(name))
-            plotly(av.overview(sl.attentions, sl.layers, sl.heads, segment=sl.segment), key=f"att_ov_{name}")
+# --- model view: every layer × head, labelled; a click opens that head above ------------------------
+
+
+def _open_clicked(chart_key: str) -> None:
+    """The model view's click (before the rerun): open that layer and head in “One layer and head”."""
+    event = st.session_state.get(chart_key)
+    points = (event.get("selection") or {}).get("points") if event else None
+    hit = av.clicked_head(points, range(L), range(H))
+    if hit is not None:
+        st.session_state["att_layer"], st.session_state["att_head"] = hit
+
+
+with model_view_box:
+    st.subheader("Model view: every layer × head")
+    default_layers = list(range(L)) if L * H <= 64 else sorted({0, L // 2, L - 1})
+    ov_layers = st.multiselect("Layers to show", list(range(L)), default=default_layers, key="att_ov_layers",
+                               help="Only the selected layers are sent to the browser.")
+    st.caption("Rows are layers, columns heads (“L3 H2”: layer 3, head 2). Click a thumbnail to open it in “One "
+               "layer and head” below; the outlined one is open.")
+    if ov_layers:
+        cols = st.columns(len(inputs))
+        for col, (name, res) in zip(cols, inputs):
+            with col, guard(f"Could not draw the model view of {name}"):
+                from xlviz.analysis.attention import attention_slice
+
+                sl = attention_slice(res, layers=sorted(ov_layers), heads=None, hide_special=hide)
+                if len(inputs) > 1:
+                    st.caption(md_text(name))
+                chart = f"att_ov_{name}"
+                plotly(av.overview(sl.attentions, sl.layers, sl.heads, segment=sl.segment,
+                                   selected=(layer, None if head == "mean of heads" else head)),
+                       key=chart, on_select=lambda chart=chart: _open_clicked(chart))
 
 # --- VECO Fig. 1: attention to the other sentence / the aligned word ----------------------------
 st.subheader("How much attention crosses languages")

@@ -87,6 +87,32 @@ def attention_maps(model, tokenizer, text_a, text_b=None, max_length: int = 128)
     """
     import torch
 
+    enc_model, enc, segment, words, n_words, n_before = _encode_input(model, tokenizer, text_a, text_b, max_length)
+    model.eval()
+    with torch.no_grad():
+        outputs = enc_model(**_model_inputs(enc_model, enc), output_attentions=True)
+    atts = getattr(outputs, "attentions", None)
+    if not atts or any(a is None for a in atts):
+        raise XlvizError(
+            "the model returned no attention weights; load it with attn_implementation=\"eager\"",
+            field="attn_implementation",
+        )
+    attentions = torch.stack([a[0].float() for a in atts]).cpu().numpy()  # [L, H, T, T]
+    return AttentionResult(
+        tokens=enc.tokens(0),
+        segment=segment,
+        word_ids=words,
+        attentions=attentions.astype(np.float32, copy=False),
+        truncated=len(enc["input_ids"][0]) < n_before,
+        n_tokens_before_truncation=n_before,
+        n_words=n_words,
+    )
+
+
+def _encode_input(model, tokenizer, text_a, text_b, max_length: int):
+    """Check the texts and the model's attention implementation, and tokenize as
+    :func:`attention_maps` feeds them -> (encoder, encoding, segment, word ids, word counts,
+    tokens before truncation); shared with :func:`query_key_vectors` so both see the same tokens."""
     _require_fast(tokenizer)
     pre_split = _is_words(text_a)
     if text_b is not None and _is_words(text_b) != pre_split:
@@ -122,25 +148,7 @@ def attention_maps(model, tokenizer, text_a, text_b=None, max_length: int = 128)
     segment = [SPECIAL if s is None else int(s) for s in seq_ids]
     words = [None if s is None else w for s, w in zip(seq_ids, word_ids)]
     n_words = _count_words(full, pre_split, text_a, text_b)
-    model.eval()
-    with torch.no_grad():
-        outputs = enc_model(**_model_inputs(enc_model, enc), output_attentions=True)
-    atts = getattr(outputs, "attentions", None)
-    if not atts or any(a is None for a in atts):
-        raise XlvizError(
-            "the model returned no attention weights; load it with attn_implementation=\"eager\"",
-            field="attn_implementation",
-        )
-    attentions = torch.stack([a[0].float() for a in atts]).cpu().numpy()  # [L, H, T, T]
-    return AttentionResult(
-        tokens=enc.tokens(0),
-        segment=segment,
-        word_ids=words,
-        attentions=attentions.astype(np.float32, copy=False),
-        truncated=len(enc["input_ids"][0]) < n_before,
-        n_tokens_before_truncation=n_before,
-        n_words=n_words,
-    )
+    return enc_model, enc, segment, words, n_words, n_before
 
 
 def _count_words(full, pre_split: bool, text_a, text_b) -> tuple[int, int]:
@@ -315,6 +323,23 @@ def mixed_pair_attention_maps(
     """
     import torch
 
+    forward, tokens, segment, word_ids, total, n_words = _mixed_inputs(model, tokenizer_a, tokenizer_b, embeddings_b,
+                                                                       text_a, text_b, max_length)
+    model.eval()
+    with torch.no_grad():
+        out = model(**forward, output_attentions=True)
+    if not out.attentions or out.attentions[0] is None:
+        raise XlvizError("the model returned no attention weights; load it with attn_implementation='eager'", field="model")
+    att = np.stack([a[0].float().cpu().numpy() for a in out.attentions])
+    return AttentionResult(tokens, segment, word_ids, att, total > max_length, total, n_words)
+
+
+def _mixed_inputs(model, tokenizer_a, tokenizer_b, embeddings_b, text_a, text_b, max_length: int):
+    """The forward arguments of :func:`mixed_pair_attention_maps` (``inputs_embeds`` with A in
+    A's vocabulary and B in B's) and its token bookkeeping -> (forward kwargs, tokens, segment,
+    word ids, tokens before truncation, word counts); shared with :func:`mixed_pair_query_key_vectors`."""
+    import torch
+
     if getattr(model.config, "_attn_implementation", "eager") != "eager":
         raise XlvizError("attention weights need attn_implementation='eager'; reload the model with it", field="model")
     pre_split = _is_words(text_a)
@@ -331,7 +356,6 @@ def mixed_pair_attention_maps(
         else:
             ids_b, words_b = ids_b[:-1], words_b[:-1]
     cls, sep = tokenizer_a.cls_token_id, tokenizer_a.sep_token_id
-    model.eval()
     emb_a = model.get_input_embeddings()
     device = emb_a.weight.device
     with torch.no_grad():
@@ -341,18 +365,15 @@ def mixed_pair_attention_maps(
             emb_a(torch.tensor([[sep]], device=device)),
         ]
         inputs_embeds = torch.cat(parts, dim=1)
-        n = inputs_embeds.shape[1]
-        token_type_ids = torch.tensor([[0] * (len(ids_a) + 2) + [1] * (len(ids_b) + 1)], device=device)
-        out = model(inputs_embeds=inputs_embeds, token_type_ids=token_type_ids, attention_mask=torch.ones(1, n, dtype=torch.long, device=device), output_attentions=True)
-    if not out.attentions or out.attentions[0] is None:
-        raise XlvizError("the model returned no attention weights; load it with attn_implementation='eager'", field="model")
-    att = np.stack([a[0].float().cpu().numpy() for a in out.attentions])
+    n = inputs_embeds.shape[1]
+    token_type_ids = torch.tensor([[0] * (len(ids_a) + 2) + [1] * (len(ids_b) + 1)], device=device)
+    forward = dict(inputs_embeds=inputs_embeds, token_type_ids=token_type_ids,
+                   attention_mask=torch.ones(1, n, dtype=torch.long, device=device))
     tokens = [tokenizer_a.cls_token] + tokenizer_a.convert_ids_to_tokens(ids_a) + [tokenizer_a.sep_token] + tokenizer_b.convert_ids_to_tokens(ids_b) + [tokenizer_a.sep_token]
     segment = [SPECIAL] + [0] * len(ids_a) + [SPECIAL] + [1] * len(ids_b) + [SPECIAL]
     word_ids = [None] + list(words_a) + [None] + list(words_b) + [None]
     n_words = (len(text_a), len(text_b)) if pre_split else (len(str(text_a).split()), len(str(text_b).split()))
-    return AttentionResult(tokens, segment, word_ids, att, total > max_length, total, n_words)
-
+    return forward, tokens, segment, word_ids, total, n_words
 
 def same_body(model_a, model_b, atol: float = 1e-6) -> bool:
     """True when two models have identical parameters apart from their token embeddings (and
@@ -440,3 +461,216 @@ def cross_attention_maps(model_a, tokenizer_a, model_b, tokenizer_b, text_a, tex
         special_a=[int(i) in specials_a for i in a["input_ids"][0]], special_b=[int(i) in specials_b for i in b["input_ids"][0]],
         attentions=att.astype(np.float32, copy=False),
     )
+
+
+# --- bertviz's neuron view: the query and key vectors behind one head's weights ------------------
+#
+# A head's weight from query token i to key token j is softmax_j(q_i · k_j * scaling + mask_j),
+# scaling = 1/sqrt(d_head). Forward hooks on each self-attention layer's query and key
+# projections capture q and k during one ordinary forward pass; the same pass returns the
+# model's own weights, and the recomputed ones must match them, so the view never explains a
+# model whose attention is something else (relative positions, ALiBi, ...).
+
+QK_TOLERANCE = 1e-3  # largest |recomputed - model's| weight accepted before the view refuses
+
+
+@dataclass
+class Neuron:
+    """One query token of one head, taken apart: ``query`` [d], ``keys`` [T, d], ``products``
+    q ⊙ k_j [T, d], ``scores`` q·k_j·scaling [T], ``weights`` softmax(scores + mask) [T]."""
+
+    layer: int
+    head: int
+    token: int
+    tokens: list[str]
+    segment: list[int]
+    query: np.ndarray
+    keys: np.ndarray
+    products: np.ndarray
+    scores: np.ndarray
+    weights: np.ndarray
+    scaling: float
+
+
+def neuron_arithmetic(query: np.ndarray, keys: np.ndarray, scaling: float,
+                      key_mask: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(q ⊙ k_j [T, d], q·k_j·scaling [T], softmax(scores + key_mask) [T]) in float64: the
+    arithmetic the neuron view draws, kept apart so it can be checked by hand."""
+    q = np.asarray(query, dtype=np.float64)
+    k = np.asarray(keys, dtype=np.float64)
+    products = k * q[None, :]
+    scores = products.sum(axis=-1) * float(scaling)
+    logits = scores + (np.zeros_like(scores) if key_mask is None else np.asarray(key_mask, dtype=np.float64))
+    top = np.max(logits[np.isfinite(logits)]) if np.isfinite(logits).any() else 0.0
+    e = np.exp(logits - top)
+    return products, scores, e / e.sum()
+
+
+@dataclass
+class QueryKeys:
+    """Every self-attention layer's query and key vectors for one input.
+
+    ``queries`` / ``keys``: float32 [layers, heads, T, d_head]; ``key_mask``: what the model adds
+    to each key's score (0, or -inf where it must not attend: padding); ``scaling``: the factor
+    on q·k (1/sqrt(d_head)). Tokens and segments as in :class:`AttentionResult`.
+    """
+
+    tokens: list[str]
+    segment: list[int]
+    queries: np.ndarray
+    keys: np.ndarray
+    key_mask: np.ndarray
+    scaling: float
+    truncated: bool = False
+    n_tokens_before_truncation: int = 0
+
+    @property
+    def n_layers(self) -> int:
+        return int(self.queries.shape[0])
+
+    @property
+    def n_heads(self) -> int:
+        return int(self.queries.shape[1])
+
+    @property
+    def head_size(self) -> int:
+        return int(self.queries.shape[-1])
+
+    def position(self, token: int | str) -> int:
+        """A token position (negative counts from the end), or the first token with this text."""
+        if isinstance(token, str):
+            if token not in self.tokens:
+                raise XlvizError(f"no token {token!r} in this input; it has {self.tokens}", field="token")
+            return self.tokens.index(token)
+        return _indices(int(token), len(self.tokens), "token")[0]
+
+    def neuron(self, layer: int, head: int, token: int | str) -> Neuron:
+        """Query token ``token`` of ``head`` in ``layer``: its q, every k_j, q ⊙ k_j, the scores and weights."""
+        l = _indices(layer, self.n_layers, "layer")[0]
+        h = _indices(head, self.n_heads, "head")[0]
+        i = self.position(token)
+        q, k = self.queries[l, h, i], self.keys[l, h]
+        products, scores, weights = neuron_arithmetic(q, k, self.scaling, self.key_mask)
+        return Neuron(l, h, i, list(self.tokens), list(self.segment), q.astype(np.float64), k.astype(np.float64),
+                      products, scores, weights, self.scaling)
+
+
+def self_attention_projections(model) -> list[tuple[str, object, object, int, float]]:
+    """``(name, query linear, key linear, heads, scaling)`` of each self-attention layer of a
+    BERT-style encoder (BERT, RoBERTa, XLM-R, ELECTRA: ``query``/``key``; DistilBERT:
+    ``q_lin``/``k_lin``), in layer order; cross-attention modules are left out."""
+    from torch import nn
+
+    enc = _encoder(model)
+    cfg = enc.config
+    default_heads = getattr(cfg, "num_attention_heads", None) or getattr(cfg, "n_heads", None)
+    out = []
+    for name, m in enc.named_modules():
+        if "cross" in name.lower() or "cross" in type(m).__name__.lower():
+            continue
+        for qn, kn in (("query", "key"), ("q_lin", "k_lin")):
+            q, k = getattr(m, qn, None), getattr(m, kn, None)
+            if isinstance(q, nn.Linear) and isinstance(k, nn.Linear):
+                heads = int(getattr(m, "num_attention_heads", None) or getattr(m, "n_heads", None) or default_heads or 0)
+                if heads <= 0 or q.out_features % heads or q.out_features != k.out_features:
+                    raise XlvizError(f"cannot split {name}'s query projection ({q.out_features}) into {heads} heads",
+                                     field="model")
+                scaling = getattr(m, "scaling", None)
+                out.append((name, q, k, heads, float(scaling if scaling is not None else (q.out_features // heads) ** -0.5)))
+                break
+    return out
+
+
+def capture_query_keys(model, **inputs) -> tuple[np.ndarray, np.ndarray, float, list[np.ndarray]]:
+    """One forward pass of ``model`` (``inputs``: its forward's tensors, a batch) with forward
+    hooks on every self-attention query/key projection -> (queries, keys, scaling, the model's
+    own attention weights): queries/keys float32 [batch, layers, heads, T, d_head], weights
+    float32 [batch, heads, T, T] per layer. The hooks are removed afterwards, whatever happens."""
+    import torch
+
+    if getattr(model.config, "_attn_implementation", None) not in (None, "eager"):
+        raise XlvizError("query/key vectors are checked against the model's own attention weights, which need "
+                         "attn_implementation=\"eager\"; reload the model with it", field="attn_implementation")
+    specs = self_attention_projections(model)
+    if not specs:
+        raise XlvizError(f"found no self-attention query/key projections in {type(model).__name__} (BERT-style "
+                         "encoders have them)", field="model")
+    scalings = {round(s, 9) for *_, s in specs}
+    if len(scalings) != 1:
+        raise XlvizError("the self-attention layers scale q·k differently", field="model")
+    store: dict[tuple[str, int], torch.Tensor] = {}
+    handles = []
+    for i, (_, q, k, _, _) in enumerate(specs):
+        handles.append(q.register_forward_hook(lambda mod, inp, out, i=i: store.__setitem__(("q", i), out.detach())))
+        handles.append(k.register_forward_hook(lambda mod, inp, out, i=i: store.__setitem__(("k", i), out.detach())))
+    model.eval()
+    try:
+        with torch.no_grad():
+            outputs = model(**inputs, output_attentions=True)
+    finally:
+        for h in handles:
+            h.remove()
+    atts = getattr(outputs, "attentions", None)
+    if not atts or any(a is None for a in atts):
+        raise XlvizError("the model returned no attention weights; load it with attn_implementation=\"eager\"",
+                         field="attn_implementation")
+    if len(atts) != len(specs) or len(store) != 2 * len(specs):
+        raise XlvizError(f"found {len(specs)} self-attention layers but the model returned {len(atts)} attention maps",
+                         field="model")
+
+    def heads_first(t, n_heads: int) -> torch.Tensor:  # [B, T, H*d] -> [B, H, T, d]
+        b, T, width = t.shape
+        return t.reshape(b, T, n_heads, width // n_heads).permute(0, 2, 1, 3)
+
+    queries = torch.stack([heads_first(store[("q", i)], s[3]) for i, s in enumerate(specs)], dim=1)
+    keys = torch.stack([heads_first(store[("k", i)], s[3]) for i, s in enumerate(specs)], dim=1)
+    weights = [a.float().cpu().numpy() for a in atts]
+    return (queries.float().cpu().numpy(), keys.float().cpu().numpy(), specs[0][4], weights)
+
+
+def _check_recomputed(queries: np.ndarray, keys: np.ndarray, scaling: float, key_mask: np.ndarray,
+                      weights: list[np.ndarray]) -> None:
+    """Refuse a model whose weights are not softmax(q·k·scaling + mask) of the captured vectors."""
+    for l, w in enumerate(weights):
+        logits = np.einsum("htd,hsd->hts", queries[l].astype(np.float64), keys[l].astype(np.float64)) * scaling + key_mask
+        logits -= logits.max(axis=-1, keepdims=True)
+        e = np.exp(logits)
+        mine = e / e.sum(axis=-1, keepdims=True)
+        gap = float(np.abs(mine - w.astype(np.float64)).max())
+        if not gap <= QK_TOLERANCE:
+            raise XlvizError(f"layer {l}'s attention is not softmax(q·k/√d) of its query/key projections (off by "
+                             f"{gap:.3g}): this model computes attention another way, so a neuron view would not "
+                             "explain its weights", field="model")
+
+
+def _key_mask(attention_mask) -> np.ndarray:
+    m = np.asarray(attention_mask.cpu().numpy() if hasattr(attention_mask, "cpu") else attention_mask).reshape(-1)
+    return np.where(m > 0, 0.0, -np.inf)
+
+
+def query_key_vectors(model, tokenizer, text_a, text_b=None, max_length: int = 128) -> QueryKeys:
+    """The query and key vectors of every layer and head for one input, tokenized exactly as
+    :func:`attention_maps` does (so positions match its maps); one forward pass, checked
+    against the model's own weights."""
+    enc_model, enc, segment, _, _, n_before = _encode_input(model, tokenizer, text_a, text_b, max_length)
+    inputs = _model_inputs(enc_model, enc)
+    q, k, scaling, weights = capture_query_keys(enc_model, **inputs)
+    mask = _key_mask(inputs["attention_mask"]) if "attention_mask" in inputs else np.zeros(q.shape[3])
+    q, k = q[0], k[0]
+    _check_recomputed(q, k, scaling, mask, [w[0] for w in weights])
+    return QueryKeys(tokens=enc.tokens(0), segment=segment, queries=q, keys=k, key_mask=mask, scaling=scaling,
+                     truncated=len(enc["input_ids"][0]) < n_before, n_tokens_before_truncation=n_before)
+
+
+def mixed_pair_query_key_vectors(model, tokenizer_a, tokenizer_b, embeddings_b, text_a, text_b,
+                                 max_length: int = 128) -> QueryKeys:
+    """:func:`query_key_vectors` for the input of :func:`mixed_pair_attention_maps` (A in A's
+    vocabulary, B in B's, through one body)."""
+    forward, tokens, segment, _, total, _ = _mixed_inputs(model, tokenizer_a, tokenizer_b, embeddings_b,
+                                                          text_a, text_b, max_length)
+    q, k, scaling, weights = capture_query_keys(model, **forward)
+    mask = _key_mask(forward["attention_mask"])
+    q, k = q[0], k[0]
+    _check_recomputed(q, k, scaling, mask, [w[0] for w in weights])
+    return QueryKeys(tokens=tokens, segment=segment, queries=q, keys=k, key_mask=mask, scaling=scaling,
+                     truncated=total > max_length, n_tokens_before_truncation=total)

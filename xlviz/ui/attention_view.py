@@ -1,5 +1,6 @@
-"""Attention page logic without Streamlit: parallel-pair sources, heatmaps, the layer × head
-overview, VECO-style share matrices and CSV export.
+"""Attention page logic without Streamlit: parallel-pair sources, heatmaps, the model view
+(layer × head thumbnails, labelled and clickable), the neuron view (query × key), VECO-style
+share matrices and CSV export.
 
 Only the layers/heads the page asks for are turned into figures (``attention_slice``), so the
 full [layers, heads, T, T] tensor never goes to the browser.
@@ -195,38 +196,141 @@ def _pool(a: np.ndarray, n: int) -> np.ndarray:
     return np.array([[a[edges[i]:edges[i + 1], edges[j]:edges[j + 1]].mean() for j in range(n)] for i in range(n)])
 
 
+def head_label(layer: int, head: int) -> str:
+    """A thumbnail's label in the model view: ``"L3 H2"``."""
+    return f"L{layer} H{head}"
+
+
 def overview(attn: np.ndarray, layers: list[int], heads: list[int], max_tokens: int = OVERVIEW_MAX_TOKENS,
-             segment: list[int] | None = None):
-    """Small multiples: one thumbnail per selected layer (rows) × head (columns).
+             segment: list[int] | None = None, selected: tuple[int, int | None] | None = None):
+    """The model view (as bertviz's): one thumbnail per selected layer (rows) × head (columns),
+    each labelled ``"L3 H2"``.
 
     ``attn`` is the slice [len(layers), len(heads), T, T]; maps longer than ``max_tokens`` are
     average-pooled, which keeps the patterns (diagonal, [SEP] columns, cross-sentence blocks).
+    Each thumbnail carries one invisible click target (a scatter point at its centre whose
+    ``customdata`` is ``[layer, head]``, found anywhere over the thumbnail: heatmaps give no
+    selection events in Streamlit); ``selected`` = (layer, head or None for all heads) outlines
+    the head(s) the page shows in detail.
     """
     from plotly.subplots import make_subplots
     import plotly.graph_objects as go
 
     nl, nh = len(layers), len(heads)
-    fig = make_subplots(rows=nl, cols=nh, horizontal_spacing=0.01, vertical_spacing=0.02,
-                        column_titles=[f"head {h}" for h in heads], row_titles=[f"layer {l}" for l in layers])
+    cell = 110 if nh > 6 else 150
+    height = min(1400, 40 + cell * nl)
+    fig = make_subplots(rows=nl, cols=nh, horizontal_spacing=0.012, vertical_spacing=min(0.3, 22 / height) if nl > 1 else 0,
+                        subplot_titles=[head_label(l, h) for l in layers for h in heads])
     T = attn.shape[-1] if attn.size else 0
     n = min(T, max_tokens)
     # one colour scale for every thumbnail, with its colorbar: cells compare across heads
     top = float(np.nanmax(attn)) if attn.size and np.isfinite(attn).any() else 1.0
     for i in range(nl):
         for j in range(nh):
-            fig.add_trace(go.Heatmap(z=_pool(attn[i, j], max_tokens), coloraxis="coloraxis",
-                                     hovertemplate=f"layer {layers[i]} head {heads[j]}: %{{z:.3f}}<extra></extra>"),
+            fig.add_trace(go.Heatmap(z=_pool(attn[i, j], max_tokens), coloraxis="coloraxis", hoverinfo="skip"),
+                          row=i + 1, col=j + 1)
+            centre = (n - 1) / 2 if n else 0.0
+            fig.add_trace(go.Scatter(x=[centre], y=[centre], mode="markers", showlegend=False,
+                                     marker=dict(size=1, opacity=0), customdata=[[layers[i], heads[j]]],
+                                     hovertemplate=f"{head_label(layers[i], heads[j])}: click to open it in "
+                                                   "“One layer and head”<extra></extra>"),
                           row=i + 1, col=j + 1)
             for b in _boundaries(segment or []):  # A | B separators, in pooled coordinates
                 pos = b * n / T - 0.5 if T else b - 0.5
                 fig.add_vline(x=pos, line_color="#D55E00", line_width=1, row=i + 1, col=j + 1)
                 fig.add_hline(y=pos, line_color="#D55E00", line_width=1, row=i + 1, col=j + 1)
-    fig.update_xaxes(showticklabels=False)
-    fig.update_yaxes(showticklabels=False, autorange="reversed")
-    cell = 110 if nh > 6 else 150
-    fig.update_layout(height=min(1400, 40 + cell * nl), margin=dict(l=10, r=30, t=40, b=10),
+            if selected is not None and layers[i] == selected[0] and selected[1] in (None, heads[j]):
+                fig.add_shape(type="rect", xref="x domain", yref="y domain", x0=-0.02, x1=1.02, y0=-0.02, y1=1.02,
+                              line=dict(color="#D55E00", width=3), row=i + 1, col=j + 1)
+    fig.update_xaxes(showticklabels=False, ticks="", showgrid=False, zeroline=False, range=[-0.5, n - 0.5] if n else None,
+                     fixedrange=True)
+    fig.update_yaxes(showticklabels=False, ticks="", showgrid=False, zeroline=False, autorange="reversed", fixedrange=True)
+    fig.update_layout(height=height, margin=dict(l=10, r=30, t=40, b=10), hovermode="closest", hoverdistance=-1,
+                      dragmode=False, clickmode="event+select",
                       coloraxis=dict(colorscale="Blues", cmin=0, cmax=top, colorbar=dict(thickness=10, title="weight")))
-    fig.for_each_annotation(lambda a: a.update(font=dict(size=10)))
+    fig.for_each_annotation(lambda a: a.update(font=dict(size=11)))
+    return fig
+
+
+def clicked_head(points: list[dict] | None, layers: range | list[int], heads: range | list[int]) -> tuple[int, int] | None:
+    """The (layer, head) of a click on the model view, from Streamlit's selection points (the
+    click target's ``customdata``), or None when nothing valid was clicked."""
+    for p in points or []:
+        data = p.get("customdata") if isinstance(p, dict) else None
+        if isinstance(data, (list, tuple)) and len(data) == 2:
+            try:
+                l, h = int(data[0]), int(data[1])
+            except (TypeError, ValueError):
+                continue
+            if l in layers and h in heads:
+                return l, h
+    return None
+
+
+def neuron_figure(n, title: str | None = None):
+    """bertviz's neuron view of one query token of one head (``xlviz.analysis.attention.Neuron``):
+    the query q and every key k_j (one row each, one column per dimension), their elementwise
+    products q ⊙ k_j, and beside them each row's sum times the scaling (the score) and the
+    softmax of the scores (the attention weight)."""
+    from plotly.subplots import make_subplots
+    import plotly.graph_objects as go
+
+    T, d = n.keys.shape
+    ticks = [f"{j} " + _tick(t, s) for j, (t, s) in enumerate(zip(n.tokens, n.segment))]
+    row_px = 18 if T <= 60 else 12
+    body = row_px * T
+    head_px = 34
+    height = int(min(2400, body + head_px + 170))
+    scale = f"× {n.scaling:.3g}" if abs(n.scaling * np.sqrt(d) - 1) > 1e-6 else f"/ √{d}"
+    fig = make_subplots(rows=2, cols=4, shared_yaxes=False, column_widths=[0.33, 0.33, 0.17, 0.17],
+                        row_heights=[head_px / (head_px + body), body / (head_px + body)],
+                        horizontal_spacing=0.03, vertical_spacing=24 / height,
+                        subplot_titles=[f"query q ({html.escape(n.tokens[n.token])})", "", "", "",
+                                        "keys k_j", "q ⊙ k_j", f"score q·k_j {scale}", "weight softmax"])
+    lim_v = float(max(np.abs(n.query).max(), np.abs(n.keys).max(), 1e-9))
+    lim_p = float(max(np.abs(n.products).max(), 1e-9))
+    dims = list(range(d))
+    fig.add_trace(go.Heatmap(z=[n.query], x=dims, y=[0], coloraxis="coloraxis",
+                             hovertemplate="q[%{x}] = %{z:.3f}<extra></extra>"), row=1, col=1)
+    key_hover = [[f"k_{j} ({html.escape(n.tokens[j])})[{i}] = {n.keys[j, i]:.3f}" for i in dims] for j in range(T)]
+    fig.add_trace(go.Heatmap(z=n.keys, x=dims, y=list(range(T)), coloraxis="coloraxis", hoverinfo="text", text=key_hover),
+                  row=2, col=1)
+    prod_hover = [[f"q[{i}] × k_{j}[{i}] = {n.query[i]:.3f} × {n.keys[j, i]:.3f} = {n.products[j, i]:.3f}" for i in dims]
+                  for j in range(T)]
+    fig.add_trace(go.Heatmap(z=n.products, x=dims, y=list(range(T)), coloraxis="coloraxis2", hoverinfo="text",
+                             text=prod_hover), row=2, col=2)
+    colours = ["#D55E00" if j == n.token else "#888888" for j in range(T)]
+    fig.add_trace(go.Bar(x=n.scores, y=list(range(T)), orientation="h", marker_color=colours, showlegend=False,
+                         text=[f"{v:.2f}" for v in n.scores], textposition="outside", textfont=dict(size=10), cliponaxis=False,
+                         hovertemplate="score %{x:.4f}<extra></extra>"), row=2, col=3)
+    fig.add_trace(go.Bar(x=n.weights, y=list(range(T)), orientation="h", marker_color="#0072B2", showlegend=False,
+                         text=[f"{v:.2f}" for v in n.weights], textposition="outside", textfont=dict(size=10), cliponaxis=False,
+                         hovertemplate="weight %{x:.4f}<extra></extra>"), row=2, col=4)
+    for col in (1, 2, 3, 4):
+        fig.update_yaxes(autorange="reversed", row=2, col=col, tickmode="array", tickvals=list(range(T)),
+                         ticktext=ticks if col == 1 else [""] * T, matches="y5" if col > 1 else None)
+    fig.update_xaxes(ticks="", showgrid=False, zeroline=False)
+    fig.update_yaxes(ticks="", showgrid=False, zeroline=False)
+    fig.update_yaxes(showticklabels=False, row=1, col=1)
+    fig.update_xaxes(showticklabels=False, row=1, col=1, matches="x5")
+    fig.update_xaxes(title_text="dimension", row=2, col=1)
+    fig.update_xaxes(title_text="dimension", row=2, col=2)
+    fig.update_xaxes(range=[0, 1.15], tickvals=[0, 0.5, 1], row=2, col=4)  # room for the value beside a full bar
+    fig.update_xaxes(zeroline=True, zerolinecolor="#888888", row=2, col=3)
+    for col in (2, 3, 4):
+        fig.update_xaxes(visible=False, row=1, col=col)
+        fig.update_yaxes(visible=False, row=1, col=col)
+    fig.update_layout(
+        height=height, margin=dict(l=10, r=50, t=90, b=10), bargap=0.15,
+        coloraxis=dict(colorscale="RdBu", reversescale=True, cmin=-lim_v, cmax=lim_v,
+                       colorbar=dict(thickness=8, len=0.42, x=1.01, y=0.76, title="q, k")),
+        coloraxis2=dict(colorscale="PuOr", reversescale=True, cmin=-lim_p, cmax=lim_p,
+                        colorbar=dict(thickness=8, len=0.42, x=1.01, y=0.24, title="q⊙k")),
+        title=dict(text=html.escape(title or f"layer {n.layer} · head {n.head} · query {n.token} ({n.tokens[n.token]})"),
+                   subtitle=dict(text="rows: key tokens j · weight = softmax over j of the scores"), x=0.5,
+                   yref="container", y=0.99, yanchor="top", font=dict(size=13)),
+    )
+    fig.for_each_annotation(lambda a: a.update(font=dict(size=11)))
     return fig
 
 

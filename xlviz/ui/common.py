@@ -135,11 +135,15 @@ FIGURES_KEY = "_xlviz_figures"  # title -> figure: the analyses drawn this sessi
 from xlviz.views.figures import tidy  # noqa: E402  (shared with the notebook API)
 
 
-def plotly(fig, *, key: str | None = None, export: bool = True) -> None:
+def plotly(fig, *, key: str | None = None, export: bool = True, on_select=None) -> None:
     """Show a plotly figure with its modebar, and export buttons: PNG and SVG (rendered on
-    click by kaleido with the system chromium, offline) and the data as CSV."""
+    click by kaleido with the system chromium, offline) and the data as CSV. ``on_select``: a
+    callback run (before the rerun) when a point is clicked; its selection is ``st.session_state[key]``."""
     tidy(fig)
-    st.plotly_chart(fig, key=key, config=PLOTLY_CONFIG, width="stretch")
+    if on_select is None:
+        st.plotly_chart(fig, key=key, config=PLOTLY_CONFIG, width="stretch")
+    else:
+        st.plotly_chart(fig, key=key, config=PLOTLY_CONFIG, width="stretch", on_select=on_select, selection_mode="points")
     if not export:
         return
     name = (key or "figure").replace(" ", "-")
@@ -375,3 +379,33 @@ def own_cross_attention(ref_a: ModelRef, ref_b: ModelRef, text_a, text_b, max_le
     """A's tokens attending over B's last layer through A's cross-attention module; cached."""
     keys = model_key(ref_a, "base") + "||" + model_key(ref_b, "base")
     return _own_cross_attention(ref_a.path, ref_a.tokenizer, ref_b.path, ref_b.tokenizer, keys, text_a, text_b, int(max_length))
+
+
+@st.cache_data(show_spinner=False, max_entries=16)
+def _query_keys(path: str, tokenizer: str | None, mkey: str, text_a, text_b, max_length: int):
+    from xlviz.analysis.attention import query_key_vectors
+
+    model, tok = _load_model(path, tokenizer, "base", ref_stamp(ModelRef(path, tokenizer)))
+    return query_key_vectors(model, tok, text_a, text_b, max_length=max_length)
+
+
+def query_keys(ref: ModelRef, text_a, text_b=None, max_length: int = 128):
+    """Every layer's query and key vectors of one input (the neuron view), cached per model and text."""
+    load_model(ref, "base")
+    return _query_keys(ref.path, ref.tokenizer, model_key(ref, "base"), text_a, text_b, int(max_length))
+
+
+@st.cache_data(show_spinner=False, max_entries=16)
+def _mixed_query_keys(path_a: str, tok_a: str | None, path_b: str, tok_b: str | None, keys: str, text_a, text_b, max_length: int):
+    from xlviz.analysis.attention import mixed_pair_query_key_vectors
+
+    model_a, tokenizer_a = _load_model(path_a, tok_a, "base", ref_stamp(ModelRef(path_a, tok_a)))
+    model_b, tokenizer_b = _load_model(path_b, tok_b, "base", ref_stamp(ModelRef(path_b, tok_b)))
+    return mixed_pair_query_key_vectors(model_a, tokenizer_a, tokenizer_b, model_b.get_input_embeddings(), text_a, text_b,
+                                        max_length=max_length)
+
+
+def mixed_query_keys(ref_a: ModelRef, ref_b: ModelRef, text_a, text_b, max_length: int = 128):
+    """Query and key vectors of A + B through A's body, B embedded with B's vocabulary; cached."""
+    keys = model_key(ref_a, "base") + "||" + model_key(ref_b, "base")
+    return _mixed_query_keys(ref_a.path, ref_a.tokenizer, ref_b.path, ref_b.tokenizer, keys, text_a, text_b, int(max_length))

@@ -24,7 +24,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 __all__ = ["HTML", "head_view", "model_view", "cross_language_attention", "retrieval", "cka", "projection",
-           "xquad_comparison", "XQuADComparison"]
+           "xquad_comparison", "XQuADComparison", "neuron_view"]
 
 
 class HTML(str):
@@ -90,8 +90,9 @@ def head_view(model: Any, sentence_a: str, sentence_b: str | None = None, *, lay
 
 def model_view(model: Any, sentence_a: str, sentence_b: str | None = None, *, layers: Sequence[int] | None = None,
                hide_special: bool = True, tokenizer: str | os.PathLike | None = None, max_length: int = 128):
-    """The Attention page's layer × head overview: one small map per layer (rows) and head
-    (columns), all layers unless ``layers`` is given. A plotly figure."""
+    """The Attention page's model view: one small map per layer (rows) and head (columns), each
+    labelled ``"L3 H2"``, all layers unless ``layers`` is given. A plotly figure; each thumbnail's
+    click target carries ``customdata`` ``[layer, head]`` (the page opens that head on a click)."""
     from xlviz.analysis.attention import attention_slice
     from xlviz.ui.attention_view import overview
     from xlviz.views.figures import tidy
@@ -315,3 +316,19 @@ def xquad_comparison(run: str | os.PathLike, lang: str, systems: Sequence[str] |
     rows = prediction_rows(examples, predictions, ids, articles=articles)
     return XQuADComparison(rows, score_matrix(rows, "exact_match", chosen, languages), score_matrix(rows, "f1", chosen, languages),
                            languages, examples, predictions, articles, _colours(chosen))
+
+
+# --------------------------------------------------------------------------- neuron view
+def neuron_view(model: Any, text: str, layer: int, head: int, token: int | str, *, text_b: str | None = None,
+                tokenizer: str | os.PathLike | None = None, max_length: int = 128):
+    """bertviz's neuron view, as the Attention page draws it: for query ``token`` (a position
+    counting [CLS], negative from the end, or the token's text) of ``head`` in ``layer``
+    (negative counts from the top), the query q, every key k_j, the products q ⊙ k_j, the scores
+    q·k_j/√d and their softmax (the head's attention weights). A plotly figure."""
+    from xlviz.analysis.attention import query_key_vectors
+    from xlviz.ui.attention_view import neuron_figure
+    from xlviz.views.figures import tidy
+
+    m, tok = _model(model, tokenizer)
+    qk = query_key_vectors(m, tok, text, text_b, max_length=max_length)
+    return tidy(neuron_figure(qk.neuron(layer, head, token)))
