@@ -30,7 +30,8 @@ PAGE = "alignment"
 # the view lives in the URL (bookmark, share, reload): data, systems, pooling and the projection
 URL_KEYS = ("al_source", "al_run", "al_l2", "al_systems", "al_pooling", "al_center", "al_max_len",
             "al_proj_system", "al_proj_layer", "al_proj_method", "al_proj_level",
-            "al_pj_on", "al_pj_systems", "al_pj_layer", "al_pj_method", "al_pj_query", "al_pj_point")
+            "al_pj_on", "al_pj_systems", "al_pj_layer", "al_pj_method", "al_pj_n", "al_pj_query", "al_pj_point",
+            "al_pj_among", "al_pj_k")
 url_state(PAGE, URL_KEYS)
 # the projection's widgets vanish while no system is picked; their choices must come back with it
 keep("al_proj_system", "al_proj_layer", "al_proj_method", "al_proj_level")
@@ -415,6 +416,10 @@ if pj_on:
             n_pts = len(proj.rows)
             if proj.query.strip():
                 st.caption(f"{len(proj.matches)} of {n_pts} points contain “{md_text(proj.query.strip())}” (ringed).")
+            if len(pj_chosen) > 1:
+                st.caption("Models trained apart (say a joint model beside MONOTRANS) have unrelated axes: where their "
+                           "clouds sit relative to each other means little. Neighbours among the same system answer "
+                           "whether a sentence's translation comes first.")
             for group in vp.coinciding([vp.Block(*b) for b in blocks if f"{b[0]} · {b[1]}" not in proj.left_out]):
                 st.caption(f"{md_join(group, ' and ')} come from the same encoder (identical vectors): their points "
                            "lie on each other and the one drawn last hides the others.")

@@ -28,6 +28,10 @@ def test_shared_pca_is_fitted_on_the_union_of_the_blocks():
     # fitted on A alone, A's own first axis would be x: the shared space is not per block
     (alone,) = shared_projection([A])
     np.testing.assert_allclose(alone, [[1, 0], [-1, 0]], atol=1e-6)
+    # the axes' shares of the variance: sums of squares 8 (y) and 2 (x) of 10
+    proj = vp.build([vp.Block("A", "en", "a", ["a", "b"], A), vp.Block("B", "en", "a", ["a", "b"], B)])
+    assert proj.axes == ("PC 1 (80.0% of variance)", "PC 2 (20.0%)")
+    assert [(r["x"], r["y"]) for r in proj.rows] == [(0, 1), (0, -1), (2, 0), (-2, 0)]
 
 
 def test_a_block_of_another_width_gets_one_clear_message():
@@ -132,6 +136,25 @@ def test_clicked_point_reads_customdata():
     assert vp.clicked_point({"points": [{"curve_number": 2, "point_index": 0, "customdata": [7]}]}) == 7
     assert vp.clicked_point({"points": [{"customdata": 3}]}) == 3
     assert vp.clicked_point({"points": []}) is None and vp.clicked_point(None) is None
+
+
+def test_projector_views_import_without_streamlit():
+    """A notebook without Streamlit draws the projector (nothing under xlviz.views imports it)."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    code = ("import sys; sys.modules['streamlit'] = None\n"
+            "import numpy as np, xlviz.views as xv, xlviz.views.embeddings as vp\n"
+            "p = vp.build([vp.Block('s', 'en', 'a', ['x', 'y', 'z'], np.eye(3)), vp.Block('s', 'de', 'b', ['X', 'Y', 'Z'], np.eye(3))])\n"
+            "f = vp.figure(vp.search(p, 'x'), None, 't', selected=0, near=vp.neighbour_points(p, 0, 2))\n"
+            "assert callable(xv.projector) and len(f.data) >= 4\n"
+            "print('ok')\n")
+    root = Path(__file__).resolve().parents[1]
+    out = subprocess.run([sys.executable, "-c", code], cwd=root, env={**os.environ, "PYTHONPATH": str(root)},
+                         capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr[-2000:]
 
 
 # --- the notebook API ----------------------------------------------------------------------------------------
@@ -243,7 +266,8 @@ def test_alignment_projector_two_systems_and_a_search(analysis_run, monkeypatch)
     assert set(_neighbour_table(at)["system"]) <= {"demo-run · floor", "demo-run · transferred"}
     at.slider(key="al_pj_layer").set_value(1).run()
     assert "layer 1 · PCA of sentences" in _projector_fig(at)["layout"]["title"]["text"]
-    url = {k: at.query_params[k] for k in ("al_pj_on", "al_pj_systems", "al_pj_layer", "al_pj_query", "al_pj_point")}
+    url = {k: at.query_params[k] for k in ("al_pj_on", "al_pj_systems", "al_pj_layer", "al_pj_query", "al_pj_point",
+                                           "al_pj_among")}
     flat = {k: v[0] if isinstance(v, list) else v for k, v in url.items()}
     assert flat["al_pj_query"] == "THE" and flat["al_pj_point"] == "run:demo-run:floor|b|3" and flat["al_pj_layer"] == "1"
 
@@ -251,15 +275,17 @@ def test_alignment_projector_two_systems_and_a_search(analysis_run, monkeypatch)
     again = _alignment(analysis_run.parent, monkeypatch, flat)
     assert again.toggle(key="al_pj_on").value is True and again.text_input(key="al_pj_query").value == "THE"
     assert again.selectbox(key="al_pj_point").value == "run:demo-run:floor|b|3"
-    assert again.slider(key="al_pj_layer").value == 1
+    assert again.slider(key="al_pj_layer").value == 1 and again.radio(key="al_pj_among").value == "all"
     assert any(t["name"].startswith("contains “THE”") for t in _projector_fig(again)["data"])
 
 
 def test_alignment_projector_survives_odd_url_values(analysis_run, monkeypatch):
     at = _alignment(analysis_run.parent, monkeypatch, {"al_pj_on": "true", "al_pj_query": "3", "al_pj_layer": "abc",
-                                                       "al_pj_point": "nope|a|0", "al_pj_systems": '["gone"]'})
+                                                       "al_pj_point": "nope|a|0", "al_pj_systems": '["gone"]',
+                                                       "al_pj_k": "abc"})
     assert at.toggle(key="al_pj_on").value is True
     assert at.text_input(key="al_pj_query").value == "3"  # a number in the URL is still a search text
     assert at.selectbox(key="al_pj_point").value == "run:demo-run:transferred|a|0"  # unknown point: the first
     assert at.multiselect(key="al_pj_systems").value == ["run:demo-run:transferred", "run:demo-run:floor"]
     assert len(_neighbour_table(at)) == 10
+    assert "URL parameter 'al_pj_k' must be a whole number" in "\n".join(w.value for w in at.warning)

@@ -70,7 +70,6 @@ def build(blocks: Sequence[Block], method: str = "pca", query: str = "", seed: i
     """Project ``blocks`` together (fitted on their union). Blocks whose width differs from
     the first block's are left out and named in ``left_out``. ``query``: see :func:`search`."""
     from xlviz.analysis.projection import same_width, shared_projection
-    from xlviz.views.figures import explained_variance
 
     if not blocks:
         from xlviz.errors import XlvizError
@@ -86,7 +85,10 @@ def build(blocks: Sequence[Block], method: str = "pca", query: str = "", seed: i
                          "x": float(xy[i, 0]), "y": float(xy[i, 1]), "match": False})
     X = np.vstack([np.asarray(b.vectors, dtype=np.float64) for b in kept])
     if method.lower() == "pca":
-        v1, v2 = explained_variance(X, X[:0])
+        # a PC's share of the variance is its coordinates' sum of squares over the total (no second SVD)
+        xy = np.vstack(coords).astype(np.float64)
+        total = float(((X - X.mean(axis=0)) ** 2).sum()) or 1.0
+        v1, v2 = (float((xy[:, c] ** 2).sum()) / total for c in (0, 1))
         axes = (f"PC 1 ({100 * v1:.1f}% of variance)", f"PC 2 ({100 * v2:.1f}%)")
     else:
         axes = ("UMAP 1", "UMAP 2")
