@@ -4,7 +4,8 @@ Data: parallel sentences from a run's generated world (with gold dictionary and 
 PUD (by sentence id), Tatoeba, Multi30k task 1 validation, or two uploaded files. Systems: a run's
 transferred model (L1 model on L1, L2 embeddings on L2) and its floor (untrained L2 embeddings),
 the sidebar's models, or any two models. Shows per-layer retrieval (both directions), linear CKA
-and word translation accuracy, a 2-D projection with lines between translations, and post-hoc
+and word translation accuracy, a 2-D projection with lines between translations, a projector
+(several systems in one space: search, nearest neighbours of a point), and post-hoc
 orthogonal alignment (Wu et al. 2020). Numbers come from ``xlviz.analysis`` (as ``xlviz analyse
 alignment``). Opens preset to a run with ``?run=NAME&l2=L2``.
 """
