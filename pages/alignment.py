@@ -361,7 +361,7 @@ if pj_on:
         c1, c2, c3, c4 = st.columns([4, 2, 1, 1], vertical_alignment="bottom")
         pj_chosen = c1.multiselect("Systems in the projector", pj_all, key="al_pj_systems",
                                    format_func=lambda k: options[k].name if k in options else k)
-        pj_layers = min((vectors[options[k].name]["a"].shape[0] for k in pj_all), default=1)
+        pj_layers = min((vectors[options[k].name][side].shape[0] for k in pj_all for side in "ab"), default=1)
         v = st.session_state.get("al_pj_layer")
         if isinstance(v, bool) or v not in range(pj_layers):
             st.session_state["al_pj_layer"] = pj_layers - 1
