@@ -374,7 +374,8 @@ if pj_on:
         pj_n = int(c4.number_input("Sentences", min_value=2, max_value=len(data), key="al_pj_n"))
         q = st.session_state.get("al_pj_query")
         if not isinstance(q, str):
-            st.session_state["al_pj_query"] = str(q) if isinstance(q, (int, float)) and not isinstance(q, bool) else ""
+            q = str(q) if isinstance(q, (int, float)) and not isinstance(q, bool) else ""
+        st.session_state["al_pj_query"] = q[:200]  # a URL may carry more than the box takes
         pj_query = st.text_input("Search the sentences", key="al_pj_query", max_chars=200,
                                  placeholder="a word or part of a sentence (case ignored, taken literally)")
         if bad_n:

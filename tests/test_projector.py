@@ -289,3 +289,6 @@ def test_alignment_projector_survives_odd_url_values(analysis_run, monkeypatch):
     assert at.multiselect(key="al_pj_systems").value == ["run:demo-run:transferred", "run:demo-run:floor"]
     assert len(_neighbour_table(at)) == 10
     assert "URL parameter 'al_pj_k' must be a whole number" in "\n".join(w.value for w in at.warning)
+    long = _alignment(analysis_run.parent, monkeypatch, {"al_pj_on": "true", "al_pj_query": "(x" * 150})
+    assert long.text_input(key="al_pj_query").value == ("(x" * 150)[:200]  # cut to the box's 200 characters
+    assert not any("points contain" in c.value and not c.value.startswith("0 of") for c in long.caption)
