@@ -4,7 +4,8 @@ Data: parallel sentences from a run's generated world (with gold dictionary and 
 PUD (by sentence id), Tatoeba, Multi30k task 1 validation, or two uploaded files. Systems: a run's
 transferred model (L1 model on L1, L2 embeddings on L2) and its floor (untrained L2 embeddings),
 the sidebar's models, or any two models. Shows per-layer retrieval (both directions), linear CKA
-and word translation accuracy, a 2-D projection with lines between translations, and post-hoc
+and word translation accuracy, a 2-D projection with lines between translations, a projector
+(several systems in one space: search, nearest neighbours of a point), and post-hoc
 orthogonal alignment (Wu et al. 2020). Numbers come from ``xlviz.analysis`` (as ``xlviz analyse
 alignment``). Opens preset to a run with ``?run=NAME&l2=L2``.
 """
@@ -29,10 +30,14 @@ PAGE = "alignment"
 
 # the view lives in the URL (bookmark, share, reload): data, systems, pooling and the projection
 URL_KEYS = ("al_source", "al_run", "al_l2", "al_systems", "al_pooling", "al_center", "al_max_len",
-            "al_proj_system", "al_proj_layer", "al_proj_method", "al_proj_level")
+            "al_proj_system", "al_proj_layer", "al_proj_method", "al_proj_level",
+            "al_pj_on", "al_pj_systems", "al_pj_layer", "al_pj_method", "al_pj_n", "al_pj_query", "al_pj_point",
+            "al_pj_among", "al_pj_k")
 url_state(PAGE, URL_KEYS)
 # the projection's widgets vanish while no system is picked; their choices must come back with it
 keep("al_proj_system", "al_proj_layer", "al_proj_method", "al_proj_level")
+keep("al_pj_on", "al_pj_systems", "al_pj_layer", "al_pj_method", "al_pj_n", "al_pj_query", "al_pj_point", "al_pj_among",
+     "al_pj_k")
 
 st.title("Alignment across languages")
 st.caption("Per layer: does a sentence's nearest neighbour (cosine) in the other language turn out to be its "
@@ -329,6 +334,114 @@ with guard("Could not project"):
         plotly(ua.projection_figure(pts, f"{p_sys} · layer {p_layer} · {p_method} of {p_level}", axes=axes), key="al_fig_proj")
         st.caption("Coloured by language; grey lines join translations (for words: gold word alignments). Hover shows "
                    "the text.")
+
+# --- projector: several systems in one space ---------------------------------------------------------------
+st.subheader("Projector")
+st.caption("Several systems' sentence vectors in one 2-D space (fitted on all of them): colour = system, marker = "
+           "language (circle: A, diamond: B), hover shows the sentence. Search the sentences; pick a point (click it, "
+           "or choose it below) for its nearest neighbours by cosine in the model's own vectors, not in the picture.")
+pj_keys = {options[k].name: k for k in chosen if options[k].name in vectors}  # display name -> system key
+if not isinstance(st.session_state.get("al_pj_on"), bool):
+    st.session_state["al_pj_on"] = False
+pj_on = st.toggle("Show the projector", key="al_pj_on",
+                  help="Uses the sentence vectors computed above (no new encoding); off, it costs nothing.")
+if pj_on:
+    with guard("Could not draw the projector"):
+        from xlviz.ui.common import PLOTLY_CONFIG
+        from xlviz.ui.state import checked_int
+        from xlviz.views import embeddings as vp
+        from xlviz.views.figures import tidy
+
+        pj_all = list(pj_keys.values())
+        got = st.session_state.get("al_pj_systems")
+        kept_keys = [k for k in got if k in pj_all] if isinstance(got, list) else []
+        if not isinstance(got, list) or (got and not kept_keys):  # new, or none of its systems here any more
+            kept_keys = pj_all
+        st.session_state["al_pj_systems"] = kept_keys
+        c1, c2, c3, c4 = st.columns([4, 2, 1, 1], vertical_alignment="bottom")
+        pj_chosen = c1.multiselect("Systems in the projector", pj_all, key="al_pj_systems",
+                                   format_func=lambda k: options[k].name if k in options else k)
+        pj_layers = min((vectors[options[k].name][side].shape[0] for k in pj_all for side in "ab"), default=1)
+        v = st.session_state.get("al_pj_layer")
+        if isinstance(v, bool) or v not in range(pj_layers):
+            st.session_state["al_pj_layer"] = pj_layers - 1
+        pj_layer = c2.slider("Layer", 0, pj_layers - 1, key="al_pj_layer")
+        if st.session_state.get("al_pj_method") not in ("PCA", "UMAP"):
+            st.session_state["al_pj_method"] = "PCA"
+        pj_method = c3.radio("Method", ["PCA", "UMAP"], key="al_pj_method", horizontal=True,
+                             help="Fitted on the points of every system shown. UMAP takes seconds the first time.")
+        bad_n = checked_int("al_pj_n", 2, len(data), min(150, len(data)))
+        pj_n = int(c4.number_input("Sentences", min_value=2, max_value=len(data), key="al_pj_n"))
+        q = st.session_state.get("al_pj_query")
+        if not isinstance(q, str):
+            q = str(q) if isinstance(q, (int, float)) and not isinstance(q, bool) else ""
+        st.session_state["al_pj_query"] = q[:200]  # a URL may carry more than the box takes
+        pj_query = st.text_input("Search the sentences", key="al_pj_query", max_chars=200,
+                                 placeholder="a word or part of a sentence (case ignored, taken literally)")
+        if bad_n:
+            st.warning(md_text(bad_n))
+        if not pj_chosen:
+            st.info("Pick at least one system for the projector.", icon=":material/info:")
+        else:
+            blocks = []
+            for k in pj_chosen:
+                name, vec = options[k].name, vectors[options[k].name]
+                blocks += [(name, data.lang_a, "a", tuple(data.src[:pj_n]), vec["a"][pj_layer, :pj_n]),
+                           (name, data.lang_b, "b", tuple(data.tgt[:pj_n]), vec["b"][pj_layer, :pj_n])]
+            proj = vp.search(ua.projector(tuple(blocks), pj_method.lower()), pj_query)
+            if proj.left_out:
+                st.info(f"Left out: {md_join(proj.left_out)}: their vectors are not as wide as "
+                        f"{md_text(proj.rows[0]['system'])}'s, and one projection needs one width (compare systems of "
+                        "the same hidden size).", icon=":material/info:")
+            ids = [f"{pj_keys[r['system']]}|{r['side']}|{r['index']}" for r in proj.rows]
+            # a click on the chart (a new selection) picks the point; the picker below stays the source of truth
+            sel = st.session_state.get("al_fig_projector")
+            sig = repr(sel.get("selection", {}).get("points")) if isinstance(sel, dict) else None
+            if sig != st.session_state.get("_al_pj_seen"):
+                st.session_state["_al_pj_seen"] = sig
+                hit = vp.clicked_point(sel.get("selection") if isinstance(sel, dict) else None)
+                if hit is not None and 0 <= hit < len(ids):
+                    st.session_state["al_pj_point"] = ids[hit]
+            if st.session_state.get("al_pj_point") not in ids:
+                st.session_state["al_pj_point"] = ids[0]
+            point = ids.index(st.session_state["al_pj_point"])
+            if st.session_state.get("al_pj_among") not in vp.AMONG:
+                st.session_state["al_pj_among"] = "system"
+            bad_k = checked_int("al_pj_k", 1, 100, 10)
+            pj_among = st.session_state["al_pj_among"]
+            near = vp.neighbours(proj, point, int(st.session_state["al_pj_k"]), pj_among)
+            near_idx = vp.neighbour_points(proj, point, int(st.session_state["al_pj_k"]), pj_among)
+            title = f"{len(pj_chosen)} system{'s' if len(pj_chosen) > 1 else ''} · layer {pj_layer} · {pj_method} of sentences"
+            fig = vp.figure(proj, colours, title, selected=point, near=near_idx)
+            st.plotly_chart(tidy(fig), key="al_fig_projector", on_select="rerun", selection_mode="points",
+                            config=PLOTLY_CONFIG, width="stretch")
+            n_pts = len(proj.rows)
+            if proj.query.strip():
+                st.caption(f"{len(proj.matches)} of {n_pts} points contain “{md_text(proj.query.strip())}” (ringed).")
+            if len(pj_chosen) > 1:
+                st.caption("Models trained apart (say a joint model beside MONOTRANS) have unrelated axes: where their "
+                           "clouds sit relative to each other means little. Neighbours among the same system answer "
+                           "whether a sentence's translation comes first.")
+            for group in vp.coinciding([vp.Block(*b) for b in blocks if f"{b[0]} · {b[1]}" not in proj.left_out]):
+                st.caption(f"{md_join(group, ' and ')} come from the same encoder (identical vectors): their points "
+                           "lie on each other and the one drawn last hides the others.")
+            c1, c2, c3 = st.columns([4, 2, 1], vertical_alignment="bottom")
+            labels = {i: vp.point_label(r) for i, r in zip(ids, proj.rows)}
+            c1.selectbox("Point", ids, key="al_pj_point", format_func=lambda i: labels.get(i, i),
+                         help="Or click a point on the chart.")
+            c2.radio("Neighbours among", list(vp.AMONG), key="al_pj_among", format_func=vp.AMONG.get, horizontal=True)
+            c3.number_input("How many", min_value=1, max_value=100, key="al_pj_k")
+            if bad_k:
+                st.warning(md_text(bad_k))
+            st.dataframe(pd.DataFrame(near), hide_index=True, key="al_pj_neighbours", placeholder=NA,
+                         column_config={"cosine": st.column_config.NumberColumn(format="%.3f"),
+                                        "translation": st.column_config.CheckboxColumn(help="the point's own translation")})
+            rank = vp.translation_rank(proj, point, pj_among)
+            if rank is not None:
+                r = proj.rows[point]
+                st.caption(f"The translation of {md_text(r['system'])} · {md_text(r['language'])} #{r['index']} ranks "
+                           f"{rank[0]} of {rank[1]} (cosine {rank[2]:.3f}).")
+write_url(URL_KEYS)
 
 # --- post-hoc alignment ------------------------------------------------------------------------------------
 st.subheader("Post-hoc alignment (orthogonal map)")

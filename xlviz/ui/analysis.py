@@ -331,3 +331,14 @@ def csv_bytes(rows: list[dict]) -> bytes:
 
     df = pd.DataFrame([{k: ";".join(map(str, v)) if isinstance(v, (list, tuple)) else v for k, v in r.items()} for r in rows])
     return df.to_csv(index=False).encode("utf-8")
+
+
+# --------------------------------------------------------------------------- projector
+@st.cache_data(show_spinner=False, max_entries=16)
+def projector(blocks: tuple, method: str, seed: int = 0):
+    """The projector's points (``xlviz.views.embeddings.build``) of ``blocks``: tuples of
+    ``(system, language, side, texts, vectors)``. Cached without the search query, so typing a
+    search only re-marks the points (``xlviz.views.embeddings.search``)."""
+    from xlviz.views.embeddings import Block, build
+
+    return build([Block(*b) for b in blocks], method=method, seed=seed)
