@@ -259,11 +259,12 @@ n.button("Next ▶", on_click=_step, args=(1, nav), key="xq_next", width="stretc
 st.html(legend([("gold answer", None)] + [(name, colours[name]) for name in names if any(k[0] == name for k in predictions)]))
 if predictions:  # "why this answer": integrated gradients, computed only for an opened expander
     w1, w2, w3, w4 = st.columns([1, 1, 1, 3], vertical_alignment="bottom")
-    ig_steps = w1.number_input("Salience: integrated-gradient steps", min_value=2, max_value=256, value=why.DEFAULT_STEPS,
-                               step=8, key="xq_ig_steps", help="Each step is one forward and backward pass of the window; "
+    ig_steps = w1.number_input("Salience: IG steps", min_value=2, max_value=256, value=why.DEFAULT_STEPS,
+                               step=8, key="xq_ig_steps", help="Integrated gradients: each step is one forward and backward pass of the window; "
                                "more steps, a smaller convergence delta.")
     ig_target = w2.selectbox("Salience of", list(why.TARGET_LABELS), key="xq_ig_target",
-                             format_func=lambda t: why.TARGET_LABELS[t])
+                             format_func=lambda t: why.TARGET_SHORT[t], help="The logit explained: the answer's start, its end, or "
+                             "both (the span's score; integrated gradients add up).")
     ig_top = w3.number_input("Linked words (top k)", min_value=1, max_value=30, value=5, key="xq_ig_top")
     gold_links = None
     with guard("Could not read the world's gold word alignments"):

@@ -18,6 +18,8 @@ from xlviz.analysis.salience import CONTEXT, QUESTION, Salience
 POSITIVE = (213, 94, 0)   # Okabe-Ito vermillion
 NEGATIVE = (0, 114, 178)  # Okabe-Ito blue
 TARGET_LABELS = {"total": "start + end logit (the span's score)", "start": "start logit", "end": "end logit"}
+PAD = "padding:.1em .35em"  # table cells
+TARGET_SHORT = {"total": "start + end", "start": "start logit", "end": "end logit"}  # a select's options
 
 
 def _shade(value: float) -> str:
@@ -107,3 +109,26 @@ def salience_html(sal: Salience, target: str = "total", label: str | None = None
         + salience_legend()
         + "</div>"
     )
+
+
+def links_html(rows: list[dict], lang_a: str, lang_b: str) -> str:
+    """:func:`xlviz.analysis.salience.aligned_salience`'s rows as a compact table (fits a card's
+    column): each A word with its share and rank, its gold translation with the B model's; the
+    shares shaded as the text above. ``q`` marks a question word, otherwise a context word."""
+    def cell(word, share, rank, where=None):
+        if word is None:
+            return f'<td colspan="2" style="opacity:.6;{PAD}">(no translation)</td>'
+        tag = ' <span style="opacity:.55;font-size:.85em">q</span>' if where == QUESTION else ""
+        value = "n/a" if share is None else f"{share:+.2f}"
+        shade = "transparent" if share is None else _shade(share)
+        rank_text = "" if rank is None else f" #{rank}"
+        return (f"<td style='{PAD}'>{html.escape(word)}{tag}</td><td style='text-align:right;white-space:nowrap;{PAD}'>"
+                f"<span style='background:{shade};border-radius:3px;padding:0 2px'>{value}</span>"
+                f"<span style='opacity:.6'>{rank_text}</span></td>")
+
+    body = "".join(f"<tr>{cell(r['a word'], r['a share'], r['a rank'], r['where'])}"
+                   f"{cell(r['b word'], r['b share'], r['b rank'])}</tr>" for r in rows)
+    a, b = html.escape(lang_a), html.escape(lang_b)
+    return ('<table class="xlviz-links" style="font-size:.82em;width:100%;border-collapse:collapse">'
+            f"<tr><th align=left style='{PAD}'>{a} word</th><th align=right style='{PAD}'>{a} model</th>"
+            f"<th align=left style='{PAD}'>{b} translation</th><th align=right style='{PAD}'>{b} model</th></tr>{body}</table>")

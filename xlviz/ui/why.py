@@ -21,10 +21,10 @@ from xlviz.data.squad import QAExample
 from xlviz.ui.choices import ModelChoice, ModelRef, QADataset
 from xlviz.ui.common import NA, _load_model, examples_of, file_stamp, guard, load_examples, model_key, qa_decoding, ref_stamp
 from xlviz.ui.qa import index_by_id, prediction_span
-from xlviz.ui.salience_view import TARGET_LABELS, salience_html
+from xlviz.ui.salience_view import TARGET_LABELS, TARGET_SHORT, links_html, salience_html
 from xlviz.ui.text import md_text
 
-__all__ = ["DEFAULT_STEPS", "TARGET_LABELS", "salience", "world_alignment", "alignment_note", "why_this_answer"]
+__all__ = ["DEFAULT_STEPS", "TARGET_LABELS", "TARGET_SHORT", "salience", "world_alignment", "alignment_note", "why_this_answer"]
 
 
 @st.cache_data(show_spinner=False, max_entries=256)
@@ -95,16 +95,12 @@ def _links(m: ModelChoice, lang: str, ex: QAExample, sal, predictions: Mapping, 
     sal1 = salience(m.ref_for(l1), file_l1, ex.id, prediction_span(ex1, pred1), n_steps)
     rows = aligned_salience(sal1, sal, question, context, k=top, target=target)
     shared = sum(1 for r in rows if r["b rank"] is not None and r["b rank"] <= top)
-    st.markdown(md_text(f"The {len(rows)} words the {l1} model found most salient for its answer ({sal1.answer!r}), "
-                        f"and their gold translations under the {lang} model") + ":")
-    table = pd.DataFrame(rows).rename(columns={
-        "a word": f"{l1} word", "a rank": f"{l1} rank", "a share": f"{l1} salience", "b word": f"{lang} translation",
-        "b rank": f"{lang} rank", "b share": f"{lang} salience"}).drop(columns=["a salience", "b salience"])
-    st.dataframe(table, hide_index=True, width="stretch", key=f"{key}_links", placeholder=NA,
-                 column_config={c: st.column_config.NumberColumn(format="%.2f") for c in (f"{l1} salience", f"{lang} salience")})
+    st.caption(md_text(f"Linked to {l1}: the {len(rows)} words the same system's {l1} model found most salient for its "
+                       f"answer ({sal1.answer!r}), and their gold translations under the {lang} model") + ":")
+    st.html(links_html(rows, l1, lang))
     st.caption(md_text(f"{shared} of these {len(rows)} have their translation among the {top} most salient {lang} words. "
-                       "Salience: the word's attribution over the largest of its input (signed); rank 1 = largest magnitude, "
-                       "question and context together."))
+                       "Each value: the word's attribution over the largest of its input (signed; q: a question word); "
+                       "#rank by magnitude, question and context together."))
 
 
 def why_this_answer(m: ModelChoice, lang: str, ex: QAExample, predictions: Mapping, dataset: QADataset, n_steps: int,
