@@ -149,13 +149,14 @@ def _token_span(offsets: list, segments: list, span: tuple[int, int]) -> tuple[i
 def integrated_gradients(model: Any, tokenizer: Any, question: str, context: str, *,
                          answer: tuple[int, int] | None = None, n_steps: int = DEFAULT_STEPS,
                          max_length: int = 384, doc_stride: int = 128, max_answer_length: int = 30,
-                         internal_batch_size: int | None = None, method: str = "gausslegendre") -> Salience:
+                         internal_batch_size: int | None = 8, method: str = "gausslegendre") -> Salience:
     """Integrated gradients of the answer's start and end logits over the word embeddings.
 
     ``answer``: the predicted span as characters of ``context`` (``predict_qa``'s ``start`` /
     ``end``); None: the model predicts it here with the same decoding. ``n_steps``: quadrature
     points (each a forward and backward pass of the window; ``internal_batch_size`` bounds how
-    many run at once). The model is left in the mode it came in.
+    many run at once: memory stays bounded on long windows of big models). The model is left in
+    the mode it came in.
     """
     import torch
     from captum.attr import LayerIntegratedGradients
