@@ -48,7 +48,7 @@ def shaded_text(text: str, pieces: Sequence[tuple[int, int, float, str]], answer
             continue
         out.append(plain(pos, a))
         in_answer = answer is not None and answer[0] <= a and b <= answer[1]
-        style = f"background:{_shade(value)};border-radius:3px;padding:0 1px"
+        style = f"background:{_shade(value)};border-radius:2px"  # no padding: sub-word pieces stay joined
         if in_answer:
             style += ";outline:2px solid #444;outline-offset:0"
         out.append(f'<span class="xlviz-sal" data-value="{value:.4f}" style="{style}" '
