@@ -263,14 +263,29 @@ else:
                 "run on the Runs page.")
         stop()
     st.caption("Same-word-different-sense pairs of the generated world (bat, seal, crane: animal or thing). In English "
-               "both contexts contain the same word form, so only context can tell the senses apart; in the invented "
-               "L2s the two senses are different words, so the probe is easy from the embeddings (layer 0) on.")
+               "both contexts contain the same word form, so only context can tell the senses apart. In the invented "
+               "L2s the two senses are different words, so there the probe would only test whether two words are "
+               "identical: those rows are left out, and models transferred into English (xx→en) are probed on the "
+               "English pairs beside the English model, as Artetxe et al. (App. D) do.")
     c1, c2 = st.columns(2)
     within("pr_wic_n", 10, 2000, 200)
     within("pr_wic_folds", 2, 10, 5)
     n_pairs = c1.number_input("Sense pairs per language", min_value=10, max_value=2000, step=50, key="pr_wic_n")
     folds = c2.number_input("Cross-validation folds", min_value=2, max_value=10, key="pr_wic_folds")
-    wic_models = [m for m in models if m.role != "model" or m.language == "en"]
+    candidates = [m for m in models if m.role != "model" or m.language == "en"]
+    wstamp = ua._world_stamp(str(run.path))
+    with guard("Could not read the sense pairs", stop=True):
+        informative = {lang: ua.sense_pairs_test_context(str(run.path), lang, int(n_pairs), wstamp)
+                       for lang in dict.fromkeys(m.language for m in candidates)}
+    wic_models = [m for m in candidates if informative[m.language]]
+    skipped = [m for m in candidates if not informative[m.language]]
+    if skipped:
+        st.caption(md_text("Not probed (same sense = same word in " + ", ".join(sorted({m.language for m in skipped}))
+                           + ", so the probe would test word identity): " + ", ".join(label(m) for m in skipped) + "."))
+    if not wic_models:
+        st.info("No model reads a language whose sense pairs test the context (pick the run's English model or a "
+                "system transferred into English).")
+        stop()
     progress = ua.Progress(len(wic_models), "Word in context …")
     results = {}
     rows = []

@@ -387,6 +387,19 @@ def contextual_similarity(U, V, labels) -> dict:
     return {"layers": rows, "cosines": cosines}
 
 
+def sense_pairs_test_context(pairs: Sequence[dict]) -> bool:
+    """Whether word-in-context on these pairs tests the context at all: some pair must have the
+    same word form in both contexts with different senses, or different forms with the same
+    sense. Where "same sense" is exactly "same word" (the generated L2s, whose homonyms' senses
+    are two different words), the probe only tests word identity, and the Probing page leaves
+    that language out of WiC and similarity."""
+    for p in pairs:
+        same_form = p["words1"][p["index1"]] == p["words2"][p["index2"]]
+        if same_form != bool(p["same_sense"]):
+            return True
+    return False
+
+
 def word_in_context(
     model,
     tokenizer,

@@ -163,6 +163,17 @@ class ProbeModel:
 
 L1_ON_L1 = "L1 model on L1 data"
 L2_ON_L2 = "L2 encoder on L2 data"
+INTO_L1 = "{l2} body with learned L1 embeddings, on L1 data (xx→en)"
+
+
+def probe_side(system: str) -> str:
+    """Which side of a bench system the Probing page probes (its method says; "l2" by default)."""
+    from xlviz.methods import method_of
+
+    try:
+        return method_of(system).probe_side(system)
+    except XlvizError:
+        return "l2"
 
 
 def probe_role(system: str) -> str:
@@ -311,8 +322,14 @@ def run_probe_models(run_dir: str | os.PathLike, l2s: Sequence[str] | None = Non
     for l2 in chosen:
         pairs = info.system_encoders(l2)
         if pairs:  # a bench run: each system's encoder of the L2, its role from its method
-            out += [ProbeModel(f"{info.name} · {system}", l2, ModelSpec(str(b)), probe_role(system), L2_ON_L2)
-                    for system, (_, b) in pairs.items() if floor or system != "floor"]
+            for system, (a, b) in pairs.items():
+                if not floor and system == "floor":
+                    continue
+                if probe_side(system) == "l1":  # transferred into L1 from this L2's body: probed on L1 data
+                    out.append(ProbeModel(f"{info.name} · {system} ({l2} body)", info.l1, ModelSpec(str(a)), probe_role(system),
+                                          INTO_L1.format(l2=l2)))
+                else:
+                    out.append(ProbeModel(f"{info.name} · {system}", l2, ModelSpec(str(b)), probe_role(system), L2_ON_L2))
             continue
         if l2 in info.transferred:
             s2 = info.transferred[l2]

@@ -62,6 +62,8 @@ class Context(Protocol):
     def test_translation(self, system: str, l2: str) -> dict: ...
     # optional: judge a QA model fine-tuned on the L1 training set on the world's dev split
     # def judge_qa(self, stage: str, model, tokenizer) -> None: ...
+    # optional: on_eval for a QA fine-tuning on the L1 set (dev EM/F1 every eval_every steps)
+    # def dev_scorer(self, tokenizer, stage: str) -> Callable[[int, nn.Module], dict]: ...
 
 
 @dataclass(frozen=True)
@@ -178,3 +180,9 @@ class Method:
         """What the system's L2 encoder is on the Probing page: "transferred" (an L1 model
         carried into the L2), "floor" or "reference" (trained on the L2 directly)."""
         return "transferred"
+
+    def probe_side(self, system: str) -> str:
+        """Which side of the system the Probing page probes: "l2" (its L2 encoder on L2 data,
+        the default) or "l1" (a model transferred *into* L1, probed on L1 data beside the L1
+        model: Artetxe et al.'s xx→en design)."""
+        return "l2"

@@ -123,41 +123,15 @@ def trim_padding(batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
     return {k: (v[:, :width] if v.ndim == 2 else v) for k, v in batch.items()}
 
 
-def dev_scorer(ctx: Context, tok, stage: str):
-    """``on_eval`` for the QA loop: EM/F1 (percent, official v1.1) of the model being trained on
-    the world's L1 dev set, logged as ``dev_exact_match`` / ``dev_f1`` in the step's metrics row
-    every ``eval_every`` steps. A model the plain QA decoder cannot read (one that needs a
-    language or a pair input) is noted once in the log and not evaluated again."""
-    from xlviz.evaluation.qa_predict import predict_qa
-    from xlviz.evaluation.squad_metric import evaluate_squad
-
-    dev = ctx.world.qa("dev")
-    examples = squad_examples(dev)
-    state = {"on": bool(examples)}
-
-    def on_eval(step: int, module) -> dict:
-        if not state["on"]:
-            return {}
-        try:
-            preds = predict_qa(module.model, tok, examples, max_length=ctx.cfg.qa_max_length, doc_stride=ctx.cfg.doc_stride,
-                               batch_size=64, max_answer_length=ctx.cfg.max_answer_length)
-        except Exception as e:  # noqa: BLE001 - a dev score is a convenience; the run goes on
-            state["on"] = False
-            ctx.log(f"  {stage}: no dev scores during fine-tuning ({type(e).__name__}: {str(e)[:120]})")
-            return {}
-        scores = evaluate_squad(dev, {k: v["text"] for k, v in preds.items()})
-        return {"dev_exact_match": scores["exact_match"], "dev_f1": scores["f1"]}
-
-    return on_eval
-
-
 def finetune_qa(ctx: Context, model, stage: str, tokenizer=None, data: dict | None = None):
     """Fine-tune ``model`` for extractive QA on the L1 training set, or on ``data`` (SQuAD
     JSON), read with ``tokenizer`` (default the L1 vocabulary); returns the trained model.
     On the L1 training set, dev EM/F1 join the metrics every ``eval_every`` steps."""
     tok = tokenizer or ctx.tokenizer(ctx.world.l1)
     loop, on_log = ctx.loop(stage, ctx.cfg.finetune_steps, ctx.cfg.finetune_lr)
-    on_eval = dev_scorer(ctx, tok, stage) if data is None and getattr(ctx.cfg, "eval_every", 0) else None
+    # dev EM/F1 during fine-tuning: the run scores (the evaluation layer sits above the methods)
+    scorer = getattr(ctx, "dev_scorer", None)
+    on_eval = scorer(tok, stage) if scorer is not None and data is None and getattr(ctx.cfg, "eval_every", 0) else None
     model = train(QALoss(model), qa_batches(ctx, tok, data), loop, ctx.acc, on_log=on_log, on_eval=on_eval, desc=stage).model
     ctx.acc.free_memory()
     judge = getattr(ctx, "judge_qa", None)
@@ -166,5 +140,5 @@ def finetune_qa(ctx: Context, model, stage: str, tokenizer=None, data: dict | No
     return model
 
 
-__all__ = ["WORLD", "run_world", "train_mlm", "new_bert", "pretrain_stage", "load_mlm", "qa_batches", "finetune_qa", "dev_scorer",
+__all__ = ["WORLD", "run_world", "train_mlm", "new_bert", "pretrain_stage", "load_mlm", "qa_batches", "finetune_qa",
            "trim_padding", "max_length"]

@@ -228,7 +228,7 @@ class VecoForQuestionAnswering(BertForQuestionAnswering):
         start, end = start.squeeze(-1).contiguous(), end.squeeze(-1).contiguous()
         loss = None
         if start_positions is not None and end_positions is not None:
-            from xlviz.training.qa_loss import span_loss
+            from xlviz.models.losses import span_loss
 
             loss = span_loss(start, end, start_positions, end_positions)
         return QuestionAnsweringModelOutput(loss=loss, start_logits=start, end_logits=end)

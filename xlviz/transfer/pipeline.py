@@ -127,6 +127,31 @@ class Pipeline(StagedRun):
         baseline, k = first_words_baseline(data, self.cfg.max_answer_length, articles)
         self.add_verdict(stage, qa_verdict(f1, baseline, self.cfg.verdict_qa_margin, baseline=f"the first {k} word{'s' * (k > 1)} of the context"))
 
+    def dev_scorer(self, tok, stage: str):
+        """``on_eval`` for a QA fine-tuning on the L1 training set (:func:`xlviz.methods.common.finetune_qa`
+        asks the run for it): EM/F1 (percent, official v1.1) of the model being trained on the
+        world's L1 dev set, logged as ``dev_exact_match`` / ``dev_f1`` every ``eval_every``
+        steps. A model the plain QA decoder cannot read (one that needs a language or a pair
+        input) is noted once in the log and not evaluated again."""
+        dev = self.world.qa("dev")
+        examples = squad_examples(dev)
+        state = {"on": bool(examples)}
+
+        def on_eval(step: int, module) -> dict:
+            if not state["on"]:
+                return {}
+            try:
+                preds = predict_qa(module.model, tok, examples, max_length=self.cfg.qa_max_length, doc_stride=self.cfg.doc_stride,
+                                   batch_size=64, max_answer_length=self.cfg.max_answer_length)
+            except Exception as e:  # noqa: BLE001 - a dev score is a convenience; the run goes on
+                state["on"] = False
+                self.log(f"  {stage}: no dev scores during fine-tuning ({type(e).__name__}: {str(e)[:120]})")
+                return {}
+            scores = evaluate_squad(dev, {k: v["text"] for k, v in preds.items()})
+            return {"dev_exact_match": scores["exact_match"], "dev_f1": scores["f1"]}
+
+        return on_eval
+
     # --- data only some systems may read ------------------------------------------------
     def parallel_train(self, system: str, l2: str) -> list[dict]:
         """The world's parallel training corpus for ``l2``, for a system that declares it

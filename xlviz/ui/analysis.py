@@ -295,6 +295,15 @@ def _wic_numbers(U: np.ndarray, V: np.ndarray, y: np.ndarray, folds: int) -> tup
     return wic_probe(U, V, y, folds=folds), contextual_similarity(U, V, y)
 
 
+@st.cache_data(show_spinner=False, max_entries=32)
+def sense_pairs_test_context(run_path: str, lang: str, n: int | None, wstamp: str = "") -> bool:
+    """:func:`xlviz.analysis.probing.sense_pairs_test_context` of a run's sense pairs in ``lang``."""
+    from xlviz.analysis.probing import sense_pairs_test_context as tests_context
+    from xlviz.analysis.reports import sense_data
+
+    return tests_context(sense_data(run_path, lang, n))
+
+
 def word_in_context(spec: ModelSpec, run_path: str, lang: str, n: int | None, folds: int) -> dict:
     """``xlviz.analysis.probing.word_in_context``'s result, with vectors and numbers cached apart."""
     load(spec, "mlm")
