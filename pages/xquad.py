@@ -12,6 +12,7 @@ import streamlit as st
 
 from xlviz.errors import XlvizError
 from xlviz.ui import qa, runs_view
+from xlviz.ui import why
 from xlviz.ui.paths import REFUSED, confine, is_allowed
 from xlviz.ui.text import md_text
 from xlviz.ui.text import md_join
@@ -256,6 +257,19 @@ qid = s.selectbox(f"Question ({nav.index(st.session_state['xq_pick']) + 1} of {l
 n.button("Next ▶", on_click=_step, args=(1, nav), key="xq_next", width="stretch")
 
 st.html(legend([("gold answer", None)] + [(name, colours[name]) for name in names if any(k[0] == name for k in predictions)]))
+if predictions:  # "why this answer": integrated gradients, computed only for an opened expander
+    w1, w2, w3, w4 = st.columns([1, 1, 1, 3], vertical_alignment="bottom")
+    ig_steps = w1.number_input("Salience: IG steps", min_value=2, max_value=256, value=why.DEFAULT_STEPS,
+                               step=8, key="xq_ig_steps", help="Integrated gradients: each step is one forward and backward pass of the window; "
+                               "more steps, a smaller convergence delta.")
+    ig_target = w2.selectbox("Salience of", list(why.TARGET_LABELS), key="xq_ig_target",
+                             format_func=lambda t: why.TARGET_SHORT[t], help="The logit explained: the answer's start, its end, or "
+                             "both (the span's score; integrated gradients add up).")
+    ig_top = w3.number_input("Linked words (top k)", min_value=1, max_value=30, value=5, key="xq_ig_top")
+    gold_links = None
+    with guard("Could not read the world's gold word alignments"):
+        gold_links = why.world_alignment(dataset, langs)
+    w4.caption(why.alignment_note(dataset, gold_links))
 for r0 in range(0, len(langs), COLUMNS_PER_ROW):
     cols = st.columns(min(COLUMNS_PER_ROW, len(langs) - r0))
     for col, lang in zip(cols, langs[r0 : r0 + COLUMNS_PER_ROW]):
@@ -267,6 +281,10 @@ for r0 in range(0, len(langs), COLUMNS_PER_ROW):
         card = question_card(lang, ex, answers, colours, articles[lang], mlqa.get(lang))
         with col:
             st.html(card)
+            for mi, m in enumerate(models):
+                if (m.name, lang) in predictions:
+                    why.why_this_answer(m, lang, ex, predictions, dataset, int(ig_steps), ig_target, int(ig_top),
+                                        gold_links, key=f"xq_why_{lang}_{mi}")
 
 # --- export -----------------------------------------------------------------------------------
 if not rows.empty:

@@ -408,6 +408,37 @@ class World:
         out["version"] = f"xlviz-world-translate-train-{lang}"
         return out
 
+    def qa_alignment(self, split: str, lang: str) -> dict[str, dict]:
+        """Gold word alignment of each QA question and context of ``split`` between L1 and
+        ``lang`` (the texts of :meth:`qa`): ``{id: {"question": side, "context": side}}`` with
+        ``side = {"words_a", "spans_a", "words_b", "spans_b", "pairs"}`` (L1 = a; spans are
+        characters of that text; pairs (word in a, word in b) join words from the same slot).
+        Why: the XQuAD page links an English word's salience to its translation's."""
+        a, b = self.lang[L1], self._check(lang)
+        if split not in self._sizes():
+            raise XlvizError(f"unknown split {split!r}; choose from {list(self._sizes())}", field="split")
+
+        def side(pairs_of_renderings: list) -> dict:
+            out = {"words_a": [], "spans_a": [], "words_b": [], "spans_b": [], "pairs": []}
+            pos = {"a": 0, "b": 0}
+            for ra, rb in pairs_of_renderings:
+                base_a, base_b = len(out["words_a"]), len(out["words_b"])
+                out["pairs"] += [(i + base_a, j + base_b) for i, j in word_alignment(ra.words, rb.words)]
+                for key, r in (("a", ra), ("b", rb)):
+                    out[f"words_{key}"] += [w for w, _ in r.words]
+                    out[f"spans_{key}"] += [(s + pos[key], e + pos[key]) for s, e in r.spans]
+                    pos[key] += len(r.text) + 1  # sentences joined by one space, as in _qa
+            return out
+
+        found: dict[str, dict] = {}
+        for p_idx, facts in enumerate(self._paragraphs(split, self._sizes()[split])):
+            context = side([(render(a, c), render(b, c)) for c, _ in facts])
+            for f_idx, (_, questions) in enumerate(facts):
+                for q in questions:
+                    found[f"{split}-{p_idx:04d}-{f_idx}-{q.target}"] = {
+                        "question": side([(render(a, q), render(b, q))]), "context": context}
+        return found
+
     def _qa(self, split: str, lang: str) -> dict:
         language = self.lang[lang]
         sizes = self._sizes()

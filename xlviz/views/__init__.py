@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any, Sequence
 
 __all__ = ["HTML", "head_view", "model_view", "cross_language_attention", "retrieval", "cka", "projection",
-           "xquad_comparison", "XQuADComparison", "neuron_view", "projector", "ProjectorView"]
+           "xquad_comparison", "XQuADComparison", "neuron_view", "projector", "ProjectorView", "salience"]
 
 
 class HTML(str):
@@ -452,3 +452,35 @@ def projector(run_or_models, lang: str, systems: Sequence[str] | None = None, *,
     points = pd.DataFrame([{"system": r["system"], "language": r["language"], "sentence": r["index"], "text": r["text"],
                             "x": r["x"], "y": r["y"], "match": r["match"]} for r in proj.rows])
     return ProjectorView(fig, points, pd.DataFrame(neighbours(proj, chosen_point, k, among)), chosen_point, proj)
+
+
+# --------------------------------------------------------------------------- why this answer
+def salience(model: Any, question: str, context: str, *, answer: tuple[int, int] | None = None, target: str = "total",
+             tokenizer: str | os.PathLike | None = None, n_steps: int = 32, max_length: int | None = None,
+             doc_stride: int | None = None, max_answer_length: int | None = None) -> HTML:
+    """The XQuAD page's "Why this answer": integrated gradients of the answer's start and end
+    logits over the word embeddings ([PAD] baseline, special tokens kept), the question and
+    context shaded per token. HTML; its ``.salience`` holds the raw per-token values
+    (:class:`xlviz.analysis.salience.Salience`: ``tokens``, ``start``, ``end``, deltas).
+
+    ``model``: a QA model folder (a run's export is decoded with its run's settings) or a
+    ``(model, tokenizer)`` pair; ``answer``: the character span to explain in ``context``
+    (None: the model's own answer); ``target``: ``"total"`` (start + end), ``"start"`` or ``"end"``.
+    """
+    from xlviz.analysis.salience import integrated_gradients
+    from xlviz.ui.qa import Decoding, run_decoding
+    from xlviz.ui.salience_view import salience_html
+
+    m, tok = _model(model, tokenizer, "qa")
+    max_pos = int(getattr(getattr(m, "config", None), "max_position_embeddings", 512) or 512)
+    if isinstance(model, tuple):  # no folder, so no run: SQuAD's settings capped by the model's positions
+        length = min(384, max_pos)
+        dec = Decoding(length, max(16, min(128, length // 3)), 30, "SQuAD defaults")
+    else:
+        dec = run_decoding(str(model), max_pos)
+    sal = integrated_gradients(m, tok, question, context, answer=answer, n_steps=n_steps,
+                               max_length=max_length or dec.max_length, doc_stride=doc_stride or dec.doc_stride,
+                               max_answer_length=max_answer_length or dec.max_answer_length)
+    out = HTML(salience_html(sal, target))
+    out.salience = sal
+    return out
