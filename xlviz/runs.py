@@ -874,7 +874,7 @@ def legacy_artefacts(run: "Run") -> list[dict]:
             checked.append(_check_entry(e, i, run.manifest_path))
         except XlvizError:
             continue
-    return checked
+    return sorted(checked, key=lambda e: e["path"])
 
 
 def _artefact(entry: dict, run_path: Path) -> Artefact:
