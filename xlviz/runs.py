@@ -953,6 +953,8 @@ def record_artefacts(run: "Run", entries: list[dict]) -> list[dict]:
     current = {e["path"]: e for e in _manifest_entries(run)}
     for i, e in enumerate(entries):
         checked = _check_entry(e, i, path)
+        if checked.get("role") is not None and checked["role"] not in ROLES:  # a writer's typo, caught where it is made
+            raise XlvizError(f"unknown role {checked['role']!r}; roles are {list(ROLES)}", path=path, field=f"artefacts[{i}].role")
         current[checked["path"]] = checked
     merged = [current[k] for k in sorted(current)]
     atomic_write_json(path, {"version": MANIFEST_VERSION, "artefacts": merged}, root=run.path)
