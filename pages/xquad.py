@@ -106,7 +106,7 @@ ids = all_ids[: int(limit)]
 
 # --- predictions ------------------------------------------------------------------------------
 models = sel.qa_models()
-data_run = dataset.key.split(":", 1)[1] if dataset.key.startswith("run:") else None
+data_run = dataset.run
 origin = [f"questions: {'run ' + data_run + ' (its generated test set)' if data_run else dataset.label}"]
 origin += [f"{m.name}: {'run ' + m.run if m.run else 'typed folder / hub id'}" for m in models]
 st.caption(md_join(origin, " · "))

@@ -22,8 +22,8 @@ REPO = Path(__file__).resolve().parents[1]
 
 # --------------------------------------------------------------------------- folder-name parses
 # A parse of a run's folder names is a string operation on a path's ``.name`` / ``.stem`` (or a
-# model choice's ``.key``, which carries an export's name): splitting it at '-', '@' or
-# ':export:', a regular expression applied to it, a slice by a stage prefix's length, a
+# model choice's or data set's ``.key``, which carries an export's or a run's name): splitting
+# it at '-', '@' or ':', a regular expression applied to it, a slice by a stage prefix's length, a
 # comparison with ``export`` / ``encoders``, a prefix test for a stage or artefact folder, and
 # a glob that selects folders by that convention. Only xlviz/runs.py may do any of these.
 NAME_ATTRS = {"name", "stem", "key"}
@@ -49,7 +49,7 @@ def _parses(tree: ast.AST) -> list[tuple[int, str]]:
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute):
             attr, recv, first = node.func.attr, node.func.value, _const(node.args[0]) if node.args else None
             if attr in SPLITS and _is_name(recv) and first is not None and (
-                    "-" in first or "@" in first or any(w in first for w in FOLDER_WORDS)):
+                    "-" in first or "@" in first or any(w in first for w in FOLDER_WORDS) or (recv.attr == "key" and ":" in first)):
                 found.append((node.lineno, f".{recv.attr}.{attr}({first!r})"))
             elif attr in REGEX_CALLS and any(_is_name(a) for a in node.args):
                 found.append((node.lineno, f"regex .{attr}() on a folder name"))
@@ -108,6 +108,7 @@ variant = folder.name[len("s3_finetune"):]
 system = m.key.rsplit(":export:", 1)[1]
 x = folder.name.startswith("s2_transfer-")
 a, b = p.stem.split("-", 1)
+data_run = dataset.key.split(":", 1)[1]
 '''
     assert len(_parses(ast.parse(old))) == len(old.strip().splitlines())
     unrelated = '''

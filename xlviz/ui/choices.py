@@ -397,6 +397,7 @@ class QADataset:
     label: str
     folder: str
     files: tuple[tuple[str, str], ...] = field(default=())
+    run: str | None = None  # the run whose generated test set this is
 
     def languages(self) -> list[str]:
         return [l for l, _ in self.files]
@@ -417,7 +418,7 @@ def discover_qa_datasets(root: str | os.PathLike | None = None, shared: Path | N
         files = qa_files(run.path / "world" / "qa", prefix="test.")
         if files:
             langs = _order_langs(list(files), run_languages(run))
-            out.append(QADataset(f"run:{run.name}", f"{run.name} · generated test set", str(run.path / "world" / "qa"), tuple((l, str(files[l])) for l in langs)))
+            out.append(QADataset(f"run:{run.name}", f"{run.name} · generated test set", str(run.path / "world" / "qa"), tuple((l, str(files[l])) for l in langs), run=run.name))
     if shared is not None and (shared / "xquad").is_dir():
         out.append(dataset_from_folder(shared / "xquad", label="XQuAD (../shared/data/xquad)"))
     return out
