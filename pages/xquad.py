@@ -107,7 +107,7 @@ ids = all_ids[: int(limit)]
 
 # --- predictions ------------------------------------------------------------------------------
 models = sel.qa_models()
-data_run = dataset.key.split(":", 1)[1] if dataset.key.startswith("run:") else None
+data_run = dataset.run
 origin = [f"questions: {'run ' + data_run + ' (its generated test set)' if data_run else dataset.label}"]
 origin += [f"{m.name}: {'run ' + m.run if m.run else 'typed folder / hub id'}" for m in models]
 st.caption(md_join(origin, " · "))
@@ -158,7 +158,7 @@ names = [m.name for m in models]
 by_system = system_colours()
 colours: dict[str, str] = {}
 for i, m in enumerate(models):
-    system = m.key.rsplit(":export:", 1)[1] if ":export:" in m.key else None
+    system = m.system
     c = by_system.get(system) if system else None
     colours[m.name] = c if c and c not in colours.values() else next(
         (model_colour(j) for j in range(i, i + 50) if model_colour(j) not in colours.values()), model_colour(i))
@@ -174,8 +174,8 @@ if not rows.empty:
         st.caption(f"{md_join(own)}: the answer language's own articles are stripped before scoring (MLQA-style), "
                    "as in the run's results; other languages use the official SQuAD v1.1 normalisation.")
     # zero-shot, translate-train (L2 QA labels) and translate-test (the test's gold translation) are never one table
-    setting_of = {m.name: export_setting(m.run, m.key.rsplit(":export:", 1)[1] if ":export:" in m.key else None) for m in models}
-    degenerate_of = {m.name: runs_view.export_degenerate(m.run, m.key.rsplit(":export:", 1)[1] if ":export:" in m.key else None)
+    setting_of = {m.name: export_setting(m.run, m.system) for m in models}
+    degenerate_of = {m.name: runs_view.export_degenerate(m.run, m.system)
                      for m in models}
     if any(degenerate_of.values()):  # names from disk go into a table (text), never into markdown
         st.warning("Some picked run exports depend on a degenerate stage: the model did not learn, so their scores "

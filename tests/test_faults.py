@@ -1466,6 +1466,7 @@ def test_disk_full_while_exporting_then_resume_is_exact(tmp_path):
                              stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True, timeout=300)
     assert resumed.returncode == 0, resumed.stderr[-2000:]
     assert (root / "full" / "results.json").read_bytes() == (root / "clean" / "results.json").read_bytes()
+    assert (root / "full" / "manifest.json").read_bytes() == (root / "clean" / "manifest.json").read_bytes()
     compared = 0
     for f in (root / "clean").rglob("*"):
         rel = f.relative_to(root / "clean")

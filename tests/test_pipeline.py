@@ -161,3 +161,30 @@ def test_bad_configs_name_the_field(tmp_path, capsys):
     assert "word order" in capsys.readouterr().err
     assert cli(["transfer", "--resume", str(tmp_path / "nowhere")]) == 2
     assert "not a run folder" in capsys.readouterr().err
+
+
+@pytest.mark.slow
+def test_manifest_lists_what_the_run_wrote(finished_run):
+    """Each export, encoder, predictions file and trained stage folder is in manifest.json, with
+    the stage that wrote it; the same entries the folder names give (what runs written before
+    the manifest are read from), so both kinds of run read alike."""
+    import shutil
+
+    from xlviz import runs
+
+    data = json.loads(finished_run.manifest_path.read_text())
+    entries = data["artefacts"]
+    systems, langs = ("monotrans", "floor", "dictionary-oracle"), ("en", "svo", "sov")
+    for kind, sub, role in (("export", "export", "qa"), ("predictions", "predictions", "predictions")):
+        got = {(e["system"], e["language"]) for e in entries if e["kind"] == kind}
+        assert got == {(s, l) for s in systems for l in langs}
+        assert all(e["role"] == role and e["setting"] == "zero-shot" and e["stage"] == f"s4_{e['system']}"
+                   for e in entries if e["kind"] == kind)
+    assert {e["path"]: e.get("role") for e in entries if e["kind"] == "stage"} == {
+        "s1_pretrain": "pretrained", "s2_transfer-svo": "transferred", "s2_transfer-sov": "transferred", "s3_finetune": "finetuned"}
+    on_disk = {p.relative_to(finished_run.path).as_posix() for sub in ("export", "encoders", "predictions")
+               for p in (finished_run.path / sub).iterdir()}
+    assert on_disk == {e["path"] for e in entries if e["kind"] != "stage"}
+    copy = Path(shutil.copytree(finished_run.path, finished_run.path.parent / "copy-without-manifest"))
+    (copy / "manifest.json").unlink()
+    assert sorted(runs.legacy_artefacts(Run(copy)), key=lambda e: e["path"]) == entries

@@ -229,6 +229,11 @@ def test_transfer_corpus_end_to_end_with_qa(tmp_path):
     assert model.config.vocab_size == len(tok)
     model, tok = load_model(run_dir / "s2_transfer-svo", task="mlm")
     assert len(tok) == model.config.vocab_size
+    from xlviz.runs import artefacts
+
+    assert {(a.system, a.language) for a in artefacts(run, "export")} == set(rows)  # what step 4 wrote, in its manifest
+    assert {a.path: a.role for a in artefacts(run, "stage")} == {"s1_pretrain": "pretrained", "s2_transfer-svo": "transferred",
+                                                                  "s3_finetune": "finetuned"}
     # resuming a finished run does nothing
     assert cli(["transfer-corpus", "--resume", str(run_dir)]) == 0
     assert Run(run_dir).status()["stages_done"] == status["stages_done"]
@@ -286,6 +291,9 @@ def test_finetune_qa_any_encoder(arch, tmp_path):
 
     qa, tok = load_model(run_dir / "s3_finetune", task="qa")
     assert type(qa).__name__.endswith("ForQuestionAnswering")
+    from xlviz.runs import artefact
+
+    assert artefact(run, "predictions", system=f"tiny-{arch}", language="svo").folder == run_dir / "predictions" / f"tiny-{arch}-svo.json"
 
 
 def test_finetune_qa_real_xquad_slice_setup(shared_data):

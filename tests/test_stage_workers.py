@@ -64,6 +64,10 @@ def test_two_workers_give_the_same_bytes_as_one(tmp_path, one_thread):
     two = run(tmp_path / "two", 2)
     a, b = digest(one.run.path), digest(two.run.path)
     assert len(a) > 20 and a == b
+    # the workers' stage folders are in the manifest the run's owner wrote, as in the one-process run
+    manifest = two.run.manifest_path.read_bytes()
+    assert manifest == one.run.manifest_path.read_bytes()
+    assert {e["path"] for e in json.loads(manifest)["artefacts"] if e["kind"] == "stage"} >= {"s1_pretrain", "s2_transfer-sov"}
     status = two.run.status()
     assert status["state"] == "completed" and status["stages_done"] and set(status["stages_done"]) == set(two.plan())
     log = two.run.log_path.read_text()

@@ -81,6 +81,8 @@ def test_cells_give_the_bytes_of_runs_alone(swept):
         assert {r["language"] for r in json.loads(ours)} == {"en", lang}
         for f in ("s1_pretrain/model.safetensors", "s3_finetune/model.safetensors", f"export/monotrans-{lang}/model.safetensors"):
             assert (folder / cell / f).read_bytes() == (swept["alone"][lang] / f).read_bytes(), f
+        # a copied shared stage comes with its manifest entry: the cell's manifest is the run's alone
+        assert (folder / cell / "manifest.json").read_bytes() == (swept["alone"][lang] / "manifest.json").read_bytes()
 
 
 @pytest.mark.slow

@@ -11,6 +11,11 @@ A run lives in ``<checkpoints>/<run>/`` and holds
 - ``notes.json``    the researcher's note and tags (written by the app or ``xlviz runs note|tag``)
 - ``verdicts.json`` ``{stage: {"verdict": "ok" | "degenerate" | "unjudged", ...}}``, each judged
   stage's outcome with its numbers (:mod:`xlviz.training.verdicts`)
+- ``manifest.json`` ``{"version": 1, "artefacts": [{"kind", "path", "system", "language", "role",
+  "setting", "pair", "variant", "stage"}]}``: every export, encoder, predictions file and trained
+  stage folder the run wrote, recorded by the stage that wrote it (:func:`artefacts`,
+  :func:`exports`, :func:`encoders`, :func:`artefact`, :func:`owner_of` read it; a run without
+  one is read from its folder names by :func:`legacy_artefacts`, the only parser of them)
 - one ``save_pretrained`` folder per trained stage, and ``export/`` with the zero-shot models.
 
 Writers use :mod:`xlviz.io` atomics, so a reader (the app) never sees half a file and a
@@ -197,6 +202,10 @@ class Run:
     @property
     def verdicts_path(self) -> Path:
         return self.path / "verdicts.json"
+
+    @property
+    def manifest_path(self) -> Path:
+        return self.path / MANIFEST_FILE
 
     @property
     def lock_path(self) -> Path:
@@ -440,6 +449,10 @@ class Run:
         verdicts[stage] = verdict
         atomic_write_json(self.verdicts_path, verdicts, root=self.path)
 
+    def record_artefacts(self, entries: list[dict]) -> None:
+        """Add manifest entries (:func:`record_artefacts`); the lock holder only."""
+        record_artefacts(self, entries)
+
     def write_results(self, rows: list[dict]) -> None:
         atomic_write_json(self.results_path, rows, root=self.path)
 
@@ -647,3 +660,333 @@ def explicit_run_dir(run_dir: str | os.PathLike, root: str | os.PathLike, config
                          path=path, field="--run-dir")
     check_same_settings(path, config)
     return path
+
+
+# --- the artefact manifest ----------------------------------------------------------------
+# ``manifest.json`` lists the model folders and files a run's stages wrote: QA exports, encoders,
+# saved predictions and trained stage folders, each with what it is (system, language, role,
+# setting, the stage that wrote it). Readers ask these functions instead of parsing folder
+# names; the names themselves are made here too (:func:`artefact_relpath`), so the string
+# protocol ``export/<system>-<lang>`` lives in one module. A run written before the manifest
+# existed is read from its folders by :func:`legacy_artefacts`, the only parser of those names.
+
+MANIFEST_FILE = "manifest.json"
+MANIFEST_VERSION = 1
+KINDS = ("export", "encoder", "predictions", "stage")
+# the folders each kind lives in (a stage folder lies directly in the run)
+KIND_DIRS = {"export": "export", "encoder": "encoders", "predictions": "predictions"}
+ROLES = ("qa", "l1-encoder", "l2-encoder", "predictions", "pretrained", "transferred", "finetuned")
+ENTRY_TEXT_FIELDS = ("system", "language", "role", "setting", "pair", "variant", "stage")
+PAIR_MARK = "@"  # encoders/<system>@<l2>-<l1>: the L1 encoder of a pair model's <l2> pair
+_PATH_PART_MAX = 200
+NAME_MAX_LEN = 64
+
+
+@dataclass(frozen=True)
+class Artefact:
+    """One manifest entry: ``kind`` (export, encoder, predictions, stage), ``path`` relative to
+    the run, and what it holds. ``pair``: the L2 whose pair model an L1 encoder comes from;
+    ``variant``: a stage's variant (``pos``, ``noise``, ``adapters``)."""
+
+    kind: str
+    path: str
+    system: str | None = None
+    language: str | None = None
+    role: str | None = None
+    setting: str | None = None
+    pair: str | None = None
+    variant: str | None = None
+    stage: str | None = None
+    run_path: Path | None = field(default=None, compare=False, repr=False)
+
+    @property
+    def folder(self) -> Path:
+        """Where it lies: the run folder joined with ``path``."""
+        return Path(self.run_path or ".").joinpath(*self.path.split("/"))
+
+    @property
+    def name(self) -> str:
+        """The system as the app names it: a pair model's L1 encoder is ``<system>@<l2>``."""
+        return f"{self.system}{PAIR_MARK}{self.pair}" if self.pair else str(self.system or self.path)
+
+    def to_dict(self) -> dict:
+        out = {"kind": self.kind, "path": self.path}
+        out.update({k: getattr(self, k) for k in ENTRY_TEXT_FIELDS if getattr(self, k) is not None})
+        return out
+
+
+def artefact_relpath(kind: str, system: str | None = None, language: str | None = None, *, pair: str | None = None,
+                     stage: str | None = None) -> str:
+    """The path (relative to the run) an artefact is written to: ``export/<system>-<lang>``,
+    ``encoders/<system>-<lang>`` (``<system>@<pair>-<lang>``), ``predictions/<system>-<lang>.json``,
+    or the stage's own folder. The writer records it in the manifest; readers never rebuild it."""
+    if kind == "stage":
+        return check_stage(stage, field="stage")
+    if kind not in KIND_DIRS:
+        raise XlvizError(f"unknown artefact kind {kind!r}; kinds are {list(KINDS)}", field="kind")
+    system = check_stage(system, field="system")
+    language = check_name(language, field="language", what="language code")
+    name = f"{system}{PAIR_MARK}{check_name(pair, field='pair', what='language code')}" if pair else system
+    return f"{KIND_DIRS[kind]}/{name}-{language}" + (".json" if kind == "predictions" else "")
+
+
+def _check_entry(raw: object, i: int, path: Path) -> dict:
+    """One manifest entry checked: an object with a known ``kind``, a plain relative ``path``
+    (no '..', no absolute path, no control character) and text (or null) fields."""
+    where = f"artefacts[{i}]"
+    if not isinstance(raw, dict):
+        raise XlvizError(f"an entry must be an object, got {type(raw).__name__}", path=path, field=where)
+    if raw.get("kind") not in KINDS:
+        raise XlvizError(f"unknown kind {str(raw.get('kind'))[:40]!r}; kinds are {list(KINDS)}", path=path, field=f"{where}.kind")
+    rel = raw.get("path")
+    parts = rel.split("/") if isinstance(rel, str) else []
+    if (not parts or len(rel) > 4 * _PATH_PART_MAX
+            or any(not p or p in (".", "..") or len(p) > _PATH_PART_MAX or "\\" in p or any(c < " " or c == "\x7f" for c in p)
+                   for p in parts)):
+        raise XlvizError(f"must be a plain path relative to the run (no '..', not absolute), got {one_line(rel)[:80]!r}",
+                         path=path, field=f"{where}.path")
+    out = {"kind": raw["kind"], "path": rel}
+    for key in ENTRY_TEXT_FIELDS:
+        value = raw.get(key)
+        if value is not None and (not isinstance(value, str) or len(value) > 2 * NAME_MAX_LEN or any(c < " " for c in value)):
+            raise XlvizError(f"must be a short text or null, got {one_line(value)[:40]!r}", path=path, field=f"{where}.{key}")
+        if value is not None:
+            out[key] = value
+    if raw["kind"] in KIND_DIRS and (out.get("system") is None or out.get("language") is None):
+        missing = "system" if out.get("system") is None else "language"
+        raise XlvizError(f"an {raw['kind']} entry needs its {missing}", path=path, field=f"{where}.{missing}")
+    return out
+
+
+def parse_manifest(data: object, path: Path) -> list[dict]:
+    """The entries of a manifest's JSON, checked (:func:`_check_entry`)."""
+    if not isinstance(data, dict):
+        raise XlvizError(f"expected a JSON object, got {type(data).__name__}", path=path)
+    version = data.get("version")
+    if version != MANIFEST_VERSION:
+        raise XlvizError(f"unknown manifest version {str(version)[:20]!r} (this xlviz reads {MANIFEST_VERSION})",
+                         path=path, field="version")
+    entries = data.get("artefacts")
+    if not isinstance(entries, list):
+        raise XlvizError("expected a list of artefacts", path=path, field="artefacts")
+    return [_check_entry(e, i, path) for i, e in enumerate(entries)]
+
+
+def _run_languages(run: "Run") -> tuple[str, list[str]]:
+    """(L1, every language the run names): from its config, then its world's tokenizers. Used
+    only to split legacy folder names (a code may itself hold a '-')."""
+    try:
+        cfg = run.config()
+    except XlvizError:
+        cfg = {}
+    world = cfg.get("world") if isinstance(cfg.get("world"), dict) else {}
+    nested = [v for v in cfg.values() if isinstance(v, dict)]
+    l1 = next((w[k] for k in ("l1", "source_language", "lang1") for w in (cfg, *nested) if isinstance(w.get(k), str)), "en")
+    langs = [l1]
+    for where in (cfg, world):
+        for key in ("l2", "languages", "target_languages"):
+            v = where.get(key)
+            items = [v] if isinstance(v, str) else v if isinstance(v, list) else []
+            langs += [x if isinstance(x, str) else x.get("code") for x in items
+                      if isinstance(x, str) or (isinstance(x, dict) and isinstance(x.get("code"), str))]
+    tok = run.path / "world" / "tokenizers"
+    if tok.is_dir() and not tok.is_symlink():
+        langs += sorted(p.name for p in tok.iterdir() if p.is_dir() and not p.name.startswith("."))
+    return l1, list(dict.fromkeys(langs))
+
+
+def _split_lang(name: str, langs: list[str]) -> tuple[str, str] | None:
+    """``(prefix, language)`` of ``<prefix>-<language>``: a language the run names (longest
+    first), else the text after the last '-' (what readers did before the manifest)."""
+    for lang in sorted(langs, key=len, reverse=True):
+        if name.endswith("-" + lang) and len(name) > len(lang) + 1:
+            return name[: -len(lang) - 1], lang
+    head, sep, tail = name.rpartition("-")
+    return (head, tail) if sep and head and tail else None
+
+
+def _is_model_dir(p: Path) -> bool:
+    return p.is_dir() and not p.is_symlink() and (p / "config.json").is_file()
+
+
+def legacy_artefacts(run: "Run") -> list[dict]:
+    """The manifest of a run written before manifests existed, read from its folder names
+    (the one place those names are parsed): ``export/<system>-<lang>``,
+    ``encoders/<system>[@<l2>]-<lang>``, ``predictions/<system>-<lang>.json`` and the
+    trained stage folders (``s1_pretrain[-<lang>]``, ``s2_transfer-<lang>[-<variant>]``,
+    ``s3_finetune[-<variant>]``, any other ``s<n>_...`` model folder)."""
+    l1, langs = _run_languages(run)
+    settings: dict[tuple[str, str], str] = {}
+    try:
+        settings = {(r["system"], r["language"]): r["setting"] for r in run.results() if isinstance(r.get("setting"), str)}
+    except XlvizError:
+        pass
+    out: list[dict] = []
+    for kind, sub in KIND_DIRS.items():
+        root = run.path / sub
+        if not root.is_dir() or root.is_symlink():
+            continue
+        for p in sorted(root.iterdir()):
+            if kind == "predictions":
+                if not (p.is_file() and p.name.endswith(".json")):
+                    continue
+                split = _split_lang(p.name[: -len(".json")], langs)
+            else:
+                split = _split_lang(p.name, langs) if p.is_dir() else None
+            if split is None:
+                continue
+            system, lang = split
+            pair = None
+            if kind == "encoder" and PAIR_MARK in system:
+                system, _, pair = system.partition(PAIR_MARK)
+            entry = {"kind": kind, "path": f"{sub}/{p.name}", "system": system, "language": lang, "stage": f"s4_{system}",
+                     "role": {"export": "qa", "predictions": "predictions"}.get(kind) or ("l1-encoder" if lang == l1 else "l2-encoder")}
+            if kind != "encoder" and (system, lang) in settings:
+                entry["setting"] = settings[(system, lang)]
+            if pair:
+                entry["pair"] = pair
+            out.append(entry)
+    for p in sorted(run.path.iterdir()) if run.path.is_dir() else []:
+        name = p.name
+        head, _, rest = name.partition("_")
+        if not (len(head) > 1 and head[0] == "s" and head[1:].isdigit() and rest and _is_model_dir(p)):
+            continue
+        entry = {"kind": "stage", "path": name, "stage": name}
+        if name == "s1_pretrain":
+            entry.update(role="pretrained", language=l1)
+        elif name.startswith("s1_pretrain-"):
+            entry.update(role="pretrained", language=name[len("s1_pretrain-"):])
+        elif name.startswith("s2_transfer-"):
+            tail = name[len("s2_transfer-"):]
+            lang = next((l for l in sorted(langs, key=len, reverse=True) if tail == l or tail.startswith(l + "-")),
+                        tail.split("-", 1)[0])
+            entry.update(role="transferred", language=lang)
+            if tail != lang:
+                entry["variant"] = tail[len(lang) + 1:]
+        elif name == "s3_finetune" or name.startswith("s3_finetune-"):
+            entry.update(role="finetuned", language=l1)
+            if name != "s3_finetune":
+                entry["variant"] = name[len("s3_finetune-"):]
+        out.append(entry)
+    checked = []
+    for i, e in enumerate(out):  # a folder whose name cannot be an entry (a control character) is left out
+        try:
+            checked.append(_check_entry(e, i, run.manifest_path))
+        except XlvizError:
+            continue
+    return sorted(checked, key=lambda e: e["path"])
+
+
+def _artefact(entry: dict, run_path: Path) -> Artefact:
+    return Artefact(run_path=run_path, **entry)
+
+
+def _manifest_entries(run: "Run") -> list[dict]:
+    """The run's checked manifest entries: ``manifest.json`` (confined, bounded), else its
+    folders read once (:func:`legacy_artefacts`)."""
+    if not os.path.lexists(run.manifest_path):
+        return legacy_artefacts(run)
+    data = run._read_json(run.manifest_path, "artefact manifest", limits.RESULTS_MAX_BYTES)
+    return parse_manifest(data, run.manifest_path)
+
+
+def artefacts(run: "Run | str | os.PathLike", kind: str | None = None, *, system: str | None = None,
+              language: str | None = None, role: str | None = None, present: bool = True) -> list[Artefact]:
+    """The run's artefacts, optionally of one kind / system / language / role, in path order.
+    ``present``: only those whose folder or file exists inside the run (a manifest entry of a
+    folder deleted by hand, or one that is a symlink out of the run, is left out)."""
+    run = run if isinstance(run, Run) else Run(Path(run))
+    out = []
+    for e in _manifest_entries(run):
+        a = _artefact(e, run.path)
+        if ((kind is None or a.kind == kind) and (system is None or a.system == system)
+                and (language is None or a.language == language) and (role is None or a.role == role)):
+            if present and not (os.path.lexists(a.folder) and not os.path.islink(a.folder) and confined.inside(run.path, a.folder)):
+                continue
+            out.append(a)
+    return sorted(out, key=lambda a: a.path)
+
+
+def exports(run: "Run | str | os.PathLike") -> list[Artefact]:
+    """The run's QA exports (one per system and language)."""
+    return artefacts(run, "export")
+
+
+def encoders(run: "Run | str | os.PathLike") -> list[Artefact]:
+    """The run's encoders (the masked LM reading each language in each system; pair models'
+    L1 encoders carry ``pair``)."""
+    return artefacts(run, "encoder")
+
+
+def artefact(run: "Run | str | os.PathLike", kind: str, *, system: str | None = None, language: str | None = None,
+             role: str | None = None, pair: str | None = None, variant: str | None = None) -> Artefact | None:
+    """The one artefact of ``kind`` matching the given fields (``pair`` and ``variant`` must
+    match exactly: None means none), or None."""
+    for a in artefacts(run, kind, system=system, language=language, role=role):
+        if a.pair == pair and a.variant == variant:
+            return a
+    return None
+
+
+def owner_of(folder: str | os.PathLike) -> tuple["Run", Artefact] | None:
+    """The run and manifest entry of a folder or file inside a run (a stage folder, an
+    export, an encoder), or None: what a typed path is, without reading its name."""
+    p = Path(os.path.abspath(os.path.expanduser(str(folder))))
+    for parent in list(p.parents)[:2]:
+        run = Run(parent)
+        if not run.config_path.is_file():
+            continue
+        rel = p.relative_to(parent).as_posix()
+        try:
+            found = [a for a in artefacts(run) if a.path == rel]
+        except XlvizError:
+            return None
+        return (run, found[0]) if found else None
+    return None
+
+
+def record_artefacts(run: "Run", entries: list[dict]) -> list[dict]:
+    """Add (or replace, by path) manifest entries and write ``manifest.json`` atomically: the
+    run's writer only (the lock holder, as for results.json). A run written before
+    manifests gets its folders' entries first, so the file then lists everything."""
+    path = run.manifest_path
+    current = {e["path"]: e for e in _manifest_entries(run)}
+    for i, e in enumerate(entries):
+        checked = _check_entry(e, i, path)
+        if checked.get("role") is not None and checked["role"] not in ROLES:  # a writer's typo, caught where it is made
+            raise XlvizError(f"unknown role {checked['role']!r}; roles are {list(ROLES)}", path=path, field=f"artefacts[{i}].role")
+        current[checked["path"]] = checked
+    merged = [current[k] for k in sorted(current)]
+    atomic_write_json(path, {"version": MANIFEST_VERSION, "artefacts": merged}, root=run.path)
+    return merged
+
+
+
+PARALLEL_DIR = ("world", "parallel")  # <run>/world/parallel/<l1>-<l2>.jsonl: a run's parallel evaluation pairs
+
+
+def parallel_languages(file: str | os.PathLike) -> tuple[str, str]:
+    """``(l1, l2)`` of a run's ``world/parallel/<l1>-<l2>.jsonl`` (the run's L1 first when its
+    config names it, so a code holding '-' splits right)."""
+    p = Path(file)
+    stem = p.name[: -len(".jsonl")] if p.name.endswith(".jsonl") else p.stem
+    run = Run(p.parent.parent.parent)
+    l1 = _run_languages(run)[0] if run.config_path.is_file() else None
+    if l1 and stem.startswith(l1 + "-") and len(stem) > len(l1) + 1:
+        return l1, stem[len(l1) + 1:]
+    a, sep, b = stem.partition("-")
+    if not (sep and a and b):
+        raise XlvizError("not a parallel pairs file named <l1>-<l2>.jsonl", path=p)
+    return a, b
+
+
+def parallel_files(run_path: str | os.PathLike) -> dict[str, Path]:
+    """``{l2: world/parallel/<l1>-<l2>.jsonl}`` of a run (empty when it has none)."""
+    folder = Path(run_path).joinpath(*PARALLEL_DIR)
+    if not folder.is_dir():
+        return {}
+    out = {}
+    for p in sorted(folder.iterdir()):
+        if p.is_file() and p.name.endswith(".jsonl") and "-" in p.name:
+            out[parallel_languages(p)[1]] = p
+    return out

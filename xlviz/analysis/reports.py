@@ -26,7 +26,6 @@ ready for ``st.progress``; the lower-level functions use ``progress(done, total)
 from __future__ import annotations
 
 import os
-import re
 import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -199,19 +198,20 @@ class RunInfo:
     l2_tokenizers: dict[str, Path] = field(default_factory=dict)
     floor_init: str = "random"
     floor_init_std: float | None = None  # the run's l2_init_std (None: the model's initializer_range)
-    # system -> language -> encoders/<system>-<lang>: what each method of a bench run yields
-    # for the analyses (written at the system's evaluation stage)
+    # system -> language -> encoder folder: what each method of a bench run yields for the
+    # analyses (written at the system's evaluation stage, listed in the run's manifest)
     encoders: dict[str, dict[str, Path]] = field(default_factory=dict)
+    # system -> l2 -> the L1 encoder of a pair model's ``l2`` pair (manifest entries with ``pair``)
+    pair_encoders: dict[str, dict[str, Path]] = field(default_factory=dict)
 
     def system_encoders(self, l2: str) -> dict[str, tuple[Path, Path]]:
         """{system: (L1 encoder, ``l2`` encoder)} for the systems that read both languages. A
-        pair model's L1 side is its ``l2`` pair's own (``encoders/<system>@<l2>-<l1>``), so both
-        sides are one model."""
+        pair model's L1 side is its ``l2`` pair's own, so both sides are one model."""
         out = {}
         for system, langs in self.encoders.items():
-            if "@" in system or l2 not in langs:
+            if l2 not in langs:
                 continue
-            l1 = self.encoders.get(f"{system}@{l2}", {}).get(self.l1, langs.get(self.l1))
+            l1 = self.pair_encoders.get(system, {}).get(l2, langs.get(self.l1))
             if l1 is not None:
                 out[system] = (l1, langs[l2])
         return out
@@ -256,28 +256,34 @@ def run_info(run_dir: str | os.PathLike) -> RunInfo:
     floor_init_std = float(std) if isinstance(std, (int, float)) and not isinstance(std, bool) and std > 0 else None
     if not (path / "s1_pretrain" / "config.json").is_file():
         raise XlvizError("this run has no pre-trained L1 model yet (s1_pretrain); wait for stage 1 to finish", path=path)
+    from xlviz.runs import artefacts
+
+    found = artefacts(run)
     transferred, toks = {}, {}
-    for folder in sorted(path.glob("s2_transfer-*")):
-        m = re.fullmatch(r"s2_transfer-([^-]+)", folder.name)
-        if m and (folder / "config.json").is_file():
-            transferred[m.group(1)] = folder
-            if _has_tokenizer(folder):
-                toks[m.group(1)] = folder
+    for a in found:  # step 2's plain transferred models (no variant), from the run's manifest
+        if a.kind == "stage" and a.role == "transferred" and a.language and a.variant is None and (a.folder / "config.json").is_file():
+            transferred[a.language] = a.folder
+            if _has_tokenizer(a.folder):
+                toks[a.language] = a.folder
     tok_root = path / "world" / "tokenizers"
     if tok_root.is_dir():
         for d in sorted(tok_root.iterdir()):
             if d.is_dir() and d.name != l1 and _has_tokenizer(d):
                 toks.setdefault(d.name, d)
     encoders: dict[str, dict[str, Path]] = {}
+    pair_encoders: dict[str, dict[str, Path]] = {}
     languages = {l1, *transferred, *toks}
-    for folder in sorted((path / "encoders").glob("*-*")):
-        system, _, lang = folder.name.rpartition("-")
-        if lang in languages and (folder / "config.json").is_file() and _has_tokenizer(folder):
-            encoders.setdefault(system, {})[lang] = folder
+    for a in found:
+        folder = a.folder
+        if a.kind == "encoder" and a.language in languages and (folder / "config.json").is_file() and _has_tokenizer(folder):
+            if a.pair is None:
+                encoders.setdefault(str(a.system), {})[a.language] = folder
+            elif a.pair in languages and a.language == l1:
+                pair_encoders.setdefault(str(a.system), {})[a.pair] = folder
     order = [m for m in cfg.get("methods", []) if isinstance(m, str)] if isinstance(cfg.get("methods"), list) else []
     encoders = dict(sorted(encoders.items(), key=lambda kv: (order.index(kv[0]) if kv[0] in order else len(order), kv[0])))
     l2s = list(dict.fromkeys(list(transferred) + list(toks)))
-    return RunInfo(path, path.name, l1, l2s, seed, transferred, toks, floor_init, floor_init_std, encoders)
+    return RunInfo(path, path.name, l1, l2s, seed, transferred, toks, floor_init, floor_init_std, encoders, pair_encoders)
 
 
 def _l2_check(info: RunInfo, l2: str) -> None:

@@ -92,7 +92,7 @@ def transfer_stage(lang: str, v: Variant) -> Stage:
             h.remove()
         if v.pos:
             fold_cls_position(model)
-        ctx.save(model, ctx.path(name), ctx.tokenizer(lang))
+        ctx.save(model, ctx.path(name), ctx.tokenizer(lang), language=lang, role="transferred", variant=v.s2_suffix.lstrip("-") or None)
 
     trains = [r"(.*\.)?word_embeddings\.weight", r"cls\.predictions\.(decoder\.)?bias"]
     trains += [r".*position_embeddings\.weight"] if v.pos else []
@@ -129,7 +129,8 @@ def finetune_stage(v: Variant) -> Stage:
             h.remove()
         if v.pos:
             fold_cls_position(model)
-        ctx.save(model, ctx.path(name), ctx.tokenizer(ctx.world.l1))
+        ctx.save(model, ctx.path(name), ctx.tokenizer(ctx.world.l1), language=ctx.world.l1, role="finetuned",
+                 variant=v.s3_suffix.lstrip("-") or None)
         if noise is not None and ctx.main:
             atomic_write_json(ctx.path(name, "noise.json"), noise, root=ctx.path(name))
 

@@ -51,14 +51,19 @@ _hub_cache: dict[str, tuple[float, bool]] = {}
 
 
 # --------------------------------------------------------------------------- where from
+def _run_artefact(folder: Path):
+    """``(run, manifest entry)`` when ``folder`` is a trained stage folder or a QA export of a
+    run (its manifest says so, :func:`xlviz.runs.owner_of`), else None."""
+    from xlviz.runs import owner_of
+
+    found = owner_of(folder)
+    return found if found is not None and found[1].kind in ("stage", "export") else None
+
+
 def _run_root(folder: Path) -> Path | None:
-    """The run folder holding ``folder`` if it is a stage folder (``s1_*``, ``s2_*``, ``export/<x>``)."""
-    parent = folder.parent
-    if re.match(r"^s\d+_", folder.name) and (parent / "config.json").is_file():
-        return parent
-    if parent.name == "export" and (parent.parent / "config.json").is_file():
-        return parent.parent
-    return None
+    """The run folder holding ``folder`` if it is a stage folder or an export of that run."""
+    found = _run_artefact(folder)
+    return found[0].path if found is not None else None
 
 
 def describe_source(name_or_path: str | os.PathLike) -> str:
@@ -197,13 +202,14 @@ def _has_tokenizer(folder: Path) -> bool:
 def _stage_tokenizer_dir(stage: Path, run: Path) -> Path | None:
     """The run's tokenizer for a stage folder saved without one: ``world/tokenizers/<lang>``.
 
-    ``s2_transfer-<lang>...`` uses ``<lang>``; other stages use the run's first language
-    (``l1`` in the run config, at top level or under ``world``).
+    A transferred stage (step 2) uses its language (from the run's manifest); other stages use
+    the run's first language (``l1`` in the run config, at top level or under ``world``).
     """
     tok_root = run / "world" / "tokenizers"
-    m = re.match(r"^s\d+_transfer-([^-]+)", stage.name)
-    langs = [m.group(1)] if m else []
-    if not m:
+    found = _run_artefact(stage)
+    entry = found[1] if found is not None else None
+    langs = [entry.language] if entry is not None and entry.role == "transferred" and entry.language else []
+    if not langs:
         try:
             cfg = read_json(run / "config.json", what="run config")
         except XlvizError:

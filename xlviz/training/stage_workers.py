@@ -7,8 +7,8 @@ fine-tunings. Each stage is seeded by its name and reads only the stages it wait
 (``StagedRun.needs``), so which worker runs it and in what order changes nothing.
 
 The process holding the run's writer lock schedules and stays the run's only writer of
-``status.json``, ``metrics.jsonl``, ``log.txt`` and ``results.json``: a worker sends its log
-lines, metrics, progress, stage verdicts and result rows as JSON lines on its stdout (its own prints go to
+``status.json``, ``metrics.jsonl``, ``log.txt``, ``results.json`` and ``manifest.json``: a worker sends its log
+lines, metrics, progress, stage verdicts, result rows and manifest entries as JSON lines on its stdout (its own prints go to
 stderr) and writes only the folders of the stage it runs, atomically. Workers are started with
 ``python -m xlviz.training.stage_workers`` (a fresh interpreter, no fork of a process holding
 torch threads), read one stage per line on stdin, die with their parent (Linux) and on
@@ -150,6 +150,8 @@ def _handle(owner, message: dict[str, Any], progress: dict[str, dict]) -> bool:
         owner.add_results(message["results"])
     if "result_fields" in message:
         owner.add_result_fields(message["result_fields"])
+    if "artefacts" in message:
+        run.record_artefacts(message["artefacts"])
     if "failed" in message:
         if message.get("kind") == "XlvizError":
             raise XlvizError(message["error"])

@@ -283,14 +283,55 @@ class StagedRun:
 
         return cfg, on_log
 
-    def save(self, model, stage_dir: Path, tokenizer=None) -> None:
-        """``save_pretrained`` (safetensors) into ``stage_dir`` atomically, main process only."""
+    def save(self, model, stage_dir: Path, tokenizer=None, *, language: str | None = None, role: str | None = None,
+             variant: str | None = None) -> None:
+        """``save_pretrained`` (safetensors) into ``stage_dir`` atomically, main process only. A
+        folder directly in the run (a stage's own) is recorded in the run's manifest as a
+        ``stage`` entry with what it is (``language``, ``role``: pretrained / transferred /
+        finetuned, ``variant``), so readers never parse its name."""
         if not self.main:
             return
         with atomic_dir(stage_dir) as tmp:
             model.save_pretrained(tmp)
             if tokenizer is not None:
                 tokenizer.save_pretrained(tmp)
+        if Path(stage_dir).parent == self.run.path:
+            self.record_artefact("stage", Path(stage_dir), language=language, role=role, variant=variant)
+
+    # --- the artefact manifest (xlviz.runs) ---------------------------------------------
+    def record_artefact(self, kind: str, path: Path, **fields: str | None) -> None:
+        """Record ``path`` (inside the run) in ``manifest.json`` with the stage writing it: by
+        the run's writer (as results.json), sent to it from a stage worker."""
+        if not self.main:
+            return
+        entry = {"kind": kind, "path": Path(path).relative_to(self.run.path).as_posix(),
+                 "stage": self._current, **{k: v for k, v in fields.items() if v is not None}}
+        if entry["stage"] is None:
+            del entry["stage"]
+        if self._channel is not None:
+            return self.send(artefacts=[entry])
+        self.run.record_artefacts([entry])
+
+    def save_artefact(self, model, tokenizer, kind: str, system: str, language: str, *, pair: str | None = None,
+                      role: str | None = None, setting: str | None = None) -> Path:
+        """Save an export or encoder where :func:`xlviz.runs.artefact_relpath` puts it and record it."""
+        from xlviz.runs import artefact_relpath
+
+        folder = self.run.path.joinpath(*artefact_relpath(kind, system, language, pair=pair).split("/"))
+        self.save(model, folder, tokenizer)
+        self.record_artefact(kind, folder, system=system, language=language, pair=pair, role=role, setting=setting)
+        return folder
+
+    def write_predictions(self, system: str, language: str, predictions: dict, *, setting: str | None = None) -> Path:
+        """Write a system's ``{id: answer}`` on a language's test set and record it (main process only)."""
+        from xlviz.io import atomic_write_json
+        from xlviz.runs import artefact_relpath
+
+        file = self.run.path.joinpath(*artefact_relpath("predictions", system, language).split("/"))
+        if self.main:
+            atomic_write_json(file, predictions, root=self.run.path)
+            self.record_artefact("predictions", file, system=system, language=language, role="predictions", setting=setting)
+        return file
 
     _log, _loop, _save = log, loop, save  # the names the real-corpus and QA runs use
 

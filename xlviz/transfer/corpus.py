@@ -420,7 +420,7 @@ class CorpusPipeline(StagedRun):
         size = max(cfg.block_size, cfg.qa_max_length, cfg.eval_max_length)
         model = BertForMaskedLM(bert_config(len(tok), cfg.model_size, max_position_embeddings=size, dropout=cfg.dropout))
         model = self._stream_mlm(model, tok, cfg.l1, "s1_pretrain", cfg.pretrain_steps, cfg.pretrain_lr)
-        self._save(model, self.path("s1_pretrain"), tok)
+        self._save(model, self.path("s1_pretrain"), tok, language=self.cfg.l1, role="pretrained")
 
     def stage_mlm_head(self) -> None:
         """Step 1b: learn an MLM head for ``init_model`` on the L1 corpus, body and embeddings
@@ -436,7 +436,7 @@ class CorpusPipeline(StagedRun):
                                     top_layers=cfg.mlm_head_top_layers)
         self._log(f"  step 1b: training {', '.join(trainable)} (the rest of the body and the tied output layer frozen)")
         model = self._stream_mlm(model, tok, cfg.l1, "s1b_mlm_head", cfg.mlm_head_steps, cfg.mlm_head_lr)
-        self._save(model, self.path("s1_pretrain"), tok)
+        self._save(model, self.path("s1_pretrain"), tok, language=self.cfg.l1, role="pretrained")
 
     def stage_transfer(self, lang: str, variant: str) -> None:
         """Step 2: freeze the L1 body, learn L2 token embeddings with MLM on the L2 corpus."""
@@ -450,7 +450,7 @@ class CorpusPipeline(StagedRun):
         self._log(f"  training {', '.join(trainable)}")
         stage = f"s2_transfer-{lang}"
         model = self._stream_mlm(model, l2_tok, lang, stage, self.cfg.transfer_steps, self.cfg.transfer_lr)
-        self._save(model, self.path(stage), l2_tok)
+        self._save(model, self.path(stage), l2_tok, language=lang, role="transferred")
 
     def l2_models(self, l1, l1_tok) -> dict[str, tuple]:
         """``{system: (L2 masked LM, L2 tokenizer)}`` for monotrans and floor."""
@@ -538,7 +538,7 @@ class CorpusPipeline(StagedRun):
         model = train_qa(model, l1_tok, examples, accelerator=self.acc, steps=cfg.finetune_steps, lr=cfg.finetune_lr,
                          batch_size=cfg.qa_batch_size, grad_accum=cfg.grad_accum, max_length=cfg.qa_max_length,
                          doc_stride=cfg.doc_stride, seed=cfg.seed + 5, log_every=cfg.log_every, on_log=on_log, desc="s3_finetune")
-        self._save(model, self.path("s3_finetune"), l1_tok)
+        self._save(model, self.path("s3_finetune"), l1_tok, language=self.cfg.l1, role="finetuned")
 
     def stage_evaluate(self, system: str) -> None:
         """Step 4: zero-shot QA in L1 and L2; export each model, predictions and result rows."""
@@ -574,8 +574,8 @@ class CorpusPipeline(StagedRun):
                                         language=lang if lang in mlqa_languages() else None)
             model.to("cpu")
             if self.main:
-                atomic_write_json(self.path("predictions", f"{system}-{lang}.json"), preds)
-                self._save(model, self.path("export", f"{system}-{lang}"), tok)
+                self.write_predictions(system, lang, preds, setting="zero-shot")
+                self.save_artefact(model, tok, "export", system, lang, role="qa", setting="zero-shot")
                 rows.append({"system": system, "language": lang, "exact_match": round(scores["exact_match"], 4),
                              "f1": round(scores["f1"], 4), "n_questions": scores["n_questions"],
                              **{k: (round(v, 4) if isinstance(v, float) else v) for k, v in scores.items()

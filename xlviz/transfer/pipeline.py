@@ -9,9 +9,11 @@ them by phase (data, pre-training, transfer, fine-tuning) and then by first appe
 predictions and the result rows. This class is a plain user of the generic
 :class:`~xlviz.training.staged.StagedRun` (status, resume, seeding, accelerate).
 
-Run folder: ``world/``, one ``save_pretrained`` folder per training stage, ``export/<system>-<lang>``
-(QA model + tokenizer, plain Hugging Face), ``encoders/<system>-<lang>`` (the masked LM that reads
-that language in that system, for the analysis pages), ``predictions/``, ``results.json``.
+Run folder: ``world/``, one ``save_pretrained`` folder per training stage, the QA export of each
+system and language (QA model + tokenizer, plain Hugging Face), its encoder (the masked LM that
+reads that language in that system, for the analysis pages), predictions, ``results.json``; each
+export, encoder and predictions file is recorded in ``manifest.json`` (:mod:`xlviz.runs`), where
+every reader finds it.
 """
 
 from __future__ import annotations
@@ -28,7 +30,6 @@ from xlviz.evaluation.qa_predict import predict_qa, predictions_to_text
 from xlviz.errors import XlvizError
 from xlviz.evaluation.squad_metric import evaluate_squad, per_question_scores
 from xlviz.evaluation.uncertainty import paragraph_ids, score_intervals
-from xlviz.io import atomic_write_json
 from xlviz.methods import method_of
 from xlviz.methods.base import PHASES, Stage, setting_of
 from xlviz.training.loop import make_accelerator, run_precision
@@ -38,10 +39,6 @@ from xlviz.transfer.config import TransferConfig
 
 hf_logging.disable_progress_bar()
 hf_logging.set_verbosity_error()
-
-
-# encoders/<system>@<l2>-<l1>: the L1 encoder of a pair model's <l2> pair (xlviz.analysis.reports)
-PAIR_MARK = "@"
 
 
 class Pipeline(StagedRun):
@@ -203,23 +200,24 @@ class Pipeline(StagedRun):
         method = method_of(system)
         verdicts = self.run.verdicts()
         rows = []
+        uses = {"translate_test": False, **method.uses(system, self.cfg)}
         for lang in self.world.languages:
+            role = "l1-encoder" if lang == self.world.l1 else "l2-encoder"
             encoder = method.encoder(self, system, lang)
             if encoder is not None:
-                self._save(encoder[0], self.path("encoders", f"{system}-{lang}"), encoder[1])
-            if lang != self.world.l1 and lang != self.world.l2s[0]:  # the first pair's L1 is encoders/<system>-<l1>
+                self.save_artefact(encoder[0], encoder[1], "encoder", system, lang, role=role)
+            if lang != self.world.l1 and lang != self.world.l2s[0]:  # the first pair's L1 is the system's L1 encoder
                 pair = method.pair_l1_encoder(self, system, lang)
                 if pair is not None:
-                    self._save(pair[0], self.path("encoders", f"{system}{PAIR_MARK}{lang}-{self.world.l1}"), pair[1])
+                    self.save_artefact(pair[0], pair[1], "encoder", system, self.world.l1, pair=lang, role="l1-encoder")
             qa = method.qa_model(self, system, lang)
             if qa is None:
                 continue
             model, tok = qa
             scores, v11, preds = self.score(model, tok, lang)
-            atomic_write_json(self.path("predictions", f"{system}-{lang}.json"), preds)
-            self._save(model, self.path("export", f"{system}-{lang}"), tok)
+            self.write_predictions(system, lang, preds, setting=setting_of(uses))
+            self.save_artefact(model, tok, "export", system, lang, role="qa", setting=setting_of(uses))
             # four decimals: tables print one, and two stored decimals rounded twice (7.4499 -> 7.45 -> 7.5)
-            uses = {"translate_test": False, **method.uses(system, self.cfg)}
             row = {"system": system, "method": method.name, "language": lang, "setting": setting_of(uses),
                    "exact_match": round(scores["exact_match"], 4), "f1": round(scores["f1"], 4),
                    **{k: v for k, v in scores.items() if k not in ("exact_match", "f1")},

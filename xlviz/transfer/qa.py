@@ -279,7 +279,7 @@ class QAPipeline(StagedRun):
         model = train_qa(model, tok, examples, accelerator=self.acc, steps=cfg.steps, lr=cfg.lr, batch_size=cfg.batch_size,
                          grad_accum=cfg.grad_accum, max_length=cfg.max_length, doc_stride=cfg.doc_stride, seed=cfg.seed,
                          warmup_ratio=cfg.warmup_ratio, log_every=cfg.log_every, on_log=on_log, desc="s3_finetune")
-        self._save(model, self.path("s3_finetune"), tok)
+        self._save(model, self.path("s3_finetune"), tok, role="finetuned")
 
     def stage_evaluate_language(self, lang: str) -> None:
         from xlviz.models.loading import load_model
@@ -296,7 +296,7 @@ class QAPipeline(StagedRun):
                                     batch_size=cfg.eval_batch_size, max_answer_length=cfg.max_answer_length)
         if self.main:
             system = cfg.system_name
-            atomic_write_json(self.path("predictions", f"{system}-{lang}.json"), preds)
+            self.write_predictions(system, lang, preds)
             self.add_result_fields([{"system": system, "language": lang, "exact_match": round(scores["exact_match"], 4),
                                      "f1": round(scores["f1"], 4), "n_questions": scores["n_questions"]}])
             self._log(f"  {system} {lang}: EM {scores['exact_match']:.1f} F1 {scores['f1']:.1f} ({scores['n_questions']} questions)")

@@ -36,7 +36,7 @@ from typing import Any, Callable
 from xlviz.errors import XlvizError
 from xlviz.io import atomic_dir, atomic_write_json, read_json
 from xlviz.names import check_name
-from xlviz.runs import Run, differing_settings, now_iso
+from xlviz.runs import Run, artefacts, differing_settings, now_iso
 
 SWEEP_DIR = "sweep"  # <sweep>/sweep: the sweep's own record (not a run folder: no config.json)
 SWEEP_FILE = "sweep.json"
@@ -273,6 +273,8 @@ class Sweep:
                     continue
                 with atomic_dir(dst.path / stage) as tmp:
                     shutil.copytree(src.path / stage, tmp, dirs_exist_ok=True)
+                # the copy is what the source's manifest says it is (pretrained, fine-tuned, ...)
+                dst.record_artefacts([a.to_dict() for a in artefacts(src, "stage") if a.path == stage])
                 for row in rows:
                     if row.get("stage") == stage:
                         dst.log_metric(**row)

@@ -45,11 +45,14 @@ def question_scores(run_dir: str | Path, system: str, lang: str) -> QuestionScor
     from xlviz.data.squad import language_articles, read_squad_json
     from xlviz.evaluation.squad_metric import per_question_scores, read_predictions_json
 
+    from xlviz.runs import artefact
+
     run = Path(run_dir)
     data_file = run / "world" / "qa" / f"test.{_part(lang, 'language')}.json"
-    pred_file = run / "predictions" / f"{_part(system, 'system')}-{lang}.json"
-    if not data_file.is_file() or not pred_file.is_file():
+    saved = artefact(run, "predictions", system=_part(system, "system"), language=lang)  # the run's manifest says where
+    if saved is None or not data_file.is_file() or not saved.folder.is_file():
         return None
+    pred_file = saved.folder
     data = read_squad_json(data_file)
     rows = per_question_scores(data, read_predictions_json(pred_file), articles=language_articles(data, data_file))
     para = paragraph_ids(data)

@@ -46,15 +46,10 @@ class Pair:
 # --- sources ------------------------------------------------------------------------------------
 
 def world_parallel_files(run_path: str | Path) -> dict[str, Path]:
-    """``{l2: world/parallel/en-<l2>.jsonl}`` of a run."""
-    folder = Path(run_path) / "world" / "parallel"
-    if not folder.is_dir():
-        return {}
-    out = {}
-    for p in sorted(folder.glob("*-*.jsonl")):
-        a, b = p.stem.split("-", 1)
-        out[b] = p
-    return out
+    """``{l2: world/parallel/en-<l2>.jsonl}`` of a run (:func:`xlviz.runs.parallel_files`)."""
+    from xlviz.runs import parallel_files
+
+    return parallel_files(run_path)
 
 
 TYPED_DEFAULTS = {"en": "The cat sits on the mat.", "de": "Die Katze sitzt auf der Matte.",
@@ -113,7 +108,9 @@ def text_stats_warning(stats: dict) -> str | None:
 def read_world_pairs(path: str | Path, limit: int | None = 500) -> list[Pair]:
     """Pairs of a generated world's ``en-<l2>.jsonl`` (fields id, src, tgt, src_words, tgt_words, alignment)."""
     path = Path(path)
-    lang_a, lang_b = path.stem.split("-", 1)
+    from xlviz.runs import parallel_languages
+
+    lang_a, lang_b = parallel_languages(path)
     out = []
     from xlviz import confined, limits
 

@@ -2,7 +2,7 @@
 
 No Streamlit here, so the discovery logic is testable on its own. A transferred model is one
 choice per language (its embeddings differ per language: "run X · en", "run X · sov"); a run's
-zero-shot QA system ``export/<system>-<lang>`` is one choice covering all its languages, because
+zero-shot QA system (its exports, from the run's manifest) is one choice covering all its languages, because
 that is how the paper compares systems (a row of Table 3).
 """
 
@@ -49,6 +49,7 @@ class ModelChoice:
     run: str | None = None
     group: str = ""
     short: str = ""  # a compact name for tables and legends
+    system: str | None = None  # a run's exported QA system (its results rows' "system")
 
     @property
     def name(self) -> str:
@@ -155,37 +156,41 @@ def config_value(cfg: dict, *names: str):
     return None
 
 
-_STAGE_RE = re.compile(r"^s2_transfer-(?P<lang>[^-]+)(?:-(?P<variant>.+))?$")
-
-
 def run_model_choices(run: Run) -> list[ModelChoice]:
-    """One choice per language model of a run, plus one QA choice per exported system."""
+    """One choice per language model of a run, plus one QA choice per exported system. What
+    each folder is comes from the run's manifest (:mod:`xlviz.runs`), never from its name."""
+    from xlviz.errors import XlvizError
+    from xlviz.runs import artefacts
+
     langs = run_languages(run)
     l1 = langs[0] if langs else "en"
     tok_root = run.path / "world" / "tokenizers"
     out: list[ModelChoice] = []
+    try:
+        found = artefacts(run)
+    except XlvizError:  # a malformed manifest: the run's table says why; no models offered from it
+        return out
 
     def ref(folder: Path, lang: str) -> ModelRef:
         tok = None if has_tokenizer(folder) else str(tok_root / lang)
         return ModelRef(str(folder), tok)
 
-    s1 = run.path / "s1_pretrain"
-    if is_hf_model_folder(s1):
-        out.append(ModelChoice(f"run:{run.name}:s1_pretrain", f"{l1} · encoder (pre-trained) · {run.name}", ((l1, ref(s1, l1)),),
-                               run=run.name, group="run", short=f"{l1} encoder"))
-    for folder in sorted(run.path.glob("s2_transfer-*")):
-        m = _STAGE_RE.match(folder.name)
-        if not m or not is_hf_model_folder(folder):
-            continue
-        lang, variant = m["lang"], m["variant"]
-        kind = "encoder (transferred" + (f", {variant})" if variant else ")")
-        out.append(ModelChoice(f"run:{run.name}:{folder.name}", f"{lang} · {kind} · {run.name}", ((lang, ref(folder, lang)),),
-                               run=run.name, group="run", short=f"{lang} encoder" + (f" {variant}" if variant else "")))
-    for folder in sorted(run.path.glob("s3_finetune*")):
-        if is_hf_model_folder(folder):
-            variant = folder.name[len("s3_finetune"):].lstrip("-")
+    stages = [a for a in found if a.kind == "stage" and is_hf_model_folder(a.folder)]
+    for a in stages:
+        if a.role == "pretrained" and a.language == l1 and a.variant is None:
+            out.append(ModelChoice(f"run:{run.name}:{a.path}", f"{l1} · encoder (pre-trained) · {run.name}", ((l1, ref(a.folder, l1)),),
+                                   run=run.name, group="run", short=f"{l1} encoder"))
+    for a in stages:
+        if a.role == "transferred" and a.language:
+            lang, variant = a.language, a.variant
+            kind = "encoder (transferred" + (f", {variant})" if variant else ")")
+            out.append(ModelChoice(f"run:{run.name}:{a.path}", f"{lang} · {kind} · {run.name}", ((lang, ref(a.folder, lang)),),
+                                   run=run.name, group="run", short=f"{lang} encoder" + (f" {variant}" if variant else "")))
+    for a in stages:
+        if a.role == "finetuned":
+            variant = a.variant or ""
             label = f"{l1} · QA fine-tuned" + (f" ({variant})" if variant else "") + f" · {run.name}"
-            out.append(ModelChoice(f"run:{run.name}:{folder.name}", label, ((l1, ref(folder, l1)),), qa=True, run=run.name, group="run",
+            out.append(ModelChoice(f"run:{run.name}:{a.path}", label, ((l1, ref(a.folder, l1)),), qa=True, run=run.name, group="run",
                                    short=f"{l1} QA" + (f" {variant}" if variant else "")))
     try:  # the run's own order of systems (its config's methods: MONOTRANS first), then by name
         trained = config_value(run.config(), "methods")
@@ -193,24 +198,20 @@ def run_model_choices(run: Run) -> list[ModelChoice]:
         trained = None
     rank = {s: i for i, s in enumerate(trained)} if isinstance(trained, list) else {}
     order = {l: i for i, l in enumerate(langs)}
-    # export/<system>-<lang>: each system's QA models; encoders/<system>-<lang>: the masked LM
-    # reading each language in that system (what Alignment and Probing compare; for a model with
-    # a cross-attention module of its own, what Attention shows it with)
-    for sub, kind, qa in (("export", "QA", True), ("encoders", "encoder", False)):
+    # exports: each system's QA models; encoders: the masked LM reading each language in that
+    # system (what Alignment and Probing compare; for a model with a cross-attention module of
+    # its own, what Attention shows it with)
+    for kind_, sub, kind, qa in (("export", "export", "QA", True), ("encoder", "encoders", "encoder", False)):
         systems: dict[str, list[tuple[str, ModelRef]]] = {}
-        folder_root = run.path / sub
-        if folder_root.is_dir():
-            for folder in sorted(folder_root.iterdir()):
-                if not folder.is_dir() or "-" not in folder.name or not is_hf_model_folder(folder):
-                    continue
-                system, lang = folder.name.rsplit("-", 1)
-                systems.setdefault(system, []).append((lang, ref(folder, lang)))
+        for a in found:
+            if a.kind == kind_ and a.language and is_hf_model_folder(a.folder):
+                systems.setdefault(a.name, []).append((a.language, ref(a.folder, a.language)))
         systems = dict(sorted(systems.items(), key=lambda kv: (rank.get(kv[0], len(rank)), kv[0])))
         for system, refs in systems.items():
             refs.sort(key=lambda lr: (order.get(lr[0], len(order)), lr[0]))
             label = f"{system} · {kind} (" + ", ".join(l for l, _ in refs) + f") · {run.name}"
             out.append(ModelChoice(f"run:{run.name}:{sub}:{system}", label, tuple(refs), qa=qa, run=run.name, group=sub,
-                                   short=system if qa else f"{system} encoder"))
+                                   short=system if qa else f"{system} encoder", system=system if qa else None))
     return out
 
 
@@ -396,6 +397,7 @@ class QADataset:
     label: str
     folder: str
     files: tuple[tuple[str, str], ...] = field(default=())
+    run: str | None = None  # the run whose generated test set this is
 
     def languages(self) -> list[str]:
         return [l for l, _ in self.files]
@@ -416,7 +418,7 @@ def discover_qa_datasets(root: str | os.PathLike | None = None, shared: Path | N
         files = qa_files(run.path / "world" / "qa", prefix="test.")
         if files:
             langs = _order_langs(list(files), run_languages(run))
-            out.append(QADataset(f"run:{run.name}", f"{run.name} · generated test set", str(run.path / "world" / "qa"), tuple((l, str(files[l])) for l in langs)))
+            out.append(QADataset(f"run:{run.name}", f"{run.name} · generated test set", str(run.path / "world" / "qa"), tuple((l, str(files[l])) for l in langs), run=run.name))
     if shared is not None and (shared / "xquad").is_dir():
         out.append(dataset_from_folder(shared / "xquad", label="XQuAD (../shared/data/xquad)"))
     return out

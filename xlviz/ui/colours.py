@@ -21,9 +21,9 @@ def colour_map(names: Iterable[str]) -> dict[str, str]:
 
 
 def system_names(root=None) -> list[str]:
-    """Every system named in the runs' results.json rows and export/<system>-<lang> folders."""
+    """Every system named in the runs' results.json rows and their exports (manifest)."""
     from xlviz.errors import XlvizError
-    from xlviz.runs import list_runs
+    from xlviz.runs import exports, list_runs
 
     names: set[str] = set()
     for run in list_runs(root):
@@ -31,9 +31,10 @@ def system_names(root=None) -> list[str]:
             names |= {str(r.get("system")) for r in run.results() if r.get("system")}
         except XlvizError:
             pass
-        export = run.path / "export"
-        if export.is_dir():
-            names |= {p.name.rsplit("-", 1)[0] for p in export.iterdir() if p.is_dir() and "-" in p.name}
+        try:
+            names |= {str(a.system) for a in exports(run)}
+        except XlvizError:
+            pass
     return sorted(names)
 
 

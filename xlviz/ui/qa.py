@@ -230,17 +230,23 @@ def run_decoding(model_path: str | Path, max_positions: int | None = None) -> De
 
 
 def saved_predictions_file(model_path: str | Path, data_file: str | Path) -> Path | None:
-    """``<run>/predictions/<system>-<lang>.json`` when the model is the run's export for
-    ``<lang>`` and the data is that run's own ``world/qa/test.<lang>.json``: the run's answers."""
+    """The run's saved predictions (its manifest's ``predictions`` entry) when the model is the
+    run's export for a language and the data is that run's own ``world/qa/test.<lang>.json``:
+    the run's answers."""
+    from xlviz.runs import artefact, owner_of
+
     model, data = Path(model_path).expanduser().resolve(), Path(data_file).expanduser().resolve()
-    if model.parent.name != "export" or "-" not in model.name:
+    owner = owner_of(model)
+    if owner is None or owner[1].kind != "export":
         return None
-    run = model.parent.parent
-    lang = model.name.rsplit("-", 1)[1]
-    if data != (run / "world" / "qa" / f"test.{lang}.json").resolve():
+    run, exported = owner
+    if data != (run.path / "world" / "qa" / f"test.{exported.language}.json").resolve():
         return None
-    saved = run / "predictions" / f"{model.name}.json"
-    return saved if saved.is_file() else None
+    try:
+        saved = artefact(run, "predictions", system=exported.system, language=exported.language)
+    except XlvizError:
+        return None
+    return saved.folder if saved is not None and saved.folder.is_file() else None
 
 
 def read_saved_predictions(path: str | Path, ids: Iterable[str]) -> dict[str, dict]:

@@ -275,7 +275,7 @@ def xquad_comparison(run: str | os.PathLike, lang: str, systems: Sequence[str] |
     run's decoding settings."""
     from xlviz.data.squad import language_articles, load_squad, read_squad_json
     from xlviz.errors import XlvizError
-    from xlviz.runs import Run
+    from xlviz.runs import Run, artefact, exports
     from xlviz.ui.choices import run_languages
     from xlviz.ui.qa import read_saved_predictions, run_decoding, saved_predictions_file, prediction_rows, score_matrix, shared_ids
 
@@ -284,12 +284,11 @@ def xquad_comparison(run: str | os.PathLike, lang: str, systems: Sequence[str] |
     if lang not in langs:
         raise XlvizError(f"the run has no language {lang!r}; it has {langs}", path=r.path, field="lang")
     languages = list(dict.fromkeys([langs[0], lang]))
-    export = r.path / "export"
-    found = sorted({p.name.rsplit("-", 1)[0] for p in export.iterdir() if p.is_dir() and "-" in p.name}) if export.is_dir() else []
+    found = sorted({str(a.system) for a in exports(r)})
     chosen = list(systems) if systems is not None else found
     if not chosen or any(s not in found for s in chosen):
         raise XlvizError(f"no QA export for {[s for s in chosen if s not in found] or 'any system'}; the run exported {found}",
-                         path=export, field="systems")
+                         path=r.path / "export", field="systems")
     examples, articles, predictions = {}, {}, {}
     for lg in languages:
         file = r.path / "world" / "qa" / f"test.{lg}.json"
@@ -298,9 +297,10 @@ def xquad_comparison(run: str | os.PathLike, lang: str, systems: Sequence[str] |
     ids = shared_ids(examples)[: limit or None]
     for system in chosen:
         for lg in languages:
-            folder = export / f"{system}-{lg}"
-            if not folder.is_dir():
+            exported = artefact(r, "export", system=system, language=lg)
+            if exported is None or not exported.folder.is_dir():
                 continue
+            folder = exported.folder
             file = r.path / "world" / "qa" / f"test.{lg}.json"
             saved = saved_predictions_file(folder, file)
             if saved is not None:
