@@ -10,8 +10,6 @@ import streamlit as st
 
 from xlviz import jobs
 from xlviz.runs import checkpoints_root
-from xlviz.transfer.sweep import list_sweeps, sweep_summary
-from xlviz.transfer.sweep_report import ratio_figure, sweep_rows
 from xlviz.ui import runs_view, sweeps_view
 from xlviz.ui.common import NA, guard, plotly
 from xlviz.ui.sidebar import page_setup
@@ -49,7 +47,7 @@ st.title("Sweeps")
 st.caption("A sweep runs every cell of a grid over any settings (grammars × seeds, step budgets, ...) as an ordinary "
            "transfer run, and reports each system's mean over seeds with its 95% interval (docs/sweep.md).")
 root = checkpoints_root().resolve()
-folders = list_sweeps(root)
+folders = sweeps_view.all_sweeps(root)
 
 # --- start a sweep ------------------------------------------------------------------------------
 defaults = sweeps_view.SweepForm()
@@ -91,7 +89,7 @@ with st.expander("Start a sweep", expanded=not folders, icon=":material/play_arr
             pid = sweeps_view.start(folder, argv)
             st.session_state["sw_sweep"] = folder.name
             st.success(f"Started sweep **{md_text(folder.name)}**: {n} cells (process {pid}).", icon=":material/check_circle:")
-            folders = list_sweeps(root)
+            folders = sweeps_view.all_sweeps(root)
 
 if not folders:
     st.info("No sweeps yet — start one above, or run `xlviz sweep --out <checkpoints>/<name> ...`.", icon=":material/info:")
@@ -99,7 +97,7 @@ if not folders:
     st.stop()
 
 # --- all sweeps ---------------------------------------------------------------------------------
-summaries = {f.name: sweep_summary(f) for f in folders}
+summaries = {f.name: sweeps_view.sweep_summary(f) for f in folders}
 st.subheader("All sweeps")
 st.dataframe(sweeps_view.sweeps_table(list(summaries.values())), hide_index=True, width="stretch", key="sw_table",
              placeholder=NA)
@@ -121,7 +119,7 @@ def _resume(folder) -> None:
 
 def watch(name: str) -> None:
     """The sweep's state, each cell's state and the sweep's log; re-drawn while it runs."""
-    summary = sweep_summary(root / name)
+    summary = sweeps_view.sweep_summary(root / name)
     state = sweeps_view.state(summary)
     if st.session_state.get("_sw_drawn") not in (None, (name, state)) and st.session_state["_sw_drawn"][0] == name:
         st.session_state["_sw_drawn"] = (name, state)
@@ -135,16 +133,21 @@ def watch(name: str) -> None:
                   help="Stops the sweep's process (and the cell it runs); re-run or Resume continues it.")
     elif state in ("stopped", "cancelled", "failed") and sweeps_view.restart_argv(summary.path):
         b2.button("Resume", key=f"sw_resume_{name}", on_click=_resume, args=(summary.path,), icon=":material/replay:")
+    from xlviz.runs import Run
+
+    record = sweeps_view.record_dir(summary.path)
+    log = Run(record).log_tail(15) or jobs.job_output_tail(record, 15)
     if summary.problem:
-        st.error(md_text(summary.problem), icon=":material/error:")
+        if state == "starting":
+            st.caption("The sweep's process is starting: it records the grid and its cells in a moment.")
+        else:
+            st.error(md_text(summary.problem), icon=":material/error:")
+        st.code(jobs.job_output_tail(record, 15) or log or "(no output)", language=None)
         return
     done = counts.get("completed", 0)
     st.progress(done / max(len(summary.cells), 1), text=md_text(f"{done} of {len(summary.cells)} cells completed"
                                                                + "".join(f" · {v} {k}" for k, v in counts.items() if k != "completed")))
     st.dataframe(sweeps_view.cells_table(summary), hide_index=True, width="stretch", key=f"sw_cells_{name}", placeholder=NA)
-    from xlviz.runs import Run
-
-    log = Run(sweeps_view.record_dir(summary.path)).log_tail(15) or jobs.job_output_tail(sweeps_view.record_dir(summary.path), 15)
     with st.expander("Sweep log", expanded=state == "failed"):
         st.code(log or "(empty)", language=None)
 
@@ -158,7 +161,7 @@ summary = summaries[chosen]
 st.subheader("Results over seeds")
 rows = []
 with guard("Could not read the sweep's results"):
-    rows = sweep_rows(summary.path)
+    rows = sweeps_view.sweep_rows(summary.path)
 if not rows:
     st.info("No cell has results yet (results.json is written when a cell's evaluation ends).", icon=":material/info:")
     write_url(URL_KEYS)
@@ -172,7 +175,7 @@ st.caption("Mean over seeds [95% percentile-bootstrap interval over the seeds' v
            "English (docs/typology.md). EM beside F1: the floor's F1 is mostly partial credit.")
 st.dataframe(sweeps_view.results_table(rows, picked), hide_index=True, width="stretch", key="sw_results", placeholder=NA)
 with guard("Could not draw the figure"):
-    fig = ratio_figure(rows, picked or None)
+    fig = sweeps_view.ratio_figure(rows, picked or None)
     fig.update_layout(title_text="Transfer ratio against typological distance (mean over seeds, 95% band)")
     plotly(fig, key="sw_ratio_fig")
 

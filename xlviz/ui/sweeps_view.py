@@ -17,7 +17,11 @@ import pandas as pd
 from xlviz import jobs
 from xlviz.errors import XlvizError
 from xlviz.limits import SIZE_LIMITS
-from xlviz.transfer.sweep import FLAG_KEYS, SWEEP_DIR, SweepSummary, make_cells, parse_grid
+from xlviz.transfer.sweep import FLAG_KEYS, SWEEP_DIR, SweepSummary, list_sweeps, make_cells, parse_grid, sweep_summary
+from xlviz.transfer.sweep_report import ratio_figure, sweep_rows
+
+__all__ = ["SweepForm", "prepare_sweep", "all_sweeps", "start", "resume", "state", "list_sweeps", "sweep_summary", "sweep_rows",
+           "ratio_figure", "results_table", "paired_table", "sweeps_table", "cells_table", "cell_l2s", "cell_models"]
 from xlviz.ui.runs_view import MODEL_SIZES
 
 MAX_CELLS = 500  # a typo in a grid must not start thousands of runs
@@ -167,12 +171,14 @@ def state(summary: SweepSummary) -> str:
         return "running"
     if jobs.is_alive(record):
         return "starting"
+    info = jobs.job_info(record)
     if summary.problem:
+        if not (record / "sweep.json").exists() and info:  # the app's job ended before it recorded the sweep
+            return "cancelled" if info.get("cancelled") else "failed"
         return "unreadable"
     states = [c.state for c in summary.cells]
     if states and all(s == "completed" for s in states):
         return "completed"
-    info = jobs.job_info(record)
     if info and info.get("cancelled"):
         return "cancelled"
     if any(s in ("failed", "unreadable") for s in states):
@@ -180,6 +186,20 @@ def state(summary: SweepSummary) -> str:
     if any(s == "cancelled" for s in states):
         return "cancelled"
     return "stopped"
+
+
+def all_sweeps(root: str | Path) -> list[Path]:
+    """Sweep folders under the checkpoints root, newest first, including one the app just
+    started whose process has not recorded ``sweep.json`` yet (its job record is there)."""
+    root = Path(root)
+    found = list_sweeps(root)
+    if root.is_dir():
+        for p in root.iterdir():
+            rec = record_dir(p)
+            if (p not in found and p.is_dir() and not p.is_symlink() and not p.name.startswith(".")
+                    and not (p / "config.json").exists() and (rec / jobs.JOB_FILE).is_file()):
+                found.insert(0, p)
+    return found
 
 
 def sweeps_table(summaries: list[SweepSummary]) -> pd.DataFrame:
