@@ -165,3 +165,31 @@ def test_a_bad_grid_is_one_line(sweep_root, monkeypatch, grid, message):
     errors = [str(e.value) for e in at.error]
     assert len(errors) == 1 and message in errors[0] and "\n" not in errors[0] and "Traceback" not in errors[0], errors
     assert sorted(sweep_root.iterdir()) == before  # nothing created
+
+
+def test_sweep_states_for_the_app(sweep_root, tmp_path):
+    """A sweep the app started is listed before it records its grid; a job that ended before
+    that is failed (or cancelled); a cell whose process is gone is stopped, and so is the sweep."""
+    import shutil
+
+    from xlviz.io import atomic_write_json
+    from xlviz.runs import Run
+    from xlviz.ui import sweeps_view
+
+    root = tmp_path / "checkpoints"
+    early = root / "early"
+    atomic_write_json(early / "sweep" / "job.json", {"pid": 999999999, "start_ticks": 1, "argv": ["x"], "started": "now"})
+    assert sweeps_view.all_sweeps(root) == [early]
+    assert sweeps_view.state(sweeps_view.sweep_summary(early)) == "failed"
+    atomic_write_json(early / "sweep" / "job.json", {"pid": 999999999, "start_ticks": 1, "argv": ["x"], "cancelled": "now"})
+    assert sweeps_view.state(sweeps_view.sweep_summary(early)) == "cancelled"
+
+    folder = root / "killed"
+    shutil.copytree(sweep_root / "tiny-sweep", folder)
+    cell = Run(folder / "001-languages-sov_seed-1")
+    cell.update_status(state="running")
+    cell.lock_path.write_text("999999999 1\n")  # its writer died
+    summary = sweeps_view.sweep_summary(folder)
+    assert [c.state for c in summary.cells] == ["completed", "stopped", "completed", "completed"]
+    assert sweeps_view.state(summary) == "stopped"
+    assert set(sweeps_view.all_sweeps(root)) == {early, folder}

@@ -169,8 +169,8 @@ def state(summary: SweepSummary) -> str:
     record = record_dir(summary.path)
     if summary.writing:
         return "running"
-    if jobs.is_alive(record):
-        return "starting"
+    if jobs.is_alive(record):  # before it takes the lock (starting), or printing its report after the cells
+        return "starting" if summary.problem else "running"
     info = jobs.job_info(record)
     if summary.problem:
         if not (record / "sweep.json").exists() and info:  # the app's job ended before it recorded the sweep
