@@ -21,6 +21,7 @@ PAGES = {
     "Bench": [
         st.Page(HERE / "pages/home.py", title="Home", icon=":material/home:", default=True),
         st.Page(HERE / "pages/runs.py", title="Runs", icon=":material/model_training:"),
+        st.Page(HERE / "pages/sweeps.py", title="Sweeps", icon=":material/grid_view:"),
     ],
     "Compare": [
         st.Page(HERE / "pages/xquad.py", title="XQuAD", icon=":material/quiz:"),

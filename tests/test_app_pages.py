@@ -468,3 +468,17 @@ def test_attention_typed_pair(app):
     assert not at.exception and not at.error, _texts(at.error)
     assert "att_heat_A + B" in [e.key for e in at.get("plotly_chart")]
     assert "needs a gold word alignment" in "\n".join(c.value for c in at.caption)
+
+
+# --- every page ---------------------------------------------------------------------------------
+
+def test_every_page_is_in_the_navigation_and_opens(app):
+    """Each file under pages/ is listed in app.py's navigation and opens without an exception
+    (a page added to the folder but not to ``PAGES`` would be unreachable)."""
+    app_py = Path(APP).read_text()
+    pages = sorted(p.stem for p in (Path(APP).parent / "pages").glob("*.py"))
+    assert "sweeps" in pages
+    for name in pages:
+        assert f'"pages/{name}.py"' in app_py, name
+        _page(app, name)
+        assert app.title, name

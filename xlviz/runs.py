@@ -55,6 +55,11 @@ TAG_MAX = 40
 TAGS_MAX = 32
 
 ENV_CHECKPOINTS = "XLVIZ_CHECKPOINTS"
+# A sweep folder (xlviz.transfer.sweep) holds one run folder per cell beside its own record
+# ``<sweep>/sweep/sweep.json``; its cells are runs named ``<sweep>/<cell>`` (cells of two sweeps
+# share folder names).
+SWEEP_RECORD = "sweep"
+SWEEP_FILE = "sweep.json"
 STATES = ("pending", "running", "completed", "failed", "cancelled")
 
 
@@ -176,6 +181,10 @@ class Run:
 
     @property
     def name(self) -> str:
+        """The folder's name; for a sweep's cell ``<sweep>/<cell>``, its path under the
+        checkpoints root, so every page tells the cells of two sweeps apart."""
+        if self.path.name != SWEEP_RECORD and is_sweep_folder(self.path.parent):
+            return f"{self.path.parent.name}/{self.path.name}"
         return self.path.name
 
     # --- files --------------------------------------------------------------
@@ -563,14 +572,37 @@ def metric_row_problem(row: object) -> str | None:
     return None
 
 
+def is_sweep_folder(path: str | os.PathLike) -> bool:
+    """Whether ``path`` is a sweep's folder: its record ``sweep/sweep.json`` is a regular file."""
+    record = Path(path) / SWEEP_RECORD / SWEEP_FILE
+    return os.path.isfile(record) and not os.path.islink(record)
+
+
+def sweep_cells(folder: str | os.PathLike) -> list[Path]:
+    """The cell run folders of a sweep folder that have begun (a ``config.json``), by name."""
+    folder = Path(folder)
+    if not is_sweep_folder(folder):
+        return []
+    return sorted(p for p in folder.iterdir() if p.is_dir() and not p.is_symlink() and not p.name.startswith(".")
+                  and p.name != SWEEP_RECORD and (p / "config.json").exists())
+
+
 def list_runs(root: str | os.PathLike | None = None) -> list[Run]:
-    """All run folders under the checkpoints root, newest first. A folder that resolves
+    """All run folders under the checkpoints root, newest first, the cells of its sweep folders
+    (``<root>/<sweep>/<cell>``, named ``<sweep>/<cell>``) among them. A folder that resolves
     outside the root (a symlink to elsewhere) is skipped: nothing outside is read or resumed."""
     root = checkpoints_root(root)
     if not root.exists():
         return []
-    runs = [Run(p) for p in root.iterdir() if p.is_dir() and not p.name.startswith(".") and (p / "config.json").exists()
-            and confined.inside(root, p) and os.path.realpath(p) != os.path.realpath(root)]
+    folders = []
+    for p in root.iterdir():
+        if not p.is_dir() or p.name.startswith("."):
+            continue
+        if (p / "config.json").exists():
+            folders.append(p)
+        elif is_sweep_folder(p):
+            folders += sweep_cells(p)
+    runs = [Run(p) for p in folders if confined.inside(root, p) and os.path.realpath(p) != os.path.realpath(root)]
 
     def mtime(run: Run) -> float:
         try:

@@ -283,7 +283,7 @@ def run_info(run_dir: str | os.PathLike) -> RunInfo:
     order = [m for m in cfg.get("methods", []) if isinstance(m, str)] if isinstance(cfg.get("methods"), list) else []
     encoders = dict(sorted(encoders.items(), key=lambda kv: (order.index(kv[0]) if kv[0] in order else len(order), kv[0])))
     l2s = list(dict.fromkeys(list(transferred) + list(toks)))
-    return RunInfo(path, path.name, l1, l2s, seed, transferred, toks, floor_init, floor_init_std, encoders, pair_encoders)
+    return RunInfo(path, run.name, l1, l2s, seed, transferred, toks, floor_init, floor_init_std, encoders, pair_encoders)
 
 
 def _l2_check(info: RunInfo, l2: str) -> None:

@@ -36,10 +36,13 @@ from typing import Any, Callable
 from xlviz.errors import XlvizError
 from xlviz.io import atomic_dir, atomic_write_json, read_json
 from xlviz.names import check_name
-from xlviz.runs import Run, artefacts, differing_settings, now_iso
+from xlviz.runs import SWEEP_FILE as RUN_SWEEP_FILE
+from xlviz.runs import SWEEP_RECORD, Run, artefacts, differing_settings, is_sweep_folder, now_iso
 
-SWEEP_DIR = "sweep"  # <sweep>/sweep: the sweep's own record (not a run folder: no config.json)
-SWEEP_FILE = "sweep.json"
+# <sweep>/sweep: the sweep's own record (not a run folder: no config.json); xlviz.runs lists
+# the cells of a folder holding <sweep>/sweep/sweep.json as runs
+SWEEP_DIR = SWEEP_RECORD
+SWEEP_FILE = RUN_SWEEP_FILE
 # Stages that read only the world's English side (corpus, vocabulary, QA training set) and
 # the run's settings: identical in cells that differ only in their L2s and systems.
 SHARED_STAGES = re.compile(r"^(s1_pretrain|s3_finetune(-[A-Za-z0-9_+-]+)?)$")
@@ -360,6 +363,93 @@ def run_sweep(folder: str | Path, cells: list[Cell], grid: list[tuple[str, list]
         return sweep.run(backend, parallel, slurm)
 
 
+# --------------------------------------------------------------------------- listing (the app)
+@dataclass
+class CellState:
+    name: str  # folder under the sweep
+    run: str  # its run name (``<sweep>/<cell>``), as every page lists it
+    setting: str  # ``languages=tr, seed=1``
+    state: str  # pending | running | completed | failed | cancelled | stopped (its process is gone) | unreadable
+    stage: str = ""
+    problem: str = ""  # why the cell's files cannot be read
+
+
+@dataclass
+class SweepSummary:
+    name: str
+    path: Path
+    created: str
+    grid: list  # [[key, values], ...] as recorded
+    cells: list[CellState]
+    writing: bool  # the sweep's process holds its writer lock (started from the app or a terminal)
+    problem: str = ""  # the sweep record cannot be read
+
+    def counts(self) -> dict[str, int]:
+        out: dict[str, int] = {}
+        for c in self.cells:
+            out[c.state] = out.get(c.state, 0) + 1
+        return out
+
+
+def cell_state(run: Run) -> tuple[str, str, str]:
+    """(state, stage, problem) of a cell's run folder: ``stopped`` when status.json says running
+    but no live process holds the cell's writer lock (a killed sweep: re-run it to continue)."""
+    if not run.exists():
+        return "pending", "", ""
+    try:
+        status = run.status()
+    except XlvizError as e:
+        return "unreadable", "", str(e)
+    state = str(status.get("state", "pending"))
+    if state in ("running", "pending") and run.writer_pid() is None and run.lock_path.exists():
+        state = "stopped" if state == "running" else state
+    stage = status.get("stage") if isinstance(status.get("stage"), str) else ""
+    return state, stage, ""
+
+
+def sweep_summary(folder: str | Path) -> SweepSummary:
+    """A sweep folder's record and each cell's state, read only (never a job's pickled result)."""
+    from xlviz.transfer.sweep_report import setting_label
+
+    sweep = Sweep(folder)
+    writing = sweep.record.writer_pid() is not None
+    try:
+        data = sweep.read()
+        cells = sweep.cells()
+    except XlvizError as e:
+        return SweepSummary(sweep.path.name, sweep.path, "", [], [], writing, str(e))
+    out = []
+    for c in cells:
+        run = sweep.cell_run(c)
+        state, stage, problem = cell_state(run)
+        out.append(CellState(c.name, run.name, setting_label(c, seed=True), state, stage, problem))
+    grid = data.get("grid") if isinstance(data.get("grid"), list) else []
+    return SweepSummary(sweep.path.name, sweep.path, str(data.get("created") or ""), grid, out, writing)
+
+
+def list_sweeps(root: str | Path | None = None) -> list[Path]:
+    """The sweep folders directly under the checkpoints root (``<sweep>/sweep/sweep.json``),
+    newest first; one that resolves outside the root is skipped."""
+    import os
+
+    from xlviz import confined
+    from xlviz.runs import checkpoints_root
+
+    root = checkpoints_root(root)
+    if not root.is_dir():
+        return []
+    found = [p for p in root.iterdir() if p.is_dir() and not p.name.startswith(".") and is_sweep_folder(p)
+             and confined.inside(root, p) and os.path.realpath(p) != os.path.realpath(root)]
+
+    def created(p: Path) -> float:
+        try:
+            return (p / SWEEP_DIR / SWEEP_FILE).stat().st_mtime
+        except OSError:
+            return 0.0
+
+    return sorted(found, key=created, reverse=True)
+
+
 def make_executor(folder: Path, backend: str, slurm: dict):
     """A submitit executor: ``local`` (each job its own process here), ``debug`` (in this
     process), ``slurm`` (``slurm``: partition, time in minutes, cpus_per_task, gpus_per_node)."""
@@ -389,4 +479,5 @@ def make_executor(folder: Path, backend: str, slurm: dict):
     return ex
 
 
-__all__ = ["Sweep", "Cell", "parse_grid", "make_cells", "run_cell", "run_sweep", "SHARED_STAGES", "BACKENDS"]
+__all__ = ["Sweep", "Cell", "parse_grid", "make_cells", "run_cell", "run_sweep", "SHARED_STAGES", "BACKENDS", "list_sweeps",
+           "sweep_summary", "SweepSummary", "CellState"]

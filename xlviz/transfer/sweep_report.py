@@ -20,10 +20,14 @@ SEED_KEYS = ("seed", "world.seed")
 L1 = "en"
 
 
-def _setting(cell: Cell) -> str:
-    """The cell's label without its seed: ``languages=tr``."""
-    parts = [f"{k.split('.')[-1]}={_show(v)}" for k, v in cell.overrides.items() if k not in SEED_KEYS]
+def setting_label(cell: Cell, *, seed: bool = False) -> str:
+    """The cell's label, without its seed unless ``seed``: ``languages=tr``."""
+    parts = [f"{k.split('.')[-1]}={_show(v)}" for k, v in cell.overrides.items() if seed or k not in SEED_KEYS]
     return ", ".join(parts) or "all"
+
+
+def _setting(cell: Cell) -> str:
+    return setting_label(cell)
 
 
 def _show(value: object) -> str:
