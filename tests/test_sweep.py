@@ -258,7 +258,10 @@ def test_slurm_off_a_cluster_is_one_line(tmp_path):
 @pytest.mark.slow
 def test_cells_are_runs_of_the_sweep_folder(swept):
     """With the app's checkpoints root at the sweep folder, every cell is a run (the sweep's own
-    record is not)."""
+    record is not), named ``<sweep>/<cell>`` wherever the root is, so two sweeps' cells differ."""
     from xlviz.runs import list_runs
 
-    assert sorted(r.name for r in list_runs(swept["folder"])) == ["000-languages-svo", "001-languages-tr"]
+    sweep = Path(swept["folder"]).name
+    expected = [f"{sweep}/000-languages-svo", f"{sweep}/001-languages-tr"]
+    assert sorted(r.name for r in list_runs(swept["folder"])) == expected
+    assert sorted(r.name for r in list_runs(Path(swept["folder"]).parent)) == expected
