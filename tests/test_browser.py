@@ -264,7 +264,7 @@ def test_probing_offers_only_probeable_models_and_draws_languages_apart(server, 
     main = page.get_by_test_id("stMain")
     assert "Not offered, no masked-LM head to score minimal pairs with: minilm-encoder." in main.inner_text()
     # word in context: each system's two languages in one colour, told apart by the line's dash
-    page.get_by_role("button", name="Word in context").click()
+    page.get_by_test_id("stButtonGroup").get_by_text("Word in context", exact=True).click()
     wait_idle(page, timeout_s=240)
     page.locator(".js-plotly-plot").first.wait_for(timeout=120_000)
     assert_no_exception(page)
@@ -333,7 +333,7 @@ def _widgets(page) -> dict:
 def _select_other(page, label: str) -> None:
     """Pick an option of a selectbox other than the one it shows."""
     box = page.locator('[data-testid="stSelectbox"]').filter(has=page.get_by_text(label, exact=True)).first
-    shown = box.inner_text()
+    shown = _selected(page, label)  # the value lives in the box's input, not in its text
     box.locator("input").first.click()
     options = page.get_by_role("option")
     options.first.wait_for(timeout=10_000)
@@ -357,7 +357,7 @@ ROUND_TRIPS = {  # page path: how to move it off its defaults
                            page.locator('input[aria-label^="Questions to answer"]').press("Enter"), wait_idle(page)),
     "attention": lambda page: _select_other(page, "Layer"),
     "alignment": lambda page: _select_other(page, "Sentence vector"),
-    "probing": lambda page: (page.get_by_role("button", name="Word in context").click(), wait_idle(page, timeout_s=240)),
+    "probing": lambda page: (page.get_by_test_id("stButtonGroup").get_by_text("Word in context", exact=True).click(), wait_idle(page, timeout_s=240)),
 }
 
 
