@@ -439,6 +439,9 @@ def test_start_a_tiny_run_and_watch_it_finish(server, page):
     assert_no_exception(page)
     if starting:  # (a job that wrote its config first is the mid-stage cancel below)
         assert json.loads((run_dir / "job.json").read_text()).get("cancelled"), "the cancel is recorded in job.json"
+        deadline = time.time() + 60  # the picker's label follows with the page's next full run
+        while time.time() < deadline and "browser-run (cancelled)" not in _selected(page, "Run"):
+            page.wait_for_timeout(1000)
         assert "browser-run (cancelled)" in _selected(page, "Run"), _selected(page, "Run")
     page.get_by_role("button", name="Resume").first.click()
     page.get_by_role("button", name="Cancel").first.wait_for(timeout=60_000)
