@@ -21,6 +21,7 @@ from xlviz.ui.sidebar import current, page_setup
 from xlviz.views import figures as vf
 from xlviz.ui.state import keep, url_state, write_url
 from xlviz.ui.text import md_join, md_text
+from xlviz.ui.tables import ALIGNMENT_RULES, number_config
 
 page_setup()
 
@@ -287,7 +288,7 @@ if words_on:
                    "translation among the target words.")
 with tabs[-1]:
     df = pd.DataFrame(rows)
-    st.dataframe(df, hide_index=True, key="al_table", placeholder=NA)
+    st.dataframe(df, hide_index=True, key="al_table", placeholder=NA, column_config=number_config(df, ALIGNMENT_RULES))
     st.download_button("Download alignment table (CSV)", ua.csv_bytes(rows), file_name="xlviz-alignment.csv",
                        mime="text/csv", icon=":material/download:", key="al_dl")
 

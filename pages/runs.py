@@ -260,7 +260,7 @@ if runs:
         first = ["run", "state", "best L2 F1, zero-shot", "best L2 F1, L2 labels", "best L2 F1, translate-test", "systems"]
         st.dataframe(table, hide_index=True, width="stretch", key="runs_table",
                      column_order=first + [c for c in table.columns if c not in first],
-                     column_config={c: st.column_config.NumberColumn(f"{c} (%)", format="%.1f")
+                     column_config=runs_view.compare_column_config(table) | {c: st.column_config.NumberColumn(f"{c} (%)", format="%.1f")
                                     for c in ("best L2 F1, zero-shot", "best L2 F1, L2 labels", "best L2 F1, translate-test")},
                      placeholder=NA)
         st.button("Refresh", icon=":material/refresh:", key="runs_refresh",
@@ -314,12 +314,14 @@ if runs:
                         continue
                     st.caption(f"**{setting}** — {runs_view.SETTING_NOTES[setting]}; [95% CI]: paragraph bootstrap, 1 seed")
                     part = part.dropna(axis=1, how="all")
-                    st.dataframe(part, hide_index=True, width="stretch", key=f"runs_compare_{i}", placeholder=NA)
+                    st.dataframe(part, hide_index=True, width="stretch", key=f"runs_compare_{i}", placeholder=NA,
+                                 column_config=runs_view.compare_column_config(part))
                 groups = runs_view.seed_groups(chosen_runs)
                 if groups:
                     st.markdown("**Mean ± sd over runs that differ only in their seed**, with the mean's 95% t interval over them")
-                    st.dataframe(runs_view.seed_summary(long, groups), hide_index=True, width="stretch",
-                                 key="runs_seeds", placeholder=NA)
+                    seeds = runs_view.seed_summary(long, groups)
+                    st.dataframe(seeds, hide_index=True, width="stretch", key="runs_seeds", placeholder=NA,
+                                 column_config=runs_view.compare_column_config(seeds))
                 plotly(runs_view.compare_figure(long, system_colours(root)), key="runs_compare_fig")
                 st.download_button("Download results (CSV)", long.to_csv(index=False), file_name="xlviz-results.csv",
                                    mime="text/csv", icon=":material/download:")

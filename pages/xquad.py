@@ -25,6 +25,7 @@ from xlviz.ui.highlight import legend, model_colour
 from xlviz.ui.sidebar import current
 from xlviz.ui.sidebar import page_setup
 from xlviz.ui.state import checked_int, url_state, write_url
+from xlviz.ui.tables import SCORE_RULES, number_config
 from xlviz.views.xquad import question_card
 
 page_setup()
@@ -209,15 +210,21 @@ if not rows.empty:
     with st.expander("Uncertainty: 95% paragraph bootstrap intervals" + (" and paired tests" if len(names) > 1 else "")):
         st.caption(f"Each cell resampled by paragraph ({qa.N_RESAMPLES} bootstrap samples). With a few hundred questions, "
                    "differences of a few points are often inside the intervals.")
-        st.dataframe(qa.cell_intervals(rows), hide_index=True, width="stretch", key="xq_ci", placeholder=NA)
+        cells = qa.cell_intervals(rows)
+        st.dataframe(cells, hide_index=True, width="stretch", key="xq_ci", placeholder=NA,
+                     column_config=number_config(cells, SCORE_RULES))
         if len(names) > 1:
             st.caption("Two systems on the same questions: the F1 difference with its paired paragraph-bootstrap interval "
                        "and a paired permutation test flipping whole paragraphs, and McNemar's exact test on exact match "
                        "(which treats questions as independent). p < 0.05: unlikely to be noise.")
-            st.dataframe(qa.paired_tests(rows), hide_index=True, width="stretch", key="xq_paired", placeholder=NA)
+            paired = qa.paired_tests(rows)
+            st.dataframe(paired, hide_index=True, width="stretch", key="xq_paired", placeholder=NA,
+                         column_config=number_config(paired, SCORE_RULES))
     with st.expander("Per-question F1 (%) — sort a column to find where a system fails"):
-        st.dataframe(qa.question_table(rows, examples), hide_index=True, width="stretch", key="xq_questions",
-                     column_config={"id": st.column_config.TextColumn(width="small")}, placeholder=NA)
+        per_question = qa.question_table(rows, examples)
+        st.dataframe(per_question, hide_index=True, width="stretch", key="xq_questions", placeholder=NA,
+                     column_config=number_config(per_question, SCORE_RULES,
+                                                 config={"id": st.column_config.TextColumn(width="small")}))
     if how_decoded:
         with st.expander("How each cell was computed"):
             st.markdown("\n".join(f"- {md_text(line)}" for line in how_decoded))

@@ -33,6 +33,17 @@ CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-
 EXCEPTION = '[data-testid="stException"]'
 
 
+def _encoder_only(src: Path, dest: Path) -> Path:
+    """A copy of a masked LM whose config says it is a bare encoder (no head to score pairs with)."""
+    import shutil
+
+    shutil.copytree(src, dest)
+    cfg = json.loads((dest / "config.json").read_text())
+    cfg["architectures"] = ["BertModel"]
+    (dest / "config.json").write_text(json.dumps(cfg))
+    return dest
+
+
 def _free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -50,8 +61,11 @@ def server(tmp_path_factory):
     make_run(root, "other-run", results_shift=5.0)
     time.sleep(1.1)  # folder mtimes order the runs: demo-run is the newest, every page's default
     make_run(root, "demo-run")
+    models = root.parent / "models"  # typed folders live here ($XLVIZ_MODELS), not among the runs
+    _encoder_only(root / "demo-run" / "s1_pretrain", models / "minilm-encoder")  # Probing must not offer it
     port = _free_port()
-    env = dict(os.environ, XLVIZ_CHECKPOINTS=str(root), PYTHONUNBUFFERED="1")
+    # no network: a hub id is checked against the local cache only
+    env = dict(os.environ, XLVIZ_CHECKPOINTS=str(root), XLVIZ_MODELS=str(models), HF_HUB_OFFLINE="1", PYTHONUNBUFFERED="1")
     log = open(root.parent / "streamlit.log", "w")
     proc = subprocess.Popen(
         # the README's command: .streamlit/config.toml in the repository root turns the file watcher off
@@ -217,6 +231,179 @@ def test_populated_walk(server, page):
     shot(page, "walk-home")
 
 
+# --- the issue's faults, one assertion each, and every page's shared link --------------------------
+
+def test_a_hub_id_that_is_not_downloaded_is_refused_once(server, page):
+    url, _ = server
+    page.goto(f"{url}/xquad")
+    wait_idle(page)
+    sidebar = page.get_by_test_id("stSidebar")
+    sidebar.get_by_text("Add a model folder or hub id").click()
+    box = page.get_by_label("Local folder or Hugging Face id")
+    box.fill("org/not-downloaded")
+    box.press("Enter")
+    wait_idle(page)
+    errors = [e for e in sidebar.locator('[data-testid="stAlert"]').all_inner_texts() if "not-downloaded" in e]
+    assert len(errors) == 1 and errors[0].strip().startswith("org/not-downloaded: not in the local Hugging Face cache"), errors
+    main = page.get_by_test_id("stMain")
+    assert "not-downloaded" not in main.inner_text(), "one message, in the sidebar only"
+    _nav(page, "Attention")
+    assert "not-downloaded" not in main.inner_text() and "not-downloaded" not in sidebar.locator("[data-testid=stMultiSelect]").first.inner_text()
+
+
+def test_probing_offers_only_probeable_models_and_draws_languages_apart(server, page):
+    url, root = server
+    page.goto(f"{url}/probing")
+    wait_idle(page)
+    page.get_by_test_id("stSidebar").get_by_text("Add a model folder or hub id").click()
+    box = page.get_by_label("Local folder or Hugging Face id")
+    box.fill(str(root.parent / "models" / "minilm-encoder"))
+    box.press("Enter")
+    wait_idle(page, timeout_s=240)
+    assert_no_exception(page)
+    main = page.get_by_test_id("stMain")
+    assert "Not offered, no masked-LM head to score minimal pairs with: minilm-encoder." in main.inner_text()
+    # word in context: each system's two languages in one colour, told apart by the line's dash
+    page.get_by_test_id("stButtonGroup").get_by_text("Word in context", exact=True).click()
+    wait_idle(page, timeout_s=240)
+    page.locator(".js-plotly-plot").first.wait_for(timeout=120_000)
+    assert_no_exception(page)
+    dashes = page.evaluate("""() => Array.from(document.querySelectorAll('.js-plotly-plot')).map(p =>
+        (p.data || []).filter(t => t.name && t.name.includes(', ')).map(t => [t.name, (t.line && t.line.dash) || 'solid']))""")
+    checked = 0
+    for plot in dashes:
+        by_lang: dict[str, set] = {}
+        for name, dash in plot:
+            by_lang.setdefault(name.rsplit(", ", 1)[1], set()).add(dash)
+        if len(by_lang) >= 2:
+            checked += 1
+            langs = sorted(by_lang)
+            assert not by_lang[langs[0]] & by_lang[langs[1]], by_lang
+    assert checked >= 2, dashes  # probe accuracy and contextual similarity
+    shot(page, "probing-wic")
+
+
+def test_xquad_card_score_is_the_tables(server, page):
+    url, _ = server
+    page.goto(f"{url}/xquad")
+    wait_idle(page, timeout_s=240)
+    assert_no_exception(page)
+    box = page.locator('[data-testid="stSelectbox"]').filter(has_text="Question (").first
+    qid = box.evaluate("e => Array.from(e.querySelectorAll('input')).map(i => i.value).join(' ') + ' ' + e.innerText")
+    import csv
+    import io
+    import re
+
+    with page.expect_download() as dl:
+        page.get_by_role("button", name="Download predictions and scores (CSV)").click()
+    rows = list(csv.DictReader(io.StringIO(Path(dl.value.path()).read_text(encoding="utf-8"))))
+    ids = {r["id"] for r in rows}
+    qid = next(i for i in re.findall(r"[^\s—]+", qid) if i in ids)
+    compared = 0
+    for card in page.locator('[data-testid="stHtml"]').filter(has=page.locator(".xlviz-qa")).all():
+        lang = card.locator(".xlviz-qa").get_attribute("data-lang")
+        for tr in card.locator(".xlviz-answers tr").all()[1:]:
+            cells = [c.strip() for c in tr.locator("td").all_inner_texts()]
+            model, em, f1 = cells[0], cells[2], cells[3]
+            row = next(r for r in rows if r["id"] == qid and r["language"] == lang and r["model"] == model)
+            assert (em, f1) == (f"{float(row['exact_match']):.0f}", f"{float(row['f1']):.1f}"), (lang, model, cells, row)
+            compared += 1
+    assert compared >= 2, "a card per language, each with the model's row"
+
+
+WIDGETS = ", ".join(f"[data-testid={w}]" for w in ("stSelectbox", "stMultiSelect", "stRadio", "stNumberInput", "stTextInput",
+                                                   "stTextArea", "stSlider", "stCheckbox", "stButtonGroup"))
+
+
+def _widgets(page) -> dict:
+    """Every widget's label and shown value (inputs, checked boxes, pressed buttons, slider values)."""
+    return page.evaluate("""(sel) => { const out = {};
+        document.querySelectorAll(sel).forEach((e, i) => {
+            if (e.closest('[data-testid=stSidebarNav]')) return;
+            const label = (e.querySelector('[data-testid=stWidgetLabel]') || {innerText: ''}).innerText.trim();
+            const inputs = Array.from(e.querySelectorAll('input, textarea')).map(x =>
+                x.type === 'radio' || x.type === 'checkbox' ? String(x.checked) : x.value);
+            const buttons = Array.from(e.querySelectorAll('button')).map(b => b.getAttribute('data-testid') || '');
+            const sliders = Array.from(e.querySelectorAll('[role=slider]')).map(s => s.getAttribute('aria-valuenow'));
+            out[`${e.getAttribute('data-testid')} ${label} #${i}`] =
+                [e.innerText.replace(/\\s+/g, ' ').trim(), ...inputs, ...buttons, ...sliders].join(' | ');
+        }); return out; }""", WIDGETS)
+
+
+def _settled_widgets(page, timeout_s: float = 90) -> dict:
+    """The widgets once two looks 1.5 s apart agree (a page may draw its widgets over two runs)."""
+    end, last = time.time() + timeout_s, _widgets(page)
+    while time.time() < end:
+        page.wait_for_timeout(1500)
+        now = _widgets(page)
+        if now == last:
+            return now
+        last = now
+    return last
+
+
+def _select_other(page, label: str) -> None:
+    """Pick an option of a selectbox other than the one it shows."""
+    box = page.locator('[data-testid="stSelectbox"]').filter(has=page.get_by_text(label, exact=True)).first
+    shown = _selected(page, label)  # the value lives in the box's input, not in its text
+    box.locator("input").first.click()
+    options = page.get_by_role("option")
+    options.first.wait_for(timeout=10_000)
+    other = next(o for o in options.all() if o.inner_text().strip() and o.inner_text().strip() not in shown)
+    other.click()
+    wait_idle(page, timeout_s=180)
+
+
+def _add_language(page) -> None:
+    box = page.get_by_test_id("stSidebar").locator('[data-testid="stMultiSelect"]').filter(has=page.get_by_text("Languages", exact=True))
+    box.locator("input").first.fill("de")
+    box.locator("input").first.press("Enter")
+    page.keyboard.press("Escape")
+    wait_idle(page)
+
+
+ROUND_TRIPS = {  # page path: how to move it off its defaults
+    "": _add_language,
+    "runs": lambda page: _select_other(page, "Run"),
+    "xquad": lambda page: (page.locator('input[aria-label^="Questions to answer"]').fill("2"),
+                           page.locator('input[aria-label^="Questions to answer"]').press("Enter"), wait_idle(page)),
+    "attention": lambda page: _select_other(page, "Layer"),
+    "alignment": lambda page: _select_other(page, "Sentence vector"),
+    "probing": lambda page: (page.get_by_test_id("stButtonGroup").get_by_text("Word in context", exact=True).click(), wait_idle(page, timeout_s=240)),
+}
+
+
+def test_every_page_comes_back_from_its_url(server, browser):
+    """Each of the six pages moved off its defaults: its URL, opened in a fresh browser context
+    (a colleague's browser), shows the same widget values; a bare URL shows others."""
+    url, _ = server
+
+    def opened(address: str):
+        ctx = browser.new_context(viewport={"width": 1500, "height": 1000})
+        pg = ctx.new_page()
+        pg.goto(address)
+        wait_idle(pg, timeout_s=240)
+        assert_no_exception(pg)
+        return ctx, pg
+
+    for path, change in ROUND_TRIPS.items():
+        ctx, pg = opened(f"{url}/{path}")
+        default = _settled_widgets(pg)
+        change(pg)
+        assert_no_exception(pg)
+        view, shared = _settled_widgets(pg), pg.url
+        ctx.close()
+        assert view != default, f"{path or 'home'}: the change did not change a widget"
+        ctx, pg = opened(shared)
+        end, again = time.time() + 90, _widgets(pg)
+        while again != view and time.time() < end:  # until the page has drawn them all
+            pg.wait_for_timeout(1000)
+            again = _widgets(pg)
+        ctx.close()
+        assert again == view, (path or "home", shared, {k: (view.get(k), again.get(k)) for k in set(view) | set(again)
+                                                        if view.get(k) != again.get(k)})
+
+
 def _loss_lines_go_forward(page) -> bool:
     """Every line of every loss chart goes forward in x (no diagonal back to step 0)."""
     return page.evaluate("""() => Array.from(document.querySelectorAll('.js-plotly-plot')).every(p =>
@@ -227,6 +414,8 @@ def _loss_lines_go_forward(page) -> bool:
 
 
 def test_start_a_tiny_run_and_watch_it_finish(server, page):
+    from xlviz import jobs
+
     url, root = server
     page.goto(f"{url}/runs")
     wait_idle(page)
@@ -244,6 +433,17 @@ def test_start_a_tiny_run_and_watch_it_finish(server, page):
     page.get_by_text("Started browser-run").wait_for(timeout=30_000)
     run_dir = root / "browser-run"
     page.locator("h4", has_text="browser-run").first.wait_for(timeout=30_000)  # the live view follows the new run
+    # cancelled while "starting" (its job has not written config.json yet): a run that can be
+    # resumed, not a folder the app cannot read
+    starting = not (run_dir / "config.json").exists()
+    page.get_by_role("button", name="Cancel").first.click()
+    page.get_by_role("button", name="Resume").first.wait_for(timeout=60_000)
+    assert_no_exception(page)
+    if starting:  # (a job that wrote its config first is the mid-stage cancel below)
+        assert json.loads((run_dir / "job.json").read_text()).get("cancelled"), "the cancel is recorded in job.json"
+        assert jobs.effective_state(run_dir) == "cancelled" and jobs.can_resume(run_dir)
+    page.get_by_role("button", name="Resume").first.click()
+    page.get_by_role("button", name="Cancel").first.wait_for(timeout=60_000)
     page.wait_for_timeout(8000)
     shot(page, "runs-running")
     # cancel once it trains, then resume: the view must keep polling without a reload
@@ -321,3 +521,11 @@ def test_attention_heatmaps_render(server, page):
     wait_idle(page)
     assert_no_exception(page)
     shot(page, "attention-typed")
+
+
+def test_the_server_log_has_no_deprecation_notice(server):
+    """Last in this module: the server's log of every walk above names no deprecated call."""
+    _, root = server
+    log = (root.parent / "streamlit.log").read_text(errors="replace")
+    notices = [line for line in log.splitlines() if "deprecat" in line.lower()]
+    assert not notices, notices[:5]

@@ -205,16 +205,22 @@ def word_embeddings_in_context(
                 )
                 outputs = enc_model(**_model_inputs(enc_model, enc), output_hidden_states=True)
                 states = torch.stack([h.float() for h in outputs.hidden_states])  # [L+1, b, T, h]
+                # averaging matrices [b, n_words, T]: 1/count for each sub-word of a word, built in
+                # numpy and applied in one einsum per batch (a Python loop of tensor writes and an
+                # einsum per sentence was a tenth of the Alignment page's cold render)
+                n_max = max(len(sents[i]) for i in idx)
+                avg = np.zeros((len(idx), n_max, states.shape[2]), dtype=np.float32)
+                for b in range(len(idx)):
+                    ids = enc.word_ids(b)
+                    tok = [t for t, w in enumerate(ids) if w is not None]
+                    avg[b, [ids[t] for t in tok], tok] = 1.0
+                counts = avg.sum(axis=2, keepdims=True)
+                avg /= np.maximum(counts, 1.0)
+                vecs_all = torch.einsum("bwt,lbth->lbwh", torch.from_numpy(avg).to(states.device), states).cpu().numpy()
                 for b, i in enumerate(idx):
-                    # averaging matrix [n_words, T]: 1/count for each sub-word of a word
-                    avg = torch.zeros(len(sents[i]), states.shape[2])
-                    for t, w in enumerate(enc.word_ids(b)):
-                        if w is not None:
-                            avg[w, t] = 1.0
-                    counts = avg.sum(dim=1, keepdim=True)
-                    missing[i] = (counts[:, 0] == 0).nonzero().flatten().tolist()
-                    avg = avg / counts.clamp(min=1.0)
-                    vecs = torch.einsum("wt,lth->lwh", avg.to(states.device), states[:, b]).cpu().numpy()
+                    n = len(sents[i])
+                    missing[i] = np.flatnonzero(counts[b, :n, 0] == 0).tolist()
+                    vecs = vecs_all[:, b, :n].copy()
                     if missing[i]:
                         vecs[:, missing[i]] = np.nan
                     results[i] = vecs.astype(np.float32, copy=False)

@@ -716,6 +716,26 @@ def seed_groups(runs: list[Run]) -> list[list[str]]:
     return [g for g in groups.values() if len(g) > 1]
 
 
+def name_width(names) -> int:
+    """Pixels a table column needs to show the longest of ``names`` whole (the grid's default
+    "medium" width cut "demo-20261124-123805" to "demo-2026112…", and every run looked alike)."""
+    longest = max((len(str(n)) for n in names), default=0)
+    return min(max(120, 8 * longest + 32), 640)
+
+
+def compare_column_config(table: pd.DataFrame) -> dict:
+    """column_config for a :func:`compare_table` part: the run and system names pinned at the
+    left and wide enough to read whole, every score with one decimal (the ratios too: they are
+    percentages)."""
+    import streamlit as st
+
+    from xlviz.ui.tables import SCORE_RULES, number_config
+
+    names = {c: st.column_config.TextColumn(c, width=name_width(table[c]), pinned=True)
+             for c in ("run", "runs", "system") if c in table}
+    return number_config(table, SCORE_RULES, config=names)
+
+
 def seed_summary(long: pd.DataFrame, groups: list[list[str]]) -> pd.DataFrame:
     """Mean ± sd of EM and F1 per setting, system and language over each group of seed-only
     runs, with the mean's 95% Student-t interval over the runs (none from one run: "1 seed")."""

@@ -42,7 +42,7 @@ def question_card(lang: str, ex: QAExample, answers: Sequence[tuple[str, Mapping
     rows_html = "".join(
         f'<tr><td><span style="box-shadow:inset 0 -4px 0 {colours[name]}">{html.escape(name)}</span></td>'
         f"<td>{html.escape(text) or '<i>(empty)</i>'}</td><td style='text-align:right'>{em:.0f}</td>"
-        f"<td style='text-align:right'>{f1:.0f}</td></tr>"
+        f"<td style='text-align:right'>{f1:.1f}</td></tr>"
         for name, text, em, f1 in table
     )
     return body + (

@@ -1,0 +1,140 @@
+"""Page timings in a real browser: every page cold (a fresh server, nothing cached) and warm (the
+same page loaded again in a new tab of that server), median of ``--repeat`` rounds.
+
+    python bench/bench_pages_browser.py [--checkpoints DIR] [--repeat 3] [--pages alignment,...]
+
+A page's time runs from ``page.goto`` until its last element rendered: the moment after which, for
+``--quiet-s`` seconds, Streamlit shows no "running" indicator (status widget, spinner) and the
+number of elements in the main area no longer changes. With ``--checkpoints`` the
+app reads that folder (e.g. a copy of a finished demo run: real tiny models); without it, a fake
+run (tests/app_fixtures.py). Models are "cached" as the issue means it: on disk, not in the
+process; the cold column includes loading them, the warm one does not.
+
+Targets: every page ≤ 2 s warm, Alignment ≤ 5 s cold, on a quiet machine. The table prints the
+1-minute load average before and after: on a shared machine the numbers are upper bounds.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+PAGES = ["home", "runs", "xquad", "attention", "alignment", "probing"]
+BUSY = '[data-testid="stStatusWidget"], [data-testid="stSpinner"]'
+ELEMENTS = "() => document.querySelectorAll('[data-testid=stMain] [data-testid=stElementContainer]').length"
+CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run"]
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+class Server:
+    """``streamlit run app.py`` on a free port, as the README starts it; stopped by its own pid."""
+
+    def __init__(self, root: Path):
+        self.port = _free_port()
+        env = dict(os.environ, XLVIZ_CHECKPOINTS=str(root), PYTHONPATH=str(REPO))
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless", "true", "--server.port", str(self.port)],
+            cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
+        for _ in range(600):
+            try:
+                socket.create_connection(("127.0.0.1", self.port), 0.5).close()
+                return
+            except OSError:
+                time.sleep(0.2)
+        self.stop()
+        raise SystemExit("streamlit did not start")
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    def stop(self) -> None:
+        os.killpg(self.proc.pid, 15)
+        self.proc.wait(timeout=30)
+
+
+def time_page(browser, url: str, quiet_s: float, timeout_s: float = 300) -> float:
+    """Seconds from navigation until the page's last change (see the module's docstring)."""
+    ctx = browser.new_context(viewport={"width": 1500, "height": 1000})
+    page = ctx.new_page()
+    try:
+        start = time.perf_counter()
+        page.goto(url)
+        page.wait_for_selector("h1", timeout=timeout_s * 1000)
+        last, seen = time.perf_counter(), -1
+        while time.perf_counter() - start < timeout_s:
+            busy = page.locator(BUSY).count() > 0
+            n = page.evaluate(ELEMENTS)
+            now = time.perf_counter()
+            if busy or n != seen:
+                last, seen = now, n
+            elif now - last >= quiet_s:
+                break
+            page.wait_for_timeout(100)
+        if page.locator('[data-testid="stException"]').count():
+            print(f"  ! {url}: {page.locator('[data-testid=stException]').first.inner_text()[:200]}", file=sys.stderr)
+        return last - start
+    finally:
+        ctx.close()
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--checkpoints", help="the app's checkpoints folder (default: a fake run in a temporary folder)")
+    ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--pages", default=",".join(PAGES))
+    ap.add_argument("--quiet-s", type=float, default=2.0)
+    args = ap.parse_args()
+    from playwright.sync_api import sync_playwright
+
+    pages = [p for p in args.pages.split(",") if p]
+    tmp = tempfile.TemporaryDirectory()
+    root = Path(args.checkpoints).resolve() if args.checkpoints else Path(tmp.name) / "checkpoints"
+    if not args.checkpoints:
+        sys.path.insert(0, str(REPO))
+        from tests.app_fixtures import make_run
+
+        make_run(root, "bench-run")
+    load0 = os.getloadavg()[0]
+    times: dict[str, dict[str, list[float]]] = {p: {"cold": [], "warm": []} for p in pages}
+    with sync_playwright() as pw:
+        browser = pw.chromium.launch(executable_path="/usr/bin/chromium", args=CHROMIUM_ARGS)
+        for r in range(args.repeat):
+            for page in pages:
+                server = Server(root)
+                try:
+                    url = f"{server.url}/{'' if page == 'home' else page}"
+                    cold = time_page(browser, url, args.quiet_s)
+                    warm = time_page(browser, url, args.quiet_s)
+                finally:
+                    server.stop()
+                times[page]["cold"].append(cold)
+                times[page]["warm"].append(warm)
+                print(f"round {r + 1} {page:<10} cold {cold:6.2f} s  warm {warm:6.2f} s", file=sys.stderr, flush=True)
+        browser.close()
+    tmp.cleanup()
+    print(f"\nload average (1 min): {load0:.2f} before, {os.getloadavg()[0]:.2f} after ({os.cpu_count()} CPUs)")
+    print(f"checkpoints: {root if args.checkpoints else 'fake run (tests/app_fixtures.py)'}; median of {args.repeat}\n")
+    print(f"{'page':<12}{'cold (s)':>10}{'warm (s)':>10}   all cold / all warm")
+    for page in pages:
+        c, w = times[page]["cold"], times[page]["warm"]
+        print(f"{page:<12}{statistics.median(c):>10.2f}{statistics.median(w):>10.2f}   "
+              f"{' '.join(f'{x:.1f}' for x in c)} / {' '.join(f'{x:.1f}' for x in w)}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

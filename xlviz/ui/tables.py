@@ -1,0 +1,45 @@
+"""Fixed precision for the app's tables.
+
+st.dataframe shows a float with up to four decimals unless its column says otherwise
+(``66.6667`` for a per-question F1, ``0.9432`` beside ``0.95``): a table of scores then reads as
+noise. :func:`number_config` gives every float column a format from the page's convention, by
+column name, so no table can forget one; the frames themselves (and the CSV downloads built
+from them) keep full precision.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+import pandas as pd
+
+ONE = "%.1f"    # EM, F1 and other percentages
+TWO = "%.2f"    # ratios, log-probabilities
+THREE = "%.3f"  # p values, cosines, CKA and other similarities in [0, 1]
+PERCENT = "percent"  # a fraction shown as a percentage (0.018 -> 1.80%), as the page's charts draw it
+
+# EM / F1 tables (Runs, XQuAD): scores and their interval ends in %, p values with three decimals
+SCORE_RULES: tuple[tuple[str, str], ...] = ((r"^p\b", THREE), (r"\bsd\b", ONE), (r".", ONE))
+# Alignment rows: retrieval and word translation are fractions drawn in % on the charts; CKA a similarity
+ALIGNMENT_RULES: tuple[tuple[str, str], ...] = ((r"^retrieval|^word_translation", PERCENT), (r"cka|cos", THREE))
+
+
+def column_format(name: object, rules: Sequence[tuple[str, str]], default: str) -> str:
+    """The format of the first rule whose pattern is found in the column's name, else ``default``."""
+    return next((fmt for pattern, fmt in rules if re.search(pattern, str(name))), default)
+
+
+def number_config(frame: pd.DataFrame, rules: Sequence[tuple[str, str]] = (), default: str = ONE,
+                  config: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """``column_config`` for st.dataframe: ``config`` as given, plus a NumberColumn with a fixed
+    format for every other float column of ``frame`` (the label stays the column's name)."""
+    import streamlit as st
+
+    out = dict(config or {})
+    for col in frame.columns:
+        if str(col) in out or not pd.api.types.is_float_dtype(frame[col]):
+            continue
+        out[str(col)] = st.column_config.NumberColumn(format=column_format(col, rules, default))
+    return out
