@@ -143,7 +143,7 @@ def test_every_page_renders_and_the_sidebar_choice_follows(server, page):
         wait_idle(page)
         assert_no_exception(page)
         nav = [t.strip().splitlines()[-1] for t in page.get_by_test_id("stSidebarNavLink").all_inner_texts()]  # icon name, title
-        assert nav == ["Home", "Runs", "XQuAD", "Attention", "Alignment", "Probing"], nav
+        assert nav == ["Home", "Runs", "Sweeps", "XQuAD", "Attention", "Alignment", "Probing"], nav
         shot(page, f"page-{name}")
     # navigate through the sidebar: the picked models stay
     page.goto(url)
