@@ -203,3 +203,42 @@ def test_transfer_corpus_alias_gives_the_same_run_as_transfer_on_files(tmp_path)
     assert a.results() == b.results() and {r["system"] for r in a.results()} == {"monotrans", "floor"}
     for stage in ("s1_pretrain", "s2_transfer-svo"):
         assert (old / stage / "model.safetensors").read_bytes() == (new / stage / "model.safetensors").read_bytes()
+
+
+# --------------------------------------------------------------------------- more retrieval sets (opt-in tasks)
+def test_tatoeba_and_pud_retrieval_tasks_score_their_pairs(shared_data, tmp_path, monkeypatch):
+    """The opt-in retrieval tasks read their own pairs (Tatoeba xx-eng with English on the L1
+    side, PUD by sentence id) and write their own prefixed fields beside the Multi30k ones."""
+    import numpy as np
+
+    import xlviz.analysis.representations as representations
+    from xlviz.methods import stream
+    from xlviz.transfer.pipeline import Pipeline
+
+    monkeypatch.setenv("XLVIZ_SHARED_DATA", str(shared_data))
+    cfg = TransferConfig.from_dict({"source": "multi30k", "methods": ["monotrans"], "tasks": ["retrieval-tatoeba", "retrieval-pud"],
+                                    "data": {"parallel_max": 60}})
+    pipe = Pipeline(cfg, tmp_path / "run")
+    assert [s for s in pipe.plan() if s.startswith("alignment")] == ["alignment-tatoeba", "alignment-pud"]
+    assert TransferConfig.from_dict({"source": "multi30k"}).tasks == [] and "alignment-pud" not in \
+        Pipeline(TransferConfig.from_dict({"source": "multi30k"}), tmp_path / "r2").plan(), "opt-in: not in a default run"
+    pipe.run.path.mkdir()
+    seen = {}
+
+    def embed(model, tok, texts, **kw):  # the L1 side is English in both sets; identical rows: perfect retrieval
+        seen.setdefault(model, []).append(texts)
+        return np.stack([np.eye(len(texts))] * 2)
+
+    monkeypatch.setattr(stream, "load_l1", lambda ctx: ("l1", None))
+    monkeypatch.setattr(stream, "l2_model", lambda ctx, system, l1, tok: ("l2", None))
+    monkeypatch.setattr(representations, "sentence_embeddings", embed)
+    for name in ("retrieval-tatoeba", "retrieval-pud"):
+        task_of(name).run(pipe)
+    row = pipe.run.results()[0]
+    assert row["tasks"] == ["retrieval-tatoeba", "retrieval-pud"] and row["language"] == "de"
+    assert row["tatoeba_retrieval"] == 100.0 and row["pud_retrieval"] == 100.0 and "retrieval" not in row
+    assert row["tatoeba_retrieval_selection_pairs"] + row["tatoeba_retrieval_reported_pairs"] == 60
+    en_tatoeba, en_pud = seen["l1"]
+    assert all(s.isascii() for s in en_tatoeba[:20]) and len(en_pud) == 60
+    assert any(c in "äöüß" for s in seen["l2"][0] for c in s), "the L2 side of Tatoeba is German"
+    assert json.loads((tmp_path / "run" / "alignment-pud.json").read_text())["parallel"] == ["pud:en-de"]

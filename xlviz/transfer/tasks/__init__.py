@@ -5,7 +5,7 @@ of the data source (names of :data:`xlviz.data.sources.OFFERS`) and the kinds of
 written for; it scores either once per run in a stage of its own (``stage``: sentence retrieval
 runs as soon as the encoders exist, before QA fine-tuning) or per system in the system's
 ``s4_<system>`` stage (``score``). A run lists the tasks it scores in its config's ``tasks``
-(empty: every task its source and systems support); result rows carry ``task`` (a row that
+(empty: every default task its source supports); result rows carry ``task`` (a row that
 merges several tasks' fields for one system and language lists them in ``tasks``).
 
 Tasks registered at runtime (:func:`register`) are found beside the modules here.
@@ -29,6 +29,7 @@ class Task:
     kinds: tuple[str, ...] = ("world", "corpus")
     stage: str | None = None  # its own stage's name (run once per run), or None: scored per system
     order: int = 50
+    default: bool = True  # scored when a run lists no tasks (opt-in tasks: only when listed)
 
     def applies(self, kind: str, offers: frozenset[str]) -> bool:
         """Whether a run on a source of ``kind`` offering ``offers`` can score this task."""
@@ -83,7 +84,7 @@ def run_tasks(names: list[str], kind: str, offers: frozenset[str], *, path: str 
     if not isinstance(names, list) or not all(isinstance(n, str) for n in names):
         raise XlvizError(f"expected a list of task names, got {names!r}", path=path, field="tasks")
     if not names:
-        return [t.name for t in tasks().values() if t.applies(kind, offers)]
+        return [t.name for t in tasks().values() if t.default and t.applies(kind, offers)]
     for name in names:
         task = task_of(name)
         if kind not in task.kinds:

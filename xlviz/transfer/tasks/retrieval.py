@@ -60,8 +60,17 @@ def held_out_layer(emb_a, emb_b, seed: int) -> dict:
 
 
 class Retrieval(Task):
+    """Retrieval on the source's own parallel pairs; subclasses read other pair sets
+    (:meth:`pairs`) and prefix their result fields (``prefix``)."""
+
+    prefix = ""
+
+    def pairs(self, ctx) -> tuple[list[tuple[str, str]], list[str]]:
+        """(the (L1, L2) sentence pairs, the files they come from)."""
+        return ctx.data.parallel_pairs(), [str(p) for p in ctx.data.parallel_files()]
+
     def run(self, ctx) -> None:
-        """Sentence retrieval per layer on the parallel set for every system of the run."""
+        """Sentence retrieval per layer on the pairs for every system of the run."""
         if not ctx.main:
             return
         import numpy as np
@@ -70,14 +79,14 @@ class Retrieval(Task):
         from xlviz.analysis.representations import sentence_embeddings
         from xlviz.methods import stream
 
-        cfg, data = ctx.cfg, ctx.data
-        pairs = data.parallel_pairs()
+        cfg, data, p = ctx.cfg, ctx.data, self.prefix
+        pairs, origin = self.pairs(ctx)
         src, tgt = [a for a, _ in pairs], [b for _, b in pairs]
         l1, l1_tok = stream.load_l1(ctx)
         kw = dict(pooling=cfg.eval_pooling, max_length=cfg.eval_max_length, batch_size=64)
         emb_l1 = sentence_embeddings(l1, l1_tok, src, **kw)
         out = {"l1": data.l1, "l2": data.l2, "n_pairs": len(pairs), "pooling": cfg.eval_pooling, "chance": 1 / len(pairs),
-               "parallel": [str(p) for p in data.parallel_files()], "systems": {}, "layer_selection": {}}
+               "parallel": origin, "systems": {}, "layer_selection": {}}
         rows = []
         for system in ctx.cfg.systems:
             model, tok = stream.l2_model(ctx, system, l1, l1_tok)
@@ -96,16 +105,16 @@ class Retrieval(Task):
             out["systems"][system] = layers
             best = held_out_layer(emb_l1, emb, seed=cfg.seed)
             out["layer_selection"][system] = best
-            rows.append({"system": system, "language": data.l2, "retrieval": round(100 * best["retrieval"], 2),
-                         "retrieval_layer": best["layer"], "retrieval_selection_pairs": best["selection_pairs"],
-                         "retrieval_reported_pairs": best["reported_pairs"],
-                         "retrieval_per_layer": [round(100 * x["mean"], 2) for x in layers],
-                         "retrieval_top10_per_layer": [round(100 * x["top10"], 2) for x in layers]})
-            ctx.log(f"  {system}: retrieval (mean of both directions, centred) per layer "
+            rows.append({"system": system, "language": data.l2, f"{p}retrieval": round(100 * best["retrieval"], 2),
+                         f"{p}retrieval_layer": best["layer"], f"{p}retrieval_selection_pairs": best["selection_pairs"],
+                         f"{p}retrieval_reported_pairs": best["reported_pairs"],
+                         f"{p}retrieval_per_layer": [round(100 * x["mean"], 2) for x in layers],
+                         f"{p}retrieval_top10_per_layer": [round(100 * x["top10"], 2) for x in layers]})
+            ctx.log(f"  {system}: {self.name} (mean of both directions, centred) per layer "
                     + " ".join(f"{100 * x['mean']:.1f}" for x in layers) + f"; layer {best['layer']} chosen on "
                     + f"{best['selection_pairs']} pairs gives {100 * best['retrieval']:.1f} on the other {best['reported_pairs']}; "
                     + "top-10 " + " ".join(f"{100 * x['top10']:.1f}" for x in layers))
-        atomic_write_json(ctx.path("alignment.json"), out)
+        atomic_write_json(ctx.path(f"{self.stage}.json"), out)
         ctx.add_task_rows(self.name, rows)
 
 
