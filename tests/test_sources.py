@@ -242,3 +242,27 @@ def test_tatoeba_and_pud_retrieval_tasks_score_their_pairs(shared_data, tmp_path
     assert all(s.isascii() for s in en_tatoeba[:20]) and len(en_pud) == 60
     assert any(c in "äöüß" for s in seen["l2"][0] for c in s), "the L2 side of Tatoeba is German"
     assert json.loads((tmp_path / "run" / "alignment-pud.json").read_text())["parallel"] == ["pud:en-de"]
+
+
+@pytest.mark.slow
+def test_word_translation_task_on_a_world_run(tmp_path):
+    """An opt-in task scored per system after QA: rows carry both tasks and the per-layer
+    word translation accuracy against the world's dictionary."""
+    tiny = {"model_size": "tiny", "vocab_size": 200, "batch_size": 8, "mlm_batch_size": 8, "pretrain_steps": 4, "transfer_steps": 3,
+            "finetune_steps": 3, "log_every": 2, "mixed_precision": "no", "eval_every": 0, "methods": ["monotrans", "floor"],
+            "tasks": ["qa", "word-translation"],
+            "world": {"corpus_documents": 80, "qa_train_paragraphs": 10, "qa_dev_paragraphs": 3, "qa_test_paragraphs": 3,
+                      "parallel_pairs": 20, "agreement_pairs": 9, "sense_pairs": 6}}
+    (tmp_path / "c.json").write_text(json.dumps(tiny))
+    assert cli(["transfer", "--config", str(tmp_path / "c.json"), "--run-dir", str(tmp_path / "run")]) == 0
+    rows = {(r["system"], r["language"]): r for r in Run(tmp_path / "run").results()}
+    for system in ("monotrans", "floor"):
+        assert rows[(system, "en")]["tasks"] == ["qa"] and "word_translation_per_layer" not in rows[(system, "en")]
+        for l2 in ("svo", "sov"):
+            row = rows[(system, l2)]
+            assert row["tasks"] == ["qa", "word-translation"] and "f1" in row
+            assert len(row["word_translation_per_layer"]) == 3 and all(0 <= x <= 100 for x in row["word_translation_per_layer"])
+            assert row["word_translation_words"] > 0
+    with pytest.raises(XlvizError, match="not written for corpus sources") as e:
+        TransferConfig.from_dict({"source": "multi30k", "tasks": ["word-translation"]})
+    assert e.value.field == "tasks"
