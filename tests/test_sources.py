@@ -245,22 +245,27 @@ def test_tatoeba_and_pud_retrieval_tasks_score_their_pairs(shared_data, tmp_path
 
 
 @pytest.mark.slow
-def test_word_translation_task_on_a_world_run(tmp_path):
-    """An opt-in task scored per system after QA: rows carry both tasks and the per-layer
-    word translation accuracy against the world's dictionary."""
+def test_word_translation_and_probing_tasks_on_a_world_run(tmp_path):
+    """Opt-in tasks scored per system after QA: rows carry the tasks, the per-layer word
+    translation accuracy against the world's dictionary and the agreement probe's accuracy."""
     tiny = {"model_size": "tiny", "vocab_size": 200, "batch_size": 8, "mlm_batch_size": 8, "pretrain_steps": 4, "transfer_steps": 3,
             "finetune_steps": 3, "log_every": 2, "mixed_precision": "no", "eval_every": 0, "methods": ["monotrans", "floor"],
-            "tasks": ["qa", "word-translation"],
+            "tasks": ["qa", "word-translation", "probing"],
             "world": {"corpus_documents": 80, "qa_train_paragraphs": 10, "qa_dev_paragraphs": 3, "qa_test_paragraphs": 3,
                       "parallel_pairs": 20, "agreement_pairs": 9, "sense_pairs": 6}}
     (tmp_path / "c.json").write_text(json.dumps(tiny))
     assert cli(["transfer", "--config", str(tmp_path / "c.json"), "--run-dir", str(tmp_path / "run")]) == 0
     rows = {(r["system"], r["language"]): r for r in Run(tmp_path / "run").results()}
     for system in ("monotrans", "floor"):
-        assert rows[(system, "en")]["tasks"] == ["qa"] and "word_translation_per_layer" not in rows[(system, "en")]
+        assert rows[(system, "en")]["tasks"] == ["qa", "probing"] and "word_translation_per_layer" not in rows[(system, "en")]
+        for lang in ("en", "svo", "sov"):  # a tiny vocabulary may cover no pair's two forms: no accuracy, said so
+            row = rows[(system, lang)]
+            assert row["agreement_total"] > 0 and 0 <= row["agreement_pairs"] <= row["agreement_total"]
+            assert (row["agreement"] is None) == (row["agreement_pairs"] == 0)
+            assert row["agreement"] is None or 0 <= row["agreement"] <= 100
         for l2 in ("svo", "sov"):
             row = rows[(system, l2)]
-            assert row["tasks"] == ["qa", "word-translation"] and "f1" in row
+            assert row["tasks"] == ["qa", "word-translation", "probing"] and "f1" in row
             assert len(row["word_translation_per_layer"]) == 3 and all(0 <= x <= 100 for x in row["word_translation_per_layer"])
             assert row["word_translation_words"] > 0
     with pytest.raises(XlvizError, match="not written for corpus sources") as e:
