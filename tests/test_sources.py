@@ -271,3 +271,39 @@ def test_word_translation_and_probing_tasks_on_a_world_run(tmp_path):
     with pytest.raises(XlvizError, match="not written for corpus sources") as e:
         TransferConfig.from_dict({"source": "multi30k", "tasks": ["word-translation"]})
     assert e.value.field == "tasks"
+
+
+# --------------------------------------------------------------------------- the Runs form
+def test_runs_form_offers_the_registered_sources_and_starts_a_multi30k_run(plugins, tmp_path, monkeypatch):
+    """The Runs page's "Data source" lists the registry (a source added at runtime too) and
+    passes the choice to ``xlviz transfer --source``; a system the source cannot run is refused."""
+    from streamlit.testing.v1 import AppTest
+
+    from xlviz import jobs
+
+    try:
+        from test_app_pages import APP, TIMEOUT
+    except ImportError:
+        from tests.test_app_pages import APP, TIMEOUT
+    root = tmp_path / "checkpoints"
+    root.mkdir()
+    monkeypatch.setenv("XLVIZ_CHECKPOINTS", str(root))
+    calls = []
+    monkeypatch.setattr(jobs, "start_job", lambda argv, run_dir: calls.append(list(argv)) or 4242)
+    at = AppTest.from_file(APP, default_timeout=TIMEOUT)
+    at.run()
+    at.switch_page("pages/runs.py").run()
+    assert not at.exception, [e.message for e in at.exception]
+    source = next(s for s in at.selectbox if s.label == "Data source")
+    assert [o.split(" — ")[0] for o in source.options][:3] == ["world", "multi30k", "files"] and source.value.startswith("world")
+    assert any(o.startswith("toy-corpus — a toy corpus added by one module") for o in source.options)
+    source.set_value(next(o for o in source.options if o.startswith("multi30k")))
+    next(m for m in at.multiselect if m.label == "Systems (methods)").set_value(["monotrans", "dictionary-oracle"])
+    next(b for b in at.button if b.label == "Start run").click().run()
+    assert not calls and "system 'dictionary-oracle' needs dictionary, qa_test, qa_train, which the multi30k source" in "\n".join(str(e.value) for e in at.error)
+    next(m for m in at.multiselect if m.label == "Systems (methods)").set_value(["monotrans", "floor"])
+    next(b for b in at.button if b.label == "Start run").click().run()
+    assert not at.exception and len(calls) == 1, [str(e.value) for e in at.error]
+    argv = calls[0]
+    assert argv[argv.index("--source") + 1] == "multi30k" and "--languages" not in argv
+    assert argv[argv.index("--methods") + 1] == "monotrans,floor"

@@ -71,7 +71,7 @@ class TransferForm:
     source: str = "world"  # a data source of the registry; the world's settings (languages, sizes) apply to "world" only
 
     def validate(self) -> None:
-        if not self.languages:
+        if self.source == "world" and not self.languages:
             raise XlvizError("pick at least one target language", field="languages")
         if self.model_size not in MODEL_SIZES:
             raise XlvizError(f"model size must be one of {', '.join(MODEL_SIZES)}", field="model_size")
@@ -82,7 +82,7 @@ class TransferForm:
                 raise XlvizError(f"must be between {lo} and {hi}", field=name)
         if not 0 <= int(self.workers) <= 64:
             raise XlvizError("must be between 0 (one per core) and 64", field="workers")
-        for entry in self.languages:  # a preset, or code:grammar[:script] (e.g. x:tr+determiner=before)
+        for entry in self.languages if self.source == "world" else ():  # a preset, or code:grammar[:script] (e.g. x:tr+determiner=before)
             if "," in entry:
                 raise XlvizError(f"one language per entry, got {entry!r}", field="languages")
             check_code(parse_languages(entry)[0]["code"], field="languages")
