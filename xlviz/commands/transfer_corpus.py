@@ -85,7 +85,7 @@ def register(sub) -> None:
                     "learn L2 embeddings on the L2 corpus, measure sentence retrieval per layer on a parallel set "
                     "against the floor (untrained L2 embeddings); optionally fine-tune QA on L1 and evaluate zero-shot.",
     )
-    p.add_argument("--config", help="JSON file with CorpusTransferConfig settings (e.g. configs/multi30k-en-de.json)")
+    p.add_argument("--config", help="JSON file with the former flat transfer-corpus settings, or a transfer config (e.g. configs/multi30k-en-de.json)")
     p.add_argument("--resume", metavar="RUN_DIR", help="continue a run from its last completed stage")
     p.add_argument("--run-dir", dest="run_dir", help="exact run folder (default: <out>/<name>-<timestamp>)")
     p.add_argument("--out", help="checkpoints root (default: $XLVIZ_CHECKPOINTS or ./checkpoints)")
