@@ -90,7 +90,11 @@ def add_source_options(p: argparse.ArgumentParser) -> None:
 
 
 def source_settings(args: argparse.Namespace, d: dict) -> None:
-    """The source flags into the config dict ``d`` (its ``data`` for a source's options)."""
+    """The source flags into the config dict ``d`` (its ``data`` for a source's options); only
+    for a parser with :func:`add_source_options` (``sweep`` and ``demo`` share other flags, and
+    their own ``--parallel`` means something else)."""
+    if not hasattr(args, "l1_corpus"):
+        return
     if getattr(args, "source", None):
         d["source"] = args.source
     if getattr(args, "tasks", None):
