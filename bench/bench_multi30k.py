@@ -1,6 +1,6 @@
 """MONOTRANS on real text, timed on this machine: Multi30k en -> de, then an XQuAD slice.
 
-1. ``configs/multi30k-en-de.json`` through ``xlviz transfer-corpus``: pre-train a small BERT on
+1. ``configs/multi30k-en-de.json`` through ``xlviz transfer --config``: pre-train a small BERT on
    the English task-2 captions, learn German embeddings on the independent German task-2
    captions, sentence retrieval per layer on the parallel task-1 validation set (1,014 pairs)
    for the transferred German embeddings vs the floor (untrained German embeddings).
@@ -58,14 +58,15 @@ def main() -> int:
     torch.set_num_threads(args.threads)
     from xlviz.io import read_json
     from xlviz.runs import Run
-    from xlviz.transfer.corpus import CorpusPipeline, CorpusTransferConfig
+    from xlviz.transfer.config import TransferConfig
+    from xlviz.transfer.pipeline import Pipeline
     from xlviz.transfer.qa import QAConfig, QAPipeline
 
     base = read_json(args.config, what="config")
     for item in args.override:
         key, _, value = item.partition("=")
         base[key] = json.loads(value)
-    cfg = CorpusTransferConfig.from_dict(base, path=args.config)
+    cfg = TransferConfig.from_dict(base, path=args.config)
     stamp = dt.datetime.now().strftime("%Y%m%d-%H%M%S")
     out = Path(args.out)
     run_dir = out / f"{cfg.name}-{stamp}"
@@ -75,7 +76,7 @@ def main() -> int:
         "config": cfg.to_dict(), "run": str(run_dir),
     }
     t0 = time.time()
-    CorpusPipeline(cfg, run_dir).run_all()
+    Pipeline(cfg, run_dir).run_all()
     report["transfer_seconds"] = round(time.time() - t0, 1)
     run = Run(run_dir)
     report["stage_seconds"] = stage_times(run.log_path)
@@ -86,7 +87,7 @@ def main() -> int:
     report["loss"] = {k: {"first": v[0], "last": v[-1]} for k, v in losses.items()}
 
     systems = report["alignment"]["systems"]
-    print(f"\nMulti30k {cfg.l1}->{cfg.l2}: sentence retrieval on {report['alignment']['n_pairs']} parallel pairs "
+    print(f"\nMulti30k {cfg.data['l1']}->{cfg.data['l2']}: sentence retrieval on {report['alignment']['n_pairs']} parallel pairs "
           f"(chance {100 * report['alignment']['chance']:.2f}%), centred, percent")
     print(f"{'layer':>5} | {'monotrans en->de':>16} {'de->en':>6} {'top-10':>6} {'med.rank':>8} | "
           f"{'floor en->de':>12} {'de->en':>6} {'top-10':>6} {'med.rank':>8}")

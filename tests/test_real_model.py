@@ -115,17 +115,20 @@ def test_mlm_head_is_learned_with_body_and_tied_output_frozen(tmp_path):
 
     from xlviz.models.loading import load_model
     from xlviz.models.mlm_head import has_mlm_head, learns_mlm_head
-    from xlviz.transfer.corpus import CorpusPipeline, CorpusTransferConfig
+    from xlviz.transfer.config import TransferConfig
+    from xlviz.transfer.pipeline import Pipeline
 
     enc = _tiny_encoder(tmp_path)
     assert not has_mlm_head(enc) and learns_mlm_head(enc)
     with pytest.raises(XlvizError, match="no masked-LM head"):
         load_model(enc, task="mlm")
     files = write_world_corpora(tmp_path / "c", documents=30)
-    cfg = CorpusTransferConfig(init_model=str(enc), l1="en", l2="svo", l1_corpus=[str(files["en"])], l2_corpus=[str(files["svo"])],
-                               vocab_size=120, block_size=24, batch_size=4, mlm_head_steps=4, mlm_head_lr=1e-2, transfer_steps=2,
-                               mixed_precision="no", eval_max_length=24, qa_max_length=64, doc_stride=24, log_every=1)
-    pipe = CorpusPipeline(cfg, tmp_path / "run")
+    cfg = TransferConfig.from_dict({
+        "source": "files", "init_model": str(enc), "data": {"l1": "en", "l2": "svo", "l1_corpus": [str(files["en"])],
+                                                             "l2_corpus": [str(files["svo"])]},
+        "vocab_size": 120, "block_size": 24, "mlm_batch_size": 4, "mlm_head_steps": 4, "mlm_head_lr": 1e-2, "transfer_steps": 2,
+        "mixed_precision": "no", "eval_max_length": 24, "qa_max_length": 64, "doc_stride": 24, "log_every": 1})
+    pipe = Pipeline(cfg, tmp_path / "run")
     assert pipe.plan()[:4] == ["world", "s1_pretrain", "s1b_mlm_head", "s2_transfer-svo"]
     pipe.run_all()
     run = Run(tmp_path / "run")
@@ -210,7 +213,7 @@ def test_bootstrap_interval():
 
 
 def test_article_split_keeps_articles_whole():
-    from xlviz.transfer.corpus import article_split
+    from xlviz.transfer.tasks.qa import article_split
 
     data = {"data": [{"title": f"a{i}", "paragraphs": [{"context": "c", "qas": [{"id": f"{i}-{j}-{k}", "question": "q", "answers": []}
                                                                                for k in range(2)]} for j in range(3)]}
@@ -260,13 +263,16 @@ def test_real_minilm_step1b_a_few_steps(minilm, tmp_path):
     from safetensors.torch import load_file
 
     from xlviz.models.loading import load_model
-    from xlviz.transfer.corpus import CorpusPipeline, CorpusTransferConfig
+    from xlviz.transfer.config import TransferConfig
+    from xlviz.transfer.pipeline import Pipeline
 
     files = write_world_corpora(tmp_path / "c", documents=20)
-    cfg = CorpusTransferConfig(init_model=str(minilm), l1="en", l2="svo", l1_corpus=[str(files["en"])], l2_corpus=[str(files["svo"])],
-                               vocab_size=200, block_size=24, batch_size=4, mlm_head_steps=3, transfer_steps=1,
-                               mixed_precision="no", eval_max_length=24, log_every=1)
-    pipe = CorpusPipeline(cfg, tmp_path / "run")
+    cfg = TransferConfig.from_dict({
+        "source": "files", "init_model": str(minilm), "data": {"l1": "en", "l2": "svo", "l1_corpus": [str(files["en"])],
+                                                                "l2_corpus": [str(files["svo"])]},
+        "vocab_size": 200, "block_size": 24, "mlm_batch_size": 4, "mlm_head_steps": 3, "transfer_steps": 1,
+        "mixed_precision": "no", "eval_max_length": 24, "log_every": 1})
+    pipe = Pipeline(cfg, tmp_path / "run")
     pipe.stop_after = "s1b_mlm_head"
     pipe.run_all()
     losses = [m["loss"] for m in Run(tmp_path / "run").metrics() if m["stage"] == "s1b_mlm_head"]

@@ -1,4 +1,5 @@
-"""MONOTRANS on corpora read from files (``transfer-corpus``), from a pre-trained model as step 1,
+"""MONOTRANS on corpora read from files (``transfer --source files``, and the deprecated
+``transfer-corpus`` alias), from a pre-trained model as step 1,
 QA fine-tuning of any encoder with per-language evaluation (``finetune-qa``), streaming and
 batch bookkeeping. Corpora here are the generated world's, written to files; the real
 Multi30k / XQuAD runs are in bench/bench_multi30k.py (tests on them skip without the data)."""
@@ -15,7 +16,8 @@ import torch
 from xlviz.cli import main as cli
 from xlviz.errors import XlvizError
 from xlviz.runs import Run
-from xlviz.transfer.corpus import CorpusTransferConfig, resolve_files
+from xlviz.data.sources.files import resolve_files
+from xlviz.transfer.config import TransferConfig
 from xlviz.transfer.qa import paragraph_split, qa_files, repair_answer_starts, squad_subset
 from xlviz.transfer.runner import feature_batches, mask_for_mlm, masked_lm_batches
 
@@ -69,11 +71,12 @@ def test_streaming_does_not_materialise_the_corpus():
 
 
 def test_corpus_texts_are_streamed_from_files(tmp_path):
-    from xlviz.transfer.corpus import CorpusPipeline
+    from xlviz.transfer.pipeline import Pipeline
 
     files = write_world_corpora(tmp_path / "c", documents=20)
-    cfg = CorpusTransferConfig(l1="en", l2="svo", l1_corpus=[str(files["en"])], l2_corpus=[str(files["svo"])], mixed_precision="no")
-    stream = CorpusPipeline(cfg, tmp_path / "run").texts("svo", max_lines=None)()
+    cfg = TransferConfig.from_dict({"source": "files", "data": {"l1": "en", "l2": "svo", "l1_corpus": [str(files["en"])],
+                                                                 "l2_corpus": [str(files["svo"])]}})
+    stream = Pipeline(cfg, tmp_path / "run").data.texts("svo", max_lines=None)()
     assert iter(stream) is stream and not isinstance(stream, (list, tuple)), "a generator, not a list"
     assert isinstance(next(stream), str)
 
@@ -128,33 +131,50 @@ def test_resolve_files_globs_and_shared_prefix(tmp_path, monkeypatch):
 
 
 def test_config_errors_name_the_field(tmp_path, capsys):
+    files = {"source": "files"}
     with pytest.raises(XlvizError, match="unknown setting") as e:
-        CorpusTransferConfig.from_dict({"l2_corpus": ["x"], "l1_corpus": ["y"], "bogus": 1})
+        TransferConfig.from_dict({**files, "data": {"l2_corpus": ["x"], "l1_corpus": ["y"]}, "bogus": 1})
     assert e.value.field == "bogus"
+    with pytest.raises(XlvizError, match="unknown data option") as e:
+        TransferConfig.from_dict({**files, "data": {"l2_corpus": ["x"], "bogus": 1}})
+    assert e.value.field == "data.bogus"
+    # no L1 corpus and no init_model: MONOTRANS's premise (an L1 model) is not met, before anything trains
+    with pytest.raises(XlvizError, match="needs l1_model") as e:
+        TransferConfig.from_dict({**files, "data": {"l2_corpus": ["x"]}})
+    assert e.value.field == "methods"
     with pytest.raises(XlvizError) as e:
-        CorpusTransferConfig.from_dict({"l2_corpus": ["x"]})
-    assert e.value.field == "l1_corpus"
-    with pytest.raises(XlvizError) as e:
-        CorpusTransferConfig.from_dict({"l2_corpus": ["x"], "init_model": "m", "parallel": ["only-one"]})
-    assert e.value.field == "parallel"
+        TransferConfig.from_dict({**files, "data": {"l2_corpus": ["x"], "parallel": ["only-one"]}, "init_model": "m"})
+    assert e.value.field == "data.parallel"
+    with pytest.raises(XlvizError, match="unknown data source") as e:
+        TransferConfig.from_dict({"source": "nowhere"})
+    assert e.value.field == "source"
+    # a transfer-corpus config (one flat object) is read as the same run on the files source
+    old = TransferConfig.from_dict({"l1_corpus": ["y"], "l2_corpus": ["x"], "batch_size": 8, "mask_prob": 0.2, "qa_batch_size": 4})
+    assert (old.source, old.methods, old.data["l1_corpus"], old.mlm_batch_size, old.mlm_probability, old.batch_size) == \
+        ("files", ["monotrans", "floor"], ["y"], 8, 0.2, 4)
     assert cli(["transfer-corpus", "--l2-corpus", str(tmp_path / "missing*.gz"), "--l1-corpus", "x", "--run-dir", str(tmp_path / "r"),
                 "--mixed-precision", "no"]) == 2
+    err = capsys.readouterr().err
+    assert "no en corpus file matches 'x'" in err and "Traceback" not in err
+    assert cli(["transfer", "--source", "files", "--l2-corpus", str(tmp_path / "missing*.gz"), "--l1-corpus", "x",
+                "--run-dir", str(tmp_path / "r2")]) == 2
     err = capsys.readouterr().err
     assert "no en corpus file matches 'x'" in err and "Traceback" not in err
 
 
 def test_documented_config_is_valid():
-    cfg = CorpusTransferConfig.from_file(REPO / "configs" / "multi30k-en-de.json")
-    assert cfg.l1 == "en" and cfg.l2 == "de" and cfg.parallel and cfg.init_model is None
+    cfg = TransferConfig.from_file(REPO / "configs" / "multi30k-en-de.json")
+    assert cfg.source == "multi30k" and cfg.data["l1"] == "en" and cfg.data["l2"] == "de" and cfg.data["parallel"]
+    assert cfg.init_model is None and cfg.methods == ["monotrans", "floor"]
 
 
 def test_documented_config_files_exist(shared_data, monkeypatch):
     monkeypatch.setenv("XLVIZ_SHARED_DATA", str(shared_data))
-    cfg = CorpusTransferConfig.from_file(REPO / "configs" / "multi30k-en-de.json")
-    assert len(resolve_files(cfg.l1_corpus, "en")) == 5 and len(resolve_files(cfg.l2_corpus, "de")) == 5
-    a, b = resolve_files(cfg.parallel, "parallel")
+    cfg = TransferConfig.from_file(REPO / "configs" / "multi30k-en-de.json")
+    assert len(resolve_files(cfg.data["l1_corpus"], "en")) == 5 and len(resolve_files(cfg.data["l2_corpus"], "de")) == 5
+    a, b = resolve_files(cfg.data["parallel"], "parallel")
     assert "task1" in str(a) and "task1" in str(b), "alignment is measured on the parallel task1 set, never trained on"
-    assert not {p.name for p in resolve_files(cfg.l2_corpus, "de")} & {a.name, b.name}
+    assert not {p.name for p in resolve_files(cfg.data["l2_corpus"], "de")} & {a.name, b.name}
 
 
 # --------------------------------------------------------------------------- QA data helpers
@@ -193,17 +213,20 @@ def test_paragraph_split_and_eval_files(tmp_path):
 # --------------------------------------------------------------------------- end to end
 TINY = ["--model-size", "tiny", "--vocab-size", "200", "--block-size", "32", "--batch-size", "8", "--shuffle-buffer", "32",
         "--pretrain-steps", "4", "--transfer-steps", "4", "--log-every", "2", "--mixed-precision", "no", "--eval-max-length", "32"]
+# the same for ``xlviz transfer``, where --batch-size is the QA batch and --mlm-batch-size the masked-LM one
+TINY_TRANSFER = ["--model-size", "tiny", "--vocab-size", "200", "--block-size", "32", "--mlm-batch-size", "8", "--shuffle-buffer", "32",
+                 "--pretrain-steps", "4", "--transfer-steps", "4", "--log-every", "2", "--mixed-precision", "no", "--eval-max-length", "32"]
 
 
 @pytest.mark.slow
-def test_transfer_corpus_end_to_end_with_qa(tmp_path):
+def test_transfer_on_files_end_to_end_with_qa(tmp_path):
     files = write_world_corpora(tmp_path / "c")
     qa_dir = write_world_qa(tmp_path / "qa")
     run_dir = tmp_path / "run"
-    args = ["transfer-corpus", "--run-dir", str(run_dir), "--l1", "en", "--l2", "svo", "--l1-corpus", str(files["en"]),
-            "--l2-corpus", str(files["svo"]), "--parallel", str(files["par_en"]), str(files["par_svo"]),
+    args = ["transfer", "--source", "files", "--systems", "monotrans,floor", "--run-dir", str(run_dir), "--l1", "en", "--l2", "svo",
+            "--l1-corpus", str(files["en"]), "--l2-corpus", str(files["svo"]), "--parallel", str(files["par_en"]), str(files["par_svo"]),
             "--qa-train", str(qa_dir / "qa.en.json"), "--qa-train-paragraphs", "6", "--qa-eval", str(qa_dir),
-            "--finetune-steps", "3", "--qa-batch-size", "4", "--qa-max-length", "64", "--doc-stride", "24", *TINY]
+            "--finetune-steps", "3", "--batch-size", "4", "--qa-max-length", "64", "--doc-stride", "24", *TINY_TRANSFER]
     assert cli(args) == 0
     run = Run(run_dir)
     status = run.status()
@@ -221,6 +244,7 @@ def test_transfer_corpus_end_to_end_with_qa(tmp_path):
         assert 0 <= rows[(system, "svo")]["retrieval"] <= 100 and len(rows[(system, "svo")]["retrieval_per_layer"]) == 3
         for lang in ("en", "svo"):
             assert 0 <= rows[(system, lang)]["f1"] <= 100 and rows[(system, lang)]["n_questions"] > 0
+        assert rows[(system, "svo")]["tasks"] == ["retrieval", "qa"] and rows[(system, "en")]["tasks"] == ["qa"]
     assert {m["stage"] for m in run.metrics()} >= {"s1_pretrain", "s2_transfer-svo", "s3_finetune"}
 
     from xlviz.models.loading import load_model
@@ -235,7 +259,7 @@ def test_transfer_corpus_end_to_end_with_qa(tmp_path):
     assert {a.path: a.role for a in artefacts(run, "stage")} == {"s1_pretrain": "pretrained", "s2_transfer-svo": "transferred",
                                                                   "s3_finetune": "finetuned"}
     # resuming a finished run does nothing
-    assert cli(["transfer-corpus", "--resume", str(run_dir)]) == 0
+    assert cli(["transfer", "--resume", str(run_dir)]) == 0
     assert Run(run_dir).status()["stages_done"] == status["stages_done"]
 
 
@@ -246,9 +270,9 @@ def test_monotrans_from_a_pretrained_model(arch, tmp_path):
     files = write_world_corpora(tmp_path / "c", documents=60)
     init = make_tiny(arch, tmp_path / "init", task="mlm", max_position_embeddings=64)
     run_dir = tmp_path / "run"
-    assert cli(["transfer-corpus", "--run-dir", str(run_dir), "--init-model", str(init), "--l1", "en", "--l2", "svo",
+    assert cli(["transfer", "--source", "files", "--run-dir", str(run_dir), "--init-model", str(init), "--l1", "en", "--l2", "svo",
                 "--l2-corpus", str(files["svo"]), "--parallel", str(files["par_en"]), str(files["par_svo"]), "--vocab-size", "150",
-                "--block-size", "32", "--batch-size", "4", "--transfer-steps", "3", "--mixed-precision", "no",
+                "--block-size", "32", "--mlm-batch-size", "4", "--transfer-steps", "3", "--mixed-precision", "no",
                 "--eval-max-length", "32", "--qa-max-length", "64", "--doc-stride", "24"]) == 0
     run = Run(run_dir)
     assert run.status()["state"] == "completed" and not (run_dir / "s1_pretrain").exists()

@@ -250,7 +250,8 @@ def run_info(run_dir: str | os.PathLike) -> RunInfo:
     seed = cfg.get("seed", 0)
     if not isinstance(seed, int):
         raise XlvizError(f"seed must be an integer, got {seed!r}", path=run.config_path, field="seed")
-    l1 = cfg.get("l1") if isinstance(cfg.get("l1"), str) else "en"
+    data = cfg.get("data") if isinstance(cfg.get("data"), dict) else {}  # a corpus source's options (l1, l2, files)
+    l1 = next((v for v in (cfg.get("l1"), data.get("l1")) if isinstance(v, str)), "en")
     floor_init = cfg.get("embedding_init") if cfg.get("embedding_init") in ("random", "l1_stats") else "random"
     std = cfg.get("l2_init_std")  # absent before it existed: those runs drew at initializer_range
     floor_init_std = float(std) if isinstance(std, (int, float)) and not isinstance(std, bool) and std > 0 else None

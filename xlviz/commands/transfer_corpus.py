@@ -1,4 +1,7 @@
-"""``xlviz transfer-corpus``: MONOTRANS on real monolingual corpora into a run folder (or resume one).
+"""``xlviz transfer-corpus`` (deprecated): the former command of MONOTRANS on real monolingual
+corpora, kept as a thin alias of ``xlviz transfer --source files --systems monotrans,floor``
+with its former flags and config files (``batch_size`` here is the masked-LM batch,
+``qa_batch_size`` the QA one, ``mask_prob`` the masking rate).
 
     xlviz transfer-corpus --l1 en --l2 de \\
         --l1-corpus 'shared:multi30k/task2/train.*.en.gz' --l2-corpus 'shared:multi30k/task2/train.*.de.gz' \\
@@ -7,7 +10,7 @@
     xlviz transfer-corpus --init-model path/to/english-bert --l2-corpus 'de/*.txt.gz' --parallel a.en b.de
     accelerate launch --multi_gpu --num_processes 2 -m xlviz transfer-corpus --config ...   # scale out
 
-Runs under ``accelerate launch`` unchanged (``batch_size`` is global; see xlviz/transfer/runner.py).
+Runs under ``accelerate launch`` unchanged (the MLM batch is global; see xlviz/transfer/runner.py).
 """
 
 from __future__ import annotations
@@ -36,7 +39,9 @@ LISTS = {"--l1-corpus": "l1_corpus", "--l2-corpus": "l2_corpus", "--qa-eval": "q
 
 
 def build_config(args: argparse.Namespace, base: dict | None = None):
-    from xlviz.transfer.corpus import CorpusTransferConfig
+    """The former flags and config file, read as they were, as a run of ``monotrans,floor`` on
+    the ``files`` source (:func:`xlviz.transfer.config.legacy_corpus_dict`)."""
+    from xlviz.transfer.config import TransferConfig, legacy_corpus_dict
 
     d = dict(base or {})
     for flag, (key, _) in OPTIONS.items():
@@ -51,37 +56,36 @@ def build_config(args: argparse.Namespace, base: dict | None = None):
         d["parallel"] = list(args.parallel)
     if getattr(args, "no_lowercase", False):
         d["lowercase"] = False
-    return CorpusTransferConfig.from_dict(d, path=getattr(args, "config", None))
+    if "source" not in d:
+        d = legacy_corpus_dict(d)
+    return TransferConfig.from_dict(d, path=getattr(args, "config", None))
 
 
 def run(args: argparse.Namespace) -> int:
-    from xlviz.commands.transfer import open_pipeline
-    from xlviz.transfer.corpus import CorpusPipeline
-    from xlviz.transfer.report import results_table
+    import sys
 
-    pipeline = open_pipeline(CorpusPipeline, args, build_config, "transfer-corpus config")
+    from xlviz.commands.transfer import open_pipeline, print_corpus_rows
+    from xlviz.transfer.pipeline import Pipeline
+
+    print("xlviz transfer-corpus is deprecated: it runs `xlviz transfer --source files --systems monotrans,floor` "
+          "(Multi30k: `xlviz transfer --source multi30k`)", file=sys.stderr, flush=True)
+    pipeline = open_pipeline(Pipeline, args, build_config, "transfer-corpus config")
     pipeline.stop_after = args.stop_after
     with pipeline.run.writer_lock(main=pipeline.main):
         rows = pipeline.run_all()
     if pipeline.main:
-        qa_rows = [r for r in rows if "f1" in r]
-        if qa_rows:
-            print(results_table(qa_rows, l1=pipeline.cfg.l1))
-        for r in rows:
-            if "retrieval" in r:
-                print(f"retrieval {r['system']:<10} {r['language']}: {r['retrieval']:.1f}% (held out) at layer {r['retrieval_layer']}; "
-                      f"per layer {r['retrieval_per_layer']}")
+        print_corpus_rows(rows, pipeline.data.l1 if pipeline.data is not None else pipeline.world.l1)
     return 0
 
 
 def register(sub) -> None:
     p = sub.add_parser(
-        "transfer-corpus", help="MONOTRANS on real monolingual corpora (or from a pre-trained model) into a run folder",
+        "transfer-corpus", help="(deprecated: xlviz transfer --source files) MONOTRANS on real monolingual corpora into a run folder",
         description="Learn vocabularies on two monolingual corpora, pre-train on L1 (or take --init-model as step 1), "
                     "learn L2 embeddings on the L2 corpus, measure sentence retrieval per layer on a parallel set "
                     "against the floor (untrained L2 embeddings); optionally fine-tune QA on L1 and evaluate zero-shot.",
     )
-    p.add_argument("--config", help="JSON file with CorpusTransferConfig settings (e.g. configs/multi30k-en-de.json)")
+    p.add_argument("--config", help="JSON file with the former flat transfer-corpus settings, or a transfer config (e.g. configs/multi30k-en-de.json)")
     p.add_argument("--resume", metavar="RUN_DIR", help="continue a run from its last completed stage")
     p.add_argument("--run-dir", dest="run_dir", help="exact run folder (default: <out>/<name>-<timestamp>)")
     p.add_argument("--out", help="checkpoints root (default: $XLVIZ_CHECKPOINTS or ./checkpoints)")

@@ -177,6 +177,27 @@ class Method:
         """zero-shot, translate-train or translate-test (:func:`setting_of` of ``uses``)."""
         return setting_of(self.uses(system, cfg))
 
+    def needs(self, system: str, cfg: Any = None) -> frozenset[str]:
+        """What ``system``'s premise requires of the data source (names of
+        :data:`xlviz.data.sources.OFFERS`): by default two monolingual corpora and QA data (it is
+        fine-tuned on L1 QA and scored on QA test sets), plus what :meth:`uses` declares
+        (parallel pairs, translated training data, test translations). A run on a source that
+        does not offer all of them is refused before anything trains."""
+        u = self.uses(system, cfg)
+        out = {"l1_corpus", "l2_corpus", "qa_train", "qa_test"}
+        if u.get("parallel_pairs"):
+            out.add("parallel")
+        if u.get("l2_labels"):
+            out.add("qa_train_l2")
+        if u.get("translate_test"):
+            out.add("qa_test_translation")
+        return frozenset(out)
+
+    def runs_on(self, system: str) -> tuple[str, ...]:
+        """The kinds of source (:data:`xlviz.data.sources.KINDS`) ``system``'s stages are
+        written for: the generated world's in-memory data, or streamed corpora."""
+        return ("world",)
+
     def probe_role(self, system: str) -> str:
         """What the system's L2 encoder is on the Probing page: "transferred" (an L1 model
         carried into the L2), "floor" or "reference" (trained on the L2 directly)."""

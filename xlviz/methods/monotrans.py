@@ -142,6 +142,10 @@ def finetune_stage(v: Variant) -> Stage:
 
 class Monotrans(Method):
     def stages(self, ctx: Context, system: str) -> list[Stage]:
+        if getattr(ctx, "source_kind", "world") == "corpus":
+            from xlviz.methods import stream
+
+            return stream.stages(ctx, system)
         v = VARIANTS[system]
         out = [WORLD, pretrain_stage()]
         if v.step2:
@@ -179,6 +183,18 @@ class Monotrans(Method):
     def probe_role(self, system: str) -> str:
         return "floor" if system == "floor" else "transferred"
 
+    def needs(self, system: str, cfg=None) -> frozenset[str]:
+        """MONOTRANS and its floor need an L1 model (pre-trained here or given) and an L2 corpus;
+        QA data only to be scored on QA (without it a corpus run scores retrieval). The other
+        variants change QA fine-tuning or read the dictionary, so they need those too."""
+        if system in CORPUS_SYSTEMS:
+            return frozenset({"l1_model", "l2_corpus"})
+        extra = {"dictionary"} if VARIANTS[system].oracle else set()
+        return frozenset({"l1_model", "l2_corpus", "qa_train", "qa_test"} | extra)
+
+    def runs_on(self, system: str) -> tuple[str, ...]:
+        return ("world", "corpus") if system in CORPUS_SYSTEMS else ("world",)
+
     def encoder(self, ctx: Context, system: str, lang: str):
         """The masked LM reading ``lang``: step 1's model for L1, step 2's (or the floor's
         untrained) L2 embeddings under the same body for an L2; the oracle's with its gold
@@ -210,5 +226,8 @@ def oracle_rows(ctx: Context, lang: str) -> dict[int, int]:
     pairs = [(r[ctx.world.l1], r[lang]) for r in ctx.world.dictionary(lang)] + [(p, p) for p in ".?"]
     return translation_rows(pairs, ctx.tokenizer(ctx.world.l1), ctx.tokenizer(lang))
 
+
+# the systems with stages on streamed corpora too (xlviz.methods.stream)
+CORPUS_SYSTEMS = ("monotrans", "floor")
 
 METHOD = Monotrans("monotrans", tuple(VARIANTS), description="MONOTRANS and its variants (Artetxe et al. 2020)", order=0)

@@ -31,6 +31,35 @@ def parse_variants(text: str | list[str]) -> list[str]:
     return [LEGACY_VARIANTS[v] for v in items]
 
 
+POOLINGS = ("mean", "mean_no_special", "cls")
+
+# The former transfer-corpus config (one flat object): its settings -> this config's.
+LEGACY_CORPUS_RENAMED = {"batch_size": "mlm_batch_size", "mask_prob": "mlm_probability", "qa_batch_size": "batch_size"}
+LEGACY_CORPUS_DATA = ("l1", "l2", "l1_corpus", "l2_corpus", "parallel", "parallel_max", "tokenizer_lines", "max_lines", "lowercase",
+                      "shuffle_buffer", "l2_vocab_size", "qa_train", "qa_train_paragraphs", "qa_train_articles", "qa_eval")
+LEGACY_CORPUS_KEYS = frozenset({"l1_corpus", "l2_corpus", "parallel", "qa_eval", "l1", "l2", "mask_prob", "qa_batch_size"})
+
+
+def legacy_corpus_dict(d: dict) -> dict:
+    """A ``transfer-corpus`` config (or a run folder it wrote) as a run on the ``files`` source
+    with MONOTRANS and its floor: the same settings under their names here, so the same run."""
+    out: dict = {"source": "files", "methods": ["monotrans", "floor"], "data": {}}
+    for key, value in d.items():
+        if key.startswith("_"):
+            continue
+        if key in LEGACY_CORPUS_DATA:
+            out["data"][key] = value
+        else:
+            out[LEGACY_CORPUS_RENAMED.get(key, key)] = value
+    return out
+
+
+def _all_methods():
+    from xlviz.methods import methods
+
+    return list(methods().values())
+
+
 @dataclass
 class TransferConfig:
     name: str = "transfer"
@@ -157,6 +186,26 @@ class TransferConfig:
     wechsel_seed_size: int = 50
     wechsel_neighbours: int = 10  # k, the paper's 10
     wechsel_temperature: float = 0.1  # tau, the paper's 0.1
+    # --- the data source (xlviz.data.sources) ------------------------------------------------
+    # "world" (generated), "multi30k", "files" or a registered source; a source sizes some of
+    # the settings above for its data when the config does not give them (Source.defaults).
+    source: str = "world"
+    data: dict = field(default_factory=dict)  # the source's options (files: l1, l2, l1_corpus, l2_corpus, parallel, qa_train ...)
+    # Step 1 from this model (an HF encoder folder or hub id; MiniLM offline: xlviz.models.minilm)
+    # instead of pre-training here; one without an MLM head gets step 1b (mlm_head_*).
+    init_model: str | None = None
+    # --- MONOTRANS on a corpus source (xlviz.methods.stream) -----------------------------------
+    dropout: float = 0.0  # of the BERT pre-trained on the L1 corpus
+    embedding_init: str = "random"  # step 2's new rows: random (paper) | l1_stats (Gaussian with the L1 rows' mean/std)
+    mlm_head_steps: int = 300  # step 1b, only when init_model has no MLM head
+    mlm_head_lr: float = 1e-3
+    mlm_head_mask_row: bool = True  # step 1b also learns the [MASK] input row (a sentence encoder never read it)
+    mlm_head_top_layers: int = 0  # step 1b also trains the body's last K layers (a deviation from the paper)
+    # --- sentence retrieval on a corpus source's parallel pairs (the alignment stage) ----------
+    eval_pooling: str = "mean_no_special"
+    eval_max_length: int = 64
+    # --- what the run scores (xlviz.transfer.tasks): task names; empty: every task its source supports
+    tasks: list[str] = field(default_factory=list)
 
     @property
     def systems(self) -> list[str]:
@@ -166,8 +215,14 @@ class TransferConfig:
     def from_dict(cls, d: dict, *, path: str | None = None) -> "TransferConfig":
         if not isinstance(d, dict):
             raise XlvizError("a transfer config must be a JSON object", path=path)
-        d = dict(d)
-        d.pop("versions", None)
+        d = {k: v for k, v in d.items() if k not in ("versions", "_comment", "_doc")}
+        if "source" not in d and LEGACY_CORPUS_KEYS & set(d):  # a transfer-corpus config or run folder
+            d = legacy_corpus_dict(d)
+        from xlviz.data.sources import source_of
+
+        source = source_of(d.get("source", "world")) if isinstance(d.get("source", "world"), str) else None
+        for key, value in (source.defaults.items() if source is not None else ()):
+            d.setdefault(key, json.loads(json.dumps(value)))
         if "variants" in d:  # a config or run folder from before the method registry
             legacy = parse_variants(d.pop("variants"))
             d.setdefault("methods", legacy)
@@ -246,15 +301,93 @@ class TransferConfig:
             raise XlvizError("must be at least 50", path=path, field="vocab_size")
         self.validate_ppa(path=path)
         self.validate_plastic(path=path)
+        self.validate_corpus_options(path=path)
         from xlviz.methods import method_of, resolve
 
         self.methods = resolve(self.methods, layers=MODEL_SIZES[self.model_size][0])
+        self.validate_source(path=path)
         for system in self.methods:
             method_of(system).validate(system, self)
         if not isinstance(self.seed, int):
             raise XlvizError(f"must be an integer, got {self.seed!r}", path=path, field="seed")
         self.world.validate(path=path)
         check_config(self, path=path)
+
+    def source_options(self, *, path: str | None = None):
+        """The source's validated options object for ``data`` (None for a source without options)."""
+        from xlviz.data.sources import source_of
+
+        try:
+            return source_of(self.source).options(self.data, path=path)
+        except TypeError as e:
+            raise XlvizError(f"bad data options: {e}", path=path, field="data") from None
+
+    def offers(self) -> frozenset[str]:
+        """What the run's source offers with its options and ``init_model``."""
+        from xlviz.data.sources import source_of
+
+        return source_of(self.source).offers(self.source_options(), self.init_model)
+
+    def validate_source(self, *, path: str | None = None) -> None:
+        """The source and its options, and every system's premise against what the source offers
+        (:meth:`xlviz.methods.base.Method.needs`): one line naming ``methods`` before anything trains."""
+        from xlviz.data.sources import source_of
+        from xlviz.limits import check_limits
+        from xlviz.methods import method_of
+        from xlviz.names import check_code
+
+        if not isinstance(self.source, str):
+            raise XlvizError(f"must be a source name, got {self.source!r}", path=path, field="source")
+        src = source_of(self.source)
+        if not isinstance(self.data, dict):
+            raise XlvizError("must be an object (the source's options)", path=path, field="data")
+        opts = self.source_options(path=path)
+        if opts is not None:
+            check_limits(opts, path=path, prefix="data.")
+            self.data = asdict(opts)  # every option recorded, defaults included: the run reproduces
+            langs = src.languages(opts)
+            for key, code in zip(("data.l1", "data.l2"), langs or ()):
+                check_code(code, field=key, path=path)
+        if self.init_model is not None and (not isinstance(self.init_model, str) or not self.init_model.strip()):
+            raise XlvizError("must be a model folder or hub id", path=path, field="init_model")
+        if self.init_model and not src.pretrained:
+            raise XlvizError(f"the {src.name} source has no stages that start from a pre-trained model; use a corpus source "
+                             "(multi30k, files) with init_model", path=path, field="init_model")
+        offers = src.offers(opts, self.init_model)
+        from xlviz.transfer.tasks import run_tasks
+
+        run_tasks(self.tasks, src.kind, offers, path=path)
+        for system in self.methods:
+            method = method_of(system)
+            missing = sorted(method.needs(system, self) - offers)
+            if missing:
+                raise XlvizError(f"system {system!r} needs {', '.join(missing)}, which the {src.name} source does not offer "
+                                 f"(it offers {', '.join(sorted(offers)) or 'nothing'})", path=path, field="methods")
+            if src.kind not in method.runs_on(system):
+                runnable = [s for m in _all_methods() for s in m.systems if src.kind in m.runs_on(s)]
+                raise XlvizError(f"system {system!r} has no stages for {src.kind} sources such as {src.name} yet; "
+                                 f"there choose from {runnable}", path=path, field="methods")
+
+    def validate_corpus_options(self, *, path: str | None = None) -> None:
+        """The settings of MONOTRANS's stages on a corpus source and of its retrieval stage."""
+        from xlviz.methods.stream import EMBEDDING_INITS
+
+        if isinstance(self.mlm_head_top_layers, bool) or not isinstance(self.mlm_head_top_layers, int) or self.mlm_head_top_layers < 0:
+            raise XlvizError(f"must be a whole number >= 0, got {self.mlm_head_top_layers!r}", path=path, field="mlm_head_top_layers")
+        for name in ("mlm_head_steps", "eval_max_length"):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, int) or v <= 0:
+                raise XlvizError(f"must be a positive integer, got {v!r}", path=path, field=name)
+        if isinstance(self.mlm_head_lr, bool) or not isinstance(self.mlm_head_lr, (int, float)) or not self.mlm_head_lr > 0:
+            raise XlvizError(f"must be a positive number, got {self.mlm_head_lr!r}", path=path, field="mlm_head_lr")
+        if not isinstance(self.mlm_head_mask_row, bool):
+            raise XlvizError(f"must be true or false, got {self.mlm_head_mask_row!r}", path=path, field="mlm_head_mask_row")
+        if isinstance(self.dropout, bool) or not isinstance(self.dropout, (int, float)) or not 0.0 <= self.dropout < 1.0:
+            raise XlvizError("must be in [0, 1)", path=path, field="dropout")
+        if self.eval_pooling not in POOLINGS:
+            raise XlvizError(f"choose from {list(POOLINGS)}", path=path, field="eval_pooling")
+        if self.embedding_init not in EMBEDDING_INITS:
+            raise XlvizError(f"choose from {list(EMBEDDING_INITS)}", path=path, field="embedding_init")
 
     def validate_ppa(self, *, path: str | None = None) -> None:
         """The ``ppa_`` settings (``ppa_base``'s folder and the queue against the pairs are checked by the

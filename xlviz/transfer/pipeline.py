@@ -48,17 +48,57 @@ class Pipeline(StagedRun):
     config_class = TransferConfig
 
     def __init__(self, config: TransferConfig, run_dir: str | Path):
-        self.world = World(config.world)
+        from xlviz.data.sources import source_of
+        from xlviz.transfer.tasks import run_tasks
+
+        self.source = source_of(config.source)
+        self.source_kind = self.source.kind
+        self.offers = config.offers()
+        self.task_names = run_tasks(list(config.tasks), self.source_kind, self.offers)
+        if self.source_kind == "world":
+            self.world = World(config.world)
+            self.data = None
+        else:  # a corpus source: text files streamed by the stages (xlviz.methods.stream)
+            from xlviz.data.sources.files import CorpusData
+
+            self.world = None
+            self.data = CorpusData(config.source_options())
         super().__init__(config, run_dir)
 
     def stage_seed(self, stage: str, index: int) -> int:
         """Seeded by the stage's name, not its place in the plan: a system gets the same
-        numbers whichever other systems share its run."""
+        numbers whichever other systems share its run. Corpus sources keep the seeding of
+        the runs they had before the one pipeline (by place in the plan), so those runs
+        keep their numbers."""
+        if self.source_kind == "corpus":
+            return super().stage_seed(stage, index)
         return self.cfg.seed * 7919 + zlib.crc32(stage.encode()) % 1_000_003
 
     def make_accelerator(self):
+        if self.source_kind == "corpus":  # batch_size is global: N processes share each batch (xlviz.transfer.runner)
+            return super().make_accelerator()
         # Batches here are per process (each process trains on its shard of the world's data).
         return make_accelerator(run_precision(self.cfg.mixed_precision), self.cfg.grad_accum, **self.tracker_kwargs())
+
+    def workers(self) -> int:
+        """A corpus run's stages run one after the other (they stream the same files)."""
+        return 1 if self.source_kind == "corpus" else super().workers()
+
+    # --- tasks (xlviz.transfer.tasks) --------------------------------------------------
+    def _task_stages(self) -> dict[str, object]:
+        """The run's tasks that have a stage of their own, by stage name."""
+        from xlviz.transfer.tasks import task_of
+
+        return {t.stage: t for t in map(task_of, self.task_names) if t.stage}
+
+    def add_task_rows(self, task: str, rows: list[dict]) -> None:
+        """Result fields of ``task``: merged by (system, language) with the fields other tasks
+        wrote for the same system and language; ``tasks`` lists the tasks a row holds."""
+        if not self.main:
+            return
+        held = {(r.get("system"), r.get("language")): r.get("tasks", []) for r in self.run.results()}
+        rows = [{**r, "tasks": list(dict.fromkeys([*held.get((r["system"], r["language"]), []), task]))} for r in rows]
+        self.add_result_fields(rows)
 
     # --- plan -------------------------------------------------------------------------
     @functools.cached_property
@@ -75,7 +115,14 @@ class Pipeline(StagedRun):
         return {s.name: s for _, s in order}
 
     def plan(self) -> list[str]:
-        return list(self._stages) + [f"s4_{system}" for system in self.cfg.systems]
+        """The training stages by phase; the tasks' own stages (sentence retrieval) once the
+        encoders exist, before QA fine-tuning; then one ``s4_<system>`` per system that scores
+        the per-system tasks (a corpus run without QA data has none)."""
+        train = [n for n, s in self._stages.items() if s.phase != "finetune"]
+        finetune = [n for n, s in self._stages.items() if s.phase == "finetune"]
+        per_system = [t for t in self.task_names if t not in {x.name for x in self._task_stages().values()}]
+        scored = [f"s4_{system}" for system in self.cfg.systems] if per_system else []
+        return train + list(self._task_stages()) + finetune + scored
 
     @functools.cached_property
     def _lists(self) -> dict[str, list[Stage]]:
@@ -88,6 +135,9 @@ class Pipeline(StagedRun):
         waits for its step 1, not for the joint models' pre-training), plus the same-phase
         stages it names (``Stage.needs``); ``s4_<system>`` waits for the system's stages.
         A stage that reads a folder outside these fails (``StagedRun.path``)."""
+        if self.source_kind == "corpus":  # one stage after the other, as planned
+            plan = self.plan()
+            return set(plan[: plan.index(stage)])
         if stage.startswith("s4_") and stage[3:] in self.cfg.systems:
             own = {s.name for s in self._lists[stage[3:]]}
             return own | {n for s in own for n in self.needs(s)}
@@ -103,13 +153,27 @@ class Pipeline(StagedRun):
 
     def run_stage(self, stage: str) -> None:
         if stage.startswith("s4_") and stage[3:] in self.cfg.systems:
-            return self.stage_evaluate(stage[3:])
+            from xlviz.transfer.tasks import task_of
+
+            for task in map(task_of, self.task_names):
+                if not task.stage:
+                    task.score(self, stage[3:])
+            return
+        if stage in self._task_stages():
+            return self._task_stages()[stage].run(self)
         self._stages[stage].execute(self)
+
+    def finetune_corpus_qa(self) -> None:
+        """MONOTRANS's step 3 on a corpus source (its stage, :mod:`xlviz.methods.stream`, asks the run)."""
+        from xlviz.transfer.tasks.qa import finetune
+
+        finetune(self)
 
     # --- verdicts ----------------------------------------------------------------------
     def judged_mlm(self, stage: str) -> bool:
-        """Pre-training stages are judged on their MLM loss (step 2 and PPA record theirs)."""
-        return stage in self._stages and self._stages[stage].phase == "pretrain"
+        """Pre-training stages are judged on their MLM loss (step 2 and PPA record theirs);
+        a corpus run's stages record theirs, not judged (as before the one pipeline)."""
+        return self.source_kind == "world" and stage in self._stages and self._stages[stage].phase == "pretrain"
 
     def judge_qa(self, stage: str, model, tokenizer) -> None:
         """A QA model fine-tuned on the L1 training set against the trivial baseline on the
@@ -229,6 +293,7 @@ class Pipeline(StagedRun):
             own = method.own_l1_model(self, system, lang)
             if own is not None:
                 row["l1_f1"] = round(self.score(*own, self.world.l1)[0]["f1"], 4)
+            row["tasks"] = ["qa"]
             rows.append(row)
             self._log(f"  {system} {lang}: EM {scores['exact_match']:.1f} F1 {scores['f1']:.1f} (v1.1: EM {v11['exact_match']:.1f} F1 {v11['f1']:.1f})"
                       + (f"; its own {self.world.l1} model: F1 {row['l1_f1']:.1f}" if "l1_f1" in row else "")

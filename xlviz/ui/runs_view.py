@@ -36,6 +36,13 @@ def system_options() -> dict[str, str]:
     return out
 
 
+def source_options() -> dict[str, str]:
+    """Every data source of the registry (:mod:`xlviz.data.sources`), with its description (the Runs form's choices)."""
+    from xlviz.data.sources import sources
+
+    return {s.name: s.description for s in sources().values()}
+
+
 def describe(system: str) -> str:
     try:
         return method_of(system).describe(system)
@@ -61,9 +68,10 @@ class TransferForm:
     qa_train_paragraphs: int = 300
     qa_test_paragraphs: int = 40
     workers: int = 0  # stages at once (0: one per core, at most 4)
+    source: str = "world"  # a data source of the registry; the world's settings (languages, sizes) apply to "world" only
 
     def validate(self) -> None:
-        if not self.languages:
+        if self.source == "world" and not self.languages:
             raise XlvizError("pick at least one target language", field="languages")
         if self.model_size not in MODEL_SIZES:
             raise XlvizError(f"model size must be one of {', '.join(MODEL_SIZES)}", field="model_size")
@@ -74,27 +82,31 @@ class TransferForm:
                 raise XlvizError(f"must be between {lo} and {hi}", field=name)
         if not 0 <= int(self.workers) <= 64:
             raise XlvizError("must be between 0 (one per core) and 64", field="workers")
-        for entry in self.languages:  # a preset, or code:grammar[:script] (e.g. x:tr+determiner=before)
+        for entry in self.languages if self.source == "world" else ():  # a preset, or code:grammar[:script] (e.g. x:tr+determiner=before)
             if "," in entry:
                 raise XlvizError(f"one language per entry, got {entry!r}", field="languages")
             check_code(parse_languages(entry)[0]["code"], field="languages")
         if not self.methods:
             raise XlvizError("pick at least one system", field="methods")
         resolve(list(self.methods))  # every name in the registry, else one line naming it
+        if self.source not in source_options():
+            raise XlvizError(f"unknown data source {self.source!r}; choose from {list(source_options())}", field="source")
 
     def argv(self, run_dir: str | Path) -> list[str]:
         """``xlviz transfer`` arguments for this form (without the program name)."""
         self.validate()
         run_dir = Path(run_dir)
+        world = [
+            "--languages", ",".join(self.languages), "--corpus-documents", str(int(self.corpus_documents)),
+            "--qa-train-paragraphs", str(int(self.qa_train_paragraphs)), "--qa-test-paragraphs", str(int(self.qa_test_paragraphs)),
+        ] if self.source == "world" else ["--source", self.source]
         return [
             "transfer", "--run-dir", str(run_dir), "--name", run_dir.name, "--seed", str(int(self.seed)),
-            "--languages", ",".join(self.languages), "--model-size", self.model_size,
+            *world, "--model-size", self.model_size,
             "--pretrain-steps", str(int(self.pretrain_steps)), "--transfer-steps", str(int(self.transfer_steps)),
             "--finetune-steps", str(int(self.finetune_steps)), "--methods", ",".join(self.methods),
             "--batch-size", str(int(self.batch_size)), "--mlm-batch-size", str(int(self.mlm_batch_size)),
-            "--corpus-documents", str(int(self.corpus_documents)),
-            "--qa-train-paragraphs", str(int(self.qa_train_paragraphs)),
-            "--qa-test-paragraphs", str(int(self.qa_test_paragraphs)), "--workers", str(int(self.workers)),
+            "--workers", str(int(self.workers)),
         ]
 
 

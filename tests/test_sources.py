@@ -1,0 +1,309 @@
+"""Data sources and evaluation tasks as registries: what a source offers against what each
+method needs (one line naming ``methods`` before anything trains), a new source and a new task
+each added by one module at runtime and found by the CLI, the validation and the Runs form, and
+the real-corpus MONOTRANS run through the one pipeline with the former command's numbers."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+
+import pytest
+
+from xlviz.cli import main as cli
+from xlviz.data.sources import OFFERS, source_of, sources
+from xlviz.errors import XlvizError
+from xlviz.methods import methods
+from xlviz.runs import Run
+from xlviz.transfer.config import TransferConfig
+from xlviz.transfer.tasks import run_tasks, task_of, tasks
+
+try:
+    from world_files import write_world_corpora
+except ImportError:
+    from tests.world_files import write_world_corpora
+
+
+# --------------------------------------------------------------------------- the registries
+def test_registry_lists_the_sources_and_tasks():
+    assert list(sources())[:3] == ["world", "multi30k", "files"]
+    assert {"qa", "retrieval"} <= set(tasks())
+    assert source_of("world").offers(None) == frozenset(OFFERS)
+    multi30k = source_of("multi30k")
+    assert multi30k.offers(multi30k.options({})) == {"l1_corpus", "l1_model", "l2_corpus", "parallel"}
+
+
+def test_every_method_declares_needs_the_sources_know():
+    for method in methods().values():
+        for system in method.default_systems(every=True):
+            needs = method.needs(system, TransferConfig())
+            assert needs and needs <= set(OFFERS), (system, needs - set(OFFERS))
+            assert "world" in method.runs_on(system)
+    assert methods()["monotrans"].needs("monotrans") == {"l1_model", "l2_corpus"}
+    assert "dictionary" in methods()["monotrans"].needs("dictionary-oracle")
+    assert "parallel" in methods()["ppa"].needs("ppa", TransferConfig())
+
+
+def test_a_premise_the_source_cannot_meet_is_one_line_naming_methods(tmp_path, capsys):
+    with pytest.raises(XlvizError, match="needs qa_test, qa_train, which the multi30k source does not offer") as e:
+        TransferConfig.from_dict({"source": "multi30k", "methods": ["monotrans", "jointpair-disjoint"]})
+    assert e.value.field == "methods"
+    with pytest.raises(XlvizError, match="needs dictionary") as e:
+        TransferConfig.from_dict({"source": "multi30k", "methods": ["dictionary-oracle"]})
+    assert e.value.field == "methods"
+    # premises met (QA files given) but no stages for streamed corpora: also refused before training
+    data = {"l1_corpus": ["a"], "l2_corpus": ["b"], "qa_train": "q.json", "qa_eval": ["q"]}
+    with pytest.raises(XlvizError, match="no stages for corpus sources") as e:
+        TransferConfig.from_dict({"source": "files", "data": data, "methods": ["jointpair-disjoint"]})
+    assert e.value.field == "methods"
+    with pytest.raises(XlvizError, match="no stages that start from a pre-trained model") as e:
+        TransferConfig.from_dict({"init_model": "some/model"})
+    assert e.value.field == "init_model"
+    run_dir = tmp_path / "run"
+    assert cli(["transfer", "--source", "multi30k", "--systems", "monotrans,clwe", "--run-dir", str(run_dir)]) == 2
+    err = capsys.readouterr().err
+    assert "system 'clwe' needs" in err and "methods" in err and "Traceback" not in err and len(err.strip().splitlines()) == 1
+    assert not run_dir.exists(), "nothing is written before the config is valid"
+
+
+def test_multi30k_source_defaults_and_the_world_default():
+    cfg = TransferConfig.from_dict({"source": "multi30k"})
+    assert cfg.methods == ["monotrans", "floor"] and cfg.vocab_size == 8000 and cfg.mixed_precision == "no"
+    assert cfg.data["l1_corpus"] == ["shared:multi30k/task2/train.*.en.gz"] and cfg.data["parallel_max"] == 1014
+    assert TransferConfig.from_dict({"source": "multi30k", "vocab_size": 500}).vocab_size == 500, "a given setting wins"
+    world = TransferConfig.from_dict({})
+    assert world.source == "world" and world.data == {} and world.vocab_size == TransferConfig().vocab_size
+    assert run_tasks([], "world", source_of("world").offers(None)) == ["qa"]
+    assert run_tasks([], "corpus", cfg.offers()) == ["retrieval"]
+    with pytest.raises(XlvizError, match="task 'qa' needs") as e:
+        TransferConfig.from_dict({"source": "multi30k", "tasks": ["qa"]})
+    assert e.value.field == "tasks"
+    with pytest.raises(XlvizError, match="unknown task") as e:
+        TransferConfig.from_dict({"tasks": ["nope"]})
+    assert e.value.field == "tasks"
+
+
+# --------------------------------------------------------------------------- adding a source and a task by one module
+SOURCE_MODULE = '''
+"""A toy corpus source: the files of one folder, known by its name."""
+from dataclasses import dataclass, field
+
+from xlviz.data.sources import Source, register
+from xlviz.data.sources.files import CORPUS_DEFAULTS, CorpusOptions
+
+FOLDER = {folder!r}
+
+
+@dataclass
+class ToyOptions(CorpusOptions):
+    l1: str = "en"
+    l2: str = "svo"
+    l1_corpus: list = field(default_factory=lambda: [FOLDER + "/en.txt.gz"])
+    l2_corpus: list = field(default_factory=lambda: [FOLDER + "/svo.txt.gz"])
+
+
+SOURCE = register(Source(name="toy-corpus", kind="corpus", options_class=ToyOptions, defaults=CORPUS_DEFAULTS,
+                         description="a toy corpus added by one module"))
+'''
+
+TASK_MODULE = '''
+"""A toy task: the size of each system's L2 vocabulary, scored per system."""
+from xlviz.transfer.tasks import Task, register
+
+
+class VocabSize(Task):
+    def score(self, ctx, system):
+        lang = ctx.data.l2 if ctx.data is not None else ctx.world.l2s[0]
+        ctx.add_task_rows(self.name, [{{"system": system, "language": lang, "vocab_rows": len(ctx.tokenizer(lang))}}])
+
+
+TASK = register(VocabSize("toy-vocab", "the L2 vocabulary's size (a toy task added by one module)",
+                          needs=frozenset({{"l2_corpus"}})))
+'''
+
+
+def load_module(path: Path, name: str):
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture()
+def plugins(tmp_path):
+    """A new source and a new task, each one module written here and imported at runtime."""
+    from xlviz.data import sources as source_registry
+    from xlviz.transfer import tasks as task_registry
+
+    files = write_world_corpora(tmp_path / "toy", documents=40)
+    (tmp_path / "toy_source.py").write_text(SOURCE_MODULE.format(folder=str(files["en"].parent)))
+    (tmp_path / "toy_task.py").write_text(TASK_MODULE.format())
+    load_module(tmp_path / "toy_source.py", "toy_source")
+    load_module(tmp_path / "toy_task.py", "toy_task")
+    yield files
+    source_registry.unregister("toy-corpus")
+    task_registry.unregister("toy-vocab")
+
+
+def test_a_new_source_and_task_are_found_by_the_cli_validation_and_form(plugins, tmp_path, capsys):
+    from xlviz.ui import runs_view
+
+    with pytest.raises(SystemExit):
+        cli(["transfer", "--help"])
+    help_text = " ".join(capsys.readouterr().out.split())
+    assert "toy-corpus: a toy corpus added by one module" in help_text
+    assert "toy-vocab: the L2 vocabulary's size" in help_text
+    cfg = TransferConfig.from_dict({"source": "toy-corpus", "methods": ["monotrans"], "tasks": ["toy-vocab"]})
+    assert cfg.data["l2"] == "svo" and task_of("toy-vocab").applies("corpus", cfg.offers())
+    assert "toy-corpus" in runs_view.source_options()
+    form = runs_view.TransferForm(source="toy-corpus", methods=("monotrans", "floor"), model_size="tiny")
+    run_dir, argv = runs_view.prepare_run(form, tmp_path / "ck", "toy")  # the CLI's whole validation
+    assert argv[argv.index("--source") + 1] == "toy-corpus" and "--languages" not in argv and not run_dir.exists()
+    with pytest.raises(XlvizError, match="needs dictionary") as e:
+        runs_view.prepare_run(runs_view.TransferForm(source="toy-corpus", methods=("dictionary-oracle",)), tmp_path / "ck", "toy2")
+    assert e.value.field == "methods"
+    with pytest.raises(XlvizError, match="unknown data source") as e:
+        runs_view.TransferForm(source="nowhere").validate()
+    assert e.value.field == "source"
+
+
+@pytest.mark.slow
+def test_a_new_source_and_task_run_end_to_end(plugins, tmp_path):
+    run_dir = tmp_path / "run"
+    assert cli(["transfer", "--source", "toy-corpus", "--systems", "monotrans,floor", "--tasks", "toy-vocab", "--run-dir", str(run_dir),
+                "--model-size", "tiny", "--vocab-size", "120", "--block-size", "24", "--mlm-batch-size", "4",
+                "--pretrain-steps", "2", "--transfer-steps", "2", "--eval-max-length", "24", "--qa-max-length", "64",
+                "--doc-stride", "24"]) == 0
+    run = Run(run_dir)
+    assert run.status()["stages_done"] == ["world", "s1_pretrain", "s2_transfer-svo", "s4_monotrans", "s4_floor"]
+    rows = {r["system"]: r for r in run.results()}
+    assert set(rows) == {"monotrans", "floor"}
+    for row in rows.values():
+        assert row["tasks"] == ["toy-vocab"] and row["vocab_rows"] == len(json.loads(
+            (run_dir / "world" / "tokenizers" / "svo" / "tokenizer.json").read_text())["model"]["vocab"])
+
+
+# --------------------------------------------------------------------------- the former command, the same numbers
+@pytest.mark.slow
+def test_transfer_corpus_alias_gives_the_same_run_as_transfer_on_files(tmp_path):
+    """``transfer-corpus`` (deprecated) maps onto ``transfer --source files``: the same stages,
+    losses, weights and results at the same seed."""
+    files = write_world_corpora(tmp_path / "c", documents=60)
+    common = ["--seed", "5", "--l1", "en", "--l2", "svo", "--l1-corpus", str(files["en"]), "--l2-corpus", str(files["svo"]),
+              "--parallel", str(files["par_en"]), str(files["par_svo"]), "--model-size", "tiny", "--vocab-size", "150",
+              "--block-size", "24", "--pretrain-steps", "3", "--transfer-steps", "3", "--eval-max-length", "24",
+              "--qa-max-length", "64", "--doc-stride", "24", "--log-every", "1"]
+    old, new = tmp_path / "old", tmp_path / "new"
+    assert cli(["transfer-corpus", "--run-dir", str(old), "--batch-size", "4", *common]) == 0
+    assert cli(["transfer", "--source", "files", "--run-dir", str(new), "--mlm-batch-size", "4", *common]) == 0
+    a, b = Run(old), Run(new)
+    assert a.status()["stages_done"] == b.status()["stages_done"] == ["world", "s1_pretrain", "s2_transfer-svo", "alignment"]
+    assert [(m["stage"], m["loss"]) for m in a.metrics()] == [(m["stage"], m["loss"]) for m in b.metrics()]
+    assert a.results() == b.results() and {r["system"] for r in a.results()} == {"monotrans", "floor"}
+    for stage in ("s1_pretrain", "s2_transfer-svo"):
+        assert (old / stage / "model.safetensors").read_bytes() == (new / stage / "model.safetensors").read_bytes()
+
+
+# --------------------------------------------------------------------------- more retrieval sets (opt-in tasks)
+def test_tatoeba_and_pud_retrieval_tasks_score_their_pairs(shared_data, tmp_path, monkeypatch):
+    """The opt-in retrieval tasks read their own pairs (Tatoeba xx-eng with English on the L1
+    side, PUD by sentence id) and write their own prefixed fields beside the Multi30k ones."""
+    import numpy as np
+
+    import xlviz.analysis.representations as representations
+    from xlviz.methods import stream
+    from xlviz.transfer.pipeline import Pipeline
+
+    monkeypatch.setenv("XLVIZ_SHARED_DATA", str(shared_data))
+    cfg = TransferConfig.from_dict({"source": "multi30k", "methods": ["monotrans"], "tasks": ["retrieval-tatoeba", "retrieval-pud"],
+                                    "data": {"parallel_max": 60}})
+    pipe = Pipeline(cfg, tmp_path / "run")
+    assert [s for s in pipe.plan() if s.startswith("alignment")] == ["alignment-tatoeba", "alignment-pud"]
+    assert TransferConfig.from_dict({"source": "multi30k"}).tasks == [] and "alignment-pud" not in \
+        Pipeline(TransferConfig.from_dict({"source": "multi30k"}), tmp_path / "r2").plan(), "opt-in: not in a default run"
+    pipe.run.path.mkdir()
+    seen = {}
+
+    def embed(model, tok, texts, **kw):  # the L1 side is English in both sets; identical rows: perfect retrieval
+        seen.setdefault(model, []).append(texts)
+        return np.stack([np.eye(len(texts))] * 2)
+
+    monkeypatch.setattr(stream, "load_l1", lambda ctx: ("l1", None))
+    monkeypatch.setattr(stream, "l2_model", lambda ctx, system, l1, tok: ("l2", None))
+    monkeypatch.setattr(representations, "sentence_embeddings", embed)
+    for name in ("retrieval-tatoeba", "retrieval-pud"):
+        task_of(name).run(pipe)
+    row = pipe.run.results()[0]
+    assert row["tasks"] == ["retrieval-tatoeba", "retrieval-pud"] and row["language"] == "de"
+    assert row["tatoeba_retrieval"] == 100.0 and row["pud_retrieval"] == 100.0 and "retrieval" not in row
+    assert row["tatoeba_retrieval_selection_pairs"] + row["tatoeba_retrieval_reported_pairs"] == 60
+    en_tatoeba, en_pud = seen["l1"]
+    assert all(s.isascii() for s in en_tatoeba[:20]) and len(en_pud) == 60
+    assert any(c in "äöüß" for s in seen["l2"][0] for c in s), "the L2 side of Tatoeba is German"
+    assert json.loads((tmp_path / "run" / "alignment-pud.json").read_text())["parallel"] == ["pud:en-de"]
+
+
+@pytest.mark.slow
+def test_word_translation_and_probing_tasks_on_a_world_run(tmp_path):
+    """Opt-in tasks scored per system after QA: rows carry the tasks, the per-layer word
+    translation accuracy against the world's dictionary and the agreement probe's accuracy."""
+    tiny = {"model_size": "tiny", "vocab_size": 200, "batch_size": 8, "mlm_batch_size": 8, "pretrain_steps": 4, "transfer_steps": 3,
+            "finetune_steps": 3, "log_every": 2, "mixed_precision": "no", "eval_every": 0, "methods": ["monotrans", "floor"],
+            "tasks": ["qa", "word-translation", "probing"],
+            "world": {"corpus_documents": 80, "qa_train_paragraphs": 10, "qa_dev_paragraphs": 3, "qa_test_paragraphs": 3,
+                      "parallel_pairs": 20, "agreement_pairs": 9, "sense_pairs": 6}}
+    (tmp_path / "c.json").write_text(json.dumps(tiny))
+    assert cli(["transfer", "--config", str(tmp_path / "c.json"), "--run-dir", str(tmp_path / "run")]) == 0
+    rows = {(r["system"], r["language"]): r for r in Run(tmp_path / "run").results()}
+    for system in ("monotrans", "floor"):
+        assert rows[(system, "en")]["tasks"] == ["qa", "probing"] and "word_translation_per_layer" not in rows[(system, "en")]
+        for lang in ("en", "svo", "sov"):  # a tiny vocabulary may cover no pair's two forms: no accuracy, said so
+            row = rows[(system, lang)]
+            assert row["agreement_total"] > 0 and 0 <= row["agreement_pairs"] <= row["agreement_total"]
+            assert (row["agreement"] is None) == (row["agreement_pairs"] == 0)
+            assert row["agreement"] is None or 0 <= row["agreement"] <= 100
+        for l2 in ("svo", "sov"):
+            row = rows[(system, l2)]
+            assert row["tasks"] == ["qa", "word-translation", "probing"] and "f1" in row
+            assert len(row["word_translation_per_layer"]) == 3 and all(0 <= x <= 100 for x in row["word_translation_per_layer"])
+            assert row["word_translation_words"] > 0
+    with pytest.raises(XlvizError, match="not written for corpus sources") as e:
+        TransferConfig.from_dict({"source": "multi30k", "tasks": ["word-translation"]})
+    assert e.value.field == "tasks"
+
+
+# --------------------------------------------------------------------------- the Runs form
+def test_runs_form_offers_the_registered_sources_and_starts_a_multi30k_run(plugins, tmp_path, monkeypatch):
+    """The Runs page's "Data source" lists the registry (a source added at runtime too) and
+    passes the choice to ``xlviz transfer --source``; a system the source cannot run is refused."""
+    from streamlit.testing.v1 import AppTest
+
+    from xlviz import jobs
+
+    try:
+        from test_app_pages import APP, TIMEOUT
+    except ImportError:
+        from tests.test_app_pages import APP, TIMEOUT
+    root = tmp_path / "checkpoints"
+    root.mkdir()
+    monkeypatch.setenv("XLVIZ_CHECKPOINTS", str(root))
+    calls = []
+    monkeypatch.setattr(jobs, "start_job", lambda argv, run_dir: calls.append(list(argv)) or 4242)
+    at = AppTest.from_file(APP, default_timeout=TIMEOUT)
+    at.run()
+    at.switch_page("pages/runs.py").run()
+    assert not at.exception, [e.message for e in at.exception]
+    source = next(s for s in at.selectbox if s.label == "Data source")
+    assert [o.split(" — ")[0] for o in source.options][:3] == ["world", "multi30k", "files"] and source.value.startswith("world")
+    assert any(o.startswith("toy-corpus — a toy corpus added by one module") for o in source.options)
+    source.set_value(next(o for o in source.options if o.startswith("multi30k")))
+    next(m for m in at.multiselect if m.label == "Systems (methods)").set_value(["monotrans", "dictionary-oracle"])
+    next(b for b in at.button if b.label == "Start run").click().run()
+    assert not calls and "system 'dictionary-oracle' needs dictionary, qa_test, qa_train, which the multi30k source" in "\n".join(str(e.value) for e in at.error)
+    next(m for m in at.multiselect if m.label == "Systems (methods)").set_value(["monotrans", "floor"])
+    next(b for b in at.button if b.label == "Start run").click().run()
+    assert not at.exception and len(calls) == 1, [str(e.value) for e in at.error]
+    argv = calls[0]
+    assert argv[argv.index("--source") + 1] == "multi30k" and "--languages" not in argv
+    assert argv[argv.index("--methods") + 1] == "monotrans,floor"

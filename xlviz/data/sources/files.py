@@ -1,0 +1,157 @@
+"""Real text from files: two monolingual corpora (text files or globs, ``.gz`` read as a
+stream), optionally a line-aligned parallel pair of files (evaluation only) and SQuAD-format QA
+files. Paths starting ``shared:`` are resolved in the shared data folder
+(``$XLVIZ_SHARED_DATA`` or ``../shared/data``, :func:`xlviz.data.real.shared_data_dir`).
+
+    xlviz transfer --source files --l1-corpus 'en/*.txt.gz' --l2-corpus 'de/*.txt.gz' --parallel a.en b.de
+
+Memory is bounded: corpora are streamed line by line and never held (:class:`CorpusData`).
+"""
+
+from __future__ import annotations
+
+import glob
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Iterator
+
+from xlviz.data.real import read_parallel_lines, read_text_corpus, shared_data_dir
+from xlviz.data.sources import Source
+from xlviz.errors import XlvizError
+
+
+def shared_path(text: str, what: str) -> str:
+    """``shared:x/y`` -> the shared data folder's ``x/y`` (files or folders); other paths unchanged."""
+    if not str(text).startswith("shared:"):
+        return str(text)
+    root = shared_data_dir()
+    if root is None:
+        raise XlvizError("the shared data folder was not found (../shared/data); set XLVIZ_SHARED_DATA", field=what)
+    return str(root / str(text)[len("shared:"):])
+
+
+def resolve_files(patterns: list[str] | str, what: str) -> list[Path]:
+    """Files for a list of paths/globs (``shared:`` = the shared data folder), sorted per pattern."""
+    if isinstance(patterns, (str, Path)):
+        patterns = [str(patterns)]
+    files: list[Path] = []
+    for pattern in patterns:
+        text = str(Path(shared_path(str(pattern), what)).expanduser())
+        found = sorted(Path(p) for p in glob.glob(text)) if glob.has_magic(text) else ([Path(text)] if Path(text).is_file() else [])
+        if not found:
+            raise XlvizError(f"no {what} file matches {pattern!r}", path=text, field=what)
+        files += [f for f in found if f not in files]
+    if not files:
+        raise XlvizError(f"no {what} files given", field=what)
+    return files
+
+
+def _positive(value, name: str, path: str | None) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+        raise XlvizError(f"must be a positive integer, got {value!r}", path=path, field=f"data.{name}")
+
+
+@dataclass
+class CorpusOptions:
+    """What a corpus source reads: the run config's ``data``."""
+
+    l1: str = "en"
+    l2: str = "de"
+    l1_corpus: list[str] = field(default_factory=list)  # files/globs; not needed with init_model
+    l2_corpus: list[str] = field(default_factory=list)
+    parallel: list[str] | None = None  # [l1 file, l2 file], line-aligned: evaluation only
+    parallel_max: int = 1000
+    tokenizer_lines: int = 100_000  # lines per language used to learn a vocabulary
+    max_lines: int | None = None  # lines per language streamed for MLM (None: whole corpus, epoch after epoch)
+    lowercase: bool = True
+    shuffle_buffer: int = 4096  # blocks held for shuffling (memory bound)
+    l2_vocab_size: int | None = None  # default: the run's vocab_size
+    qa_train: str | None = None  # L1 SQuAD-format file: enables QA fine-tuning and scoring
+    qa_train_paragraphs: int | None = None
+    qa_train_articles: int | None = None  # instead: this many whole articles (no article in both train and evaluation)
+    qa_eval: list[str] = field(default_factory=list)  # files / folders of <name>.<lang>.json (l1 and l2 used)
+
+    def validate(self, *, path: str | None = None) -> None:
+        for name in ("l1_corpus", "l2_corpus", "qa_eval"):
+            value = getattr(self, name)
+            if isinstance(value, str):
+                setattr(self, name, [value])
+            elif not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+                raise XlvizError(f"expected a list of paths, got {value!r}", path=path, field=f"data.{name}")
+        if not self.l2_corpus:
+            raise XlvizError("no L2 corpus given", path=path, field="data.l2_corpus")
+        if not isinstance(self.l1, str) or not isinstance(self.l2, str) or self.l1 == self.l2 or not self.l1 or not self.l2 \
+                or "-" in self.l2:
+            raise XlvizError("l1 and l2 must be two different language codes without '-'", path=path, field="data.l2")
+        if self.parallel is not None and (not isinstance(self.parallel, list) or len(self.parallel) != 2):
+            raise XlvizError("expected two files [l1 side, l2 side]", path=path, field="data.parallel")
+        for name in ("parallel_max", "tokenizer_lines", "shuffle_buffer"):
+            _positive(getattr(self, name), name, path)
+        for name in ("l2_vocab_size", "max_lines", "qa_train_paragraphs", "qa_train_articles"):
+            if getattr(self, name) is not None:
+                _positive(getattr(self, name), name, path)
+        if self.qa_train_articles is not None and self.qa_train_paragraphs is not None:
+            raise XlvizError("give qa_train_paragraphs or qa_train_articles, not both", path=path, field="data.qa_train_articles")
+        if not isinstance(self.lowercase, bool):
+            raise XlvizError(f"must be true or false, got {self.lowercase!r}", path=path, field="data.lowercase")
+        if self.qa_train and not self.qa_eval:
+            raise XlvizError("qa_train needs qa_eval files (L1 and/or L2 SQuAD-format files)", path=path, field="data.qa_eval")
+
+    def offers(self) -> set[str]:
+        out = {"l2_corpus"} | ({"l1_corpus"} if self.l1_corpus else set())
+        out |= {"parallel"} if self.parallel else set()
+        out |= {"qa_train"} if self.qa_train else set()
+        out |= {"qa_test"} if self.qa_eval else set()
+        return out
+
+
+class CorpusData:
+    """The files a corpus source's options name, read as streams."""
+
+    def __init__(self, options: CorpusOptions):
+        self.o = options
+
+    @property
+    def l1(self) -> str:
+        return self.o.l1
+
+    @property
+    def l2(self) -> str:
+        return self.o.l2
+
+    def corpus_files(self, lang: str) -> list[Path]:
+        """The corpus files of ``lang``; a file that is also the parallel evaluation set is refused."""
+        files = resolve_files(self.o.l1_corpus if lang == self.o.l1 else self.o.l2_corpus, f"{lang} corpus")
+        if self.o.parallel:
+            held_out = {p.resolve() for p in resolve_files(self.o.parallel, "parallel")}
+            leaked = [f for f in files if f.resolve() in held_out]
+            if leaked:
+                raise XlvizError("the parallel evaluation file is also a training corpus file", path=leaked[0], field=f"{lang}_corpus")
+        return files
+
+    def texts(self, lang: str, max_lines: int | None) -> Callable[[], Iterator[str]]:
+        """A callable returning a fresh line stream over the language's corpus files."""
+        files = self.corpus_files(lang)
+        return lambda: read_text_corpus(files, max_lines=max_lines)
+
+    def parallel_files(self) -> list[Path]:
+        return resolve_files(self.o.parallel, "parallel")
+
+    def parallel_pairs(self) -> list[tuple[str, str]]:
+        a, b = self.parallel_files()
+        return read_parallel_lines(a, b, max_lines=self.o.parallel_max)
+
+
+# Run settings sized for real text (the former transfer-corpus defaults): applied to a config on
+# a corpus source where it does not give them.
+CORPUS_DEFAULTS = {
+    "vocab_size": 8000, "block_size": 64, "mlm_batch_size": 64, "mlm_probability": 0.15, "pretrain_lr": 5e-4,
+    "transfer_steps": 1000, "transfer_lr": 2e-3, "finetune_steps": 300, "finetune_lr": 1e-4, "batch_size": 16,
+    "qa_max_length": 256, "doc_stride": 128, "mixed_precision": "no", "eval_every": 0,
+    "methods": ["monotrans", "floor"],
+}
+
+SOURCE = Source(
+    name="files", kind="corpus", order=30, options_class=CorpusOptions, defaults=CORPUS_DEFAULTS,
+    description="text files you name: L1/L2 corpora (.gz ok), optional parallel pair of files, optional SQuAD-format QA files",
+)

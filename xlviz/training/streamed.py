@@ -1,0 +1,76 @@
+"""Masked-LM batches of a stream of blocks that are the same whichever number of processes
+shares them (the real-corpus stages, :mod:`xlviz.methods.stream`): each process takes its slice of
+every global batch, masked with a generator seeded by the step (see :mod:`xlviz.transfer.runner`
+for the scale-out contract)."""
+
+from __future__ import annotations
+
+from typing import Iterator, Sequence
+
+import torch
+
+from xlviz.errors import XlvizError
+
+
+def masked_lm_batches(
+    blocks: Iterator[list[int]],
+    *,
+    batch_size: int,
+    rank: int,
+    world_size: int,
+    grad_accum: int,
+    mask_id: int,
+    vocab_size: int,
+    special_ids: Sequence[int],
+    seed: int,
+    prob: float = 0.15,
+) -> Iterator[dict]:
+    """This process's micro-batches of a stream of global MLM batches.
+
+    ``blocks`` is the same stream in every process (``iter_blocks(..., rank=0, world_size=1)``).
+    Each global batch of ``batch_size`` blocks is masked with a generator seeded by
+    ``(seed, step)``; micro-batch ``k`` of process ``r`` is rows ``(k * world_size + r) * m``
+    onwards (``m = batch_size / (world_size * grad_accum)``), and ``denominator`` makes the
+    per-process loss sums average to the global per-token mean (see the module docstring).
+    """
+    m = batch_size // (world_size * grad_accum)
+    if m < 1 or m * world_size * grad_accum != batch_size:
+        raise XlvizError(f"batch size {batch_size} is not divisible by {world_size} processes x {grad_accum} accumulation steps", field="batch_size")
+    special = torch.tensor(sorted(set(special_ids)), dtype=torch.long)
+    allowed = torch.tensor([i for i in range(vocab_size) if i not in set(special_ids)], dtype=torch.long)
+    step = 0
+    while True:
+        rows = []
+        for _ in range(batch_size):
+            try:
+                rows.append(next(blocks))
+            except StopIteration:
+                return
+        ids = torch.tensor(rows, dtype=torch.long)
+        g = torch.Generator().manual_seed(seed * 1_000_003 + step)
+        inputs, labels = mask_for_mlm(ids, mask_id=mask_id, special=special, allowed=allowed, prob=prob, generator=g)
+        denominator = (labels != -100).sum().clamp(min=1).float() / (world_size * grad_accum)
+        for k in range(grad_accum):
+            lo = (k * world_size + rank) * m
+            yield {"input_ids": inputs[lo: lo + m], "labels": labels[lo: lo + m], "denominator": denominator}
+        step += 1
+
+
+def mask_for_mlm(
+    ids: torch.Tensor, *, mask_id: int, special: torch.Tensor, allowed: torch.Tensor, prob: float = 0.15,
+    generator: torch.Generator | None = None,
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """BERT masking for any vocabulary layout: ``prob`` of the non-special tokens become
+    targets; 80% -> mask, 10% -> a random non-special token, 10% unchanged."""
+    inputs, labels = ids.clone(), ids.clone()
+    chosen = (torch.rand(ids.shape, generator=generator) < prob) & ~torch.isin(ids, special)
+    labels[~chosen] = -100
+    roll = torch.rand(ids.shape, generator=generator)
+    inputs[chosen & (roll < 0.8)] = mask_id
+    rand_pos = chosen & (roll >= 0.8) & (roll < 0.9)
+    random_ids = allowed[torch.randint(len(allowed), ids.shape, generator=generator)]
+    inputs[rand_pos] = random_ids[rand_pos]
+    return inputs, labels
+
+
+__all__ = ["masked_lm_batches", "mask_for_mlm"]
