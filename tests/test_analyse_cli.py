@@ -99,8 +99,15 @@ def test_wic_and_probing(run_dir, tmp_path):
                  "--out", str(out), "--csv", str(table)]) == 0
     res = json.loads(out.read_text())
     assert {r["role"] for r in res["agreement"]} == {"reference", "transferred", "floor"}
-    assert res["wic"] == [] and "no model trained on L2" in res["meta"]["note"]
+    assert res["wic"] == [] and "transferred into L1 (xx→en) on L1 data" in res["meta"]["note"]
     assert {r["task"] for r in _csv(table)} == {"agreement"}
+    # word in context runs where the pairs test the context (English); the sov rows would only
+    # test whether two words are identical (a homonym's senses are two sov words), so they are named
+    out = tmp_path / "probing-wic.json"
+    assert main(["analyse", "probing", "--run", str(run_dir), "--tasks", "wic", "--limit", "40", "--out", str(out)]) == 0
+    res = json.loads(out.read_text())
+    assert {r["language"] for r in res["wic"]} == {"en"}
+    assert res["wic_skipped"] and all(s.endswith("(sov)") for s in res["wic_skipped"])
 
 
 @pytest.mark.parametrize("argv, message", [

@@ -104,3 +104,11 @@ def test_an_into_l1_run_trains_l1_embeddings_under_the_frozen_l2_body(tmp_path):
     pairs = World(WorldConfig(**TINY["world"])).sense_pairs("en", 12)
     res = word_in_context(model, tok, pairs, folds=2)
     assert len(res["layers"]) == model.config.num_hidden_layers + 1
+
+    # the CLI's probing (xlviz analyse probing): WiC on English only, the sov encoders named as skipped
+    from xlviz.analysis.reports import run_probing
+
+    out = run_probing(run, ["sov"], tasks=("wic",), n_senses=12, folds=2)
+    assert {r["language"] for r in out["wic"]} == {"en"}
+    assert any("into" in r["model"] and "sov body" in r["model"] for r in out["wic"])
+    assert not out.get("wic_skipped")  # this run's only sov-side model is not probed on sov (its direction is xx→en)

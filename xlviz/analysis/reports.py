@@ -16,8 +16,11 @@ A run gives these models (see ``xlviz.transfer.pipeline``):
   floor system does (``make_l2_mlm(l1, len(l2 tokenizer), seed=config seed + 1,
   init_std=config l2_init_std)``).
 
-A run has no model trained on L2 directly (``xlviz transfer`` cannot train one), so the probing
-comparison is transferred vs. floor on L2, with the L1 model on L1 as the reference.
+Probing rows: the L1 model on L1 data (the reference); each system's L2 encoder on L2 data
+(``mono-l2``: trained on the L2 directly, the untransferred reference; ``floor``; the
+transferred ones); and, as Artetxe et al. (App. D) probe, models transferred *into* L1
+(``monotrans-into-l1``: an L2's body with learned L1 embeddings) on L1 data. Word in context
+runs only where a language's sense pairs test the context (not where same sense = same word).
 
 Progress callbacks of the functions here are ``progress(fraction, text)`` (fraction in [0, 1]),
 ready for ``st.progress``; the lower-level functions use ``progress(done, total)``.
@@ -781,15 +784,15 @@ def run_probing(
     transferred models and the floor on each L2. Returns ``{"meta", "agreement": rows,
     "wic": rows, "agreement_items": {model|lang: items}}`` (rows as in :func:`agreement_rows`,
     :func:`wic_rows`)."""
-    from xlviz.analysis.probing import agreement_accuracy, word_in_context
+    from xlviz.analysis.probing import agreement_accuracy, sense_pairs_test_context, word_in_context
 
     unknown = set(tasks) - {"agreement", "wic"}
     if unknown:
         raise XlvizError(f"unknown task(s) {sorted(unknown)}; use agreement, wic", field="tasks")
     models = run_probe_models(run_dir, l2s, floor=floor)
     out: dict = {"meta": {"run": str(run_dir), "models": [f"{m.name} ({m.language})" for m in models],
-                          "note": "the run has no model trained on L2 directly: transferred vs floor on L2, "
-                                  "the L1 model on L1 as reference"},
+                          "note": "rows: the L1 model on L1 data (reference); each system's L2 encoder on L2 data; "
+                                  "models transferred into L1 (xx→en) on L1 data"},
                  "agreement": [], "wic": [], "agreement_items": {}}
     steps = len(models) * len(tasks)
     k = 0
@@ -804,8 +807,12 @@ def run_probing(
                 out["agreement"] += agreement_rows(m.name, m.language, res, m.role, "generated world")
                 out["agreement_items"][f"{m.name}|{m.language}"] = res["items"]
             else:
-                res = word_in_context(model, tok, sense_data(run_dir, m.language, n_senses), folds=folds, progress=sub)
-                out["wic"] += wic_rows(m.name, m.language, res, m.role)
+                pairs = sense_data(run_dir, m.language, n_senses)
+                if not sense_pairs_test_context(pairs):  # same sense = same word: it would test word identity
+                    out.setdefault("wic_skipped", []).append(f"{m.name} ({m.language})")
+                else:
+                    res = word_in_context(model, tok, pairs, folds=folds, progress=sub)
+                    out["wic"] += wic_rows(m.name, m.language, res, m.role)
             k += 1
     if progress:
         progress(1.0, "Done")

@@ -311,5 +311,8 @@ def run_probing_cmd(args: argparse.Namespace) -> int:
     if res["wic"]:
         print("word in context (generated world); accuracy in %, gold similarity binary")
         print(format_table(res["wic"], ["model", "language", "layer", "accuracy", "majority", "spearman"], ("accuracy", "majority")))
+    if res.get("wic_skipped"):
+        print("word in context not run (same sense = same word in that language, so it would test word identity): "
+              + ", ".join(res["wic_skipped"]))
     print(res["meta"]["note"])
     return 0
