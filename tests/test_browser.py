@@ -263,23 +263,16 @@ def test_probing_offers_only_probeable_models_and_draws_languages_apart(server, 
     assert_no_exception(page)
     main = page.get_by_test_id("stMain")
     assert "Not offered, no masked-LM head to score minimal pairs with: minilm-encoder." in main.inner_text()
-    # word in context: each system's two languages in one colour, told apart by the line's dash
+    # word in context: only languages whose sense pairs test the context (English here); the sov
+    # rows would test word identity and are named as not probed (line styles: test_app_faults)
     page.get_by_test_id("stButtonGroup").get_by_text("Word in context", exact=True).click()
     wait_idle(page, timeout_s=240)
     page.locator(".js-plotly-plot").first.wait_for(timeout=120_000)
     assert_no_exception(page)
-    dashes = page.evaluate("""() => Array.from(document.querySelectorAll('.js-plotly-plot')).map(p =>
-        (p.data || []).filter(t => t.name && t.name.includes(', ')).map(t => [t.name, (t.line && t.line.dash) || 'solid']))""")
-    checked = 0
-    for plot in dashes:
-        by_lang: dict[str, set] = {}
-        for name, dash in plot:
-            by_lang.setdefault(name.rsplit(", ", 1)[1], set()).add(dash)
-        if len(by_lang) >= 2:
-            checked += 1
-            langs = sorted(by_lang)
-            assert not by_lang[langs[0]] & by_lang[langs[1]], by_lang
-    assert checked >= 2, dashes  # probe accuracy and contextual similarity
+    names = page.evaluate("""() => Array.from(document.querySelectorAll('.js-plotly-plot')).flatMap(p =>
+        (p.data || []).filter(t => t.name && t.name.includes(', ')).map(t => t.name))""")
+    assert names and {n.rsplit(", ", 1)[1] for n in names} == {"en"}, names
+    assert "Not probed (same sense = same word in sov" in page.get_by_test_id("stMain").inner_text()
     shot(page, "probing-wic")
 
 
@@ -346,9 +339,17 @@ def _select_other(page, label: str) -> None:
     """Pick an option of a selectbox other than the one it shows."""
     box = page.locator('[data-testid="stSelectbox"]').filter(has=page.get_by_text(label, exact=True)).first
     shown = _selected(page, label)  # the value lives in the box's input, not in its text
-    box.locator("input").first.click()
     options = page.get_by_role("option")
-    options.first.wait_for(timeout=10_000)
+    for attempt in range(4):  # a rerun that ends after the click closes the list again: wait, then reopen
+        box.locator("input").first.click()
+        try:
+            options.first.wait_for(timeout=5_000)
+            break
+        except Exception:
+            if attempt == 3:
+                raise
+            page.keyboard.press("Escape")
+            wait_idle(page, timeout_s=120)
     other = next(o for o in options.all() if o.inner_text().strip() and o.inner_text().strip() not in shown)
     other.click()
     wait_idle(page, timeout_s=180)
