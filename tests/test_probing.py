@@ -306,5 +306,8 @@ def test_run_probing_tables(run_dir):
     assert {(r["role"], r["language"]) for r in agr} == {("reference", "en"), ("transferred", L2), ("floor", L2)}
     overall = [r for r in agr if r["category"] == "all"]
     assert all(r["n_total"] == 12 and r["coverage"] == 1.0 for r in overall)
-    assert len(res["wic"]) == 3 * 3  # three models x (2 layers + embeddings)
+    # word in context on English only (the L1 model x (2 layers + embeddings)): in the L2 a
+    # homonym's two senses are two words, so its two models are named as not probed
+    assert len(res["wic"]) == 3 and {r["language"] for r in res["wic"]} == {"en"}
+    assert len(res["wic_skipped"]) == 2 and all(s.endswith(f"({L2})") for s in res["wic_skipped"])
     assert set(res["agreement_items"]) == {f"{r['model']}|{r['language']}" for r in overall}
