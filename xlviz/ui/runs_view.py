@@ -110,29 +110,38 @@ class TransferForm:
         ]
 
 
+def parse_form(form, root: str | Path, name: str, *, command: str, thing: str, taken: str):
+    """The Runs and Sweeps forms' shared checks before anything is created: the form's ranges,
+    the name (:func:`xlviz.names.check_name`, the CLI's own rule; ``taken`` names what an
+    existing folder is) and the arguments through the CLI's own parser. Returns ``(args, name)``."""
+    from xlviz.cli import build_parser
+    from xlviz.names import check_name, check_run_dir
+
+    form.validate()
+    root = Path(root)
+    name = name.strip()
+    if name:
+        check_name(name, field="name", what=f"{thing} name")
+        if check_run_dir(root / name, root).exists():
+            raise XlvizError(f"a {taken} named {name!r} already exists; pick another name", field="name")
+    try:
+        args = build_parser().parse_args(form.argv(root / (name or command)))
+    except SystemExit:
+        raise XlvizError(f"the form's settings are not valid xlviz {command} arguments", field="form") from None
+    return args, name
+
+
 def prepare_run(form: TransferForm, root: str | Path, name: str = "") -> tuple[Path, list[str]]:
     """The run folder and ``xlviz transfer`` arguments for the Runs form, after every check the
     CLI will make: the form's ranges, the run name (:func:`xlviz.names.check_name`, the CLI's
     own rule) and the whole config as the CLI builds it from these arguments. Why: the form
     said "Started" for a name the CLI then refused, leaving a failed folder behind. Nothing is
     created unless everything passes; then a fresh folder for an unnamed run."""
-    from xlviz.cli import build_parser
     from xlviz.commands.transfer import build_config
-    from xlviz.names import check_name, check_run_dir
     from xlviz.runs import new_run_path
 
-    form.validate()
     root = Path(root)
-    name = name.strip()
-    if name:
-        check_name(name, field="name", what="run name")
-        run_dir = check_run_dir(root / name, root)
-        if run_dir.exists():
-            raise XlvizError(f"a run named {name!r} already exists; pick another name", field="name")
-    try:
-        args = build_parser().parse_args(form.argv(root / (name or "transfer")))
-    except SystemExit:
-        raise XlvizError("the form's settings are not valid xlviz transfer arguments", field="form") from None
+    args, name = parse_form(form, root, name, command="transfer", thing="run", taken="run")
     build_config(args)  # the CLI's validation of the whole config: one line naming the field
     run_dir = root / name if name else new_run_path(root, "transfer")
     return run_dir, form.argv(run_dir)

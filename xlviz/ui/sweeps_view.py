@@ -97,23 +97,12 @@ def prepare_sweep(form: SweepForm, root: str | Path, name: str = "") -> tuple[Pa
     CLI makes (its parser, :func:`xlviz.transfer.sweep.parse_grid`, each cell's whole config as
     ``xlviz transfer`` builds it): a bad grid row is one line naming it, and nothing is created
     unless everything passes; then a fresh folder for an unnamed sweep."""
-    from xlviz.cli import build_parser
     from xlviz.commands.transfer import build_config
-    from xlviz.names import check_name, check_run_dir
     from xlviz.runs import new_run_path
+    from xlviz.ui.runs_view import parse_form
 
-    form.validate()
     root = Path(root)
-    name = name.strip()
-    if name:
-        check_name(name, field="name", what="sweep name")
-        folder = check_run_dir(root / name, root)
-        if folder.exists():
-            raise XlvizError(f"a folder named {name!r} already exists; pick another name", field="name")
-    try:
-        args = build_parser().parse_args(form.argv(root / (name or "sweep")))
-    except SystemExit:
-        raise XlvizError("the form's settings are not valid xlviz sweep arguments", field="form") from None
+    args, name = parse_form(form, root, name, command="sweep", thing="sweep", taken="folder")
     grid = parse_grid(args.grid)
     n = 1
     for _, values in grid:
