@@ -50,25 +50,14 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-@pytest.fixture(scope="module")
-def server(tmp_path_factory):
-    if not Path(CHROMIUM).exists():
-        pytest.skip(f"{CHROMIUM} is missing (apt-get install chromium); the browser test needs Debian's chromium")
-    pytest.importorskip("playwright.sync_api", reason="the playwright Python package is not installed")
-    from tests.app_fixtures import make_run
-
-    root = tmp_path_factory.mktemp("browser") / "checkpoints"
-    make_run(root, "other-run", results_shift=5.0)
-    time.sleep(1.1)  # folder mtimes order the runs: demo-run is the newest, every page's default
-    make_run(root, "demo-run")
-    models = root.parent / "models"  # typed folders live here ($XLVIZ_MODELS), not among the runs
-    _encoder_only(root / "demo-run" / "s1_pretrain", models / "minilm-encoder")  # Probing must not offer it
+def serve(root: Path, **env_extra: str):
+    """``streamlit run app.py`` (the README's command: .streamlit/config.toml in the repository
+    root turns the file watcher off) on a free port over the runs in ``root``; yields its address
+    once it accepts connections, stops it after."""
     port = _free_port()
-    # no network: a hub id is checked against the local cache only
-    env = dict(os.environ, XLVIZ_CHECKPOINTS=str(root), XLVIZ_MODELS=str(models), HF_HUB_OFFLINE="1", PYTHONUNBUFFERED="1")
+    env = dict(os.environ, XLVIZ_CHECKPOINTS=str(root), PYTHONUNBUFFERED="1", **env_extra)
     log = open(root.parent / "streamlit.log", "w")
     proc = subprocess.Popen(
-        # the README's command: .streamlit/config.toml in the repository root turns the file watcher off
         [sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless", "true", "--server.port", str(port)],
         cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
     )
@@ -82,10 +71,28 @@ def server(tmp_path_factory):
     else:
         proc.kill()
         pytest.fail("streamlit did not start: " + (root.parent / "streamlit.log").read_text()[-2000:])
-    yield f"http://127.0.0.1:{port}", root
+    yield f"http://127.0.0.1:{port}"
     os.killpg(proc.pid, 15)
     proc.wait(timeout=20)
     log.close()
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory):
+    if not Path(CHROMIUM).exists():
+        pytest.skip(f"{CHROMIUM} is missing (apt-get install chromium); the browser test needs Debian's chromium")
+    pytest.importorskip("playwright.sync_api", reason="the playwright Python package is not installed")
+    from tests.app_fixtures import make_run
+
+    root = tmp_path_factory.mktemp("browser") / "checkpoints"
+    make_run(root, "other-run", results_shift=5.0)
+    time.sleep(1.1)  # folder mtimes order the runs: demo-run is the newest, every page's default
+    make_run(root, "demo-run")
+    models = root.parent / "models"  # typed folders live here ($XLVIZ_MODELS), not among the runs
+    _encoder_only(root / "demo-run" / "s1_pretrain", models / "minilm-encoder")  # Probing must not offer it
+    # no network: a hub id is checked against the local cache only
+    for address in serve(root, XLVIZ_MODELS=str(models), HF_HUB_OFFLINE="1"):
+        yield address, root
 
 
 @pytest.fixture(scope="module")

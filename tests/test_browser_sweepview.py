@@ -9,16 +9,11 @@ screenshots/ (or $XLVIZ_SCREENSHOTS).
 
 from __future__ import annotations
 
-import os
-import socket
-import subprocess
-import sys
-import time
 from pathlib import Path
 
 import pytest
 
-from tests.test_browser import CHROMIUM, CHROMIUM_ARGS, SHOTS, _free_port, assert_no_exception, shot, wait_idle
+from tests.test_browser import CHROMIUM, CHROMIUM_ARGS, SHOTS, assert_no_exception, serve, shot, wait_idle
 
 pytestmark = pytest.mark.browser
 REPO = Path(__file__).resolve().parents[1]
@@ -33,27 +28,7 @@ def sweep_server(tmp_path_factory):
 
     root = tmp_path_factory.mktemp("browser-sweeps") / "checkpoints"
     make_sweep(root)
-    port = _free_port()
-    env = dict(os.environ, XLVIZ_CHECKPOINTS=str(root), PYTHONUNBUFFERED="1")
-    log = open(root.parent / "streamlit.log", "w")
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless", "true", "--server.port", str(port)],
-        cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
-    )
-    deadline = time.time() + 90
-    while time.time() < deadline:
-        try:
-            socket.create_connection(("127.0.0.1", port), 0.5).close()
-            break
-        except OSError:
-            time.sleep(0.3)
-    else:
-        proc.kill()
-        pytest.fail("streamlit did not start: " + (root.parent / "streamlit.log").read_text()[-2000:])
-    yield f"http://127.0.0.1:{port}"
-    os.killpg(proc.pid, 15)
-    proc.wait(timeout=20)
-    log.close()
+    yield from serve(root)
 
 
 @pytest.fixture()
