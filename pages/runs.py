@@ -36,6 +36,22 @@ root = checkpoints_root().resolve()
 runs = runs_view.all_runs(root)
 defaults = runs_view.TransferForm()
 
+
+def option_input(where, opt):
+    """One method option's widget, by its type (runs_view.option_widget), its default preset."""
+    key, kind = f"runs_option_{opt.name}", runs_view.option_widget(opt)
+    if kind == "checkbox":
+        return where.checkbox(opt.name, value=opt.default, help=opt.help, key=key)
+    if kind == "select":
+        return where.selectbox(opt.name, list(opt.choices), index=list(opt.choices).index(opt.default), help=opt.help, key=key)
+    if kind == "text":
+        return where.text_input(opt.name, value=opt.default, help=opt.help, key=key)
+    if kind == "integer":
+        return int(where.number_input(opt.name, value=int(opt.default), step=1, help=opt.help, key=key))
+    return float(where.number_input(opt.name, value=float(opt.default), step=runs_view.option_step(opt), format="%g",
+                                    help=opt.help, key=key))
+
+
 # --- start a run --------------------------------------------------------------------------
 with st.expander("Start a transfer run", expanded=not runs, icon=":material/play_arrow:"):
     with st.form("start_run"):
@@ -76,6 +92,14 @@ with st.expander("Start a transfer run", expanded=not runs, icon=":material/play
         docs = c3.number_input("Corpus documents per language", min_value=10, value=defaults.corpus_documents, step=500)
         qa_train = c4.number_input("QA training paragraphs (L1)", min_value=1, value=defaults.qa_train_paragraphs, step=100)
         qa_test = c5.number_input("QA test paragraphs (per language)", min_value=1, value=defaults.qa_test_paragraphs, step=20)
+        st.caption("Method options: each method's own settings (its options dataclass, xlviz.methods); "
+                   "they apply to its systems only, and the defaults are the CLI's.")
+        option_values = {}
+        method_opts = runs_view.method_option_fields()
+        for tab, (method, opts) in zip(st.tabs(list(method_opts)), method_opts.items()):
+            cols = tab.columns(3)
+            for i, opt in enumerate(opts):
+                option_values[opt.name] = option_input(cols[i % 3], opt)
         name = st.text_input("Run name (optional)", placeholder="transfer-<date>-<time>")
         submitted = st.form_submit_button("Start run", type="primary", icon=":material/rocket_launch:")
     if submitted:
@@ -84,7 +108,7 @@ with st.expander("Start a transfer run", expanded=not runs, icon=":material/play
                 languages=tuple(languages) + tuple(e.strip() for e in extra.split(",") if e.strip()), model_size=model_size, pretrain_steps=int(pretrain), transfer_steps=int(transfer),
                 finetune_steps=int(finetune), methods=tuple(systems), seed=int(seed), batch_size=int(batch),
                 mlm_batch_size=int(mlm_batch), corpus_documents=int(docs), qa_train_paragraphs=int(qa_train),
-                qa_test_paragraphs=int(qa_test), workers=int(workers), source=source)
+                qa_test_paragraphs=int(qa_test), workers=int(workers), source=source, options=option_values)
             run_dir, argv = runs_view.prepare_run(form, root, name)  # the CLI's checks, before any folder exists
             pid = jobs.start_job(argv, run_dir)
             st.session_state["runs_watch"] = run_dir.name

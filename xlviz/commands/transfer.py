@@ -63,15 +63,42 @@ DATA_OPTIONS = {"--l1": ("l1", str), "--l2": ("l2", str), "--parallel-max": ("pa
                 "--shuffle-buffer": ("shuffle_buffer", int), "--l2-vocab-size": ("l2_vocab_size", int),
                 "--qa-train": ("qa_train", str), "--qa-train-articles": ("qa_train_articles", int)}
 DATA_LISTS = {"--l1-corpus": "l1_corpus", "--l2-corpus": "l2_corpus", "--qa-eval": "qa_eval", "--parallel": "parallel"}
-# flag -> (config field, type): settings of the stages on corpus sources and of retrieval
-RUN_OPTIONS = {"--init-model": ("init_model", str), "--tokenizer": ("tokenizer", str), "--dropout": ("dropout", float),
+# flag -> (config field, type): settings of every run and of retrieval (each method's own
+# options get their flags from its options dataclass: add_method_options)
+RUN_OPTIONS = {"--init-model": ("init_model", str), "--tokenizer": ("tokenizer", str),
                "--mlm-probability": ("mlm_probability", float), "--pretrain-lr": ("pretrain_lr", float),
                "--transfer-lr": ("transfer_lr", float), "--finetune-lr": ("finetune_lr", float),
                "--qa-max-length": ("qa_max_length", int), "--doc-stride": ("doc_stride", int),
-               "--embedding-init": ("embedding_init", str), "--eval-pooling": ("eval_pooling", str),
-               "--eval-max-length": ("eval_max_length", int), "--mlm-head-steps": ("mlm_head_steps", int),
-               "--mlm-head-lr": ("mlm_head_lr", float), "--mlm-head-top-layers": ("mlm_head_top_layers", int),
+               "--eval-pooling": ("eval_pooling", str), "--eval-max-length": ("eval_max_length", int),
                "--log-every": ("log_every", int)}
+
+
+def add_method_options(p: argparse.ArgumentParser, only: tuple[str, ...] | None = None) -> None:
+    """One flag per field of every method's options dataclass (xlviz.methods.options), as
+    ``HfArgumentParser`` makes them: ``ppa_steps`` -> ``--ppa-steps``, its type, its choices, its
+    help and default; a group per method (``only``: these methods'). Unset flags leave the
+    config file's value."""
+    from xlviz.methods import methods
+    from xlviz.methods.options import option_fields, parse_bool
+
+    for m in methods().values():
+        if m.options is None or only is not None and m.name not in only:
+            continue
+        group = p.add_argument_group(f"{m.name} options", f"settings of the {m.name} systems ({', '.join(m.systems)})")
+        for f in option_fields(m.options, m.name):
+            kind = parse_bool if f.type is bool else f.type
+            group.add_argument(f.flag, dest=f.name, type=kind, choices=f.choices, default=None,
+                               metavar=None if f.choices else f.type.__name__.upper(),
+                               help=f"{f.help} (default: {f.default})".replace("%", "%%"))
+
+
+def method_settings(args: argparse.Namespace, d: dict) -> None:
+    """The method option flags given on the command line into the config dict ``d``."""
+    from xlviz.methods.options import all_option_fields
+
+    for f in all_option_fields():
+        if getattr(args, f.name, None) is not None:
+            d[f.name] = getattr(args, f.name)
 
 
 def add_source_options(p: argparse.ArgumentParser) -> None:
@@ -123,6 +150,7 @@ def build_config(args: argparse.Namespace, base: dict | None = None):
     if "source" not in d and LEGACY_CORPUS_KEYS & set(d):  # a transfer-corpus config file
         d = legacy_corpus_dict(d)
     source_settings(args, d)
+    method_settings(args, d)
     corpus = d.get("source", "world") != "world"
     world = dict(d.get("world") or {})
     for key in ("seed", "model_size", "vocab_size", "pretrain_steps", "transfer_steps", "finetune_steps", "batch_size", "mlm_batch_size", "block_size", "mixed_precision", "grad_accum", "workers", "log_with", "strict"):
@@ -210,4 +238,5 @@ def register(sub) -> None:
     p.add_argument("--run-dir", dest="run_dir", help="exact run folder to create (default: <out>/<name>-<timestamp>)")
     add_transfer_options(p)
     add_source_options(p)
+    add_method_options(p)
     p.set_defaults(handler=run)

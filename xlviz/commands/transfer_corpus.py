@@ -17,22 +17,22 @@ from __future__ import annotations
 
 import argparse
 
-# flag -> (config field, type); each overrides the config file's value
+# flag -> (config field, type); each overrides the config file's value (MONOTRANS's own
+# options, --dropout, --embedding-init, --mlm-head-* ..., come from its options dataclass)
 OPTIONS = {
     "--name": ("name", str), "--seed": ("seed", int), "--l1": ("l1", str), "--l2": ("l2", str),
     "--parallel-max": ("parallel_max", int), "--init-model": ("init_model", str), "--model-size": ("model_size", str),
-    "--dropout": ("dropout", float), "--vocab-size": ("vocab_size", int), "--l2-vocab-size": ("l2_vocab_size", int),
+    "--vocab-size": ("vocab_size", int), "--l2-vocab-size": ("l2_vocab_size", int),
     "--tokenizer": ("tokenizer", str), "--tokenizer-lines": ("tokenizer_lines", int), "--max-lines": ("max_lines", int),
     "--block-size": ("block_size", int), "--shuffle-buffer": ("shuffle_buffer", int), "--mask-prob": ("mask_prob", float), "--batch-size": ("batch_size", int),
     "--pretrain-steps": ("pretrain_steps", int), "--pretrain-lr": ("pretrain_lr", float),
     "--transfer-steps": ("transfer_steps", int), "--transfer-lr": ("transfer_lr", float),
-    "--embedding-init": ("embedding_init", str), "--eval-pooling": ("eval_pooling", str),
+    "--eval-pooling": ("eval_pooling", str),
     "--eval-max-length": ("eval_max_length", int), "--qa-train": ("qa_train", str),
     "--qa-train-paragraphs": ("qa_train_paragraphs", int), "--finetune-steps": ("finetune_steps", int),
     "--finetune-lr": ("finetune_lr", float), "--qa-batch-size": ("qa_batch_size", int),
     "--qa-max-length": ("qa_max_length", int), "--doc-stride": ("doc_stride", int),
-    "--mlm-head-steps": ("mlm_head_steps", int), "--mlm-head-lr": ("mlm_head_lr", float), "--qa-train-articles": ("qa_train_articles", int),
-    "--mlm-head-top-layers": ("mlm_head_top_layers", int),
+    "--qa-train-articles": ("qa_train_articles", int),
     "--mixed-precision": ("mixed_precision", str), "--grad-accum": ("grad_accum", int), "--log-every": ("log_every", int),
 }
 LISTS = {"--l1-corpus": "l1_corpus", "--l2-corpus": "l2_corpus", "--qa-eval": "qa_eval"}
@@ -41,6 +41,7 @@ LISTS = {"--l1-corpus": "l1_corpus", "--l2-corpus": "l2_corpus", "--qa-eval": "q
 def build_config(args: argparse.Namespace, base: dict | None = None):
     """The former flags and config file, read as they were, as a run of ``monotrans,floor`` on
     the ``files`` source (:func:`xlviz.transfer.config.legacy_corpus_dict`)."""
+    from xlviz.commands.transfer import method_settings
     from xlviz.transfer.config import TransferConfig, legacy_corpus_dict
 
     d = dict(base or {})
@@ -56,6 +57,7 @@ def build_config(args: argparse.Namespace, base: dict | None = None):
         d["parallel"] = list(args.parallel)
     if getattr(args, "no_lowercase", False):
         d["lowercase"] = False
+    method_settings(args, d)
     if "source" not in d:
         d = legacy_corpus_dict(d)
     return TransferConfig.from_dict(d, path=getattr(args, "config", None))
@@ -100,4 +102,7 @@ def register(sub) -> None:
     for flag, (key, typ) in OPTIONS.items():
         rng = SIZE_LIMITS.get(key)
         p.add_argument(flag, dest=key, type=typ, help=f"{rng[0]:,} to {rng[1]:,}" if rng else None)
+    from xlviz.commands.transfer import add_method_options
+
+    add_method_options(p, only=("monotrans",))
     p.set_defaults(handler=run)

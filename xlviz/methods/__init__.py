@@ -14,7 +14,7 @@ import pkgutil
 from xlviz.errors import XlvizError
 from xlviz.methods.base import SETTINGS, TRANSLATE_TEST, TRANSLATE_TRAIN, ZERO_SHOT, Method, Stage, setting_of
 
-_SKIP = {"base", "common"}
+_SKIP = {"base", "common", "options"}
 _METHODS: dict[str, Method] | None = None
 
 

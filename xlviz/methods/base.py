@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Protocol
+from typing import Any, Callable, Collection, Protocol
 
 from torch import nn
 
@@ -109,9 +109,14 @@ class Method:
     """A family of systems declared by one module. Subclasses override the methods below."""
 
     name: str
-    systems: tuple[str, ...]
+    # The method's systems: a tuple, or the keys of its variant table (``VARIANTS.keys()``), so
+    # that one more row of the table is one more system everywhere.
+    systems: Collection[str]
     description: str = ""
     order: int = 50  # position in listings (the paper's tables: MONOTRANS first)
+    # The method's own settings: a dataclass of xlviz.methods.options.MethodOptions (None: none).
+    # The run's config stores its fields flat; the CLI's flags and the Runs form's fields come from it.
+    options: type | None = None
 
     def owns(self, system: str) -> bool:
         """Whether ``system`` is one of this method's (parametrised families override this)."""

@@ -15,6 +15,7 @@ the L2's special rows are L1's. The front end is :func:`xlviz.models.clwe.clwe_m
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 import torch
 from safetensors.torch import load_file, save_file
 from transformers import BertForMaskedLM, BertForQuestionAnswering
@@ -22,6 +23,7 @@ from transformers import BertForMaskedLM, BertForQuestionAnswering
 from xlviz.io import atomic_dir, atomic_write_json
 from xlviz.methods.base import Context, Method, Stage
 from xlviz.methods.common import WORLD, finetune_qa, load_mlm, new_bert, train_mlm
+from xlviz.methods.options import MethodOptions, option
 from xlviz.models.clwe import clwe_matrices
 from xlviz.models.monotrans import N_SPECIAL, freeze_for_step3, make_l2_mlm, qa_from_mlm, zero_shot_model
 from xlviz.models.surgery import word_embeddings
@@ -112,4 +114,12 @@ class Clwe(Method):
         return zero_shot_model(qa, l2), tok
 
 
-METHOD = Clwe("clwe", ("clwe",), description="cross-lingual word embeddings under a BERT (Artetxe et al. 2020)", order=15)
+@dataclass
+class ClweOptions(MethodOptions):
+    # "identical" needs languages that share some strings, e.g. Latin-script subwords.
+    clwe_init: str = option("unsupervised", "VecMap's initialisation: unsupervised (intra-lingual similarity distributions) or "
+                            "identical (identical strings; needs languages that share some)", choices=("unsupervised", "identical"))
+
+
+METHOD = Clwe("clwe", ("clwe",), description="cross-lingual word embeddings under a BERT (Artetxe et al. 2020)", order=15,
+              options=ClweOptions)

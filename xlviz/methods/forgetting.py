@@ -14,12 +14,14 @@ The stage builders here take the step-1 stage and the L2 initialisation as argum
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Callable
 
 from transformers import BertForMaskedLM, BertForQuestionAnswering
 
 from xlviz.methods.base import Context, Method, Stage
 from xlviz.methods.common import WORLD, finetune_qa, load_mlm, new_bert, train_mlm
+from xlviz.methods.options import MethodOptions, option
 from xlviz.methods.monotrans import l2_init_model
 from xlviz.models.monotrans import freeze_for_step2, freeze_for_step3, qa_from_mlm, zero_shot_model
 from xlviz.models.surgery import word_embeddings
@@ -123,4 +125,12 @@ class Forgetting(Method):
         return (load_mlm(ctx, S1) if lang == ctx.world.l1 else self._l2(ctx, lang)), ctx.tokenizer(lang)
 
 
-METHOD = Forgetting("forgetting", (SYSTEM,), description="active forgetting in step 1, then MONOTRANS (Chen et al. 2023)", order=5)
+@dataclass
+class ForgettingOptions(MethodOptions):
+    # The paper re-draws every 1,000 of 125,000 updates: 8 at 1,000 steps here (docs/methods.md).
+    forget_every: int = option(0, "re-draw step 1's token embeddings every K updates; 0: the paper's ratio, "
+                               "round(pretrain_steps / 125)", low=0)
+
+
+METHOD = Forgetting("forgetting", (SYSTEM,), description="active forgetting in step 1, then MONOTRANS (Chen et al. 2023)", order=5,
+                    options=ForgettingOptions)

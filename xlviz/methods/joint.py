@@ -46,6 +46,7 @@ from xlviz.data.joint_vocab import N_SPECIAL, DisjointVocab, train_joint_tokeniz
 from xlviz.io import atomic_dir
 from xlviz.methods.base import Context, Method, Stage, unit_stages
 from xlviz.methods.common import WORLD, finetune_qa, max_length
+from xlviz.methods.options import MethodOptions, option
 from xlviz.models.monotrans import bert_config, qa_from_mlm, zero_shot_model
 from xlviz.models.vocab_slice import slice_to_language
 from xlviz.training.loop import train
@@ -53,6 +54,19 @@ from xlviz.training.mlm import MaskedOnlyMLM, is_long_step, iter_blocks, mask_to
 from xlviz.training.multilingual import multilingual_batches
 
 PAPER_UNIT = 32_000  # the paper's per-language vocabulary (JOINTPAIR-disjoint, MONOTRANS): vocab_size here
+
+
+@dataclass
+class JointOptions(MethodOptions):
+    """The joint models' settings (also of the systems built on them: PPA, VECO, Wu et al.'s)."""
+
+    # What the paper's 32k subwords are for the joint vocabularies (jointpair-joint: one of this
+    # size for both languages; jointmulti: this; jointmulti-large: 200k/32k = 6.25 x this).
+    joint_vocab_size: int = option(0, "what the paper's 32k subwords are here for the joint vocabularies (jointmulti-large: "
+                                   "6.25 x this)", low=50, zero="vocab_size")
+    # Conneau & Lample 2019; mBERT's 0.7.
+    language_alpha: float = option(0.7, "exponent of the smoothed language sampling q_i ~ p_i^alpha for the joint models' batches "
+                                   "and vocabularies (0: balanced, 1: the natural proportions)", low=0, high=1)
 
 
 @dataclass(frozen=True)
@@ -342,4 +356,5 @@ class Joint(Method):
         return zero_shot_model(qa, l2), tok
 
 
-METHOD = Joint("joint", SYSTEMS, description="joint multilingual pre-training (Artetxe et al. 2020, §3.1)", order=10)
+METHOD = Joint("joint", VARIANTS.keys(), description="joint multilingual pre-training (Artetxe et al. 2020, §3.1)", order=10,
+               options=JointOptions)

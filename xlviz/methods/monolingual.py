@@ -14,6 +14,8 @@ row is the L1 model fine-tuned on the L1 set (MONOTRANS's step 3 model).
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from transformers import BertForQuestionAnswering
 
 from xlviz.methods.base import Context, Method, Stage, unit_stages
@@ -21,6 +23,22 @@ from xlviz.methods.common import WORLD, finetune_qa, load_mlm, pretrain_stage
 from xlviz.models.monotrans import qa_from_mlm
 
 SUPERVISED = "mono-l2-supervised"
+
+
+@dataclass(frozen=True)
+class MonoVariant:
+    """One monolingual-L2 system: each L2's own BERT, fine-tuned on its translate-train QA set or not."""
+
+    supervised: bool
+    description: str
+
+
+VARIANTS: dict[str, MonoVariant] = {
+    "mono-l2": MonoVariant(supervised=False,
+                           description="a BERT pre-trained on each L2 alone (reference for probing; Wu et al.'s independent pair)"),
+    SUPERVISED: MonoVariant(supervised=True,
+                            description="each L2's own BERT fine-tuned on translate-train QA (supervised ceiling, uses L2 labels)"),
+}
 
 
 def supervised_stage(l2: str) -> Stage:
@@ -40,20 +58,18 @@ def supervised_stage(l2: str) -> Stage:
 class MonoL2(Method):
     def stages(self, ctx: Context, system: str) -> list[Stage]:
         out = [WORLD, pretrain_stage()] + [pretrain_stage(l2) for l2 in ctx.world.l2s]
-        if system == SUPERVISED:
+        if VARIANTS[system].supervised:
             out += [supervised_stage(l2) for l2 in ctx.world.l2s]
         return out
 
     def describe(self, system: str) -> str:
-        if system == SUPERVISED:
-            return "each L2's own BERT fine-tuned on translate-train QA (supervised ceiling, uses L2 labels)"
-        return "a BERT pre-trained on each L2 alone (reference for probing; Wu et al.'s independent pair)"
+        return VARIANTS[system].description
 
     def uses(self, system: str, cfg=None) -> dict:
-        return {"parallel_pairs": 0, "l2_labels": system == SUPERVISED}
+        return {"parallel_pairs": 0, "l2_labels": VARIANTS[system].supervised}
 
     def qa_model(self, ctx: Context, system: str, lang: str):
-        if system != SUPERVISED or lang == ctx.world.l1:
+        if not VARIANTS[system].supervised or lang == ctx.world.l1:
             return None
         return BertForQuestionAnswering.from_pretrained(ctx.path(f"s3_supervised-{lang}"), use_safetensors=True), ctx.tokenizer(lang)
 
@@ -70,4 +86,4 @@ class MonoL2(Method):
         return load_mlm(ctx, stage), ctx.tokenizer(lang)
 
 
-METHOD = MonoL2("mono-l2", ("mono-l2", SUPERVISED), description="monolingual L2 models (reference, supervised ceiling)", order=30)
+METHOD = MonoL2("mono-l2", VARIANTS.keys(), description="monolingual L2 models (reference, supervised ceiling)", order=30)

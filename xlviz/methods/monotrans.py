@@ -27,23 +27,50 @@ from xlviz.data.vocabulary import translation_rows
 from xlviz.io import atomic_write_json
 from xlviz.methods.base import Context, Method, Stage
 from xlviz.methods.common import WORLD, finetune_qa, load_mlm, pretrain_stage, train_mlm
+from xlviz.methods.options import MethodOptions, option
 from xlviz.models.adapters import XlvizBertForMaskedLM
 from xlviz.models.monotrans import (
-    add_embedding_noise, drop_cls_position_and_segment, fold_cls_position, freeze_for_step2, freeze_for_step3, make_l2_mlm,
+    NOISE_RULES, NOISE_STD, add_embedding_noise, drop_cls_position_and_segment, fold_cls_position, freeze_for_step2, freeze_for_step3, make_l2_mlm,
     embedding_norm, init_norm, noise_std_for, qa_from_mlm, zero_shot_model,
 )
 from xlviz.models.surgery import word_embeddings
 
 
+EMBEDDING_INITS = ("random", "l1_stats")
+
+
+@dataclass
+class MonotransOptions(MethodOptions):
+    """MONOTRANS's settings (its variants' and those of its stages on a corpus source, xlviz.methods.stream)."""
+
+    adapter_size: int = option(32, "bottleneck width of the Houlsby adapters learned in step 2 (monotrans+adapters)", low=1)
+    # "scaled": sigma = noise_std x the model's word-embedding row norm at initialisation
+    # (init std x sqrt(width)) / BERT-base's (0.02 x sqrt(768)): the paper's noise-to-norm ratio,
+    # 0.031 for the 128-wide small model; "absolute": noise_std as is (models.monotrans.noise_std_for).
+    noise_std: float = option(NOISE_STD, "noised fine-tuning's Gaussian std (Appendix A, sized for BERT-base)", low=0, low_open=True)
+    noise_rule: str = option("scaled", "scaled: sigma = noise_std x the model's embedding row norm at init / BERT-base's "
+                             "(the paper's noise-to-norm ratio); absolute: noise_std as is", choices=NOISE_RULES)
+    dropout: float = option(0.0, "corpus sources: dropout of the BERT pre-trained on the L1 corpus", low=0, high=1, high_open=True)
+    embedding_init: str = option("random", "corpus sources: step 2's new rows: random (the paper) or l1_stats (Gaussian "
+                                 "with the L1 rows' mean and std)", choices=EMBEDDING_INITS)
+    mlm_head_steps: int = option(300, "step 1b (only when init_model has no MLM head): training steps of the new head", low=1)
+    mlm_head_lr: float = option(1e-3, "step 1b's learning rate", low=0, low_open=True)
+    mlm_head_mask_row: bool = option(True, "step 1b also learns the [MASK] input row (a sentence encoder never read it)")
+    mlm_head_top_layers: int = option(0, "step 1b also trains the body's last K layers (a deviation from the paper)", low=0)
+
+
 @dataclass(frozen=True)
 class Variant:
-    """What a MONOTRANS system changes: step 2 (None: skipped), L2 positions, adapters, noise."""
+    """What a MONOTRANS system changes: step 2 (None: skipped), L2 positions, adapters, noise;
+    whether it has stages on corpus sources too (xlviz.methods.stream), and its one-line description."""
 
     step2: bool = True
     pos: bool = False
     adapters: bool = False
     noise: bool = False
     oracle: bool = False
+    corpus: bool = False
+    description: str = ""
 
     @property
     def s2_suffix(self) -> str:
@@ -55,14 +82,15 @@ class Variant:
 
 
 VARIANTS: dict[str, Variant] = {
-    "monotrans": Variant(),
-    "floor": Variant(step2=False),
-    "monotrans+pos": Variant(pos=True),
-    "monotrans+noise": Variant(noise=True),
-    "monotrans+adapters": Variant(adapters=True),
-    "monotrans+pos+noise": Variant(pos=True, noise=True),
-    "monotrans+pos+noise+adapters": Variant(pos=True, noise=True, adapters=True),
-    "dictionary-oracle": Variant(oracle=True),
+    "monotrans": Variant(corpus=True, description="MONOTRANS: L1 BERT, L2 token embeddings learned under the frozen body, QA on L1, swap"),
+    "floor": Variant(step2=False, corpus=True, description="lower bound: MONOTRANS without step 2 (untrained L2 embeddings)"),
+    "monotrans+pos": Variant(pos=True, description="+ language-specific position embeddings"),
+    "monotrans+noise": Variant(noise=True, description="+ noised fine-tuning"),
+    "monotrans+adapters": Variant(adapters=True, description="+ adapters learned in step 2"),
+    "monotrans+pos+noise": Variant(pos=True, noise=True, description="+ position embeddings + noised fine-tuning (Table 3, cumulative)"),
+    "monotrans+pos+noise+adapters": Variant(pos=True, noise=True, adapters=True,
+                                            description="+ position embeddings + noising + adapters (Table 3, cumulative)"),
+    "dictionary-oracle": Variant(oracle=True, description="upper bound on step 2: gold translations' L1 rows"),
 }
 # The former --variants names (config files and runs written before the method registry).
 LEGACY_VARIANTS = {"base": "monotrans", "floor": "floor", "pos": "monotrans+pos", "noise": "monotrans+noise",
@@ -154,16 +182,7 @@ class Monotrans(Method):
         return out
 
     def describe(self, system: str) -> str:
-        return {
-            "monotrans": "MONOTRANS: L1 BERT, L2 token embeddings learned under the frozen body, QA on L1, swap",
-            "floor": "lower bound: MONOTRANS without step 2 (untrained L2 embeddings)",
-            "monotrans+pos": "+ language-specific position embeddings",
-            "monotrans+noise": "+ noised fine-tuning",
-            "monotrans+adapters": "+ adapters learned in step 2",
-            "monotrans+pos+noise": "+ position embeddings + noised fine-tuning (Table 3, cumulative)",
-            "monotrans+pos+noise+adapters": "+ position embeddings + noising + adapters (Table 3, cumulative)",
-            "dictionary-oracle": "upper bound on step 2: gold translations' L1 rows",
-        }[system]
+        return VARIANTS[system].description
 
     def default_systems(self, every: bool = False, layers: int = 4) -> tuple[str, ...]:
         return self.systems if every else ("monotrans",)
@@ -181,19 +200,19 @@ class Monotrans(Method):
         return zero_shot_model(qa, l2, l2_positions=v.pos, adapter_size=adapters, dictionary_rows=rows), tok
 
     def probe_role(self, system: str) -> str:
-        return "floor" if system == "floor" else "transferred"
+        return "transferred" if VARIANTS[system].step2 else "floor"
 
     def needs(self, system: str, cfg=None) -> frozenset[str]:
         """MONOTRANS and its floor need an L1 model (pre-trained here or given) and an L2 corpus;
         QA data only to be scored on QA (without it a corpus run scores retrieval). The other
         variants change QA fine-tuning or read the dictionary, so they need those too."""
-        if system in CORPUS_SYSTEMS:
+        if VARIANTS[system].corpus:
             return frozenset({"l1_model", "l2_corpus"})
         extra = {"dictionary"} if VARIANTS[system].oracle else set()
         return frozenset({"l1_model", "l2_corpus", "qa_train", "qa_test"} | extra)
 
     def runs_on(self, system: str) -> tuple[str, ...]:
-        return ("world", "corpus") if system in CORPUS_SYSTEMS else ("world",)
+        return ("world", "corpus") if VARIANTS[system].corpus else ("world",)
 
     def encoder(self, ctx: Context, system: str, lang: str):
         """The masked LM reading ``lang``: step 1's model for L1, step 2's (or the floor's
@@ -227,7 +246,5 @@ def oracle_rows(ctx: Context, lang: str) -> dict[int, int]:
     return translation_rows(pairs, ctx.tokenizer(ctx.world.l1), ctx.tokenizer(lang))
 
 
-# the systems with stages on streamed corpora too (xlviz.methods.stream)
-CORPUS_SYSTEMS = ("monotrans", "floor")
-
-METHOD = Monotrans("monotrans", tuple(VARIANTS), description="MONOTRANS and its variants (Artetxe et al. 2020)", order=0)
+METHOD = Monotrans("monotrans", VARIANTS.keys(), description="MONOTRANS and its variants (Artetxe et al. 2020)", order=0,
+                   options=MonotransOptions)

@@ -21,6 +21,7 @@ and a model folder give one model aligned on every L2's pairs. Stages: the base'
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
@@ -34,15 +35,62 @@ from xlviz.io import atomic_dir
 from xlviz.methods import joint
 from xlviz.methods.base import Context, Method, Stage, unit_stages
 from xlviz.methods.common import WORLD, max_length, trim_padding
+from xlviz.methods.options import MethodOptions, option
 from xlviz.models.monotrans import qa_from_mlm, zero_shot_model
 from xlviz.models.vocab_slice import slice_to_language
 from xlviz.training.loop import train
-from xlviz.training.ppa import PPALoss, PPAModel, Specials, pair_batches, parse_objective
+from xlviz.training.ppa import OBJECTIVES, PPALoss, PPAModel, Specials, pair_batches, parse_objective
 from xlviz.training.qa_loss import QALoss
 
 ZERO_SHOT, CODESWITCH = "ppa", "ppa-codeswitch"
-JOINT_BASES = joint.SYSTEMS
+JOINT_BASES = joint.VARIANTS.keys()
 PAIR_LIMIT = 128  # the paper's longest concatenated pair (WordPiece tokens)
+
+
+@dataclass
+class PpaOptions(MethodOptions):
+    """PPA's settings, scaled to the world's budget (docs/methods.md, "PPA measured"): with the
+    paper's ratios (300 steps, lr 5e-4, momentum 0.999) top-layer retrieval on en-sov reached
+    2.5%; 1,000 steps at lr 1e-3 reached 36.5% at momentum 0.999 and 89.5% at 0.99 (2,000
+    steps: 89.8%). ppa_base is never loaded with remote code."""
+
+    ppa_base: str = option("jointpair-disjoint", "the model PPA aligns: a joint system (jointpair-disjoint, jointpair-joint, "
+                           "jointmulti, jointmulti-large) or the folder of a Hugging Face multilingual masked LM")
+    ppa_objective: str = option("moco+tlm", "Table 5's ablations: moco+tlm, moco, tlm, moco+mlm (TLM replaced by MLM)",
+                                choices=OBJECTIVES)
+    ppa_pairs: int = option(0, "parallel training pairs per L2", low=1, zero="all of the world's, world.parallel_train_pairs")
+    ppa_steps: int = option(1000, "alignment steps", low=1)
+    ppa_lr: float = option(1e-3, "alignment learning rate", low=0, low_open=True)
+    ppa_batch_size: int = option(128, "pairs per step and process (the paper's 128)", low=1)
+    # The paper's 32k for 250k-2M pairs is ~13% of its smallest corpus; 512 is a quarter of
+    # the world's 2,000 pairs, 4 batches: a pair's own earlier key is rarely a false negative.
+    ppa_queue_size: int = option(512, "negatives in the MoCo queue (smaller than the pairs per L2)", low=1)
+    # 0.999 gives the key encoder a time constant of 1,000 steps, a small part of the paper's
+    # ~20k-step runs; 0.99 keeps the paper's ratio (a tenth of the run).
+    ppa_momentum: float = option(0.99, "momentum of the MoCo key encoder", low=0, high=1, high_open=True)
+    ppa_temperature: float = option(0.05, "temperature of the contrastive loss", low=0, low_open=True)
+    ppa_projection_dim: int = option(128, "d_k of the projection head (the paper: 300 for mBERT's 768)", low=1)
+
+    def check_run(self, cfg) -> None:
+        if self.ppa_pairs > cfg.world.parallel_train_pairs:
+            raise XlvizError(f"the world has {cfg.world.parallel_train_pairs} parallel training pairs per L2 "
+                             f"(world.parallel_train_pairs), got {self.ppa_pairs}", field="ppa_pairs")
+
+
+@dataclass(frozen=True)
+class PpaVariant:
+    """One PPA system: fine-tuned on L1 QA (zero-shot), or translate-train with sentence-level code-switching."""
+
+    codeswitch: bool
+    description: str
+
+
+VARIANTS: dict[str, PpaVariant] = {
+    ZERO_SHOT: PpaVariant(codeswitch=False,
+                          description="post-pretraining alignment (MoCo + TLM on parallel pairs) of ppa_base, QA on L1, zero-shot"),
+    CODESWITCH: PpaVariant(codeswitch=True,
+                           description="PPA-aligned model fine-tuned translate-train with sentence-level code-switching (uses L2 labels)"),
+}
 
 
 # --------------------------------------------------------------------------- the base model
@@ -257,13 +305,11 @@ def codeswitch_stage(l2: str | None) -> Stage:
 # --------------------------------------------------------------------------- the method
 class Ppa(Method):
     def describe(self, system: str) -> str:
-        if system == CODESWITCH:
-            return "PPA-aligned model fine-tuned translate-train with sentence-level code-switching (uses L2 labels)"
-        return "post-pretraining alignment (MoCo + TLM on parallel pairs) of ppa_base, QA on L1, zero-shot"
+        return VARIANTS[system].description
 
     def uses(self, system: str, cfg=None) -> dict:
         pairs = (cfg.ppa_pairs or cfg.world.parallel_train_pairs) if cfg is not None else WorldConfig().parallel_train_pairs
-        return {"parallel_pairs": pairs, "l2_labels": system == CODESWITCH}
+        return {"parallel_pairs": pairs, "l2_labels": VARIANTS[system].codeswitch}
 
     def validate(self, system: str, cfg) -> None:
         if cfg.ppa_base not in JOINT_BASES:
@@ -281,7 +327,7 @@ class Ppa(Method):
         for l2 in units(ctx):
             out += base_stages(ctx, l2)
             out.append(align_stage(l2, ctx.cfg.ppa_objective))
-            out.append(codeswitch_stage(l2) if system == CODESWITCH else finetune_stage(l2))
+            out.append(codeswitch_stage(l2) if VARIANTS[system].codeswitch else finetune_stage(l2))
         return out
 
     def unit_for(self, ctx: Context, lang: str) -> str | None:
@@ -314,7 +360,7 @@ class Ppa(Method):
 
     def _qa(self, ctx: Context, system: str, u: str | None, lang: str):
         rd = reader(ctx, u)
-        if system == CODESWITCH:
+        if VARIANTS[system].codeswitch:
             qa = AutoModelForQuestionAnswering.from_pretrained(ctx.path(f"s3_ppa-codeswitch{suffix(u)}"), use_safetensors=True)
             return (slice_to_language(qa, rd.vocab, lang) if rd.disjoint else qa), rd.toks[lang]
         qa = AutoModelForQuestionAnswering.from_pretrained(ctx.path(f"s3_ppa{suffix(u)}"), use_safetensors=True)
@@ -329,4 +375,4 @@ class Ppa(Method):
         return self._qa(ctx, system, lang, ctx.world.l1)
 
 
-METHOD = Ppa("ppa", (ZERO_SHOT, CODESWITCH), description="post-pretraining alignment with parallel text (Pan et al. 2021)", order=40)
+METHOD = Ppa("ppa", VARIANTS.keys(), options=PpaOptions, description="post-pretraining alignment with parallel text (Pan et al. 2021)", order=40)

@@ -31,8 +31,8 @@ from xlviz.data.vocabulary import special_ids_of, special_row_map, train_tokeniz
 from xlviz.errors import XlvizError
 from xlviz.io import atomic_dir, atomic_write_text
 from xlviz.methods.base import Context, Stage
+from xlviz.methods.monotrans import VARIANTS
 
-EMBEDDING_INITS = ("random", "l1_stats")
 
 
 def _streamed(blocks: Iterator[list[int]], lang: str) -> Iterator[list[int]]:
@@ -95,7 +95,7 @@ def l2_model(ctx: Context, system: str, l1, l1_tok):
     from xlviz.models.loading import load_model
 
     l2_tok = ctx.tokenizer(ctx.data.l2)
-    if system == "floor":
+    if not VARIANTS[system].step2:  # the floor: step 2's untrained rows
         return new_l2_model(ctx, l1, l1_tok, l2_tok).eval(), l2_tok
     mono, _ = load_model(ctx.path(f"s2_transfer-{ctx.data.l2}"), task="mlm", attn_implementation="sdpa")
     return mono, l2_tok
@@ -212,7 +212,7 @@ def stages(ctx: Context, system: str) -> list[Stage]:
     out = [VOCABULARIES, Stage("s1_pretrain", "pretrain", run=stage_pretrain)]
     if needs_mlm_head(ctx.cfg):
         out.append(Stage("s1b_mlm_head", "pretrain", run=stage_mlm_head, needs=("s1_pretrain",)))
-    if system != "floor":
+    if VARIANTS[system].step2:
         out.append(Stage(f"s2_transfer-{ctx.data.l2}", "transfer", run=stage_transfer))
     if "qa_train" in ctx.offers:
         out.append(Stage("s3_finetune", "finetune", run=lambda c: c.finetune_corpus_qa()))

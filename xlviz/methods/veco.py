@@ -31,6 +31,8 @@ the same model size, vocabulary, batch tokens and number of steps. Deviations, a
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import torch
 from transformers import AutoTokenizer, BertForQuestionAnswering
 
@@ -39,6 +41,7 @@ from xlviz.methods.base import Context, Method, Stage, unit_stages
 from xlviz.methods.common import WORLD, finetune_qa, max_length
 from xlviz.methods.joint import Reader, block_batches
 from xlviz.methods.joint import pretrain_stage as joint_pretrain_stage
+from xlviz.methods.options import MethodOptions, option
 from xlviz.models.monotrans import bert_config, qa_from_mlm, zero_shot_model
 from xlviz.models.veco import (CROSS, VecoForMaskedLM, VecoForQuestionAnswering, plug_in, plug_out, plug_out_qa, plugin_qa,
                                veco_config)
@@ -49,8 +52,39 @@ from xlviz.training.veco import PairedQA, VecoPretraining, paired_qa_features, p
 
 PLUGIN = "veco-plugin"
 PLUGIN_OUT = "veco-plugin-out"  # plug-in fine-tuning, cross-attention unplugged at test time
-SYSTEMS = ("veco", PLUGIN, PLUGIN_OUT)
 PAIR = "jointpair-disjoint"  # how VECO reads its languages (and the model veco_init may start from)
+
+
+@dataclass
+class VecoOptions(MethodOptions):
+    veco_init: str = option("scratch", "scratch: pre-train the cross-attention model on the world from scratch; "
+                            "jointpair-disjoint: start from that system's pair model (as the paper starts from XLM-R), the new "
+                            "cross-attention trained alone for veco_ca_steps, then everything for pretrain_steps",
+                            choices=("scratch", PAIR))
+    veco_ca_steps: int = option(200, "steps of the cross-attention trained alone (veco_init jointpair-disjoint)", low=1)
+
+
+@dataclass(frozen=True)
+class VecoVariant:
+    """One VECO system: plug-in fine-tuning on translate-train (else plug-out on L1), and
+    whether the test reads each L2 context with its gold L1 translation (plugged in) or alone."""
+
+    plugin: bool
+    plugged_test: bool
+    description: str
+
+
+VARIANTS: dict[str, VecoVariant] = {
+    "veco": VecoVariant(plugin=False, plugged_test=False,
+                        description="VECO (cross-attention MLM + TLM on parallel pairs), plug-out fine-tuning on L1, zero-shot"),
+    PLUGIN: VecoVariant(plugin=True, plugged_test=True,
+                        description="VECO, plug-in fine-tuning on translate-train, tested translate-test: each L2 test context read "
+                                    "with its gold L1 translation (uses L2 labels and the test translation)"),
+    PLUGIN_OUT: VecoVariant(plugin=True, plugged_test=False,
+                            description="VECO, plug-in fine-tuning on translate-train, cross-attention unplugged at test time: "
+                                        "reads the L2 test context alone (uses L2 labels)"),
+}
+SYSTEMS = tuple(VARIANTS)
 
 
 def s1_name(ctx: Context, l2: str) -> str:
@@ -201,23 +235,18 @@ class Veco(Method):
             if ctx.cfg.veco_init != "scratch":
                 out += [joint_pretrain_stage(PAIR, l2), ca_stage(l2)]
             out.append(pretrain_stage(ctx, l2))
-            out.append(plugin_stage(ctx, l2) if system in (PLUGIN, PLUGIN_OUT) else plugout_stage(ctx, l2))
+            out.append(plugin_stage(ctx, l2) if VARIANTS[system].plugin else plugout_stage(ctx, l2))
         return out
 
     def describe(self, system: str) -> str:
-        if system == PLUGIN:
-            return ("VECO, plug-in fine-tuning on translate-train, tested translate-test: each L2 test context read with "
-                    "its gold L1 translation (uses L2 labels and the test translation)")
-        if system == PLUGIN_OUT:
-            return ("VECO, plug-in fine-tuning on translate-train, cross-attention unplugged at test time: reads the L2 test "
-                    "context alone (uses L2 labels)")
-        return "VECO (cross-attention MLM + TLM on parallel pairs), plug-out fine-tuning on L1, zero-shot"
+        return VARIANTS[system].description
 
     def uses(self, system: str, cfg=None) -> dict:
         pairs = cfg.world.parallel_train_pairs if cfg is not None else 0
         # plug-in fine-tuning (both plug-in systems) reads the translate-train set; only the
         # plugged-in test reads the gold L1 translation of each test context
-        return {"parallel_pairs": pairs, "l2_labels": system in (PLUGIN, PLUGIN_OUT), "translate_test": system == PLUGIN}
+        v = VARIANTS[system]
+        return {"parallel_pairs": pairs, "l2_labels": v.plugin, "translate_test": v.plugged_test}
 
     def unit_for(self, ctx: Context, lang: str) -> str:
         return lang if lang != ctx.world.l1 else ctx.world.l2s[0]
@@ -229,12 +258,12 @@ class Veco(Method):
     def encoder(self, ctx: Context, system: str, lang: str):
         folder = ctx.path(s1_name(ctx, self.unit_for(ctx, lang)), lang)
         model = VecoForMaskedLM.from_pretrained(folder, use_safetensors=True)
-        return (model if system == PLUGIN else plug_out(model)), AutoTokenizer.from_pretrained(folder)
+        return (model if VARIANTS[system].plugged_test else plug_out(model)), AutoTokenizer.from_pretrained(folder)
 
     def pair_l1_encoder(self, ctx: Context, system: str, l2: str):
         folder = ctx.path(s1_name(ctx, l2), ctx.world.l1)
         model = VecoForMaskedLM.from_pretrained(folder, use_safetensors=True)
-        return (model if system == PLUGIN else plug_out(model)), AutoTokenizer.from_pretrained(folder)
+        return (model if VARIANTS[system].plugged_test else plug_out(model)), AutoTokenizer.from_pretrained(folder)
 
     def _plugout_qa(self, ctx: Context, l2: str):
         stage = plugout_stage(ctx, l2).name
@@ -247,26 +276,27 @@ class Veco(Method):
         return slice_to_language(plug_out_qa(model), reader.vocab, lang), reader.toks[lang]
 
     def own_l1_model(self, ctx: Context, system: str, lang: str):
-        if system == PLUGIN or lang == ctx.world.l1:
+        v = VARIANTS[system]
+        if v.plugged_test or lang == ctx.world.l1:
             return None
-        if system == PLUGIN_OUT:
+        if v.plugin:
             return self._plugin_out_qa(ctx, lang, ctx.world.l1)
         return self._plugout_qa(ctx, lang), AutoTokenizer.from_pretrained(ctx.path(s1_name(ctx, lang), ctx.world.l1))
 
     def qa_model(self, ctx: Context, system: str, lang: str):
-        l1 = ctx.world.l1
-        if system == PLUGIN:
+        l1, v = ctx.world.l1, VARIANTS[system]
+        if v.plugged_test:
             if lang == l1:
                 return None  # plug-in reads an example with its translation: L2 rows only
             model = VecoForQuestionAnswering.from_pretrained(ctx.path(plugin_stage(ctx, lang).name), use_safetensors=True)
             reader = Reader(ctx, PAIR, lang)
             cfg = ctx.cfg
             # the gold L1 translation of the test set: only a translate-test system may read it
-            translation = ctx.test_translation(PLUGIN, lang)
+            translation = ctx.test_translation(system, lang)
             wrapped = PairedQA.build(model, ctx.world.qa("test", lang), translation, reader.toks[lang], reader.toks[l1],
                                      reader.vocab, lang, l1, cfg.qa_max_length, cfg.doc_stride)
             return wrapped, reader.toks[lang]
-        if system == PLUGIN_OUT:
+        if v.plugin:
             return self._plugin_out_qa(ctx, self.unit_for(ctx, lang), lang)
         unit = self.unit_for(ctx, lang)
         qa = self._plugout_qa(ctx, unit)
@@ -277,5 +307,5 @@ class Veco(Method):
         return zero_shot_model(qa, plug_out(VecoForMaskedLM.from_pretrained(folder, use_safetensors=True))), tok
 
 
-METHOD = Veco("veco", SYSTEMS, description="VECO: cross-attention MLM on parallel text, plug-out and plug-in fine-tuning "
+METHOD = Veco("veco", VARIANTS.keys(), options=VecoOptions, description="VECO: cross-attention MLM on parallel text, plug-out and plug-in fine-tuning "
                                            "(Luo et al. 2021)", order=40)

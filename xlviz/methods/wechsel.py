@@ -23,6 +23,7 @@ The dictionary setting is written into each result row (``wechsel_dictionary``, 
 from __future__ import annotations
 
 import random
+from dataclasses import dataclass
 
 import torch
 from safetensors.torch import load_file, save_file
@@ -32,11 +33,54 @@ from xlviz.io import atomic_dir, atomic_write_json
 from xlviz.methods import forgetting
 from xlviz.methods.base import Context, Method, Stage
 from xlviz.methods.common import WORLD, load_mlm, new_bert, pretrain_stage
+from xlviz.methods.options import MethodOptions, option
 from xlviz.methods.monotrans import Variant, finetune_stage, l2_init_model
 from xlviz.models.surgery import word_embeddings
 from xlviz.models.wechsel import aligned_spaces, neighbour_table, precision_at_1, wechsel_rows
 
 MONOTRANS, ONLY, BOTH = "monotrans+wechsel", "wechsel-only", "monotrans+forgetting+wechsel"
+
+
+@dataclass(frozen=True)
+class WechselVariant:
+    """One WECHSEL system: step 2 from the WECHSEL rows (else the rows alone swapped in), on
+    active forgetting's step 1 (and its step 3) or MONOTRANS's."""
+
+    step2: bool
+    forgetting: bool
+    description: str
+
+    @property
+    def s1(self) -> str:
+        return forgetting.S1 if self.forgetting else "s1_pretrain"
+
+    @property
+    def s3(self) -> str:
+        return forgetting.S3 if self.forgetting else "s3_finetune"
+
+    def s2(self, lang: str) -> str:
+        return f"s2_{'forgetting-' if self.forgetting else ''}wechsel-{lang}"
+
+
+VARIANTS: dict[str, WechselVariant] = {
+    MONOTRANS: WechselVariant(step2=True, forgetting=False,
+                              description="MONOTRANS with step 2 starting from WECHSEL's initialisation (Minixhofer et al. 2022)"),
+    ONLY: WechselVariant(step2=False, forgetting=False, description="WECHSEL's initialisation alone swapped in (no step 2)"),
+    BOTH: WechselVariant(step2=True, forgetting=True,
+                         description="active forgetting in step 1, step 2 from WECHSEL's initialisation (a combination)"),
+}
+
+
+@dataclass
+class WechselOptions(MethodOptions):
+    # "identical": with world.shared_names, the names.
+    wechsel_dictionary: str = option("gold", "the dictionary the static spaces are aligned with: gold (the world's: an upper bound), "
+                                     "seed (wechsel_seed_size gold entries drawn with the seed) or identical (the strings both "
+                                     "vocabularies share)", choices=("gold", "seed", "identical"))
+    wechsel_seed_size: int = option(50, "entries of the seed dictionary", low=1)
+    wechsel_neighbours: int = option(10, "k: nearest L1 subwords averaged for each L2 subword (the paper's 10)", low=1)
+    wechsel_temperature: float = option(0.1, "tau of the neighbours' softmax weights (the paper's 0.1)", low=0, low_open=True)
+
 VECTORS_DIR = "wechsel_vectors"
 
 
@@ -101,23 +145,14 @@ def wechsel_init(ctx: Context, l1: BertForMaskedLM, lang: str) -> BertForMaskedL
 
 class Wechsel(Method):
     def stages(self, ctx: Context, system: str) -> list[Stage]:
-        l2s = ctx.world.l2s
-        if system == BOTH:
-            return [WORLD, forgetting.PRETRAIN, VECTORS] + [
-                forgetting.transfer_stage(f"s2_forgetting-wechsel-{lang}", forgetting.S1, lang, wechsel_init, "from the WECHSEL rows")
-                for lang in l2s] + [forgetting.FINETUNE]
-        out = [WORLD, pretrain_stage(), VECTORS]
-        if system == MONOTRANS:
-            out += [forgetting.transfer_stage(f"s2_wechsel-{lang}", "s1_pretrain", lang, wechsel_init, "from the WECHSEL rows")
-                    for lang in l2s]
-        return out + [finetune_stage(Variant())]
+        v = VARIANTS[system]
+        out = [WORLD, forgetting.PRETRAIN if v.forgetting else pretrain_stage(), VECTORS]
+        if v.step2:
+            out += [forgetting.transfer_stage(v.s2(lang), v.s1, lang, wechsel_init, "from the WECHSEL rows") for lang in ctx.world.l2s]
+        return out + [forgetting.FINETUNE if v.forgetting else finetune_stage(Variant())]
 
     def describe(self, system: str) -> str:
-        return {
-            MONOTRANS: "MONOTRANS with step 2 starting from WECHSEL's initialisation (Minixhofer et al. 2022)",
-            ONLY: "WECHSEL's initialisation alone swapped in (no step 2)",
-            BOTH: "active forgetting in step 1, step 2 from WECHSEL's initialisation (a combination)",
-        }[system]
+        return VARIANTS[system].description
 
     def uses(self, system: str, cfg=None) -> dict:
         out = {"parallel_pairs": 0, "l2_labels": False}
@@ -128,23 +163,19 @@ class Wechsel(Method):
         return out
 
     @staticmethod
-    def _s1(system: str) -> str:
-        return forgetting.S1 if system == BOTH else "s1_pretrain"
-
-    def _l2(self, ctx: Context, system: str, lang: str):
-        if system == ONLY:
-            return wechsel_init(ctx, load_mlm(ctx, "s1_pretrain"), lang)
-        stage = f"s2_forgetting-wechsel-{lang}" if system == BOTH else f"s2_wechsel-{lang}"
-        return BertForMaskedLM.from_pretrained(ctx.path(stage), use_safetensors=True)
+    def _l2(ctx: Context, system: str, lang: str):
+        v = VARIANTS[system]
+        if not v.step2:
+            return wechsel_init(ctx, load_mlm(ctx, v.s1), lang)
+        return BertForMaskedLM.from_pretrained(ctx.path(v.s2(lang)), use_safetensors=True)
 
     def qa_model(self, ctx: Context, system: str, lang: str):
-        s3 = forgetting.S3 if system == BOTH else "s3_finetune"
-        return forgetting.swap(ctx, s3, None if lang == ctx.world.l1 else self._l2(ctx, system, lang), lang)
+        return forgetting.swap(ctx, VARIANTS[system].s3, None if lang == ctx.world.l1 else self._l2(ctx, system, lang), lang)
 
     def encoder(self, ctx: Context, system: str, lang: str):
-        model = load_mlm(ctx, self._s1(system)) if lang == ctx.world.l1 else self._l2(ctx, system, lang)
+        model = load_mlm(ctx, VARIANTS[system].s1) if lang == ctx.world.l1 else self._l2(ctx, system, lang)
         return model, ctx.tokenizer(lang)
 
 
-METHOD = Wechsel("wechsel", (MONOTRANS, ONLY, BOTH), description="WECHSEL's initialisation of the L2 embeddings (Minixhofer et al. 2022)",
+METHOD = Wechsel("wechsel", VARIANTS.keys(), options=WechselOptions, description="WECHSEL's initialisation of the L2 embeddings (Minixhofer et al. 2022)",
                  order=6)

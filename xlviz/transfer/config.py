@@ -6,12 +6,12 @@ Validated on load so a bad value stops the run at once with a message naming the
 from __future__ import annotations
 
 import json
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import asdict, dataclass, field, fields, make_dataclass
 from pathlib import Path
 
 from xlviz.data.world import WorldConfig
 from xlviz.errors import XlvizError
-from xlviz.models.monotrans import MODEL_SIZES, NOISE_RULES, NOISE_STD
+from xlviz.models.monotrans import MODEL_SIZES
 from xlviz.names import check_config
 
 MIXED_PRECISION = ("auto", "no", "bf16", "fp16")
@@ -61,7 +61,9 @@ def _all_methods():
 
 
 @dataclass
-class TransferConfig:
+class TransferSettings:
+    """The settings every run has; :data:`TransferConfig` adds each method's options (below)."""
+
     name: str = "transfer"
     seed: int = 0
     world: WorldConfig = field(default_factory=WorldConfig)
@@ -70,17 +72,6 @@ class TransferConfig:
     methods: list[str] = field(default_factory=lambda: ["monotrans", "floor", "dictionary-oracle"])
     model_size: str = "small"
     vocab_size: int = 400
-    # What the paper's 32k subwords are for the joint vocabularies (jointpair-joint: one of this
-    # size for both languages; jointmulti: this; jointmulti-large: 200k/32k = 6.25 x this);
-    # 0: vocab_size, the size of each language's own (disjoint) vocabulary (xlviz.methods.joint).
-    joint_vocab_size: int = 0
-    # Exponent of the smoothed language sampling q_i ∝ p_i^alpha (p_i: a language's share of the
-    # corpus tokens) for the joint models' batches and joint vocabularies (Conneau & Lample 2019;
-    # mBERT's 0.7). 0: balanced, 1: the natural proportions.
-    language_alpha: float = 0.7
-    # CLWE's VecMap initialisation: "unsupervised" (intra-lingual similarity distributions) or
-    # "identical" (identical strings; needs languages that share some, e.g. Latin-script subwords).
-    clwe_init: str = "unsupervised"
     tokenizer: str = "wordpiece"
     block_size: int = 24  # masked-LM blocks; short ones let step 1 leave the unigram plateau
     qa_max_length: int = 96
@@ -110,18 +101,12 @@ class TransferConfig:
     transfer_lr: float = 5e-3
     finetune_steps: int = 600
     finetune_lr: float = 1e-3
-    adapter_size: int = 32
     # Std of step 2's new L2 embedding rows, so also of the floor's untrained ones. Near zero,
     # untrained rows carry almost no token identity: the floor then measures what the body
     # gets from positions and sentence structure alone, the same for every seed; at BERT's
     # 0.02, random rows let the QA model match identical words and the floor varies by seed.
     # Step 2 learns as well from either (docs/world.md).
     l2_init_std: float = 0.002
-    noise_std: float = NOISE_STD  # noised fine-tuning's Gaussian std (Appendix A, sized for BERT-base)
-    # "scaled": sigma = noise_std x the model's word-embedding row norm at initialisation
-    # (init std x sqrt(width)) / BERT-base's (0.02 x sqrt(768)): the paper's noise-to-norm ratio,
-    # 0.031 for the 128-wide small model; "absolute": noise_std as is (models.monotrans.noise_std_for).
-    noise_rule: str = "scaled"
     # auto: bf16 where matmuls run natively in bf16 (CPUs with AMX or AVX512-BF16, GPUs), else float32. On a
     # CPU, bf16 trains the model in bf16 with float32 master weights (bench/bench_mlm.py).
     mixed_precision: str = "auto"
@@ -147,45 +132,6 @@ class TransferConfig:
     verdict_mlm_margin: float = 1.0
     verdict_qa_margin: float = 10.0
     strict: bool = False
-    # VECO (xlviz.methods.veco): "scratch" pre-trains the cross-attention model on the world
-    # from scratch; "jointpair-disjoint" starts from that system's pair model (as the paper
-    # starts from XLM-R), the new cross-attention trained alone for veco_ca_steps, then
-    # everything for pretrain_steps.
-    veco_init: str = "scratch"
-    veco_ca_steps: int = 200
-    # --- PPA (xlviz.methods.ppa; Pan et al. 2021) ---------------------------------------------
-    # The model PPA aligns: a joint system of xlviz (jointpair-disjoint, jointpair-joint,
-    # jointmulti) or the folder of a Hugging Face multilingual masked LM (never remote code).
-    ppa_base: str = "jointpair-disjoint"
-    ppa_objective: str = "moco+tlm"  # Table 5's ablations: moco | tlm | moco+mlm (TLM replaced by MLM)
-    ppa_pairs: int = 0  # parallel training pairs per L2; 0: all of the world's (world.parallel_train_pairs)
-    # Scaled to the world's budget (docs/methods.md, "PPA measured"): with the paper's ratios
-    # (300 steps, lr 5e-4, momentum 0.999) top-layer retrieval on en-sov reached 2.5%; 1,000
-    # steps at lr 1e-3 reached 36.5% at momentum 0.999 and 89.5% at 0.99 (2,000 steps: 89.8%).
-    ppa_steps: int = 1000
-    ppa_lr: float = 1e-3
-    ppa_batch_size: int = 128  # pairs per step and process (the paper's 128)
-    # Negatives in the MoCo queue. The paper's 32k for 250k-2M pairs is ~13% of its smallest
-    # corpus and keys at most 250 steps old; 512 is a quarter of the world's 2,000 pairs, 4
-    # batches: a pair's own earlier key is rarely in the queue as a false negative, keys stay fresh.
-    ppa_queue_size: int = 512
-    # The paper's 0.999 gives the key encoder a time constant of 1/(1-m) = 1,000 steps, a
-    # small part of its ~20k-step runs from an aligned mBERT; over a 1,000-step run from an
-    # unaligned model it would barely move. 0.99 keeps the paper's ratio (a tenth of the run).
-    ppa_momentum: float = 0.99
-    ppa_temperature: float = 0.05
-    ppa_projection_dim: int = 128  # d_k of the head (the paper: 300 for mBERT's 768)
-    # --- active forgetting and WECHSEL (xlviz.methods.forgetting, xlviz.methods.wechsel) -------
-    # Re-draw step 1's token embeddings every K updates; 0: the paper's ratio (1,000 of 125,000
-    # updates), round(pretrain_steps / 125), 8 at 1,000 steps (docs/methods.md).
-    forget_every: int = 0
-    # The bilingual dictionary WECHSEL aligns its static spaces with: "gold" (the world's: an
-    # upper bound), "seed" (wechsel_seed_size gold entries drawn with the seed) or "identical"
-    # (the strings both vocabularies share; with world.shared_names, the names).
-    wechsel_dictionary: str = "gold"
-    wechsel_seed_size: int = 50
-    wechsel_neighbours: int = 10  # k, the paper's 10
-    wechsel_temperature: float = 0.1  # tau, the paper's 0.1
     # --- the data source (xlviz.data.sources) ------------------------------------------------
     # "world" (generated), "multi30k", "files" or a registered source; a source sizes some of
     # the settings above for its data when the config does not give them (Source.defaults).
@@ -194,13 +140,6 @@ class TransferConfig:
     # Step 1 from this model (an HF encoder folder or hub id; MiniLM offline: xlviz.models.minilm)
     # instead of pre-training here; one without an MLM head gets step 1b (mlm_head_*).
     init_model: str | None = None
-    # --- MONOTRANS on a corpus source (xlviz.methods.stream) -----------------------------------
-    dropout: float = 0.0  # of the BERT pre-trained on the L1 corpus
-    embedding_init: str = "random"  # step 2's new rows: random (paper) | l1_stats (Gaussian with the L1 rows' mean/std)
-    mlm_head_steps: int = 300  # step 1b, only when init_model has no MLM head
-    mlm_head_lr: float = 1e-3
-    mlm_head_mask_row: bool = True  # step 1b also learns the [MASK] input row (a sentence encoder never read it)
-    mlm_head_top_layers: int = 0  # step 1b also trains the body's last K layers (a deviation from the paper)
     # --- sentence retrieval on a corpus source's parallel pairs (the alignment stage) ----------
     eval_pooling: str = "mean_no_special"
     eval_max_length: int = 64
@@ -212,7 +151,7 @@ class TransferConfig:
         return list(self.methods)
 
     @classmethod
-    def from_dict(cls, d: dict, *, path: str | None = None) -> "TransferConfig":
+    def from_dict(cls, d: dict, *, path: str | None = None) -> "TransferSettings":
         if not isinstance(d, dict):
             raise XlvizError("a transfer config must be a JSON object", path=path)
         d = {k: v for k, v in d.items() if k not in ("versions", "_comment", "_doc")}
@@ -242,7 +181,7 @@ class TransferConfig:
         return cfg
 
     @classmethod
-    def from_file(cls, path: str | Path) -> "TransferConfig":
+    def from_file(cls, path: str | Path) -> "TransferSettings":
         from xlviz.io import read_json
 
         return cls.from_dict(read_json(path, what="transfer config"), path=str(path))
@@ -252,11 +191,11 @@ class TransferConfig:
 
     def validate(self, *, path: str | None = None) -> None:
         for name in ("vocab_size", "block_size", "qa_max_length", "doc_stride", "batch_size", "mlm_batch_size", "pretrain_steps",
-                     "transfer_steps", "finetune_steps", "adapter_size", "grad_accum", "log_every", "max_answer_length"):
+                     "transfer_steps", "finetune_steps", "grad_accum", "log_every", "max_answer_length"):
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, int) or v <= 0:
                 raise XlvizError(f"must be a positive integer, got {v!r}", path=path, field=name)
-        for name in ("pretrain_lr", "transfer_lr", "finetune_lr", "noise_std", "l2_init_std"):
+        for name in ("pretrain_lr", "transfer_lr", "finetune_lr", "l2_init_std"):
             v = getattr(self, name)
             if not isinstance(v, (int, float)) or not v > 0:
                 raise XlvizError(f"must be a positive number, got {v!r}", path=path, field=name)
@@ -283,26 +222,14 @@ class TransferConfig:
             raise XlvizError(f"must be true or false, got {self.strict!r}", path=path, field="strict")
         if self.doc_stride >= self.qa_max_length:
             raise XlvizError("must be smaller than qa_max_length", path=path, field="doc_stride")
-        if isinstance(self.joint_vocab_size, bool) or not isinstance(self.joint_vocab_size, int) or self.joint_vocab_size < 0 \
-                or 0 < self.joint_vocab_size < 50:
-            raise XlvizError(f"must be 0 (vocab_size) or an integer of at least 50, got {self.joint_vocab_size!r}",
-                             path=path, field="joint_vocab_size")
-        if isinstance(self.language_alpha, bool) or not isinstance(self.language_alpha, (int, float)) or not 0 <= self.language_alpha <= 1:
-            raise XlvizError(f"must be a number in [0, 1], got {self.language_alpha!r}", path=path, field="language_alpha")
-        if self.noise_rule not in NOISE_RULES:
-            raise XlvizError(f"choose from {list(NOISE_RULES)}, got {self.noise_rule!r}", path=path, field="noise_rule")
-        if self.clwe_init not in ("unsupervised", "identical"):
-            raise XlvizError("choose from ['unsupervised', 'identical']", path=path, field="clwe_init")
-        if self.veco_init not in ("scratch", "jointpair-disjoint"):
-            raise XlvizError(f"choose from ['scratch', 'jointpair-disjoint'], got {self.veco_init!r}", path=path, field="veco_init")
-        if isinstance(self.veco_ca_steps, bool) or not isinstance(self.veco_ca_steps, int) or self.veco_ca_steps <= 0:
-            raise XlvizError(f"must be a positive integer, got {self.veco_ca_steps!r}", path=path, field="veco_ca_steps")
         if self.vocab_size < 50:
             raise XlvizError("must be at least 50", path=path, field="vocab_size")
-        self.validate_ppa(path=path)
-        self.validate_plastic(path=path)
         self.validate_corpus_options(path=path)
-        from xlviz.methods import method_of, resolve
+        from xlviz.methods import method_of, methods, resolve
+
+        for m in methods().values():  # each method's options (xlviz.methods.options), for every run
+            if m.options is not None:
+                m.options.of(self, path=path)
 
         self.methods = resolve(self.methods, layers=MODEL_SIZES[self.model_size][0])
         self.validate_source(path=path)
@@ -369,64 +296,34 @@ class TransferConfig:
                                  f"there choose from {runnable}", path=path, field="methods")
 
     def validate_corpus_options(self, *, path: str | None = None) -> None:
-        """The settings of MONOTRANS's stages on a corpus source and of its retrieval stage."""
-        from xlviz.methods.stream import EMBEDDING_INITS
-
-        if isinstance(self.mlm_head_top_layers, bool) or not isinstance(self.mlm_head_top_layers, int) or self.mlm_head_top_layers < 0:
-            raise XlvizError(f"must be a whole number >= 0, got {self.mlm_head_top_layers!r}", path=path, field="mlm_head_top_layers")
-        for name in ("mlm_head_steps", "eval_max_length"):
-            v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, int) or v <= 0:
-                raise XlvizError(f"must be a positive integer, got {v!r}", path=path, field=name)
-        if isinstance(self.mlm_head_lr, bool) or not isinstance(self.mlm_head_lr, (int, float)) or not self.mlm_head_lr > 0:
-            raise XlvizError(f"must be a positive number, got {self.mlm_head_lr!r}", path=path, field="mlm_head_lr")
-        if not isinstance(self.mlm_head_mask_row, bool):
-            raise XlvizError(f"must be true or false, got {self.mlm_head_mask_row!r}", path=path, field="mlm_head_mask_row")
-        if isinstance(self.dropout, bool) or not isinstance(self.dropout, (int, float)) or not 0.0 <= self.dropout < 1.0:
-            raise XlvizError("must be in [0, 1)", path=path, field="dropout")
+        """The settings of the retrieval stage on a corpus source."""
+        if isinstance(self.eval_max_length, bool) or not isinstance(self.eval_max_length, int) or self.eval_max_length <= 0:
+            raise XlvizError(f"must be a positive integer, got {self.eval_max_length!r}", path=path, field="eval_max_length")
         if self.eval_pooling not in POOLINGS:
             raise XlvizError(f"choose from {list(POOLINGS)}", path=path, field="eval_pooling")
-        if self.embedding_init not in EMBEDDING_INITS:
-            raise XlvizError(f"choose from {list(EMBEDDING_INITS)}", path=path, field="embedding_init")
-
-    def validate_ppa(self, *, path: str | None = None) -> None:
-        """The ``ppa_`` settings (``ppa_base``'s folder and the queue against the pairs are checked by the
-        method, for runs with PPA: xlviz.methods.ppa)."""
-        from xlviz.training.ppa import OBJECTIVES
-
-        for name in ("ppa_steps", "ppa_batch_size", "ppa_queue_size", "ppa_projection_dim"):
-            v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, int) or v <= 0:
-                raise XlvizError(f"must be a positive integer, got {v!r}", path=path, field=name)
-        if isinstance(self.ppa_pairs, bool) or not isinstance(self.ppa_pairs, int) or self.ppa_pairs < 0:
-            raise XlvizError(f"must be 0 (every pair of the world) or a positive integer, got {self.ppa_pairs!r}", path=path, field="ppa_pairs")
-        if self.ppa_pairs > self.world.parallel_train_pairs:
-            raise XlvizError(f"the world has {self.world.parallel_train_pairs} parallel training pairs per L2 (world.parallel_train_pairs), "
-                             f"got {self.ppa_pairs}", path=path, field="ppa_pairs")
-        if self.ppa_objective not in OBJECTIVES:
-            raise XlvizError(f"choose from {list(OBJECTIVES)}, got {self.ppa_objective!r}", path=path, field="ppa_objective")
-        for name in ("ppa_lr", "ppa_temperature"):
-            v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, (int, float)) or not v > 0:
-                raise XlvizError(f"must be a positive number, got {v!r}", path=path, field=name)
-        if isinstance(self.ppa_momentum, bool) or not isinstance(self.ppa_momentum, (int, float)) or not 0 <= self.ppa_momentum < 1:
-            raise XlvizError(f"must be a number in [0, 1), got {self.ppa_momentum!r}", path=path, field="ppa_momentum")
-        if not isinstance(self.ppa_base, str) or not self.ppa_base.strip():
-            raise XlvizError("must be a joint system (jointpair-disjoint, jointpair-joint, jointmulti, jointmulti-large) or a model folder",
-                             path=path, field="ppa_base")
-
-    def validate_plastic(self, *, path: str | None = None) -> None:
-        """The ``forget_every`` and ``wechsel_`` settings."""
-        for name, low in (("forget_every", 0), ("wechsel_seed_size", 1), ("wechsel_neighbours", 1)):
-            v = getattr(self, name)
-            if isinstance(v, bool) or not isinstance(v, int) or v < low:
-                raise XlvizError(f"must be an integer of at least {low}, got {v!r}", path=path, field=name)
-        if self.wechsel_dictionary not in ("gold", "seed", "identical"):
-            raise XlvizError(f"choose from ['gold', 'seed', 'identical'], got {self.wechsel_dictionary!r}", path=path,
-                             field="wechsel_dictionary")
-        t = self.wechsel_temperature
-        if isinstance(t, bool) or not isinstance(t, (int, float)) or not 0 < t < float("inf"):
-            raise XlvizError(f"must be a positive number, got {t!r}", path=path, field="wechsel_temperature")
 
     def dumps(self) -> str:
         return json.dumps(self.to_dict(), indent=2)
+
+
+def with_method_options(base: type, name: str = "TransferConfig") -> type:
+    """``base`` with one flat setting per field of every registered method's options dataclass
+    (:mod:`xlviz.methods.options`): the options are declared once, in their method's module,
+    and a run's ``config.json`` keeps listing every setting under its own name as before
+    (``"ppa_steps": 1000``), so runs written earlier load and resume unchanged."""
+    from xlviz.methods.options import all_option_fields
+
+    taken = {f.name for f in fields(base)}
+    extra = []
+    for opt in all_option_fields():
+        if opt.name in taken:
+            raise RuntimeError(f"method {opt.method}'s option {opt.name!r} is also a setting of every run")
+        extra.append((opt.name, opt.type, field(default=opt.default)))
+    cls = make_dataclass(name, extra, bases=(base,))
+    cls.__module__ = base.__module__  # pickled by name, as a class of this module
+    cls.__doc__ = f"{base.__doc__.splitlines()[0]} Each method's options are settings too (flat: ``ppa_steps``, ``veco_init`` ...)."
+    return cls
+
+
+# The configuration of one transfer run: the settings above and every method's options.
+TransferConfig = with_method_options(TransferSettings)

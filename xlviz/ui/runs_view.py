@@ -6,7 +6,7 @@ from __future__ import annotations
 import datetime as _dt
 import json
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import pandas as pd
@@ -43,6 +43,36 @@ def source_options() -> dict[str, str]:
     return {s.name: s.description for s in sources().values()}
 
 
+def method_option_fields() -> dict[str, list]:
+    """Each method's options (:mod:`xlviz.methods.options`) by method name, for the form's
+    "Method options": the fields of the dataclasses the CLI's flags come from."""
+    from xlviz.methods.options import option_fields
+
+    return {m.name: option_fields(m.options, m.name) for m in methods().values() if m.options is not None}
+
+
+def option_widget(opt) -> str:
+    """The form's widget for one option, by its type: checkbox, select (choices), text, integer or number."""
+    if opt.type is bool:
+        return "checkbox"
+    if opt.type is str:
+        return "select" if opt.choices else "text"
+    return "integer" if opt.type is int else "number"
+
+
+def option_step(opt) -> float:
+    """The +/- step of a number option's input: a tenth of its default's order of magnitude."""
+    d = abs(float(opt.default))
+    return 10.0 ** (math.floor(math.log10(d)) - 1) if d > 0 else 0.01
+
+
+def option_arg(value) -> str:
+    """An option's value as its CLI flag reads it."""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return repr(value) if isinstance(value, float) else str(value)
+
+
 def describe(system: str) -> str:
     try:
         return method_of(system).describe(system)
@@ -69,6 +99,13 @@ class TransferForm:
     qa_test_paragraphs: int = 40
     workers: int = 0  # stages at once (0: one per core, at most 4)
     source: str = "world"  # a data source of the registry; the world's settings (languages, sizes) apply to "world" only
+    # method options (name -> value) set in the form; the others keep their defaults
+    options: dict = field(default_factory=dict)
+
+    def changed_options(self) -> list:
+        """``(option, value)`` for the method options set to another value than their default, in registry order."""
+        return [(f, self.options[f.name]) for opts in method_option_fields().values() for f in opts
+                if f.name in self.options and self.options[f.name] != f.default]
 
     def validate(self) -> None:
         if self.source == "world" and not self.languages:
@@ -91,6 +128,11 @@ class TransferForm:
         resolve(list(self.methods))  # every name in the registry, else one line naming it
         if self.source not in source_options():
             raise XlvizError(f"unknown data source {self.source!r}; choose from {list(source_options())}", field="source")
+        known = {f.name: f for opts in method_option_fields().values() for f in opts}
+        for name, value in self.options.items():
+            if name not in known:
+                raise XlvizError(f"unknown method option; choose from {sorted(known)}", field=name)
+            known[name].check(value)  # the method's own rule: one line naming the option
 
     def argv(self, run_dir: str | Path) -> list[str]:
         """``xlviz transfer`` arguments for this form (without the program name)."""
@@ -107,6 +149,7 @@ class TransferForm:
             "--finetune-steps", str(int(self.finetune_steps)), "--methods", ",".join(self.methods),
             "--batch-size", str(int(self.batch_size)), "--mlm-batch-size", str(int(self.mlm_batch_size)),
             "--workers", str(int(self.workers)),
+            *[a for opt, value in self.changed_options() for a in (opt.flag, option_arg(value))],
         ]
 
 
