@@ -31,7 +31,7 @@ def test_registry_lists_the_sources_and_tasks():
     assert {"qa", "retrieval"} <= set(tasks())
     assert source_of("world").offers(None) == frozenset(OFFERS)
     multi30k = source_of("multi30k")
-    assert multi30k.offers(multi30k.options({})) == {"l1_corpus", "l1_model", "l2_corpus", "parallel"}
+    assert multi30k.offers(multi30k.options({})) == {"l1_corpus", "l1_model", "l2_corpus", "parallel", "dictionary"}
 
 
 def test_every_method_declares_needs_the_sources_know():
@@ -50,7 +50,7 @@ def test_a_premise_the_source_cannot_meet_is_one_line_naming_methods(tmp_path, c
         TransferConfig.from_dict({"source": "multi30k", "methods": ["monotrans", "jointpair-disjoint"]})
     assert e.value.field == "methods"
     with pytest.raises(XlvizError, match="needs dictionary") as e:
-        TransferConfig.from_dict({"source": "multi30k", "methods": ["dictionary-oracle"]})
+        TransferConfig.from_dict({"source": "multi30k", "methods": ["dictionary-oracle"], "data": {"parallel_train": None}})
     assert e.value.field == "methods"
     # premises met (QA files given) but no stages for streamed corpora: also refused before training
     data = {"l1_corpus": ["a"], "l2_corpus": ["b"], "qa_train": "q.json", "qa_eval": ["q"]}
@@ -268,8 +268,8 @@ def test_word_translation_and_probing_tasks_on_a_world_run(tmp_path):
             assert row["tasks"] == ["qa", "word-translation", "probing"] and "f1" in row
             assert len(row["word_translation_per_layer"]) == 3 and all(0 <= x <= 100 for x in row["word_translation_per_layer"])
             assert row["word_translation_words"] > 0
-    with pytest.raises(XlvizError, match="not written for corpus sources") as e:
-        TransferConfig.from_dict({"source": "multi30k", "tasks": ["word-translation"]})
+    with pytest.raises(XlvizError, match="task 'word-translation' needs dictionary") as e:  # no parallel training lines
+        TransferConfig.from_dict({"source": "multi30k", "tasks": ["word-translation"], "data": {"parallel_train": None}})
     assert e.value.field == "tasks"
 
 
@@ -300,7 +300,7 @@ def test_runs_form_offers_the_registered_sources_and_starts_a_multi30k_run(plugi
     source.set_value(next(o for o in source.options if o.startswith("multi30k")))
     next(m for m in at.multiselect if m.label == "Systems (methods)").set_value(["monotrans", "dictionary-oracle"])
     next(b for b in at.button if b.label == "Start run").click().run()
-    assert not calls and "system 'dictionary-oracle' needs dictionary, qa_test, qa_train, which the multi30k source" in "\n".join(str(e.value) for e in at.error)
+    assert not calls and "system 'dictionary-oracle' needs qa_test, qa_train, which the multi30k source" in "\n".join(str(e.value) for e in at.error)
     next(m for m in at.multiselect if m.label == "Systems (methods)").set_value(["monotrans", "floor"])
     next(b for b in at.button if b.label == "Start run").click().run()
     assert not at.exception and len(calls) == 1, [str(e.value) for e in at.error]

@@ -12,8 +12,8 @@ A run lives in ``<checkpoints>/<run>/`` and holds
 - ``verdicts.json`` ``{stage: {"verdict": "ok" | "degenerate" | "unjudged", ...}}``, each judged
   stage's outcome with its numbers (:mod:`xlviz.training.verdicts`)
 - ``manifest.json`` ``{"version": 1, "artefacts": [{"kind", "path", "system", "language", "role",
-  "setting", "pair", "variant", "stage"}]}``: every export, encoder, predictions file and trained
-  stage folder the run wrote, recorded by the stage that wrote it (:func:`artefacts`,
+  "setting", "pair", "variant", "stage"}]}``: every export, encoder, predictions file, trained
+  stage folder and induced dictionary (``dictionaries/<l1>-<l2>.json``) the run wrote, recorded by the stage that wrote it (:func:`artefacts`,
   :func:`exports`, :func:`encoders`, :func:`artefact`, :func:`owner_of` read it; a run without
   one is read from its folder names by :func:`legacy_artefacts`, the only parser of them)
 - one ``save_pretrained`` folder per trained stage, and ``export/`` with the zero-shot models.
@@ -704,10 +704,11 @@ def explicit_run_dir(run_dir: str | os.PathLike, root: str | os.PathLike, config
 
 MANIFEST_FILE = "manifest.json"
 MANIFEST_VERSION = 1
-KINDS = ("export", "encoder", "predictions", "stage")
+KINDS = ("export", "encoder", "predictions", "stage", "dictionary")
 # the folders each kind lives in (a stage folder lies directly in the run)
 KIND_DIRS = {"export": "export", "encoder": "encoders", "predictions": "predictions"}
-ROLES = ("qa", "l1-encoder", "l2-encoder", "predictions", "pretrained", "transferred", "finetuned")
+ROLES = ("qa", "l1-encoder", "l2-encoder", "predictions", "pretrained", "transferred", "finetuned", "dictionary")
+DICTIONARY_DIR = "dictionaries"  # dictionaries/<l1>-<l2>.json: a bilingual dictionary a run induced (language: L2, pair: L1)
 ENTRY_TEXT_FIELDS = ("system", "language", "role", "setting", "pair", "variant", "stage")
 PAIR_MARK = "@"  # encoders/<system>@<l2>-<l1>: the L1 encoder of a pair model's <l2> pair
 _PATH_PART_MAX = 200
@@ -751,9 +752,13 @@ def artefact_relpath(kind: str, system: str | None = None, language: str | None 
                      stage: str | None = None) -> str:
     """The path (relative to the run) an artefact is written to: ``export/<system>-<lang>``,
     ``encoders/<system>-<lang>`` (``<system>@<pair>-<lang>``), ``predictions/<system>-<lang>.json``,
-    or the stage's own folder. The writer records it in the manifest; readers never rebuild it."""
+    ``dictionaries/<pair>-<language>.json`` (an induced L1-L2 dictionary), or the stage's own
+    folder. The writer records it in the manifest; readers never rebuild it."""
     if kind == "stage":
         return check_stage(stage, field="stage")
+    if kind == "dictionary":
+        l1 = check_name(pair, field="pair", what="language code")
+        return f"{DICTIONARY_DIR}/{l1}-{check_name(language, field='language', what='language code')}.json"
     if kind not in KIND_DIRS:
         raise XlvizError(f"unknown artefact kind {kind!r}; kinds are {list(KINDS)}", field="kind")
     system = check_stage(system, field="system")

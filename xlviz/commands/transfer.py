@@ -61,8 +61,12 @@ def tasks_help() -> str:
 DATA_OPTIONS = {"--l1": ("l1", str), "--l2": ("l2", str), "--parallel-max": ("parallel_max", int),
                 "--tokenizer-lines": ("tokenizer_lines", int), "--max-lines": ("max_lines", int),
                 "--shuffle-buffer": ("shuffle_buffer", int), "--l2-vocab-size": ("l2_vocab_size", int),
-                "--qa-train": ("qa_train", str), "--qa-train-articles": ("qa_train_articles", int)}
-DATA_LISTS = {"--l1-corpus": "l1_corpus", "--l2-corpus": "l2_corpus", "--qa-eval": "qa_eval", "--parallel": "parallel"}
+                "--qa-train": ("qa_train", str), "--qa-train-articles": ("qa_train_articles", int),
+                "--dictionary-lines": ("dictionary_lines", int), "--dictionary-min-count": ("dictionary_min_count", int),
+                "--dictionary-threshold": ("dictionary_threshold", float),
+                "--dictionary-test-fraction": ("dictionary_test_fraction", float)}
+DATA_LISTS = {"--l1-corpus": "l1_corpus", "--l2-corpus": "l2_corpus", "--qa-eval": "qa_eval", "--parallel": "parallel",
+              "--parallel-train": "parallel_train"}
 # flag -> (config field, type): settings of every run and of retrieval (each method's own
 # options get their flags from its options dataclass: add_method_options)
 RUN_OPTIONS = {"--init-model": ("init_model", str), "--tokenizer": ("tokenizer", str),
@@ -109,6 +113,8 @@ def add_source_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--l1-corpus", dest="l1_corpus", nargs="+", metavar="GLOB", help="corpus sources: L1 corpus files/globs (.gz ok; shared:... = shared data)")
     p.add_argument("--l2-corpus", dest="l2_corpus", nargs="+", metavar="GLOB", help="corpus sources: L2 corpus files/globs, independent of L1 (not translations)")
     p.add_argument("--parallel", nargs=2, metavar=("L1_FILE", "L2_FILE"), help="corpus sources: line-aligned evaluation pairs (never trained on)")
+    p.add_argument("--parallel-train", dest="parallel_train", nargs=2, metavar=("L1_FILE", "L2_FILE"),
+                   help="corpus sources: line-aligned training pairs a bilingual dictionary is induced from (word translation)")
     p.add_argument("--qa-eval", dest="qa_eval", nargs="+", metavar="FILE_OR_DIR", help="corpus sources: SQuAD-format <name>.<lang>.json files or folders")
     p.add_argument("--no-lowercase", dest="no_lowercase", action="store_true", help="corpus sources: keep case in the learned vocabularies")
     p.add_argument("--stop-after", dest="stop_after", metavar="STAGE", help="stop after this stage (e.g. s1_pretrain); --resume continues")

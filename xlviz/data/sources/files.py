@@ -60,6 +60,14 @@ class CorpusOptions:
     l1_corpus: list[str] = field(default_factory=list)  # files/globs; not needed with init_model
     l2_corpus: list[str] = field(default_factory=list)
     parallel: list[str] | None = None  # [l1 file, l2 file], line-aligned: evaluation only
+    # [l1 file, l2 file], line-aligned training pairs: a bilingual dictionary is induced from them
+    # (xlviz.data.dictionary) for word translation, scored on the ``parallel`` pairs (a training pair
+    # sharing a line with them is left out); offered as "dictionary" when both are given
+    parallel_train: list[str] | None = None
+    dictionary_lines: int | None = None  # training pairs read for the dictionary (None: all)
+    dictionary_min_count: int = 5  # frequency floor: both words in at least this many training pairs
+    dictionary_threshold: float = 0.3  # both translation probabilities at least this
+    dictionary_test_fraction: float = 0.5  # share of the dictionary's source words held out for scoring
     parallel_max: int = 1000
     tokenizer_lines: int = 100_000  # lines per language used to learn a vocabulary
     max_lines: int | None = None  # lines per language streamed for MLM (None: whole corpus, epoch after epoch)
@@ -83,11 +91,19 @@ class CorpusOptions:
         if not isinstance(self.l1, str) or not isinstance(self.l2, str) or self.l1 == self.l2 or not self.l1 or not self.l2 \
                 or "-" in self.l2:
             raise XlvizError("l1 and l2 must be two different language codes without '-'", path=path, field="data.l2")
-        if self.parallel is not None and (not isinstance(self.parallel, list) or len(self.parallel) != 2):
-            raise XlvizError("expected two files [l1 side, l2 side]", path=path, field="data.parallel")
+        for name in ("parallel", "parallel_train"):
+            value = getattr(self, name)
+            if value is not None and (not isinstance(value, list) or len(value) != 2 or not all(isinstance(v, str) for v in value)):
+                raise XlvizError("expected two files [l1 side, l2 side]", path=path, field=f"data.{name}")
+        _positive(self.dictionary_min_count, "dictionary_min_count", path)
+        for name in ("dictionary_threshold", "dictionary_test_fraction"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= 1 \
+                    or name == "dictionary_test_fraction" and value in (0, 1):
+                raise XlvizError(f"must be a number between 0 and 1, got {value!r}", path=path, field=f"data.{name}")
         for name in ("parallel_max", "tokenizer_lines", "shuffle_buffer"):
             _positive(getattr(self, name), name, path)
-        for name in ("l2_vocab_size", "max_lines", "qa_train_paragraphs", "qa_train_articles"):
+        for name in ("l2_vocab_size", "max_lines", "qa_train_paragraphs", "qa_train_articles", "dictionary_lines"):
             if getattr(self, name) is not None:
                 _positive(getattr(self, name), name, path)
         if self.qa_train_articles is not None and self.qa_train_paragraphs is not None:
@@ -100,6 +116,7 @@ class CorpusOptions:
     def offers(self) -> set[str]:
         out = {"l2_corpus"} | ({"l1_corpus"} if self.l1_corpus else set())
         out |= {"parallel"} if self.parallel else set()
+        out |= {"dictionary"} if self.parallel_train and self.parallel else set()
         out |= {"qa_train"} if self.qa_train else set()
         out |= {"qa_test"} if self.qa_eval else set()
         return out
@@ -140,6 +157,28 @@ class CorpusData:
     def parallel_pairs(self) -> list[tuple[str, str]]:
         a, b = self.parallel_files()
         return read_parallel_lines(a, b, max_lines=self.o.parallel_max)
+
+    def parallel_train_files(self) -> list[Path]:
+        """The parallel training files; refused when one of them is a scored (evaluation) file."""
+        files = resolve_files(self.o.parallel_train, "parallel_train")
+        if self.o.parallel:
+            held_out = {p.resolve() for p in self.parallel_files()}
+            leaked = [f for f in files if f.resolve() in held_out]
+            if leaked:
+                raise XlvizError("the parallel evaluation file is also a parallel training file", path=leaked[0], field="parallel_train")
+        return files
+
+    def parallel_train_pairs(self) -> tuple[list[tuple[str, str]], int]:
+        """(the parallel training pairs, how many were left out): a training pair whose L1 or
+        L2 line (stripped, case-folded) is also a line of the scored pairs is left out, so no
+        scored line is ever trained on."""
+        a, b = self.parallel_train_files()
+        pairs = read_parallel_lines(a, b, max_lines=self.o.dictionary_lines)
+        scored = self.parallel_pairs() if self.o.parallel else []
+        seen_a = {x.strip().casefold() for x, _ in scored}
+        seen_b = {y.strip().casefold() for _, y in scored}
+        kept = [(x, y) for x, y in pairs if x.strip().casefold() not in seen_a and y.strip().casefold() not in seen_b]
+        return kept, len(pairs) - len(kept)
 
 
 # Run settings sized for real text (the former transfer-corpus defaults): applied to a config on
