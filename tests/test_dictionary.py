@@ -132,6 +132,19 @@ def test_the_sources_offer_a_dictionary_only_with_parallel_training_lines(tmp_pa
         assert e.value.field == f"data.{next(iter(bad))}"
 
 
+def test_a_missing_parallel_training_file_is_one_line_before_anything_trains(tmp_path, capsys):
+    corpus = tmp_path / "de.txt"
+    corpus.write_text("der hund\n")
+    par = _parallel_files(tmp_path, HAND, "val")
+    run_dir = tmp_path / "run"
+    assert cli(["transfer", "--source", "files", "--tasks", "retrieval,word-translation", "--l1", "en", "--l2", "de",
+                "--l1-corpus", str(corpus), "--l2-corpus", str(corpus), "--parallel", *par,
+                "--parallel-train", str(tmp_path / "nope.en"), par[1], "--run-dir", str(run_dir)]) == 2
+    err = capsys.readouterr().err
+    assert "parallel_train" in err and "nope.en" in err and "Traceback" not in err and len(err.strip().splitlines()) == 1
+    assert not run_dir.exists(), "nothing is written before the files are found"
+
+
 @pytest.mark.slow
 def test_a_tiny_files_run_scores_word_translation_against_the_induced_dictionary(tmp_path):
     from xlviz.data.world import LanguageSpec, WorldConfig, generate_world

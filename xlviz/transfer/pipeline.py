@@ -63,6 +63,10 @@ class Pipeline(StagedRun):
 
             self.world = None
             self.data = CorpusData(config.source_options())
+        from xlviz.transfer.tasks import task_of
+
+        for name in self.task_names:  # a missing file the tasks read: one line before anything trains
+            task_of(name).check(self)
         super().__init__(config, run_dir)
 
     def stage_seed(self, stage: str, index: int) -> int:

@@ -35,6 +35,11 @@ class Task:
         """Whether a run on a source of ``kind`` offering ``offers`` can score this task."""
         return kind in self.kinds and self.needs <= offers
 
+    def check(self, ctx: Any) -> None:
+        """Refuse, before anything trains, data the task will not find (a missing file): one
+        XlvizError naming the field. Called when the run is opened; by default nothing."""
+        return None
+
     def run(self, ctx: Any) -> None:
         """Its own stage (tasks with ``stage``)."""
         raise NotImplementedError

@@ -65,6 +65,11 @@ def corpus_dictionary(ctx) -> dict:
 
 
 class WordTranslation(Task):
+    def check(self, ctx) -> None:
+        """On a corpus source: the parallel training and scored files exist (and differ)."""
+        if ctx.data is not None:
+            ctx.data.parallel_train_files()
+
     def score(self, ctx, system: str) -> None:
         if not ctx.main:
             return
