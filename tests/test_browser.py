@@ -448,7 +448,10 @@ def test_start_a_tiny_run_and_watch_it_finish(server, page):
     page.get_by_role("button", name="Resume").first.wait_for(timeout=60_000)
     assert_no_exception(page)
     # the picker's label follows the state at once (the browser used to keep "(starting)")
-    page.wait_for_timeout(1000)
+    for _ in range(20):  # drawn in the same run as the Resume button; a moment for the browser
+        if "browser-run (cancelled)" in _selected(page, "Run"):
+            break
+        page.wait_for_timeout(250)
     assert "browser-run (cancelled)" in _selected(page, "Run"), _selected(page, "Run")
     if starting:  # (a job that wrote its config first is the mid-stage cancel below)
         assert json.loads((run_dir / "job.json").read_text()).get("cancelled"), "the cancel is recorded in job.json"
