@@ -15,7 +15,7 @@ import streamlit as st
 
 from xlviz.ui import startup
 
-startup.start()  # once per process: the model stack imports in the background (xlviz/ui/startup.py)
+startup.start()  # once per process: one BLAS thread for the app's small matrices (xlviz/ui/startup.py)
 
 from xlviz.ui import sidebar  # noqa: E402
 

@@ -83,9 +83,6 @@ def sync_query(page: str, run: str | None, l2: str | None) -> None:
 # --------------------------------------------------------------------------- models
 @st.cache_resource(show_spinner=False, max_entries=8)
 def _load(path: str, tokenizer: str | None, floor: tuple, task: str, stamp: str):
-    from xlviz.ui import startup
-
-    startup.wait()
     from xlviz.analysis.reports import load_spec
 
     return load_spec(ModelSpec(path, tokenizer, *floor), task)

@@ -118,9 +118,6 @@ def ref_stamp(ref: ModelRef) -> tuple[float, float]:
 
 @st.cache_resource(show_spinner=False, max_entries=8)
 def _load_model(path: str, tokenizer_path: str | None, task: str, stamp: tuple[float, float]):
-    from xlviz.ui import startup
-
-    startup.wait()
     from xlviz.models.loading import load_model
 
     tok = os.path.expanduser(tokenizer_path) if tokenizer_path else None
