@@ -13,7 +13,11 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # see xlviz/cli.py: trainin
 
 import streamlit as st
 
-from xlviz.ui import sidebar
+from xlviz.ui import startup
+
+startup.start()  # once per process: one BLAS thread for the app's small matrices (xlviz/ui/startup.py)
+
+from xlviz.ui import sidebar  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 

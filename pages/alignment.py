@@ -240,13 +240,17 @@ vectors: dict[str, dict] = {}
 rows: list[dict] = []
 for s in systems:
     with guard(f"Could not compute {s.name}"):
-        ea = ua.sentence_vectors(s.a, data.src, pooling, max_length, progress, f"{s.name}: {data.lang_a} sentences")
-        eb = ua.sentence_vectors(s.b, data.tgt, pooling, max_length, progress, f"{s.name}: {data.lang_b} sentences")
+        if words_on:  # sentence and word vectors from one forward pass
+            ea, wa = ua.sentence_and_word_vectors(s.a, data.src, data.src_words, pooling, max_length, progress,
+                                                  f"{s.name}: {data.lang_a} sentences and words")
+            eb, wb = ua.sentence_and_word_vectors(s.b, data.tgt, data.tgt_words, pooling, max_length, progress,
+                                                  f"{s.name}: {data.lang_b} sentences and words")
+        else:
+            ea = ua.sentence_vectors(s.a, data.src, pooling, max_length, progress, f"{s.name}: {data.lang_a} sentences")
+            eb = ua.sentence_vectors(s.b, data.tgt, pooling, max_length, progress, f"{s.name}: {data.lang_b} sentences")
         vec = {"a": ea, "b": eb}
         table = ua.alignment_table(ea, eb, bool(center), None)
         if words_on:
-            wa = ua.word_vectors(s.a, data.src_words, max_length, progress, f"{s.name}: {data.lang_a} words")
-            wb = ua.word_vectors(s.b, data.tgt_words, max_length, progress, f"{s.name}: {data.lang_b} words")
             vec.update(wa=wa, wb=wb)
             wt = ua.word_table(wa, wb, tuple(w for x in data.src_words for w in x), tuple(w for x in data.tgt_words for w in x),
                                tuple(data.dictionary), bool(center))

@@ -16,7 +16,7 @@ from xlviz.ui.choices import run_languages
 from xlviz.ui.colours import system_colours
 from xlviz.ui.common import NA, FIGURES_KEY, guard, plotly
 from xlviz.ui.sidebar import page_setup
-from xlviz.ui.state import url_state, write_url
+from xlviz.ui.state import fresh_label, url_state, write_url
 from xlviz.ui.text import md_join, md_text
 
 page_setup()
@@ -269,7 +269,8 @@ else:
         st.session_state["runs_live_select"] = watch if watch in names else names[0]
     page_states = {n: jobs.effective_state(root / n) for n in names}
     st.session_state["runs_page_states"] = page_states  # what this full render shows; see live_view
-    chosen = st.selectbox("Run", names, key="runs_live_select", format_func=lambda n: f"{n} ({page_states[n]})")
+    chosen = st.selectbox("Run", names, key="runs_live_select",
+                          format_func=fresh_label("runs_live_select", lambda n: f"{n} ({page_states[n]})"))
     st.session_state["runs_watch"] = chosen
     active = [r for r in runs if r.name != chosen and page_states[r.name] in ACTIVE]
     for path in [root / chosen] + [r.path for r in active]:

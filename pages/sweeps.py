@@ -13,7 +13,7 @@ from xlviz.runs import checkpoints_root
 from xlviz.ui import runs_view, sweeps_view
 from xlviz.ui.common import NA, guard, plotly
 from xlviz.ui.sidebar import page_setup
-from xlviz.ui.state import url_state, write_url
+from xlviz.ui.state import fresh_label, url_state, write_url
 from xlviz.ui.text import md_text
 
 page_setup()
@@ -104,7 +104,8 @@ st.dataframe(sweeps_view.sweeps_table(list(summaries.values())), hide_index=True
 names = list(summaries)
 if st.session_state.get("sw_sweep") not in names:
     st.session_state["sw_sweep"] = names[0]
-chosen = st.selectbox("Sweep", names, key="sw_sweep", format_func=lambda n: f"{n} ({sweeps_view.state(summaries[n])})")
+chosen = st.selectbox("Sweep", names, key="sw_sweep",
+                      format_func=fresh_label("sw_sweep", lambda n: f"{n} ({sweeps_view.state(summaries[n])})"))
 
 
 def _cancel(folder) -> None:

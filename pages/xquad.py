@@ -19,7 +19,8 @@ from xlviz.ui.text import md_join
 from xlviz.ui.choices import dataset_from_folder, discover_qa_datasets
 from xlviz.ui.colours import system_colours
 from xlviz.evaluation.squad_metric import mlqa_languages
-from xlviz.ui.common import CHUNK, NA, articles_of, examples_of, guard, predict, qa_decoding, same_model_key, saved_or_none, shared_data_dir, unk_rate
+from xlviz.ui.common import (CHUNK, NA, articles_of, cell_intervals, examples_of, guard, paired_tests, predict, qa_decoding,
+                             same_model_key, saved_or_none, score_matrix_ci, shared_data_dir, unk_rate)
 from xlviz.ui.runs_view import SETTING_NOTES, SETTINGS, ZERO_SHOT, export_setting
 from xlviz.ui.highlight import legend, model_colour
 from xlviz.ui.sidebar import current
@@ -195,7 +196,7 @@ if not rows.empty:
                         + (f" — {SETTING_NOTES[setting]}" if setting else ""))
         e, f = st.columns(2)
         for col, metric, title, k in ((e, "exact_match", "Exact match (%)", "xq_em"), (f, "f1", "F1 (%)", "xq_f1")):
-            matrix = qa.score_matrix_ci(rows, metric, members, langs)  # each cell: mean [95% paragraph bootstrap]
+            matrix = score_matrix_ci(rows, metric, members, langs)  # each cell: mean [95% paragraph bootstrap]
             if matrix.empty:
                 continue
             if any(setting_of[n][1] for n in members):
@@ -210,14 +211,14 @@ if not rows.empty:
     with st.expander("Uncertainty: 95% paragraph bootstrap intervals" + (" and paired tests" if len(names) > 1 else "")):
         st.caption(f"Each cell resampled by paragraph ({qa.N_RESAMPLES} bootstrap samples). With a few hundred questions, "
                    "differences of a few points are often inside the intervals.")
-        cells = qa.cell_intervals(rows)
+        cells = cell_intervals(rows)
         st.dataframe(cells, hide_index=True, width="stretch", key="xq_ci", placeholder=NA,
                      column_config=number_config(cells, SCORE_RULES))
         if len(names) > 1:
             st.caption("Two systems on the same questions: the F1 difference with its paired paragraph-bootstrap interval "
                        "and a paired permutation test flipping whole paragraphs, and McNemar's exact test on exact match "
                        "(which treats questions as independent). p < 0.05: unlikely to be noise.")
-            paired = qa.paired_tests(rows)
+            paired = paired_tests(rows)
             st.dataframe(paired, hide_index=True, width="stretch", key="xq_paired", placeholder=NA,
                          column_config=number_config(paired, SCORE_RULES))
     with st.expander("Per-question F1 (%) — sort a column to find where a system fails"):

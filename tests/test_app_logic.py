@@ -70,6 +70,40 @@ def test_model_digest_is_equal_for_copies_only(run_root, tmp_path):
     assert model_digest(copy) == model_digest(export / "monotrans-en")
     assert model_digest(export / "monotrans-sov") != model_digest(export / "monotrans-en")
     assert model_digest(tmp_path / "missing") is None
+    # weights in a format or file name the digest used to skip (pytorch_model.bin, shards) count too
+    other = shutil.copytree(export / "monotrans-en", tmp_path / "other-en")
+    (other / "pytorch_model.bin").write_bytes(b"other weights")
+    assert model_digest(other) != model_digest(copy)
+
+
+def test_identical_model_folders_are_loaded_and_encoded_once(run_root, tmp_path, monkeypatch):
+    """A run exports the same English encoder once per system: the Alignment page loads it and
+    encodes each sentence once for all of them (byte-identical folders), never for another model."""
+    from xlviz.analysis import representations
+    from xlviz.analysis.reports import ModelSpec
+    from xlviz.ui import analysis as ua
+
+    export = run_root / "demo-run" / "export"
+    first = shutil.copytree(export / "monotrans-en", tmp_path / "first-en")
+    copy = shutil.copytree(export / "monotrans-en", tmp_path / "copy-en")
+    other = export / "monotrans-sov"
+    a, b, c = ModelSpec(str(first)), ModelSpec(str(copy)), ModelSpec(str(other))
+    assert ua._args(a)[0] == str(first) and ua._args(b) == ua._args(a) and ua._args(c)[0] == str(other)
+    calls = []
+    real = representations.sentence_embeddings
+    monkeypatch.setattr(representations, "sentence_embeddings", lambda *x, **k: calls.append(1) or real(*x, **k))
+    texts = ["the cat sat", "a dog ran", "unrelated words here"]
+    va = ua.sentence_vectors(a, texts, "mean", 32)
+    vb = ua.sentence_vectors(b, texts, "mean", 32)
+    assert len(calls) == 1 and (va == vb).all()
+    # the copy changes: its own model again
+    (copy / "config.json").write_text((copy / "config.json").read_text().replace("}", ', "note": 1}', 1))
+    os.utime(copy / "config.json", ns=(1, 1))
+    assert ua._args(b)[0] == str(copy)
+    # the first folder is gone: the copy no longer maps to it
+    shutil.rmtree(first)
+    back = shutil.copytree(export / "monotrans-en", tmp_path / "back-en")
+    assert ua._args(ModelSpec(str(back)))[0] == str(back)
 
 
 # --- xlviz app and its Streamlit config -----------------------------------------------------------
@@ -263,3 +297,22 @@ def test_each_systems_encoders_are_one_choice(run_root, tmp_path):
     assert not enc.qa and enc.group == "encoders" and [l for l, _ in enc.per_language] == ["en", "sov"]
     assert enc.short == "monotrans encoder" and "encoder (en, sov)" in enc.label
     assert choices["run:enc-run:export:monotrans"].qa
+
+
+def test_app_start_gives_blas_one_thread_and_imports_no_model_stack():
+    """The app's first script run limits BLAS to one thread (small matrices on shared cores) and
+    leaves torch and transformers to be imported where a page needs them, in its own thread."""
+    code = (
+        "import sys\n"
+        "from threadpoolctl import threadpool_info\n"
+        "import numpy\n"
+        "from xlviz.ui import startup\n"
+        "startup.start()\n"
+        "startup.start()\n"  # once per process
+        "blas = [i for i in threadpool_info() if i['user_api'] == 'blas']\n"
+        "assert blas and all(i['num_threads'] == 1 for i in blas), blas\n"
+        "assert 'torch' not in sys.modules and 'transformers' not in sys.modules\n"
+        "print('ok')\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
+                         env=dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[1])))
+    assert out.returncode == 0 and out.stdout.strip().endswith("ok"), out.stderr[-2000:]

@@ -23,7 +23,7 @@ from transformers import (
     RobertaTokenizer,
 )
 
-from xlviz.analysis.representations import sentence_embeddings, word_embeddings_in_context
+from xlviz.analysis.representations import sentence_and_word_embeddings, sentence_embeddings, word_embeddings_in_context
 from xlviz.errors import XlvizError
 
 WORDS = "the cat sat on mat a dog ran le chat est assis sur tapis un chien".split()
@@ -161,6 +161,39 @@ def test_word_embeddings_average_subwords(name):
             assert np.allclose(layers[layer][0][w], H[layer, toks].mean(axis=0), atol=1e-5)
     if name in ("bert", "distilbert"):
         assert len([x for x in wids if x == 1]) == 2  # "cats" -> cat ##s really was averaged
+
+
+@pytest.mark.parametrize("name", list(ENCODERS))
+def test_one_pass_gives_the_sentence_and_word_vectors_of_two(name, monkeypatch):
+    """One forward pass for both the sentence and the word vectors, equal to the two calls; words
+    that do not tokenize as their sentence (or a sentence without words) fall back to two calls."""
+    from xlviz.analysis import representations as rep
+
+    model, tok = ENCODERS[name]
+    words = [["the", "cats", "sat", "on", "the", "mat"], ["a", "dog", "ran"], ["le", "chat", "est", "assis"], ["a"]] * 3
+    sents = [" ".join(w) for w in words]
+    calls = []
+    forward = type(model.base_model).forward
+    monkeypatch.setattr(type(model.base_model), "forward", lambda self, *a, **k: calls.append(1) or forward(self, *a, **k))
+    for pooling in ("mean", "mean_no_special", "cls"):
+        calls.clear()
+        E, W = sentence_and_word_embeddings(model, tok, sents, words, pooling=pooling, batch_size=5, max_length=8)
+        assert len(calls) == 3, "one forward pass per batch, not two"
+        calls.clear()
+        E2 = sentence_embeddings(model, tok, sents, pooling=pooling, batch_size=5, max_length=8)
+        W2 = word_embeddings_in_context(model, tok, words, batch_size=5, max_length=8)
+        assert len(calls) == 6
+        assert np.array_equal(E, E2)
+        assert len(W) == len(W2) == LAYERS + 1
+        assert all(np.array_equal(a, b, equal_nan=True) for la, lb in zip(W, W2) for a, b in zip(la, lb))
+    other = [["a", "dog"]] + words[1:]  # the first sentence's words are not its text: two passes
+    calls.clear()
+    E, W = sentence_and_word_embeddings(model, tok, sents, other, batch_size=5)
+    assert len(calls) == 6
+    assert np.array_equal(E, sentence_embeddings(model, tok, sents, batch_size=5)) and W[0][0].shape == (2, HIDDEN)
+    calls.clear()
+    sentence_and_word_embeddings(model, tok, sents[:2] + [""], words[:2] + [[]])
+    assert len(calls) == 2
 
 
 def test_word_embeddings_truncation_gives_nan_rows():

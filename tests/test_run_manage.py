@@ -176,6 +176,29 @@ def _runs_page(root: Path, monkeypatch):
     return at
 
 
+def test_a_picker_sends_its_label_again_when_only_the_label_changed(tmp_path):
+    """A run picker's label carries the run's state; when the state changes and the pick does
+    not, the page must send the new label (the browser shows the last one it got)."""
+    from streamlit.testing.v1 import AppTest
+
+    script = tmp_path / "picker.py"
+    script.write_text(
+        "import streamlit as st\n"
+        "from xlviz.ui.state import fresh_label\n"
+        "states = st.session_state.setdefault('states', {'a': 'starting', 'b': 'completed'})\n"
+        "st.selectbox('Run', ['a', 'b'], key='pick', format_func=fresh_label('pick', lambda n: f'{n} ({states[n]})', 'a'))\n")
+    at = AppTest.from_file(str(script)).run()
+    assert at.selectbox(key="pick").value == "a"
+    at.session_state["states"] = {"a": "cancelled", "b": "completed"}
+    at.run()
+    picker = at.selectbox(key="pick")
+    assert picker.value == "a" and picker.proto.set_value and picker.proto.raw_value == "a (cancelled)"
+    at.run()  # nothing changed: nothing to send again (the user's pick is not overridden)
+    assert not at.selectbox(key="pick").proto.set_value
+    at.selectbox(key="pick").select("b").run()
+    assert at.selectbox(key="pick").value == "b"
+
+
 def test_runs_page_notes_config_and_delete(tmp_path, monkeypatch):
     root = tmp_path / "checkpoints"
     run = _finished(root, "page-run")
@@ -208,7 +231,10 @@ def test_runs_page_offers_resume_after_cancel_while_starting(tmp_path, monkeypat
         assert "(starting)" in at.selectbox(key="runs_live_select").format_func("fresh-run")
         at.button(key="cancel_fresh-run").click().run()
         assert not at.exception
-        assert at.selectbox(key="runs_live_select").format_func("fresh-run") == "fresh-run (cancelled)"
+        picker = at.selectbox(key="runs_live_select")
+        assert picker.format_func("fresh-run") == "fresh-run (cancelled)"
+        # the browser keeps the label it was last sent: the new one must be sent, not only computed
+        assert picker.proto.set_value and picker.proto.raw_value == "fresh-run (cancelled)", picker.proto
         assert not [e for e in at.error if "failed" in str(e.value)]
         started = []
         monkeypatch.setattr(jobs, "start_job", lambda argv, path: started.append(list(argv)) or 1)

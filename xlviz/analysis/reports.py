@@ -525,6 +525,19 @@ def word_vectors(model, tokenizer, words: Sequence[Sequence[str]], max_length: i
     return np.stack([np.concatenate(per_sent, axis=0) for per_sent in layers]), offsets
 
 
+def sentence_and_word_vectors(model, tokenizer, sentences: Sequence[str], words: Sequence[Sequence[str]], pooling: str = "mean",
+                              max_length: int = 128) -> tuple[np.ndarray, np.ndarray]:
+    """``sentence_embeddings`` of ``sentences`` and ``word_vectors`` (flattened) of their pre-split
+    ``words``, from one forward pass where the words tokenize as the sentences do."""
+    from xlviz.analysis.representations import sentence_and_word_embeddings
+
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=".*have no tokens.*")
+        sent, layers = sentence_and_word_embeddings(model, tokenizer, sentences, [list(w) for w in words], pooling=pooling,
+                                                    max_length=max_length)
+    return sent, np.stack([np.concatenate(per_sent, axis=0) for per_sent in layers])
+
+
 def alignment_rows(emb_a, emb_b, center: bool = False, train_fraction: float | None = None, seed: int = 0) -> list[dict]:
     """Per-layer retrieval (both directions), CKA and, with ``train_fraction``, held-out
     retrieval before/after an orthogonal map (see ``layerwise_alignment``)."""
@@ -583,17 +596,20 @@ def system_alignment(
         return None if progress is None else (lambda d, t: progress(lo + (hi - lo) * d / max(t, 1), text))
 
     do_words = words and data.has_words and data.dictionary
-    split = 0.4 if do_words else 0.5
-    ea = sentence_embeddings(model_a, tok_a, data.src, pooling=pooling, max_length=max_length,
-                             progress=step(0.0, split, f"Encoding {data.lang_a} sentences"))
-    eb = sentence_embeddings(model_b, tok_b, data.tgt, pooling=pooling, max_length=max_length,
-                             progress=step(split, 2 * split, f"Encoding {data.lang_b} sentences"))
+    if do_words:  # sentence and word vectors from one forward pass per side
+        if progress:
+            progress(0.0, f"Encoding {data.lang_a} sentences and words")
+        ea, wa = sentence_and_word_vectors(model_a, tok_a, data.src, data.src_words, pooling, max_length)
+        if progress:
+            progress(0.5, f"Encoding {data.lang_b} sentences and words")
+        eb, wb = sentence_and_word_vectors(model_b, tok_b, data.tgt, data.tgt_words, pooling, max_length)
+    else:
+        ea = sentence_embeddings(model_a, tok_a, data.src, pooling=pooling, max_length=max_length,
+                                 progress=step(0.0, 0.5, f"Encoding {data.lang_a} sentences"))
+        eb = sentence_embeddings(model_b, tok_b, data.tgt, pooling=pooling, max_length=max_length,
+                                 progress=step(0.5, 1.0, f"Encoding {data.lang_b} sentences"))
     rows = alignment_rows(ea, eb, center=center, train_fraction=train_fraction, seed=seed)
     if do_words:
-        if progress:
-            progress(0.85, "Word vectors")
-        wa, _ = word_vectors(model_a, tok_a, data.src_words, max_length)
-        wb, _ = word_vectors(model_b, tok_b, data.tgt_words, max_length)
         for row, wrow in zip(rows, word_translation_rows(wa, wb, _flat(data.src_words), _flat(data.tgt_words),
                                                           data.dictionary, center=center)):
             row.update({k: v for k, v in wrow.items() if k != "layer"})

@@ -135,26 +135,100 @@ def sentence_embeddings(
             states = torch.stack([h.float() for h in outputs.hidden_states])  # [L+1, b, T, h]
             if out is None:
                 out = np.empty((states.shape[0], len(sentences), states.shape[-1]), dtype=np.float32)
-            if pooling == "cls":
-                pooled = states[:, :, 0]
-            else:
-                mask = enc["attention_mask"].to(states.device).float()
-                if pooling == "mean_no_special":
-                    keep = mask * (1.0 - enc["special_tokens_mask"].to(states.device).float())
-                    empty = keep.sum(dim=1) == 0
-                    n_fallback += int(empty.sum())
-                    keep[empty] = mask[empty]
-                    mask = keep
-                pooled = (states * mask[None, :, :, None]).sum(dim=2) / mask.sum(dim=1).clamp(min=1.0)[None, :, None]
-            out[:, idx] = pooled.cpu().numpy()
+            pooled, fallback = _pool(states, enc, pooling)
+            n_fallback += fallback
+            out[:, idx] = pooled
             if progress is not None:
                 progress(min(start + batch_size, len(sentences)), len(sentences))
+    _warn_fallback(n_fallback)
+    return out
+
+
+def sentence_and_word_embeddings(
+    model,
+    tokenizer,
+    sentences: Sequence[str],
+    words: Sequence[Sequence[str]],
+    pooling: str = "mean",
+    batch_size: int = 32,
+    max_length: int = 128,
+):
+    """``sentence_embeddings(sentences)`` and ``word_embeddings_in_context(words)`` from one
+    forward pass over the sentences, when ``words`` are the sentences pre-split (their token ids
+    under this tokenizer equal the sentences'): the same batches, so the same numbers as the two
+    calls, at half the encoding. Otherwise (other token ids, a sentence without words) the two
+    calls themselves. Returns ``(sentence vectors [L+1, n, h], per-layer word vectors)``."""
+    import torch
+
+    if pooling not in POOLINGS:
+        raise XlvizError(f"unknown pooling '{pooling}'; use one of {', '.join(POOLINGS)}", field="pooling")
+    if batch_size < 1:
+        raise XlvizError(f"must be at least 1, got {batch_size}", field="batch_size")
+    sentences = list(sentences)
+    sents = [list(w) if not isinstance(w, str) else w for w in words]
+
+    def apart():
+        return (sentence_embeddings(model, tokenizer, sentences, pooling, batch_size, max_length),
+                word_embeddings_in_context(model, tokenizer, sents, batch_size, max_length))
+
+    if (len(sents) != len(sentences) or not sentences or not getattr(tokenizer, "is_fast", False)
+            or any(isinstance(w, str) or not w or not all(isinstance(x, str) for x in w) for w in sents)
+            or not all(isinstance(t, str) for t in sentences)):
+        return apart()
+    enc_model = _encoder(model)
+    length = _usable_length(enc_model, max_length)
+    ids_s = tokenizer(sentences, truncation=True, max_length=length)["input_ids"]
+    ids_w = tokenizer(sents, is_split_into_words=True, truncation=True, max_length=length)["input_ids"]
+    if ids_s != ids_w:
+        return apart()
+    model.eval()
+    order = np.argsort([len(i) for i in ids_s], kind="stable")  # as _length_order sorts both calls
+    out: np.ndarray | None = None
+    results: list[np.ndarray | None] = [None] * len(sents)
+    missing: list[list[int]] = [[] for _ in sents]
+    n_fallback = 0
+    with torch.no_grad():
+        for start in range(0, len(order), batch_size):
+            idx = order[start : start + batch_size].tolist()
+            enc = tokenizer([sents[i] for i in idx], is_split_into_words=True, padding=True, truncation=True,
+                            max_length=length, return_special_tokens_mask=pooling == "mean_no_special",
+                            return_tensors="pt")
+            outputs = enc_model(**_model_inputs(enc_model, enc), output_hidden_states=True)
+            states = torch.stack([h.float() for h in outputs.hidden_states])  # [L+1, b, T, h]
+            if out is None:
+                out = np.empty((states.shape[0], len(sentences), states.shape[-1]), dtype=np.float32)
+            pooled, fallback = _pool(states, enc, pooling)
+            n_fallback += fallback
+            out[:, idx] = pooled
+            _average_words(states, enc, idx, sents, results, missing)
+    _warn_fallback(n_fallback)
+    return out, _word_layers(enc_model, results, missing, length, False)
+
+
+def _warn_fallback(n_fallback: int) -> None:
     if n_fallback:
         warnings.warn(
             f"{n_fallback} sentence(s) had no non-special tokens; pooled them over all tokens instead",
-            stacklevel=2,
+            stacklevel=3,
         )
-    return out
+
+
+def _pool(states, enc, pooling: str) -> tuple[np.ndarray, int]:
+    """Sentence vectors [L+1, b, h] of one batch's hidden states [L+1, b, T, h] and how many
+    sentences fell back from "mean_no_special" to "mean" (no other tokens)."""
+    n_fallback = 0
+    if pooling == "cls":
+        pooled = states[:, :, 0]
+    else:
+        mask = enc["attention_mask"].to(states.device).float()
+        if pooling == "mean_no_special":
+            keep = mask * (1.0 - enc["special_tokens_mask"].to(states.device).float())
+            empty = keep.sum(dim=1) == 0
+            n_fallback = int(empty.sum())
+            keep[empty] = mask[empty]
+            mask = keep
+        pooled = (states * mask[None, :, :, None]).sum(dim=2) / mask.sum(dim=1).clamp(min=1.0)[None, :, None]
+    return pooled.cpu().numpy(), n_fallback
 
 
 def word_embeddings_in_context(
@@ -205,25 +279,38 @@ def word_embeddings_in_context(
                 )
                 outputs = enc_model(**_model_inputs(enc_model, enc), output_hidden_states=True)
                 states = torch.stack([h.float() for h in outputs.hidden_states])  # [L+1, b, T, h]
-                # averaging matrices [b, n_words, T]: 1/count for each sub-word of a word, built in
-                # numpy and applied in one einsum per batch (a Python loop of tensor writes and an
-                # einsum per sentence was a tenth of the Alignment page's cold render)
-                n_max = max(len(sents[i]) for i in idx)
-                avg = np.zeros((len(idx), n_max, states.shape[2]), dtype=np.float32)
-                for b in range(len(idx)):
-                    ids = enc.word_ids(b)
-                    tok = [t for t, w in enumerate(ids) if w is not None]
-                    avg[b, [ids[t] for t in tok], tok] = 1.0
-                counts = avg.sum(axis=2, keepdims=True)
-                avg /= np.maximum(counts, 1.0)
-                vecs_all = torch.einsum("bwt,lbth->lbwh", torch.from_numpy(avg).to(states.device), states).cpu().numpy()
-                for b, i in enumerate(idx):
-                    n = len(sents[i])
-                    missing[i] = np.flatnonzero(counts[b, :n, 0] == 0).tolist()
-                    vecs = vecs_all[:, b, :n].copy()
-                    if missing[i]:
-                        vecs[:, missing[i]] = np.nan
-                    results[i] = vecs.astype(np.float32, copy=False)
+                _average_words(states, enc, idx, sents, results, missing)
+    return _word_layers(enc_model, results, missing, max_length, return_missing)
+
+
+def _average_words(states, enc, idx, sents, results: list, missing: list) -> None:
+    """Each word's vector (mean of its sub-words) for one batch: ``results[i]`` [L+1, n_words, h]
+    and ``missing[i]`` (words with no token) for the batch's sentences ``idx``."""
+    import torch
+
+    # averaging matrices [b, n_words, T]: 1/count for each sub-word of a word, built in
+    # numpy and applied in one einsum per batch (a Python loop of tensor writes and an
+    # einsum per sentence was a tenth of the Alignment page's cold render)
+    n_max = max(len(sents[i]) for i in idx)
+    avg = np.zeros((len(idx), n_max, states.shape[2]), dtype=np.float32)
+    for b in range(len(idx)):
+        ids = enc.word_ids(b)
+        tok = [t for t, w in enumerate(ids) if w is not None]
+        avg[b, [ids[t] for t in tok], tok] = 1.0
+    counts = avg.sum(axis=2, keepdims=True)
+    avg /= np.maximum(counts, 1.0)
+    vecs_all = torch.einsum("bwt,lbth->lbwh", torch.from_numpy(avg).to(states.device), states).cpu().numpy()
+    for b, i in enumerate(idx):
+        n = len(sents[i])
+        missing[i] = np.flatnonzero(counts[b, :n, 0] == 0).tolist()
+        vecs = vecs_all[:, b, :n].copy()
+        if missing[i]:
+            vecs[:, missing[i]] = np.nan
+        results[i] = vecs.astype(np.float32, copy=False)
+
+
+def _word_layers(enc_model, results: list, missing: list, max_length: int, return_missing: bool):
+    """Per-sentence word vectors as ``word_embeddings_in_context`` returns them (per layer)."""
     done = [r for r in results if r is not None]
     if done:
         n_states, hidden = done[0].shape[0], done[0].shape[2]
@@ -239,7 +326,7 @@ def word_embeddings_in_context(
         warnings.warn(
             f"{n_missing} word(s) in {n_sent} sentence(s) have no tokens (truncated at max_length={max_length} "
             "or empty); their rows are NaN",
-            stacklevel=2,
+            stacklevel=3,
         )
     if return_missing:
         return per_layer, missing

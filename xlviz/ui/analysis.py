@@ -12,6 +12,7 @@ Also: the runs these pages can analyse, and presets from the URL (``?run=NAME&l2
 
 from __future__ import annotations
 
+import functools
 from pathlib import Path
 
 import numpy as np
@@ -19,6 +20,7 @@ import streamlit as st
 
 from xlviz.analysis.reports import ModelSpec, ParallelData, RunInfo
 from xlviz.errors import XlvizError
+from xlviz.ui.common import few_threads
 
 CHUNK = 64
 
@@ -94,12 +96,39 @@ def _floor(spec: ModelSpec) -> tuple:
 def load(spec: ModelSpec, task: str = "base"):
     """``(model, tokenizer)`` of a spec, cached per process (reloaded when its files change)."""
     what = "the floor (untrained L2 embeddings)" if spec.floor_seed is not None else Path(spec.path).name or spec.path
+    path, tokenizer, floor, stamp = _args(spec)
     with st.spinner(f"Loading {what} …"):
-        return _load(spec.path, spec.tokenizer, _floor(spec), task, spec.stamp())
+        return _load(path, tokenizer, floor, task, stamp)
+
+
+@functools.lru_cache(maxsize=512)
+def _folder_digest(folder: str, stamp: str) -> str | None:
+    """``model_digest`` of a folder, renewed when ``stamp`` (the spec's file times) changes."""
+    from xlviz.ui.qa import model_digest
+
+    return model_digest(folder)
+
+
+_CANONICAL: dict[tuple, tuple] = {}  # content -> the first spec's cache arguments with that content
 
 
 def _args(spec: ModelSpec) -> tuple:
-    return spec.path, spec.tokenizer, _floor(spec), spec.stamp()
+    """The cache arguments of a spec: ``(path, tokenizer, floor, stamp)``. Byte-identical model
+    folders (a run exports the same English encoder once per system) map to the first one seen,
+    so the model loads once and each sentence is encoded once for all of them."""
+    args = (spec.path, spec.tokenizer, _floor(spec), spec.stamp())
+    model = _folder_digest(spec.path, args[3])
+    tok = _folder_digest(spec.tokenizer, args[3]) if spec.tokenizer else ""
+    if model is None or tok is None:
+        return args
+    content = (model, tok, args[2])
+    first = _CANONICAL.get(content)
+    if first is not None and first != args:
+        path, tokenizer, floor, stamp = first
+        if ModelSpec(path, tokenizer, *floor).stamp() == stamp:  # still there, unchanged
+            return first
+    _CANONICAL[content] = args
+    return args
 
 
 # --------------------------------------------------------------------------- data
@@ -136,7 +165,8 @@ def _embed(path, tokenizer, floor, stamp, texts: tuple, pooling: str, max_length
     from xlviz.analysis.representations import sentence_embeddings
 
     model, tok = _load(path, tokenizer, floor, "base", stamp)
-    return sentence_embeddings(model, tok, list(texts), pooling=pooling, max_length=max_length)
+    with few_threads(model):
+        return sentence_embeddings(model, tok, list(texts), pooling=pooling, max_length=max_length)
 
 
 @st.cache_data(show_spinner=False, max_entries=1024)
@@ -144,7 +174,17 @@ def _words(path, tokenizer, floor, stamp, words: tuple, max_length: int) -> np.n
     from xlviz.analysis.reports import word_vectors
 
     model, tok = _load(path, tokenizer, floor, "base", stamp)
-    return word_vectors(model, tok, [list(w) for w in words], max_length)[0]
+    with few_threads(model):
+        return word_vectors(model, tok, [list(w) for w in words], max_length)[0]
+
+
+@st.cache_data(show_spinner=False, max_entries=1024)
+def _embed_both(path, tokenizer, floor, stamp, texts: tuple, words: tuple, pooling: str, max_length: int):
+    from xlviz.analysis.reports import sentence_and_word_vectors
+
+    model, tok = _load(path, tokenizer, floor, "base", stamp)
+    with few_threads(model):
+        return sentence_and_word_vectors(model, tok, list(texts), [list(w) for w in words], pooling, max_length)
 
 
 class Progress:
@@ -207,6 +247,23 @@ def word_vectors(spec: ModelSpec, words: list[list[str]], max_length: int, progr
     return np.concatenate(parts, axis=1)
 
 
+def sentence_and_word_vectors(spec: ModelSpec, texts: list[str], words: list[list[str]], pooling: str, max_length: int,
+                              progress: Progress | None = None, text: str = "Encoding") -> tuple[np.ndarray, np.ndarray]:
+    """:func:`sentence_vectors` and :func:`word_vectors` of the same sentences (``words``: each
+    one pre-split), one forward pass for both, 64 sentences at a time (two progress steps each)."""
+    load(spec)
+    sent, word = [], []
+    for lo in range(0, len(texts), CHUNK):
+        s, w = _embed_both(*_args(spec), tuple(texts[lo : lo + CHUNK]), tuple(tuple(x) for x in words[lo : lo + CHUNK]),
+                           pooling, int(max_length))
+        sent.append(s)
+        word.append(w)
+        if progress:
+            progress.step(text)
+            progress.step(text)
+    return np.concatenate(sent, axis=1), np.concatenate(word, axis=1)
+
+
 @st.cache_data(show_spinner=False, max_entries=128)
 def alignment_table(emb_a: np.ndarray, emb_b: np.ndarray, center: bool, train_fraction: float | None, seed: int = 0) -> list[dict]:
     from xlviz.analysis.reports import alignment_rows
@@ -258,7 +315,8 @@ def _agreement_chunk(path, tokenizer, floor, stamp, data: str, run_path, max_per
 
     model, tok = _load(path, tokenizer, floor, "mlm", stamp)
     _, pairs = agreement_pairs(data, run_path, max_per_category, dstamp)
-    return agreement_accuracy(model, tok, pairs[lo:hi], unit=unit)["items"]
+    with few_threads(model):
+        return agreement_accuracy(model, tok, pairs[lo:hi], unit=unit)["items"]
 
 
 def agreement(spec: ModelSpec, data: str, run_path: str | None, max_per_category: int | None, unit: str,
@@ -284,7 +342,8 @@ def _sense_vectors(path, tokenizer, floor, stamp, run_path: str, lang: str, n: i
 
     model, tok = _load(path, tokenizer, floor, "mlm", stamp)
     pairs = sense_data(run_path, lang, n)
-    U, V, y, kept = sense_pair_vectors(model, tok, pairs)
+    with few_threads(model):
+        U, V, y, kept = sense_pair_vectors(model, tok, pairs)
     return pairs, U, V, y, kept
 
 

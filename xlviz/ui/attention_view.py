@@ -222,23 +222,33 @@ def overview(attn: np.ndarray, layers: list[int], heads: list[int], max_tokens: 
     n = min(T, max_tokens)
     # one colour scale for every thumbnail, with its colorbar: cells compare across heads
     top = float(np.nanmax(attn)) if attn.size and np.isfinite(attn).any() else 1.0
+    # traces and shapes are built as plain lists and added at once: plotly's add_vline/add_hline
+    # per thumbnail re-scan every subplot (most of the Attention page's rerun with 48 heads)
+    traces, rows, cols, shapes = [], [], [], []
+    centre = (n - 1) / 2 if n else 0.0
+    cuts = [b * n / T - 0.5 if T else b - 0.5 for b in _boundaries(segment or [])]  # A | B, pooled coordinates
     for i in range(nl):
         for j in range(nh):
-            fig.add_trace(go.Heatmap(z=_pool(attn[i, j], max_tokens), coloraxis="coloraxis", hoverinfo="skip"),
-                          row=i + 1, col=j + 1)
-            centre = (n - 1) / 2 if n else 0.0
-            fig.add_trace(go.Scatter(x=[centre], y=[centre], mode="markers", showlegend=False,
+            traces.append(go.Heatmap(z=_pool(attn[i, j], max_tokens), coloraxis="coloraxis", hoverinfo="skip"))
+            traces.append(go.Scatter(x=[centre], y=[centre], mode="markers", showlegend=False,
                                      marker=dict(size=1, opacity=0), customdata=[[layers[i], heads[j]]],
                                      hovertemplate=f"{head_label(layers[i], heads[j])}: click to open it in "
-                                                   "“One layer and head”<extra></extra>"),
-                          row=i + 1, col=j + 1)
-            for b in _boundaries(segment or []):  # A | B separators, in pooled coordinates
-                pos = b * n / T - 0.5 if T else b - 0.5
-                fig.add_vline(x=pos, line_color="#D55E00", line_width=1, row=i + 1, col=j + 1)
-                fig.add_hline(y=pos, line_color="#D55E00", line_width=1, row=i + 1, col=j + 1)
+                                                   "“One layer and head”<extra></extra>"))
+            rows += [i + 1, i + 1]
+            cols += [j + 1, j + 1]
+            k = i * nh + j + 1
+            x, y = ("x", "y") if k == 1 else (f"x{k}", f"y{k}")  # make_subplots' axis names, row by row
+            line = dict(color="#D55E00", width=1)
+            for pos in cuts:
+                shapes.append(dict(type="line", xref=x, yref=f"{y} domain", x0=pos, x1=pos, y0=0, y1=1, line=line))
+                shapes.append(dict(type="line", xref=f"{x} domain", yref=y, x0=0, x1=1, y0=pos, y1=pos, line=line))
             if selected is not None and layers[i] == selected[0] and selected[1] in (None, heads[j]):
-                fig.add_shape(type="rect", xref="x domain", yref="y domain", x0=-0.02, x1=1.02, y0=-0.02, y1=1.02,
-                              line=dict(color="#D55E00", width=3), row=i + 1, col=j + 1)
+                shapes.append(dict(type="rect", xref=f"{x} domain", yref=f"{y} domain", x0=-0.02, x1=1.02, y0=-0.02,
+                                   y1=1.02, line=dict(color="#D55E00", width=3)))
+    if traces:
+        fig.add_traces(traces, rows=rows, cols=cols)
+    if shapes:
+        fig.update_layout(shapes=shapes)
     fig.update_xaxes(showticklabels=False, ticks="", showgrid=False, zeroline=False, range=[-0.5, n - 0.5] if n else None,
                      fixedrange=True)
     fig.update_yaxes(showticklabels=False, ticks="", showgrid=False, zeroline=False, autorange="reversed", fixedrange=True)

@@ -23,6 +23,30 @@ REPO = Path(__file__).resolve().parents[2]
 PLOTLY_CONFIG = {"displaylogo": False, "toImageButtonOptions": {"format": "png", "scale": 2}}
 
 
+SMALL_HIDDEN = 256  # models at most this wide run their forward passes on one thread
+
+
+@contextlib.contextmanager
+def few_threads(model) -> Iterator[None]:
+    """One torch thread while a small model (hidden size <= ``SMALL_HIDDEN``, the bench's tiny and
+    small models) computes: its matrices are too small to share out, and a second thread's
+    waiting costs more than it gains (a tiny model's 16 batches of 32 sentences: 0.42 s on one
+    thread, 0.50 s on two with 2 cores shared; 1.0 against 8.3 s when threads spin). Larger
+    models keep torch's threads."""
+    import torch
+
+    hidden = getattr(getattr(model, "config", None), "hidden_size", None)
+    if not isinstance(hidden, int) or hidden > SMALL_HIDDEN or torch.get_num_threads() == 1:
+        yield
+        return
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(before)
+
+
 class Shown(Exception):
     """Raised by :func:`guard` users to stop a section after its error was displayed."""
 
@@ -206,8 +230,9 @@ def _predict_chunk(path: str, tokenizer: str | None, mkey: str, file: str, fstam
     by_id = {ex.id: ex for ex in load_examples(file, fstamp)}
     examples = [by_id[i] for i in ids if i in by_id]
     # batch 64: as the run's own evaluation (xlviz.transfer.pipeline), and fewer tiny forwards
-    return predict_qa(model, tok, examples, max_length=max_length, doc_stride=doc_stride, batch_size=64,
-                      max_answer_length=max_answer_length)
+    with few_threads(model):
+        return predict_qa(model, tok, examples, max_length=max_length, doc_stride=doc_stride, batch_size=64,
+                          max_answer_length=max_answer_length)
 
 
 def qa_decoding(ref: ModelRef):
@@ -246,9 +271,22 @@ def saved_or_none(ref: ModelRef, file: str, ids: list[str]) -> dict | None:
     return read_saved_predictions(saved, ids) if saved is not None else None
 
 
+def _tokenizer_only(path: str, tokenizer: str | None):
+    """The tokenizer of a model folder (or its ``tokenizer`` folder) without loading the model;
+    None when it is not a local folder with tokenizer files (a hub id, a run stage folder)."""
+    from xlviz.analysis.reports import TOKENIZER_FILES, load_tokenizer
+
+    folder = Path(os.path.expanduser(tokenizer or path))
+    if not folder.is_dir() or not any((folder / f).is_file() for f in TOKENIZER_FILES):
+        return None
+    return load_tokenizer(folder)
+
+
 @st.cache_data(show_spinner=False, max_entries=256)
 def _unk_rate(path: str, tokenizer: str | None, mkey: str, file: str, fstamp: str, n: int) -> float:
-    _, tok = _load_model(path, tokenizer, "qa", ref_stamp(ModelRef(path, tokenizer)))
+    tok = _tokenizer_only(path, tokenizer)
+    if tok is None:
+        _, tok = _load_model(path, tokenizer, "qa", ref_stamp(ModelRef(path, tokenizer)))
     unk = getattr(tok, "unk_token_id", None)
     if unk is None:
         return 0.0
@@ -261,8 +299,9 @@ def _unk_rate(path: str, tokenizer: str | None, mkey: str, file: str, fstamp: st
 
 def unk_rate(ref: ModelRef, file: str, n: int = 50) -> float:
     """Share of [UNK] tokens when the model's tokenizer reads the first ``n`` questions and
-    contexts of a data file: high when a run's model meets another run's invented language."""
-    load_model(ref, "qa")
+    contexts of a data file: high when a run's model meets another run's invented language.
+    Cached per model files and data file: a rerun loads no model (it used to load every picked
+    model, and more than the model cache holds, so each rerun reloaded some)."""
     return _unk_rate(ref.path, ref.tokenizer, model_key(ref, "qa"), file, file_stamp(file), n)
 
 
@@ -409,3 +448,29 @@ def mixed_query_keys(ref_a: ModelRef, ref_b: ModelRef, text_a, text_b, max_lengt
     """Query and key vectors of A + B through A's body, B embedded with B's vocabulary; cached."""
     keys = model_key(ref_a, "base") + "||" + model_key(ref_b, "base")
     return _mixed_query_keys(ref_a.path, ref_a.tokenizer, ref_b.path, ref_b.tokenizer, keys, text_a, text_b, int(max_length))
+
+
+# --- the XQuAD page's numbers -------------------------------------------------------------------
+# Bootstrap intervals and paired tests resample every cell thousands of times (seconds); the same
+# rows give the same numbers (fixed seeds), so they are computed once per set of rows, not on
+# every rerun (a click on "Next", a new tab).
+
+@st.cache_data(show_spinner=False, max_entries=64)
+def score_matrix_ci(rows, metric: str, models: list[str], languages: list[str]):
+    from xlviz.ui import qa
+
+    return qa.score_matrix_ci(rows, metric, models, languages)
+
+
+@st.cache_data(show_spinner=False, max_entries=32)
+def cell_intervals(rows):
+    from xlviz.ui import qa
+
+    return qa.cell_intervals(rows)
+
+
+@st.cache_data(show_spinner=False, max_entries=32)
+def paired_tests(rows):
+    from xlviz.ui import qa
+
+    return qa.paired_tests(rows)

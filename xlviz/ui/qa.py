@@ -261,21 +261,26 @@ def read_saved_predictions(path: str | Path, ids: Iterable[str]) -> dict[str, di
 
 
 def model_digest(folder: str | Path) -> str | None:
-    """A digest of a model folder's weights and tokenizer files: two exports holding the same
-    model (a run's English systems share one fine-tuned model) get the same digest."""
+    """A digest of a model folder's files (every file at its top level, names and bytes: weights
+    in any format or shards, config, tokenizer): two exports holding the same model (a run's
+    English systems share one model) get the same digest. None for a hub id, an empty or
+    unreadable folder."""
     folder = Path(folder).expanduser()
     if not folder.is_dir():
         return None
     h = hashlib.sha1()
     found = False
-    for name in ("model.safetensors", "tokenizer.json", "vocab.txt", "config.json"):
-        f = folder / name
-        if f.is_file():
-            found = True
-            h.update(name.encode())
-            with open(f, "rb") as fh:
-                for block in iter(lambda: fh.read(1 << 20), b""):
-                    h.update(block)
+    try:
+        for f in sorted(folder.iterdir()):
+            if f.is_file():
+                found = True
+                h.update(f.name.encode() + b"\0")
+                with open(f, "rb") as fh:
+                    for block in iter(lambda: fh.read(1 << 20), b""):
+                        h.update(block)
+                h.update(b"\0")
+    except OSError:
+        return None
     return h.hexdigest() if found else None
 
 

@@ -10,11 +10,12 @@ view can be bookmarked, shared and reloaded.
 from __future__ import annotations
 
 import json
-from typing import Iterable
+from typing import Any, Callable, Iterable
 
 import streamlit as st
 
 SHADOW = "_keep_"
+SHOWN = "_label_shown_"
 
 
 def keep(*keys: str) -> None:
@@ -78,3 +79,26 @@ def checked_int(key: str, lo: int, hi: int, default: int) -> str | None:
     st.session_state[key] = value
     return problem
 
+
+
+def fresh_label(key: str, label: Callable[[Any], str], default: Any = None) -> Callable[[Any], str]:
+    """Call before a selectbox whose option labels carry a changing state ("run (running)");
+    returns ``label`` for its ``format_func``.
+
+    The browser keeps showing the label it was last sent for the chosen option: when only the
+    label changes (a run goes from "starting" to "cancelled") Streamlit does not send the new
+    one, and the picker says "(starting)" until the option is picked again. When the chosen
+    option's label differs from the one last shown, the value is set again from code, which
+    makes Streamlit send the current label. ``default``: the option the widget shows before
+    it has a value (its first option, unless the page sets the key first)."""
+    value = st.session_state.get(key, default)
+    if value is None:
+        return label
+    try:
+        text = label(value)
+    except Exception:  # noqa: BLE001 - a value no longer among the options: the widget resets it
+        return label
+    if st.session_state.get(SHOWN + key, text) != text:
+        st.session_state[key] = value
+    st.session_state[SHOWN + key] = text
+    return label
