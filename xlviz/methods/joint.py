@@ -27,6 +27,12 @@ corpus sizes in tokens (``language_alpha``; the paper: "the same upsampling stra
 both the subword vocabulary learning and the pre-training"), each language its own shuffled
 block stream; the joint vocabularies are learned on a sample with the same weights.
 
+On a corpus source (text files; ``corpus`` rows of :data:`VARIANTS`: the pair models) the same
+stages read the corpora through the source: vocabularies on each language's first
+``tokenizer_lines`` lines, pre-training on the corpora streamed (every block ``block_size``
+tokens, as MONOTRANS's step 1 there), no QA fine-tuning; the run's tasks (sentence retrieval per
+layer) score each language's slice of the model.
+
 Fine-tuning updates every parameter, as for any multilingual model. With disjoint vocabularies
 the QA model is trained on the L1 slice of the joint model (:func:`xlviz.models.vocab_slice.
 slice_to_language`); English QA data never touches another language's rows, so the zero-shot
