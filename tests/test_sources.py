@@ -191,7 +191,7 @@ def test_a_new_source_and_task_run_end_to_end(plugins, tmp_path):
 # --------------------------------------------------------------------------- every method on real text
 # The systems that run on corpus sources besides MONOTRANS and its floor, each trained from the
 # files and scored by the run's tasks (sentence retrieval per layer on the parallel pair).
-CORPUS_SYSTEMS = ["jointpair-disjoint", "jointpair-joint", "clwe"]
+CORPUS_SYSTEMS = ["jointpair-disjoint", "jointpair-joint", "clwe", "wu-shared-top-1"]  # tiny: 2 layers, the bottom one per language
 TINY_FILES_RUN = ["--seed", "5", "--model-size", "tiny", "--vocab-size", "150", "--block-size", "24", "--pretrain-steps", "3",
                   "--transfer-steps", "3", "--eval-max-length", "24", "--qa-max-length", "64", "--doc-stride", "24",
                   "--mlm-batch-size", "4", "--log-every", "1"]
