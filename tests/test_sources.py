@@ -47,7 +47,7 @@ def test_every_method_declares_needs_the_sources_know():
 
 def test_a_premise_the_source_cannot_meet_is_one_line_naming_methods(tmp_path, capsys):
     with pytest.raises(XlvizError, match="needs qa_test, qa_train, which the multi30k source does not offer") as e:
-        TransferConfig.from_dict({"source": "multi30k", "methods": ["monotrans", "jointpair-disjoint"]})
+        TransferConfig.from_dict({"source": "multi30k", "methods": ["monotrans", "monotrans+noise"]})
     assert e.value.field == "methods"
     with pytest.raises(XlvizError, match="needs dictionary") as e:
         TransferConfig.from_dict({"source": "multi30k", "methods": ["dictionary-oracle"], "data": {"parallel_train": None}})
@@ -55,15 +55,19 @@ def test_a_premise_the_source_cannot_meet_is_one_line_naming_methods(tmp_path, c
     # premises met (QA files given) but no stages for streamed corpora: also refused before training
     data = {"l1_corpus": ["a"], "l2_corpus": ["b"], "qa_train": "q.json", "qa_eval": ["q"]}
     with pytest.raises(XlvizError, match="no stages for corpus sources") as e:
-        TransferConfig.from_dict({"source": "files", "data": data, "methods": ["jointpair-disjoint"]})
+        TransferConfig.from_dict({"source": "files", "data": data, "methods": ["jointmulti"]})
+    assert e.value.field == "methods"
+    # a system that runs on corpora but is not fine-tuned for QA there: refused when the run scores QA
+    with pytest.raises(XlvizError, match="'jointpair-disjoint' is not fine-tuned for QA on corpus sources") as e:
+        TransferConfig.from_dict({"source": "files", "data": data, "methods": ["monotrans", "jointpair-disjoint"]})
     assert e.value.field == "methods"
     with pytest.raises(XlvizError, match="no stages that start from a pre-trained model") as e:
         TransferConfig.from_dict({"init_model": "some/model"})
     assert e.value.field == "init_model"
     run_dir = tmp_path / "run"
-    assert cli(["transfer", "--source", "multi30k", "--systems", "monotrans,clwe", "--run-dir", str(run_dir)]) == 2
+    assert cli(["transfer", "--source", "multi30k", "--systems", "monotrans,monotrans+pos", "--run-dir", str(run_dir)]) == 2
     err = capsys.readouterr().err
-    assert "system 'clwe' needs" in err and "methods" in err and "Traceback" not in err and len(err.strip().splitlines()) == 1
+    assert "system 'monotrans+pos' needs" in err and "methods" in err and "Traceback" not in err and len(err.strip().splitlines()) == 1
     assert not run_dir.exists(), "nothing is written before the config is valid"
 
 
@@ -182,6 +186,63 @@ def test_a_new_source_and_task_run_end_to_end(plugins, tmp_path):
     for row in rows.values():
         assert row["tasks"] == ["toy-vocab"] and row["vocab_rows"] == len(json.loads(
             (run_dir / "world" / "tokenizers" / "svo" / "tokenizer.json").read_text())["model"]["vocab"])
+
+
+# --------------------------------------------------------------------------- every method on real text
+# The systems that run on corpus sources besides MONOTRANS and its floor, each trained from the
+# files and scored by the run's tasks (sentence retrieval per layer on the parallel pair).
+CORPUS_SYSTEMS = ["jointpair-disjoint", "jointpair-joint", "clwe", "wu-shared-top-1"]  # tiny: 2 layers, the bottom one per language
+TINY_FILES_RUN = ["--seed", "5", "--model-size", "tiny", "--vocab-size", "150", "--block-size", "24", "--pretrain-steps", "3",
+                  "--transfer-steps", "3", "--eval-max-length", "24", "--qa-max-length", "64", "--doc-stride", "24",
+                  "--mlm-batch-size", "4", "--log-every", "1"]
+
+
+@pytest.mark.slow
+def test_every_corpus_system_trains_and_is_scored_on_a_files_run(tmp_path, capsys):
+    """A tiny ``--source files`` run of every system that runs on corpora: each one's stages
+    train on the text files, each gets a retrieval row per layer; MONOTRANS and its floor keep
+    the numbers and weights of a run of them alone; a system still without corpus stages, and a
+    corpus system in a run scoring QA, are one line naming ``methods``."""
+    files = write_world_corpora(tmp_path / "c", documents=60)
+    source = ["--source", "files", "--l1", "en", "--l2", "svo", "--l1-corpus", str(files["en"]), "--l2-corpus", str(files["svo"]),
+              "--parallel", str(files["par_en"]), str(files["par_svo"]), *TINY_FILES_RUN]
+    every, alone = tmp_path / "every", tmp_path / "alone"
+    systems = ["monotrans", "floor", *CORPUS_SYSTEMS]
+    assert cli(["transfer", "--run-dir", str(every), "--systems", ",".join(systems), *source]) == 0
+    assert cli(["transfer", "--run-dir", str(alone), "--systems", "monotrans,floor", *source]) == 0
+    run = Run(every)
+    cfg = TransferConfig.from_dict(json.loads((every / "config.json").read_text()))
+    from xlviz.methods import method_of
+    from xlviz.transfer.pipeline import Pipeline
+
+    pipe = Pipeline(cfg, tmp_path / "unused")
+    done = set(run.status()["stages_done"])
+    trained = {m["stage"] for m in run.metrics()}
+    for system in CORPUS_SYSTEMS:
+        stages = [s for s in method_of(system).stages(pipe, system) if s.phase != "data"]
+        assert stages and all(s.name in done for s in stages), system
+        assert all(s.name in trained for s in stages if s.phase == "pretrain"), f"{system}: a training stage logged no loss"
+    rows = {r["system"]: r for r in run.results()}
+    assert set(rows) == set(systems)
+    layers = len(rows["monotrans"]["retrieval_per_layer"])
+    for system, row in rows.items():
+        assert row["tasks"] == ["retrieval"] and row["language"] == "svo"
+        assert len(row["retrieval_per_layer"]) == layers and all(0 <= x <= 100 for x in row["retrieval_per_layer"]), system
+        assert 0 <= row["retrieval"] <= 100 and row["retrieval_selection_pairs"] + row["retrieval_reported_pairs"] == 40
+    assert [r for r in run.results() if r["system"] in ("monotrans", "floor")] == Run(alone).results()
+    for stage in ("s1_pretrain", "s2_transfer-svo"):
+        assert (every / stage / "model.safetensors").read_bytes() == (alone / stage / "model.safetensors").read_bytes()
+    capsys.readouterr()
+    refused = tmp_path / "refused"
+    for system in ("monotrans+pos", "jointmulti"):
+        assert cli(["transfer", "--run-dir", str(refused), "--systems", f"monotrans,{system}", *source]) == 2
+        err = capsys.readouterr().err
+        assert f"system {system!r}" in err and "methods" in err and "Traceback" not in err and len(err.strip().splitlines()) == 1
+    qa = ["--qa-train", str(files["en"]), "--qa-eval", str(files["en"])]
+    assert cli(["transfer", "--run-dir", str(refused), "--systems", f"monotrans,{CORPUS_SYSTEMS[0]}", *source, *qa]) == 2
+    err = capsys.readouterr().err
+    assert "not fine-tuned for QA on corpus sources" in err and len(err.strip().splitlines()) == 1 and "Traceback" not in err
+    assert not refused.exists()
 
 
 # --------------------------------------------------------------------------- the former command, the same numbers

@@ -44,6 +44,17 @@ def setting_of(uses: dict) -> str:
     return ZERO_SHOT
 
 
+def on_corpus_config(cfg: Any) -> bool:
+    """Whether a run config reads a corpus source (streamed text files) rather than the world."""
+    name = getattr(cfg, "source", None)
+    if not isinstance(name, str) or name == "world":
+        return False
+    from xlviz.data.sources import sources
+
+    source = sources().get(name)
+    return source is not None and source.kind == "corpus"
+
+
 class Context(Protocol):
     """What a stage function may use of the run that executes it."""
 
@@ -187,9 +198,12 @@ class Method:
         :data:`xlviz.data.sources.OFFERS`): by default two monolingual corpora and QA data (it is
         fine-tuned on L1 QA and scored on QA test sets), plus what :meth:`uses` declares
         (parallel pairs, translated training data, test translations). A run on a source that
-        does not offer all of them is refused before anything trains."""
+        does not offer all of them is refused before anything trains. On a corpus source a
+        system with stages there (:meth:`runs_on`) needs the two corpora only: it is trained on
+        them and scored by the run's tasks (sentence retrieval; QA only where :meth:`corpus_qa`)."""
         u = self.uses(system, cfg)
-        out = {"l1_corpus", "l2_corpus", "qa_train", "qa_test"}
+        corpus = on_corpus_config(cfg) and "corpus" in self.runs_on(system)
+        out = {"l1_corpus", "l2_corpus"} if corpus else {"l1_corpus", "l2_corpus", "qa_train", "qa_test"}
         if u.get("parallel_pairs"):
             out.add("parallel")
         if u.get("l2_labels"):
@@ -202,6 +216,17 @@ class Method:
         """The kinds of source (:data:`xlviz.data.sources.KINDS`) ``system``'s stages are
         written for: the generated world's in-memory data, or streamed corpora."""
         return ("world",)
+
+    def corpus_qa(self, system: str) -> bool:
+        """Whether ``system`` has a QA fine-tuning stage on corpus sources (with QA files); a
+        corpus run scoring QA refuses the systems without one."""
+        return False
+
+    def seeds_by_place(self, system: str) -> bool:
+        """Whether ``system``'s stages on a corpus source are seeded by their place in the plan
+        (the seeding of the corpus runs written before every method ran there, kept so that those
+        runs keep their numbers); other stages are seeded by their name, whichever systems share the run."""
+        return False
 
     def probe_role(self, system: str) -> str:
         """What the system's L2 encoder is on the Probing page: "transferred" (an L1 model

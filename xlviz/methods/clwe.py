@@ -8,6 +8,11 @@
 3. ``s3_clwe``: QA on L1 with them still frozen.
 4. zero-shot: the mapped L2 vectors plugged in for the L1 ones.
 
+On a corpus source (text files) the same stages read the corpora through the source (skip-gram
+on each language's first ``tokenizer_lines`` lines, masked LM on the L1 corpus streamed as
+MONOTRANS's step 1 reads it); without QA fine-tuning there, the run's tasks (sentence retrieval
+per layer) score its L1 and L2 encoders.
+
 Only the special tokens' rows (which have no skip-gram vector) train, as in MONOTRANS's step 3;
 the L2's special rows are L1's. The front end is :func:`xlviz.models.clwe.clwe_matrices`
 (vectors scaled to BERT's initialisation std, one scale for both languages).
@@ -22,7 +27,9 @@ from transformers import BertForMaskedLM, BertForQuestionAnswering
 
 from xlviz.io import atomic_dir, atomic_write_json
 from xlviz.methods.base import Context, Method, Stage
-from xlviz.methods.common import WORLD, finetune_qa, load_mlm, new_bert, train_mlm
+from xlviz.methods.common import (
+    corpus_sample, data_stage, finetune_qa, load_mlm, new_bert, on_corpus, run_l1, run_l2s, run_languages, train_mlm,
+)
 from xlviz.methods.options import MethodOptions, option
 from xlviz.models.clwe import clwe_matrices
 from xlviz.models.monotrans import N_SPECIAL, freeze_for_step3, make_l2_mlm, qa_from_mlm, zero_shot_model
@@ -32,26 +39,27 @@ from xlviz.models.surgery import word_embeddings
 def run_vectors(ctx: Context) -> None:
     if not ctx.main:
         return
-    cfg, world = ctx.cfg, ctx.world
-    dim = new_bert(ctx, world.l1).config.hidden_size
-    toks = {lang: ctx.tokenizer(lang) for lang in world.languages}
+    cfg, l1, l2s = ctx.cfg, run_l1(ctx), run_l2s(ctx)
+    dim = new_bert(ctx, l1).config.hidden_size
+    toks = {lang: ctx.tokenizer(lang) for lang in run_languages(ctx)}
     report = {"dim": dim, "init": cfg.clwe_init, "languages": {}}
     with atomic_dir(ctx.path("clwe")) as tmp:
-        for lang in world.l2s:
-            result = clwe_matrices(toks, {world.l1: world.corpus(world.l1), lang: world.corpus(lang)}, world.l1, lang, dim,
+        for lang in l2s:
+            result = clwe_matrices(toks, {l1: corpus_sample(ctx, l1), lang: corpus_sample(ctx, lang)}, l1, lang, dim,
                                    init=cfg.clwe_init, seed=cfg.seed)
-            if lang == world.l2s[0]:  # the L1 side is the same for every L2 (same corpus, seed, normalisation)
-                save_file({"embeddings": result.l1_rows}, str(tmp / f"{world.l1}.safetensors"))
+            if lang == l2s[0]:  # the L1 side is the same for every L2 (same corpus, seed, normalisation)
+                save_file({"embeddings": result.l1_rows}, str(tmp / f"{l1}.safetensors"))
             save_file({"embeddings": result.l2_rows}, str(tmp / f"{lang}.safetensors"))
             m = result.mapping
             report["languages"][lang] = {"dictionary": int(len(m.src)), "iterations": len(m.objective),
                                          "objective": m.objective[-1] if m.objective else None, "coverage": result.coverage}
-            ctx.log(f"  {lang}: skip-gram vectors mapped into {world.l1}'s space (dictionary {len(m.src)}, "
+            ctx.log(f"  {lang}: skip-gram vectors mapped into {l1}'s space (dictionary {len(m.src)}, "
                     f"{len(m.objective)} self-learning iterations, coverage {result.coverage[lang]:.0%})")
         atomic_write_json(tmp / "mapping.json", report)
 
 
-VECTORS = Stage("clwe_vectors", "data", run=run_vectors, note="skip-gram vectors per language; L2 mapped into L1's space",
+VECTORS = Stage("clwe_vectors", "data", run=run_vectors, note="skip-gram vectors per language (on a corpus source its first "
+                "tokenizer_lines lines); L2 mapped into L1's space",
                 needs=("world",))
 
 
@@ -67,14 +75,14 @@ def with_rows(model, rows: torch.Tensor):
 
 
 def build_pretrain(ctx: Context) -> BertForMaskedLM:
-    model = with_rows(new_bert(ctx, ctx.world.l1), vectors(ctx, ctx.world.l1))
+    model = with_rows(new_bert(ctx, run_l1(ctx)), vectors(ctx, run_l1(ctx)))
     freeze_for_step3(model)  # every parameter but the token rows (their special rows train)
     return model
 
 
 def train_pretrain(ctx: Context, model) -> None:
-    model = train_mlm(ctx, model, ctx.world.l1, "s1_clwe", ctx.cfg.pretrain_steps, ctx.cfg.pretrain_lr)
-    ctx.save(model, ctx.path("s1_clwe"), ctx.tokenizer(ctx.world.l1))
+    model = train_mlm(ctx, model, run_l1(ctx), "s1_clwe", ctx.cfg.pretrain_steps, ctx.cfg.pretrain_lr)
+    ctx.save(model, ctx.path("s1_clwe"), ctx.tokenizer(run_l1(ctx)))
 
 
 def build_finetune(ctx: Context):
@@ -85,16 +93,21 @@ def build_finetune(ctx: Context):
 
 def train_finetune(ctx: Context, model) -> None:
     model = finetune_qa(ctx, model, "s3_clwe")
-    ctx.save(model, ctx.path("s3_clwe"), ctx.tokenizer(ctx.world.l1))
+    ctx.save(model, ctx.path("s3_clwe"), ctx.tokenizer(run_l1(ctx)))
 
 
 class Clwe(Method):
     def stages(self, ctx: Context, system: str) -> list[Stage]:
-        return [WORLD, VECTORS,
-                Stage("s1_clwe", "pretrain", build=build_pretrain, train=train_pretrain, trains=(r".*",), rows="special",
-                      note="masked LM on L1 over the frozen L1 skip-gram vectors"),
-                Stage("s3_clwe", "finetune", build=build_finetune, train=train_finetune, trains=(r".*",), rows="special",
-                      note="QA on L1, the L1 vectors still frozen")]
+        out = [data_stage(ctx), VECTORS,
+               Stage("s1_clwe", "pretrain", build=build_pretrain, train=train_pretrain, trains=(r".*",), rows="special",
+                     note="masked LM on L1 over the frozen L1 skip-gram vectors")]
+        if not on_corpus(ctx):  # a corpus source: scored by its tasks (retrieval), no QA fine-tuning
+            out.append(Stage("s3_clwe", "finetune", build=build_finetune, train=train_finetune, trains=(r".*",), rows="special",
+                             note="QA on L1, the L1 vectors still frozen"))
+        return out
+
+    def runs_on(self, system: str) -> tuple[str, ...]:
+        return ("world", "corpus")
 
     def describe(self, system: str) -> str:
         return "skip-gram vectors mapped with VecMap under a BERT trained on L1 over them (frozen); swap in the L2 vectors"
@@ -102,13 +115,13 @@ class Clwe(Method):
     def encoder(self, ctx: Context, system: str, lang: str):
         l1 = load_mlm(ctx, "s1_clwe")
         tok = ctx.tokenizer(lang)
-        if lang == ctx.world.l1:
+        if lang == run_l1(ctx):
             return l1, tok
         return with_rows(make_l2_mlm(l1, len(tok), seed=ctx.cfg.seed + 1), vectors(ctx, lang)), tok
 
     def qa_model(self, ctx: Context, system: str, lang: str):
         qa = BertForQuestionAnswering.from_pretrained(ctx.path("s3_clwe"), use_safetensors=True)
-        if lang == ctx.world.l1:
+        if lang == run_l1(ctx):
             return qa, ctx.tokenizer(lang)
         l2, tok = self.encoder(ctx, system, lang)
         return zero_shot_model(qa, l2), tok

@@ -9,6 +9,9 @@ same stage (same name, same function), which the run then executes once.
 
 from __future__ import annotations
 
+import itertools
+from typing import Callable, Iterable
+
 import torch
 from transformers import BertForMaskedLM
 
@@ -42,8 +45,75 @@ WORLD = Stage("world", "data", run=run_world, note="the generated world's data a
 
 
 def max_length(ctx: Context) -> int:
-    """Positions every model of the run needs: MLM blocks and QA windows."""
+    """Positions every model of the run needs: MLM blocks and QA windows (on a corpus source
+    also the retrieval task's sentences, as MONOTRANS's models there: :func:`xlviz.methods.stream.max_length`)."""
+    if on_corpus(ctx):
+        return max(ctx.cfg.block_size, ctx.cfg.qa_max_length, ctx.cfg.eval_max_length)
     return max(ctx.cfg.block_size, ctx.cfg.qa_max_length)
+
+
+# --------------------------------------------------------------------------- the run's languages and text
+# One stage implementation per method reads its data through these, whichever the source: the
+# generated world (in memory) or a corpus source (text files streamed line by line, ctx.data).
+def on_corpus(ctx: Context) -> bool:
+    """Whether the run's source is a corpus source (streamed text files) rather than the world."""
+    return getattr(ctx, "source_kind", "world") == "corpus"
+
+
+def run_l1(ctx: Context) -> str:
+    return ctx.data.l1 if on_corpus(ctx) else ctx.world.l1
+
+
+def run_l2s(ctx: Context) -> list[str]:
+    return [ctx.data.l2] if on_corpus(ctx) else list(ctx.world.l2s)
+
+
+def run_languages(ctx: Context) -> list[str]:
+    return [run_l1(ctx), *run_l2s(ctx)]
+
+
+def corpus_texts(ctx: Context, lang: str) -> Callable[[], Iterable[str]]:
+    """A callable giving a fresh pass over ``lang``'s corpus: the world's list, or a corpus
+    source's files streamed (``max_lines`` per pass)."""
+    if on_corpus(ctx):
+        return ctx.data.texts(lang, ctx.data.o.max_lines)
+    corpus = ctx.world.corpus(lang)
+    return lambda: corpus
+
+
+def corpus_sample(ctx: Context, lang: str) -> list[str]:
+    """The lines of ``lang``'s corpus a vocabulary is learned on: the world's whole corpus, or
+    a corpus source's first ``tokenizer_lines`` (as MONOTRANS's vocabularies there)."""
+    if on_corpus(ctx):
+        return list(ctx.data.texts(lang, ctx.data.o.tokenizer_lines)())
+    return ctx.world.corpus(lang)
+
+
+def corpus_head(ctx: Context, lang: str, n: int) -> list[str]:
+    """The first ``n`` lines of ``lang``'s corpus."""
+    return list(itertools.islice(corpus_texts(ctx, lang)(), n))
+
+
+def lowercase(ctx: Context) -> bool:
+    """Whether the run's vocabularies lowercase (a corpus source's ``lowercase``; the world's: yes)."""
+    return bool(ctx.data.o.lowercase) if on_corpus(ctx) else True
+
+
+def data_stage(ctx: Context) -> Stage:
+    """The run's first stage, ``world``: the generated world and its vocabularies, or on a
+    corpus source one vocabulary per language learned on its corpus (:mod:`xlviz.methods.stream`)."""
+    if on_corpus(ctx):
+        from xlviz.methods.stream import VOCABULARIES
+
+        return VOCABULARIES
+    return WORLD
+
+
+def new_body_config(ctx: Context, vocab_size: int):
+    """The config of a BERT pre-trained from scratch in this run: the same for every system
+    (on a corpus source with the run's ``dropout``, as MONOTRANS's step 1 there)."""
+    extra = {"dropout": ctx.cfg.dropout} if on_corpus(ctx) else {}
+    return bert_config(vocab_size, ctx.cfg.model_size, max_position_embeddings=max_length(ctx), **extra)
 
 
 # --------------------------------------------------------------------------- masked LM
@@ -51,6 +121,10 @@ def train_mlm(ctx: Context, model, lang: str, stage: str, steps: int, lr: float,
     """Masked-LM training of ``model`` on ``lang``'s corpus (masked-only loss, bf16 where the
     CPU has native bf16); returns the trained model. ``after_step`` goes to
     :func:`xlviz.training.loop.train` (its parameter names start with ``model.``)."""
+    if on_corpus(ctx):  # the corpus streamed, as MONOTRANS's stages read it there (same data and batches)
+        from xlviz.methods.stream import stream_mlm
+
+        return stream_mlm(ctx, model, ctx.tokenizer(lang), lang, stage, steps, lr, after_step=after_step)
     cfg = ctx.cfg
     tok = ctx.tokenizer(lang)
     corpus = ctx.world.corpus(lang)
@@ -73,7 +147,7 @@ def train_mlm(ctx: Context, model, lang: str, stage: str, steps: int, lr: float,
 
 def new_bert(ctx: Context, lang: str) -> BertForMaskedLM:
     """A fresh small BERT masked LM for ``lang``'s vocabulary (seeded by the stage)."""
-    return BertForMaskedLM(bert_config(len(ctx.tokenizer(lang)), ctx.cfg.model_size, max_position_embeddings=max_length(ctx)))
+    return BertForMaskedLM(new_body_config(ctx, len(ctx.tokenizer(lang))))
 
 
 def pretrain_stage(lang: str | None = None) -> Stage:
@@ -140,5 +214,6 @@ def finetune_qa(ctx: Context, model, stage: str, tokenizer=None, data: dict | No
     return model
 
 
-__all__ = ["WORLD", "run_world", "train_mlm", "new_bert", "pretrain_stage", "load_mlm", "qa_batches", "finetune_qa",
+__all__ = ["WORLD", "run_world", "on_corpus", "run_l1", "run_l2s", "run_languages", "corpus_texts", "corpus_sample",
+           "corpus_head", "lowercase", "data_stage", "new_body_config", "train_mlm", "new_bert", "pretrain_stage", "load_mlm", "qa_batches", "finetune_qa",
            "trim_padding", "max_length"]

@@ -27,6 +27,12 @@ corpus sizes in tokens (``language_alpha``; the paper: "the same upsampling stra
 both the subword vocabulary learning and the pre-training"), each language its own shuffled
 block stream; the joint vocabularies are learned on a sample with the same weights.
 
+On a corpus source (text files; ``corpus`` rows of :data:`VARIANTS`: the pair models) the same
+stages read the corpora through the source: vocabularies on each language's first
+``tokenizer_lines`` lines, pre-training on the corpora streamed (every block ``block_size``
+tokens, as MONOTRANS's step 1 there), no QA fine-tuning; the run's tasks (sentence retrieval per
+layer) score each language's slice of the model.
+
 Fine-tuning updates every parameter, as for any multilingual model. With disjoint vocabularies
 the QA model is trained on the L1 slice of the joint model (:func:`xlviz.models.vocab_slice.
 slice_to_language`); English QA data never touches another language's rows, so the zero-shot
@@ -36,6 +42,7 @@ model for an L2 is the fine-tuned model with that L2's rows from pre-training sw
 
 from __future__ import annotations
 
+import itertools
 from dataclasses import dataclass
 from typing import Iterator, Mapping
 
@@ -45,9 +52,12 @@ from transformers import AutoTokenizer, BertForMaskedLM, BertForQuestionAnswerin
 from xlviz.data.joint_vocab import N_SPECIAL, DisjointVocab, train_joint_tokenizer
 from xlviz.io import atomic_dir
 from xlviz.methods.base import Context, Method, Stage, unit_stages
-from xlviz.methods.common import WORLD, finetune_qa, max_length
+from xlviz.methods.common import (
+    corpus_head, corpus_sample, corpus_texts, data_stage, finetune_qa, lowercase, max_length, new_body_config, on_corpus, run_l1,
+    run_l2s, run_languages,
+)
 from xlviz.methods.options import MethodOptions, option
-from xlviz.models.monotrans import bert_config, qa_from_mlm, zero_shot_model
+from xlviz.models.monotrans import qa_from_mlm, zero_shot_model
 from xlviz.models.vocab_slice import slice_to_language
 from xlviz.training.loop import train
 from xlviz.training.mlm import MaskedOnlyMLM, is_long_step, iter_blocks, mask_tokens
@@ -74,17 +84,20 @@ class JointVariant:
     """One joint system: one model per L2 (``pair``) or one on every language; each language
     its own vocabulary (``disjoint``) or one learned on all; the joint vocabulary's size in the
     paper (``paper_vocab`` subwords, scaled by :func:`joint_vocab_size`; per language when
-    disjoint); the paper's row of the same design (Table 3)."""
+    disjoint); the paper's row of the same design (Table 3); whether it runs on corpus sources
+    too (one L2: the pair models), scored there by the run's tasks (sentence retrieval)."""
 
     pair: bool
     disjoint: bool
     paper_vocab: int
     paper_row: str
+    corpus: bool = False
 
 
 VARIANTS: dict[str, JointVariant] = {
-    "jointpair-disjoint": JointVariant(pair=True, disjoint=True, paper_vocab=32_000, paper_row="JOINTPAIR Disjoint voc (32k per language)"),
-    "jointpair-joint": JointVariant(pair=True, disjoint=False, paper_vocab=32_000, paper_row="JOINTPAIR Joint voc (32k)"),
+    "jointpair-disjoint": JointVariant(pair=True, disjoint=True, paper_vocab=32_000, paper_row="JOINTPAIR Disjoint voc (32k per language)",
+                                       corpus=True),
+    "jointpair-joint": JointVariant(pair=True, disjoint=False, paper_vocab=32_000, paper_row="JOINTPAIR Joint voc (32k)", corpus=True),
     "jointmulti": JointVariant(pair=False, disjoint=False, paper_vocab=32_000, paper_row="JOINTMULTI 32k voc"),
     "jointmulti-large": JointVariant(pair=False, disjoint=False, paper_vocab=200_000, paper_row="JOINTMULTI 200k voc"),
 }
@@ -102,7 +115,7 @@ def is_pair(system: str) -> bool:
 
 
 def model_languages(ctx: Context, system: str, l2: str | None) -> list[str]:
-    return [ctx.world.l1, l2] if is_pair(system) else list(ctx.world.languages)
+    return [run_l1(ctx), l2] if is_pair(system) else run_languages(ctx)
 
 
 def unit(system: str, l2: str | None) -> str:
@@ -131,8 +144,13 @@ def joint_vocab_size(cfg, system: str) -> int:
 def corpus_sizes(ctx: Context, toks: Mapping[str, object], langs: list[str]) -> dict[str, int]:
     """Each language's corpus size in its tokens under the model's tokenizer: the p_i of the
     smoothed sampling weights."""
-    return {lang: sum(len(ids) for ids in toks[lang](list(ctx.world.corpus(lang)), add_special_tokens=False)["input_ids"])
-            for lang in langs}
+    out = {}
+    for lang in langs:  # streamed in chunks: a corpus source's files are never held
+        lines, n = iter(corpus_texts(ctx, lang)()), 0
+        while chunk := list(itertools.islice(lines, 4096)):
+            n += sum(len(ids) for ids in toks[lang](chunk, add_special_tokens=False)["input_ids"])
+        out[lang] = n
+    return out
 
 
 def vocab_stage(system: str, l2: str | None) -> Stage:
@@ -144,8 +162,8 @@ def vocab_stage(system: str, l2: str | None) -> Stage:
         if not ctx.main:
             return
         langs = model_languages(ctx, system, l2)
-        tok = train_joint_tokenizer({lang: ctx.world.corpus(lang) for lang in langs}, joint_vocab_size(ctx.cfg, system),
-                                    algorithm=ctx.cfg.tokenizer, alpha=ctx.cfg.language_alpha, seed=ctx.cfg.seed,
+        tok = train_joint_tokenizer({lang: corpus_sample(ctx, lang) for lang in langs}, joint_vocab_size(ctx.cfg, system),
+                                    algorithm=ctx.cfg.tokenizer, alpha=ctx.cfg.language_alpha, seed=ctx.cfg.seed, lowercase=lowercase(ctx),
                                     model_max_length=max_length(ctx))
         with atomic_dir(joint_tokenizer_path(ctx, system, l2)) as tmp:
             tok.save_pretrained(tmp)
@@ -205,7 +223,7 @@ def language_groups(reader: Reader, ctx: Context | None = None, documents: int =
         return groups
     freq = torch.zeros(len(reader.langs), reader.size)
     for i, lang in enumerate(reader.langs):
-        ids = [t for doc in reader.toks[lang](ctx.world.corpus(lang)[:documents], add_special_tokens=False)["input_ids"] for t in doc]
+        ids = [t for doc in reader.toks[lang](corpus_head(ctx, lang, documents), add_special_tokens=False)["input_ids"] for t in doc]
         counts = torch.bincount(torch.tensor(ids, dtype=torch.long), minlength=reader.size).float()[: reader.size]
         freq[i] = counts / counts.sum().clamp(min=1)
     seen = freq.sum(0) > 0
@@ -217,11 +235,13 @@ def language_groups(reader: Reader, ctx: Context | None = None, documents: int =
 def block_batches(ctx: Context, reader: Reader, block: int, batch: int, salt: int = 0, mode: str = "mixed"):
     """Batches of ``batch`` corpus blocks of ``block`` tokens in joint ids, each language its own
     shuffled stream (this process's share), each row's (or batch's) language drawn with the
-    smoothed weights q_i ∝ p_i^alpha of the corpus sizes in tokens (``language_alpha``)."""
+    smoothed weights q_i ∝ p_i^alpha of the corpus sizes in tokens (``language_alpha``); a
+    corpus source's files are streamed (``max_lines`` per pass, ``shuffle_buffer`` blocks shuffled)."""
     cfg = ctx.cfg
+    buffer = {"shuffle_buffer": ctx.data.o.shuffle_buffer} if on_corpus(ctx) else {}
     streams = {lang: map(lambda ids, lang=lang: reader.to_joint(lang, ids),
-                         iter_blocks(lambda lang=lang: ctx.world.corpus(lang), reader.toks[lang], block,
-                                     seed=cfg.seed + 17 * k + salt, rank=ctx.acc.process_index, world_size=ctx.acc.num_processes))
+                         iter_blocks(corpus_texts(ctx, lang), reader.toks[lang], block, seed=cfg.seed + 17 * k + salt,
+                                     rank=ctx.acc.process_index, world_size=ctx.acc.num_processes, **buffer))
                for k, lang in enumerate(reader.langs)}
     return multilingual_batches(streams, batch, mode=mode, sizes=reader.sizes(ctx), alpha=cfg.language_alpha, seed=cfg.seed + salt)
 
@@ -236,7 +256,8 @@ def joint_blocks(ctx: Context, reader: Reader, mode: str = "mixed") -> Iterator[
         return block_batches(ctx, reader, block, batch, salt, mode)
 
     short = stream(cfg.block_size, cfg.mlm_batch_size, 0)
-    if cfg.long_block_share <= 0 or max_length(ctx) <= cfg.block_size:
+    # on a corpus source every block is block_size tokens, as MONOTRANS's step 1 there (same budget)
+    if cfg.long_block_share <= 0 or max_length(ctx) <= cfg.block_size or on_corpus(ctx):
         yield from short
         return
     long = stream(max_length(ctx), max(1, round(cfg.mlm_batch_size * cfg.block_size / max_length(ctx))), 1)
@@ -253,7 +274,7 @@ def pretrain_stage(system: str, l2: str | None) -> Stage:
 
     def build(ctx: Context) -> BertForMaskedLM:
         reader = Reader(ctx, system, l2)
-        return BertForMaskedLM(bert_config(reader.size, ctx.cfg.model_size, max_position_embeddings=max_length(ctx)))
+        return BertForMaskedLM(new_body_config(ctx, reader.size))
 
     def run_train(ctx: Context, model) -> None:
         cfg = ctx.cfg
@@ -286,11 +307,11 @@ def finetune_stage(system: str, l2: str | None) -> Stage:
     s1 = f"s1_{system}{unit(system, l2)}"
 
     def build(ctx: Context):
-        mlm = BertForMaskedLM.from_pretrained(ctx.path(s1, ctx.world.l1), use_safetensors=True)
+        mlm = BertForMaskedLM.from_pretrained(ctx.path(s1, run_l1(ctx)), use_safetensors=True)
         return qa_from_mlm(mlm, seed=ctx.cfg.seed + 3)
 
     def run_train(ctx: Context, model) -> None:
-        tok = AutoTokenizer.from_pretrained(ctx.path(s1, ctx.world.l1))
+        tok = AutoTokenizer.from_pretrained(ctx.path(s1, run_l1(ctx)))
         model = finetune_qa(ctx, model, name, tokenizer=tok)
         ctx.save(model, ctx.path(name), tok)
 
@@ -299,14 +320,16 @@ def finetune_stage(system: str, l2: str | None) -> Stage:
 
 class Joint(Method):
     def units(self, ctx: Context, system: str) -> list[str | None]:
-        return list(ctx.world.l2s) if is_pair(system) else [None]
+        return run_l2s(ctx) if is_pair(system) else [None]
 
     def stages(self, ctx: Context, system: str) -> list[Stage]:
-        out = [WORLD]
+        out = [data_stage(ctx)]
         for l2 in self.units(ctx, system):
             if not variant(system).disjoint:
                 out.append(vocab_stage(system, l2))
-            out += [pretrain_stage(system, l2), finetune_stage(system, l2)]
+            out.append(pretrain_stage(system, l2))
+            if not on_corpus(ctx):  # a corpus source: scored by its tasks (retrieval), no QA fine-tuning
+                out.append(finetune_stage(system, l2))
         return out
 
     def describe(self, system: str) -> str:
@@ -319,11 +342,15 @@ class Joint(Method):
     def default_systems(self, every: bool = False, layers: int = 4) -> tuple[str, ...]:
         return self.systems
 
+    def runs_on(self, system: str) -> tuple[str, ...]:
+        v = VARIANTS.get(system)  # systems built on these functions outside the table declare their own
+        return ("world", "corpus") if v is not None and v.corpus else ("world",)
+
     def unit_for(self, ctx: Context, system: str, lang: str) -> str | None:
         """The joint model that scores ``lang``: the pair of that L2; for L1, the first pair."""
         if not is_pair(system):
             return None
-        return lang if lang != ctx.world.l1 else ctx.world.l2s[0]
+        return lang if lang != run_l1(ctx) else run_l2s(ctx)[0]
 
     def encoder(self, ctx: Context, system: str, lang: str):
         folder = ctx.path(f"s1_{system}{unit(system, self.unit_for(ctx, system, lang))}", lang)
@@ -332,7 +359,7 @@ class Joint(Method):
     def pair_l1_encoder(self, ctx: Context, system: str, l2: str):
         if self.unit_for(ctx, system, l2) is None:
             return None
-        folder = ctx.path(f"s1_{system}{unit(system, l2)}", ctx.world.l1)
+        folder = ctx.path(f"s1_{system}{unit(system, l2)}", run_l1(ctx))
         return BertForMaskedLM.from_pretrained(folder, use_safetensors=True), AutoTokenizer.from_pretrained(folder)
 
     def row_stages(self, ctx: Context, system: str, lang: str) -> list[str]:
@@ -341,16 +368,16 @@ class Joint(Method):
         return [s.name for s in self.stages(ctx, system)] if u is None else unit_stages(self.stages(ctx, system), u)
 
     def own_l1_model(self, ctx: Context, system: str, lang: str):
-        if not is_pair(system) or lang == ctx.world.l1:
+        if not is_pair(system) or lang == run_l1(ctx):
             return None
         u = unit(system, lang)
         qa = BertForQuestionAnswering.from_pretrained(ctx.path(f"s3_{system}{u}"), use_safetensors=True)
-        return qa, AutoTokenizer.from_pretrained(ctx.path(f"s1_{system}{u}", ctx.world.l1))
+        return qa, AutoTokenizer.from_pretrained(ctx.path(f"s1_{system}{u}", run_l1(ctx)))
 
     def qa_model(self, ctx: Context, system: str, lang: str):
         u = unit(system, self.unit_for(ctx, system, lang))
         qa = BertForQuestionAnswering.from_pretrained(ctx.path(f"s3_{system}{u}"), use_safetensors=True)
-        if lang == ctx.world.l1 or not variant(system).disjoint:
+        if lang == run_l1(ctx) or not variant(system).disjoint:
             return qa, AutoTokenizer.from_pretrained(ctx.path(f"s1_{system}{u}", lang))
         l2, tok = self.encoder(ctx, system, lang)
         return zero_shot_model(qa, l2), tok

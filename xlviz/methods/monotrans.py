@@ -26,7 +26,7 @@ from transformers import BertForMaskedLM, BertForQuestionAnswering
 from xlviz.data.vocabulary import translation_rows
 from xlviz.io import atomic_write_json
 from xlviz.methods.base import Context, Method, Stage
-from xlviz.methods.common import WORLD, finetune_qa, load_mlm, pretrain_stage, train_mlm
+from xlviz.methods.common import WORLD, finetune_qa, load_mlm, on_corpus, pretrain_stage, train_mlm
 from xlviz.methods.options import MethodOptions, option
 from xlviz.models.adapters import XlvizBertForMaskedLM
 from xlviz.models.monotrans import (
@@ -170,7 +170,7 @@ def finetune_stage(v: Variant) -> Stage:
 
 class Monotrans(Method):
     def stages(self, ctx: Context, system: str) -> list[Stage]:
-        if getattr(ctx, "source_kind", "world") == "corpus":
+        if on_corpus(ctx):
             from xlviz.methods import stream
 
             return stream.stages(ctx, system)
@@ -214,10 +214,21 @@ class Monotrans(Method):
     def runs_on(self, system: str) -> tuple[str, ...]:
         return ("world", "corpus") if VARIANTS[system].corpus else ("world",)
 
+    def corpus_qa(self, system: str) -> bool:
+        return VARIANTS[system].corpus
+
+    def seeds_by_place(self, system: str) -> bool:
+        return True
+
     def encoder(self, ctx: Context, system: str, lang: str):
         """The masked LM reading ``lang``: step 1's model for L1, step 2's (or the floor's
         untrained) L2 embeddings under the same body for an L2; the oracle's with its gold
         translations' L1 rows (step 1's), as its QA model reads."""
+        if on_corpus(ctx):  # step 1's model (or init_model) and step 2's, as the corpus stages wrote them
+            from xlviz.methods import stream
+
+            l1, l1_tok = stream.load_l1(ctx)
+            return (l1, l1_tok) if lang == ctx.data.l1 else stream.l2_model(ctx, system, l1, l1_tok)
         v = VARIANTS[system]
         tok = ctx.tokenizer(lang)
         if lang == ctx.world.l1:

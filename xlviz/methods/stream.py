@@ -101,8 +101,9 @@ def l2_model(ctx: Context, system: str, l1, l1_tok):
     return mono, l2_tok
 
 
-def stream_mlm(ctx: Context, model, tok, lang: str, stage: str, steps: int, lr: float):
-    """Masked-LM training of ``model`` on ``lang``'s corpus, streamed; returns the model."""
+def stream_mlm(ctx: Context, model, tok, lang: str, stage: str, steps: int, lr: float, after_step=None):
+    """Masked-LM training of ``model`` on ``lang``'s corpus, streamed; returns the model
+    (every method's masked-LM training on one language there: :func:`xlviz.methods.common.train_mlm`)."""
     from xlviz.models.surgery import MaskedOnlyLoss
     from xlviz.training.loop import train
     from xlviz.training.mlm import iter_blocks
@@ -118,7 +119,8 @@ def stream_mlm(ctx: Context, model, tok, lang: str, stage: str, steps: int, lr: 
         special_ids=special_ids_of(tok), seed=cfg.seed * 2 + salt, prob=cfg.mlm_probability,
     )
     loop, on_log = ctx.loop(stage, steps, lr)
-    wrapped = train(MaskedOnlyLoss(model), batches, loop, ctx.acc, on_log=on_log, desc=stage)
+    extra = {"after_step": after_step} if after_step is not None else {}
+    wrapped = train(MaskedOnlyLoss(model), batches, loop, ctx.acc, on_log=on_log, desc=stage, **extra)
     ctx.acc.free_memory()
     return wrapped.model
 
@@ -164,10 +166,10 @@ def stage_pretrain(ctx: Context) -> None:
         return
     from transformers import BertForMaskedLM
 
-    from xlviz.models.monotrans import bert_config
+    from xlviz.methods.common import new_body_config
 
     tok = ctx.tokenizer(ctx.data.l1)
-    model = BertForMaskedLM(bert_config(len(tok), cfg.model_size, max_position_embeddings=max_length(cfg), dropout=cfg.dropout))
+    model = BertForMaskedLM(new_body_config(ctx, len(tok)))  # the same body as every system's pre-trained here
     model = stream_mlm(ctx, model, tok, ctx.data.l1, "s1_pretrain", cfg.pretrain_steps, cfg.pretrain_lr)
     ctx.save(model, ctx.path("s1_pretrain"), tok, language=ctx.data.l1, role="pretrained")
 

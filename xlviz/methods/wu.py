@@ -8,6 +8,10 @@ bottom layers); fine-tuning trains the L1 model (its bottom layers + the shared 
 QA; zero-shot the L2 reads with its own embeddings and bottom layers under the fine-tuned top.
 K = L shares the whole encoder (``jointpair-disjoint`` itself); K = 0 shares none of it.
 
+On a corpus source (text files) the same stages read the corpora through the source (as the
+joint models do there: :mod:`xlviz.methods.joint`), without QA fine-tuning; the run's tasks
+(sentence retrieval per layer) score each language's model.
+
 ``xlviz demo --methods wu-sweep`` trains K = L, ..., 1, 0 (``bench/wu_sweep.py`` plots
 zero-shot F1 and per-layer retrieval against K).
 """
@@ -22,9 +26,9 @@ from transformers import BertForMaskedLM, BertForQuestionAnswering
 from xlviz.errors import XlvizError
 from xlviz.io import atomic_dir
 from xlviz.methods.base import Context, Stage
-from xlviz.methods.common import WORLD, max_length
+from xlviz.methods.common import data_stage, new_body_config, on_corpus, run_l1, run_l2s
 from xlviz.methods.joint import Joint, Reader, finetune_stage, joint_blocks, language_groups
-from xlviz.models.monotrans import MODEL_SIZES, bert_config, zero_shot_model
+from xlviz.models.monotrans import MODEL_SIZES, zero_shot_model
 from xlviz.models.shared_layers import SharedTopLayers, with_bottom_layers
 from xlviz.models.vocab_slice import slice_to_language
 from xlviz.training.loop import train
@@ -44,7 +48,7 @@ def pretrain_stage(system: str, l2: str) -> Stage:
 
     def build(ctx: Context) -> SharedTopLayers:
         reader = Reader(ctx, "jointpair-disjoint", l2)
-        config = bert_config(reader.size, ctx.cfg.model_size, max_position_embeddings=max_length(ctx))
+        config = new_body_config(ctx, reader.size)
         return SharedTopLayers(BertForMaskedLM(config), reader.langs, k)
 
     def run_train(ctx: Context, model: SharedTopLayers) -> None:
@@ -80,7 +84,7 @@ class Wu(Joint):
         return PATTERN.fullmatch(system) is not None
 
     def units(self, ctx: Context, system: str) -> list[str | None]:
-        return list(ctx.world.l2s)
+        return run_l2s(ctx)
 
     def validate(self, system: str, cfg) -> None:
         layers = MODEL_SIZES[cfg.model_size][0]
@@ -89,10 +93,15 @@ class Wu(Joint):
 
     def stages(self, ctx: Context, system: str) -> list[Stage]:
         self.validate(system, ctx.cfg)
-        out = [WORLD]
-        for l2 in ctx.world.l2s:
-            out += [pretrain_stage(system, l2), finetune_stage(system, l2)]
+        out = [data_stage(ctx)]
+        for l2 in run_l2s(ctx):
+            out.append(pretrain_stage(system, l2))
+            if not on_corpus(ctx):  # a corpus source: scored by its tasks (retrieval), no QA fine-tuning
+                out.append(finetune_stage(system, l2))
         return out
+
+    def runs_on(self, system: str) -> tuple[str, ...]:
+        return ("world", "corpus")
 
     def describe(self, system: str) -> str:
         return "jointpair-disjoint with language-specific bottom layers, only the top K shared (Wu et al. 2020)"
@@ -107,7 +116,7 @@ class Wu(Joint):
         u = f"-{self.unit_for(ctx, system, lang)}"
         qa = BertForQuestionAnswering.from_pretrained(ctx.path(f"s3_{system}{u}"), use_safetensors=True)
         l2, tok = self.encoder(ctx, system, lang)
-        if lang == ctx.world.l1:
+        if lang == run_l1(ctx):
             return qa, tok
         bottom = l2.config.num_hidden_layers - shared_top(system)
         return with_bottom_layers(zero_shot_model(qa, l2), list(l2.bert.encoder.layer)[:bottom]), tok

@@ -283,7 +283,7 @@ class TransferSettings:
         offers = src.offers(opts, self.init_model)
         from xlviz.transfer.tasks import run_tasks
 
-        run_tasks(self.tasks, src.kind, offers, path=path)
+        scored = run_tasks(self.tasks, src.kind, offers, path=path)
         for system in self.methods:
             method = method_of(system)
             missing = sorted(method.needs(system, self) - offers)
@@ -294,6 +294,10 @@ class TransferSettings:
                 runnable = [s for m in _all_methods() for s in m.systems if src.kind in m.runs_on(s)]
                 raise XlvizError(f"system {system!r} has no stages for {src.kind} sources such as {src.name} yet; "
                                  f"there choose from {runnable}", path=path, field="methods")
+            if src.kind == "corpus" and "qa" in scored and not method.corpus_qa(system):
+                qa_systems = [s for m in _all_methods() for s in m.systems if m.corpus_qa(s)]
+                raise XlvizError(f"system {system!r} is not fine-tuned for QA on {src.kind} sources yet (there only {qa_systems} "
+                                 "are); score it without QA data (no qa_train) or with --tasks retrieval", path=path, field="methods")
 
     def validate_corpus_options(self, *, path: str | None = None) -> None:
         """The settings of the retrieval stage on a corpus source."""

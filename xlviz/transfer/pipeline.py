@@ -71,12 +71,21 @@ class Pipeline(StagedRun):
 
     def stage_seed(self, stage: str, index: int) -> int:
         """Seeded by the stage's name, not its place in the plan: a system gets the same
-        numbers whichever other systems share its run. Corpus sources keep the seeding of
-        the runs they had before the one pipeline (by place in the plan), so those runs
-        keep their numbers."""
-        if self.source_kind == "corpus":
-            return super().stage_seed(stage, index)
+        numbers whichever other systems share its run. On corpus sources the stages of the
+        systems that ran there before the one pipeline (MONOTRANS and its floor: the method's
+        ``seeds_by_place``) and the tasks' stages keep that seeding (by place in the plan of
+        those stages alone), so those runs keep their numbers whichever systems join them."""
+        if self.source_kind == "corpus" and stage in self._placed:
+            return super().stage_seed(stage, self._placed.index(stage))
         return self.cfg.seed * 7919 + zlib.crc32(stage.encode()) % 1_000_003
+
+    @functools.cached_property
+    def _placed(self) -> list[str]:
+        """A corpus run's stages seeded by place: every stage but those only systems seeded by name run."""
+        own = {system: {s.name for s in self._lists[system]} | {f"s4_{system}"} for system in self.cfg.systems}
+        by_place = {s for system, names in own.items() if method_of(system).seeds_by_place(system) for s in names}
+        by_name = {s for system, names in own.items() if not method_of(system).seeds_by_place(system) for s in names}
+        return [s for s in self.plan() if s in by_place or s not in by_name]
 
     def make_accelerator(self):
         if self.source_kind == "corpus":  # batch_size is global: N processes share each batch (xlviz.transfer.runner)

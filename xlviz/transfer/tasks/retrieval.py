@@ -77,19 +77,20 @@ class Retrieval(Task):
 
         from xlviz.analysis.alignment import layerwise_alignment
         from xlviz.analysis.representations import sentence_embeddings
-        from xlviz.methods import stream
+        from xlviz.methods import method_of
 
         cfg, data, p = ctx.cfg, ctx.data, self.prefix
         pairs, origin = self.pairs(ctx)
         src, tgt = [a for a, _ in pairs], [b for _, b in pairs]
-        l1, l1_tok = stream.load_l1(ctx)
         kw = dict(pooling=cfg.eval_pooling, max_length=cfg.eval_max_length, batch_size=64)
-        emb_l1 = sentence_embeddings(l1, l1_tok, src, **kw)
         out = {"l1": data.l1, "l2": data.l2, "n_pairs": len(pairs), "pooling": cfg.eval_pooling, "chance": 1 / len(pairs),
                "parallel": origin, "systems": {}, "layer_selection": {}}
         rows = []
         for system in ctx.cfg.systems:
-            model, tok = stream.l2_model(ctx, system, l1, l1_tok)
+            method = method_of(system)  # the system's L1 encoder on the L1 side, its L2 encoder on the L2 side
+            l1, l1_tok = method.encoder(ctx, system, data.l1)
+            emb_l1 = sentence_embeddings(l1, l1_tok, src, **kw)
+            model, tok = method.encoder(ctx, system, data.l2)
             emb = sentence_embeddings(model, tok, tgt, **kw)
             centred = layerwise_alignment(emb_l1, emb, center=True)
             raw = layerwise_alignment(emb_l1, emb, center=False)
