@@ -103,7 +103,7 @@ class WordTranslation(Task):
         its L2 encoder on the L2 side, against the dictionary's held-out test part."""
         from xlviz.analysis.reports import word_translation_rows, word_vectors
         from xlviz.data.dictionary import words
-        from xlviz.methods import stream
+        from xlviz.methods import method_of
 
         data, lc = ctx.data, ctx.data.o.lowercase
         book = corpus_dictionary(ctx)
@@ -119,8 +119,9 @@ class WordTranslation(Task):
             raise XlvizError(f"no pair of the dictionary's test part ({book['test_size']} pairs) has both words in the "
                              f"scored parallel pairs; lower dictionary_min_count or give more parallel_train lines",
                              field="data.parallel_train")
-        l1, l1_tok = stream.load_l1(ctx)
-        model, tok = stream.l2_model(ctx, system, l1, l1_tok)
+        method = method_of(system)  # the system's L1 encoder on the L1 side, its L2 encoder on the L2 side
+        l1, l1_tok = method.encoder(ctx, system, data.l1)
+        model, tok = method.encoder(ctx, system, data.l2)
         length = ctx.cfg.eval_max_length
         wa, _ = word_vectors(l1.eval(), l1_tok, src_words, length)
         wb, _ = word_vectors(model.eval(), tok, tgt_words, length)
