@@ -21,7 +21,7 @@ from xlviz.ui.colours import system_colours
 from xlviz.evaluation.squad_metric import mlqa_languages
 from xlviz.ui.common import (CHUNK, NA, articles_of, cell_intervals, examples_of, guard, paired_tests, predict, qa_decoding,
                              same_model_key, saved_or_none, score_matrix_ci, shared_data_dir, unk_rate)
-from xlviz.ui.runs_view import SETTING_NOTES, SETTINGS, ZERO_SHOT, export_setting
+from xlviz.ui.runs_view import SETTING_NOTES, SETTINGS, export_setting
 from xlviz.ui.highlight import legend, model_colour
 from xlviz.ui.sidebar import current
 from xlviz.ui.sidebar import page_setup
@@ -191,9 +191,9 @@ if not rows.empty:
     order = [*SETTINGS, None]
     for gi, setting in enumerate(sorted(groups, key=order.index)):
         members = groups[setting]
-        if len(groups) > 1 or setting != ZERO_SHOT:
-            st.markdown(f"**{setting or 'other models (not a run export: setting unknown)'}**"
-                        + (f" — {SETTING_NOTES[setting]}" if setting else ""))
+        # every table says its setting, also when all picked models share one
+        st.markdown(f"**{setting or 'other models (not a run export: setting unknown)'}**"
+                    + (f" — {SETTING_NOTES[setting]}" if setting else ""))
         e, f = st.columns(2)
         for col, metric, title, k in ((e, "exact_match", "Exact match (%)", "xq_em"), (f, "f1", "F1 (%)", "xq_f1")):
             matrix = score_matrix_ci(rows, metric, members, langs)  # each cell: mean [95% paragraph bootstrap]

@@ -96,6 +96,15 @@ def test_xquad_matrices_keep_translate_train_apart(root, monkeypatch):
     assert "**zero-shot**" in text and "**translate-train (L2 labels)**" in text
 
 
+def test_xquad_names_the_setting_of_a_single_zero_shot_table(root, monkeypatch):
+    """A headline number says its setting: with only zero-shot models picked, the one table
+    still reads "zero-shot"."""
+    at = _page(_app(root, monkeypatch, models=["run:tt-run:export:monotrans"]), "xquad")
+    f1 = [d.value for d in at.dataframe if "avg" in d.value.columns]
+    assert len(f1) == 2 and [list(m.index) for m in f1] == [["monotrans"], ["monotrans"]]
+    assert "**zero-shot** — " in _texts(at.markdown)
+
+
 # --- n/a, never None ---------------------------------------------------------------------------------
 
 def test_missing_numbers_read_na_in_every_table(root, monkeypatch):
