@@ -131,13 +131,8 @@ def sentence_embeddings(
                 return_special_tokens_mask=pooling == "mean_no_special",
                 return_tensors="pt",
             )
-            outputs = enc_model(**_model_inputs(enc_model, enc), output_hidden_states=True)
-            states = torch.stack([h.float() for h in outputs.hidden_states])  # [L+1, b, T, h]
-            if out is None:
-                out = np.empty((states.shape[0], len(sentences), states.shape[-1]), dtype=np.float32)
-            pooled, fallback = _pool(states, enc, pooling)
+            out, states, fallback = _pool_batch(enc_model, enc, pooling, out, idx, len(sentences))
             n_fallback += fallback
-            out[:, idx] = pooled
             if progress is not None:
                 progress(min(start + batch_size, len(sentences)), len(sentences))
     _warn_fallback(n_fallback)
@@ -193,16 +188,25 @@ def sentence_and_word_embeddings(
             enc = tokenizer([sents[i] for i in idx], is_split_into_words=True, padding=True, truncation=True,
                             max_length=length, return_special_tokens_mask=pooling == "mean_no_special",
                             return_tensors="pt")
-            outputs = enc_model(**_model_inputs(enc_model, enc), output_hidden_states=True)
-            states = torch.stack([h.float() for h in outputs.hidden_states])  # [L+1, b, T, h]
-            if out is None:
-                out = np.empty((states.shape[0], len(sentences), states.shape[-1]), dtype=np.float32)
-            pooled, fallback = _pool(states, enc, pooling)
+            out, states, fallback = _pool_batch(enc_model, enc, pooling, out, idx, len(sentences))
             n_fallback += fallback
-            out[:, idx] = pooled
             _average_words(states, enc, idx, sents, results, missing)
     _warn_fallback(n_fallback)
     return out, _word_layers(enc_model, results, missing, length, False)
+
+
+def _pool_batch(enc_model, enc, pooling: str, out: np.ndarray | None, idx, n: int):
+    """One batch's forward pass, pooled into ``out[:, idx]`` (``out`` made at the first batch,
+    ``[L+1, n, h]``); returns ``(out, the batch's hidden states [L+1, b, T, h], fallbacks)``."""
+    import torch
+
+    outputs = enc_model(**_model_inputs(enc_model, enc), output_hidden_states=True)
+    states = torch.stack([h.float() for h in outputs.hidden_states])
+    if out is None:
+        out = np.empty((states.shape[0], n, states.shape[-1]), dtype=np.float32)
+    pooled, fallback = _pool(states, enc, pooling)
+    out[:, idx] = pooled
+    return out, states, fallback
 
 
 def _warn_fallback(n_fallback: int) -> None:

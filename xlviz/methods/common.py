@@ -48,7 +48,9 @@ def max_length(ctx: Context) -> int:
     """Positions every model of the run needs: MLM blocks and QA windows (on a corpus source
     also the retrieval task's sentences, as MONOTRANS's models there: :func:`xlviz.methods.stream.max_length`)."""
     if on_corpus(ctx):
-        return max(ctx.cfg.block_size, ctx.cfg.qa_max_length, ctx.cfg.eval_max_length)
+        from xlviz.methods import stream
+
+        return stream.max_length(ctx.cfg)
     return max(ctx.cfg.block_size, ctx.cfg.qa_max_length)
 
 

@@ -36,4 +36,3 @@ def start() -> None:
         threadpool_limits(limits=1, user_api="blas")  # those already loaded (numpy)
     except Exception:  # noqa: BLE001 - without threadpoolctl the defaults stay
         pass
-
