@@ -209,6 +209,50 @@ def test_compare_table_blanks_ratio_and_mean_of_degenerate_rows():
     assert summary.loc["sov", "n"] == 1 and summary.loc["sov", "F1 mean"] == pytest.approx(40.0)
 
 
+# --------------------------------------------------------------------------- the recipe's settings
+def test_warmup_and_beta2_reach_the_optimizer_and_are_checked(monkeypatch):
+    """The plateau-fix candidates are run settings: the staged loop builds AdamW with the
+    config's beta2 and its warm-up share; a value outside [0, 1) is one line naming the field."""
+    import xlviz.training.loop as loop
+    from xlviz.transfer.config import TransferConfig
+
+    seen = {}
+    real = loop.make_optimizer
+
+    def spy(model, lr, weight_decay, beta2=0.999):
+        opt = real(model, lr, weight_decay, beta2)
+        seen["betas"] = opt.param_groups[0]["betas"]
+        return opt
+
+    monkeypatch.setattr(loop, "make_optimizer", spy)
+    module = torch.nn.Linear(2, 1)
+    batches = iter(lambda: {"x": torch.ones(2)}, None)
+
+    class Wrap(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.m = module
+
+        def forward(self, x):
+            return self.m(x).sum() ** 2
+
+    lrs = []
+    cfg = loop.LoopConfig(steps=10, lr=1.0, warmup_ratio=0.5, adam_beta2=0.98)
+    loop.train(Wrap(), batches, cfg, loop.make_accelerator("no"), desc="s1_x")
+    assert seen["betas"] == (0.9, 0.98)
+    opt = torch.optim.SGD([torch.nn.Parameter(torch.zeros(1))], lr=1.0)
+    sched = loop.linear_schedule(opt, 10, 0.5)
+    for _ in range(6):
+        lrs.append(opt.param_groups[0]["lr"])
+        opt.step()
+        sched.step()
+    assert lrs == pytest.approx([0.2, 0.4, 0.6, 0.8, 1.0, 1.0])  # 5 warm-up updates of 10, then linear decay from 1
+    assert TransferConfig().adam_beta2 == 0.999 and TransferConfig().warmup_ratio == 0.06  # the recipe before, unchanged
+    for field, bad in (("adam_beta2", 1.0), ("warmup_ratio", -0.1)):
+        with pytest.raises(XlvizError, match=field):
+            TransferConfig.from_dict({field: bad}, path="config.json")
+
+
 # --------------------------------------------------------------------------- NaN and strict
 def test_loop_stops_at_the_first_non_finite_loss():
     from xlviz.training.loop import LoopConfig, NonFiniteLoss, make_accelerator, train

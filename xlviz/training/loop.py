@@ -31,6 +31,7 @@ class LoopConfig:
     lr: float
     warmup_ratio: float = 0.06
     weight_decay: float = 0.01
+    adam_beta2: float = 0.999  # torch's default; RoBERTa's 0.98 is a plateau-fix candidate (docs/methods.md)
     max_grad_norm: float = 1.0
     grad_accum: int = 1
     log_every: int = 10
@@ -190,11 +191,11 @@ def param_groups(model: nn.Module | Bf16Weights, weight_decay: float) -> list[di
     return [{"params": decay, "weight_decay": weight_decay}, {"params": no_decay, "weight_decay": 0.0}]
 
 
-def make_optimizer(model: nn.Module | Bf16Weights, lr: float, weight_decay: float) -> torch.optim.AdamW:
+def make_optimizer(model: nn.Module | Bf16Weights, lr: float, weight_decay: float, beta2: float = 0.999) -> torch.optim.AdamW:
     """AdamW over :func:`param_groups`, fused into one kernel: PyTorch's default on CPUs
     loops over the parameters in Python (7.5 ms a step for the small model here, against
     1.1 ms fused; bench/bench_mlm.py)."""
-    return torch.optim.AdamW(param_groups(model, weight_decay), lr=lr, fused=True)
+    return torch.optim.AdamW(param_groups(model, weight_decay), lr=lr, betas=(0.9, beta2), fused=True)
 
 
 def linear_schedule(optimizer: torch.optim.Optimizer, steps: int, warmup_ratio: float) -> torch.optim.lr_scheduler.LambdaLR:
@@ -242,7 +243,7 @@ def train(
     no gradient) returns dev metrics; they are logged in that step's row, ``on_log(step, loss,
     elapsed, **metrics)``. Evaluating draws no random numbers, so training is unchanged by it."""
     bf16 = Bf16Weights(module) if uses_bf16_weights(accelerator) else None
-    optimizer = make_optimizer(bf16 or module, config.lr, config.weight_decay)
+    optimizer = make_optimizer(bf16 or module, config.lr, config.weight_decay, config.adam_beta2)
     stepped = dict((bf16 or module).named_parameters())  # names as in ``module``, before any wrapping
     masters = [p for _, p in bf16.named_parameters()] if bf16 else None  # what bf16 clips and steps
     scheduler = linear_schedule(optimizer, config.steps, config.warmup_ratio)

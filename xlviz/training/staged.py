@@ -270,7 +270,9 @@ class StagedRun:
         monitor = StageMonitor()
         self.__dict__.setdefault("_monitors", {})[stage] = monitor
         cfg = LoopConfig(steps=steps, lr=lr, grad_accum=self.cfg.grad_accum, log_every=self.cfg.log_every,
-                         eval_every=int(getattr(self.cfg, "eval_every", 0) or 0), monitor=monitor)
+                         eval_every=int(getattr(self.cfg, "eval_every", 0) or 0), monitor=monitor,
+                         warmup_ratio=float(getattr(self.cfg, "warmup_ratio", 0.06)),
+                         adam_beta2=float(getattr(self.cfg, "adam_beta2", 0.999)))
 
         def on_log(step: int, loss: float, elapsed: float, **dev: float) -> None:
             metric = {"stage": stage, "step": step, "loss": round(loss, 5), "elapsed": round(elapsed, 2),

@@ -107,6 +107,11 @@ class TransferSettings:
     # 0.02, random rows let the QA model match identical words and the floor varies by seed.
     # Step 2 learns as well from either (docs/world.md).
     l2_init_std: float = 0.002
+    # The optimizer of every stage trained through the staged run's loop: the share of linear
+    # warm-up updates and AdamW's beta2 (torch's 0.999; RoBERTa pre-trains with 0.98). Settings
+    # so the plateau fix can be swept (docs/methods.md, "Stage verdicts").
+    warmup_ratio: float = 0.06
+    adam_beta2: float = 0.999
     # auto: bf16 where matmuls run natively in bf16 (CPUs with AMX or AVX512-BF16, GPUs), else float32. On a
     # CPU, bf16 trains the model in bf16 with float32 master weights (bench/bench_mlm.py).
     mixed_precision: str = "auto"
@@ -203,6 +208,10 @@ class TransferSettings:
             raise XlvizError(f"must be a number in (0, 1), got {self.mlm_probability!r}", path=path, field="mlm_probability")
         if isinstance(self.long_block_share, bool) or not isinstance(self.long_block_share, (int, float)) or not 0 <= self.long_block_share <= 1:
             raise XlvizError(f"must be a number in [0, 1], got {self.long_block_share!r}", path=path, field="long_block_share")
+        for name in ("warmup_ratio", "adam_beta2"):
+            v = getattr(self, name)
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 <= v < 1:
+                raise XlvizError(f"must be a number in [0, 1), got {v!r}", path=path, field=name)
         if self.model_size not in MODEL_SIZES:
             raise XlvizError(f"unknown model size {self.model_size!r}; choose from {list(MODEL_SIZES)}", path=path, field="model_size")
         if self.mixed_precision not in MIXED_PRECISION:
