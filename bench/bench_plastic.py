@@ -10,6 +10,13 @@ initialisation is the ``wechsel_vectors`` stage plus the row mixing at the start
     .venv/bin/python bench/bench_plastic.py                 # the tiny smoke size (seconds)
     .venv/bin/python bench/bench_plastic.py --size default  # the bench's defaults (minutes)
     .venv/bin/python bench/bench_plastic.py --overlap       # FOCUS's anchors: tokens L1 and each L2 share
+    .venv/bin/python bench/bench_plastic.py --runs SWEEP     # the same sums from finished runs' stage times
+
+``--runs`` reads the wall time each run recorded for each stage (``status.json``'s
+``stage_seconds``; for runs written before that was recorded, the log's "done in" lines) and
+prints each system's cost and ratio per run, then the median ratio over the runs. Stages that
+ran at the same time as others (``workers`` > 1) shared the cores, so those ratios include the
+contention; the one-stage-at-a-time measurement above does not.
 
 The run folder goes under $XLVIZ_CHECKPOINTS (or a temporary folder) and is removed after.
 """
@@ -68,12 +75,62 @@ def overlap(seed: int) -> None:
                   f"character: {' '.join(longer)}")
 
 
+def recorded_times(folder: Path) -> dict[str, float]:
+    """Stage -> seconds of a finished run: ``stage_seconds`` when recorded, else the log's
+    "<stage> done in N s" lines (whole seconds; runs written before the status recorded them)."""
+    import re
+
+    from xlviz.runs import Run
+
+    run = Run(folder)
+    times = run.stage_seconds()
+    if not times and run.log_path.is_file():
+        for line in run.log_path.read_text(errors="replace").splitlines():
+            m = re.search(r"\]\s+(\S+) done in (\d+) s$", line)
+            if m:
+                times[m.group(1)] = float(m.group(2))
+    return times
+
+
+def from_runs(folders: list[Path]) -> None:
+    """Each system's cost (its stages' recorded seconds summed) and its ratio to MONOTRANS's, per run."""
+    import statistics
+
+    from xlviz.runs import is_sweep_folder, sweep_cells
+    from xlviz.transfer.pipeline import Pipeline
+
+    if len(folders) == 1 and is_sweep_folder(folders[0]):
+        folders = sweep_cells(folders[0])
+    ratios: dict[str, list[float]] = {}
+    for folder in folders:
+        pipe = Pipeline.resume(folder)
+        times = recorded_times(folder)
+        systems = [s for s in SYSTEMS if s in pipe.cfg.systems]
+        missing = sorted({st.name for s in systems for st in method_of(s).stages(pipe, s)} - set(times))
+        if missing:
+            print(f"{folder}: no recorded time for {', '.join(missing)}; skipped")
+            continue
+        cost = {s: sum(times[st.name] for st in method_of(s).stages(pipe, s)) for s in systems}
+        print(f"{folder.name} (seed {pipe.cfg.seed}, workers {pipe.cfg.workers}):")
+        for s in systems:
+            ratios.setdefault(s, []).append(cost[s] / cost["monotrans"])
+            print(f"  {s:30s} {cost[s]:8.0f} s {cost[s] / cost['monotrans']:6.2f}x")
+        if "wechsel_vectors" in times and "monotrans+wechsel" in cost:
+            print(f"  wechsel_vectors {times['wechsel_vectors']:.0f} s = {times['wechsel_vectors'] / cost['monotrans+wechsel']:.0%} of monotrans+wechsel's stages")
+    print("median ratio to monotrans over the runs:")
+    for s, r in ratios.items():
+        print(f"  {s:30s} {statistics.median(r):.2f}x  (runs: {', '.join(f'{x:.2f}' for x in r)})")
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--size", choices=["tiny", "default"], default="tiny")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--overlap", action="store_true", help="only count the tokens L1 and each L2 share")
+    ap.add_argument("--runs", nargs="+", type=Path, help="finished run folders (or one sweep folder): their recorded stage times")
     args = ap.parse_args()
+    if args.runs:
+        return from_runs(args.runs)
     if args.overlap:
         return overlap(args.seed)
     settings = (TINY if args.size == "tiny" else {}) | {"methods": SYSTEMS, "seed": args.seed, "workers": 1}

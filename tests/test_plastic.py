@@ -32,9 +32,19 @@ from tests.test_methods import TINY, ZERO_BY_CONSTRUCTION, gradients, training_s
 
 
 # --------------------------------------------------------------------------- the schedule
-def test_k_scales_with_the_paper_ratio_and_no_reset_follows_the_last_update():
-    assert scaled_every(125_000) == 1000 and scaled_every(1000) == 8 and scaled_every(4) == 1
-    assert reset_steps(3, 7) == [3, 6]
+def test_k_is_the_step_2_budget_and_the_last_k_updates_keep_their_embeddings():
+    from types import SimpleNamespace
+
+    from xlviz.methods.forgetting import forget_every
+
+    assert scaled_every(125_000) == 1000 and scaled_every(1000) == 8 and scaled_every(4) == 1  # the paper's ratio
+    cfg = TransferConfig.from_dict({"transfer_steps": 320, "pretrain_steps": 1000})
+    assert forget_every(SimpleNamespace(cfg=cfg)) == 320  # default: K = transfer_steps
+    assert forget_every(SimpleNamespace(cfg=TransferConfig.from_dict({"forget_every": 8}))) == 8
+    assert reset_steps(320, 1000) == [320, 640]  # not 960: the body ends with embeddings of 360 updates
+    assert reset_steps(8, 1000) == list(range(8, 993, 8))  # the paper's ratio: 124 resets, the last 8 updates kept
+    assert reset_steps(3, 9) == [3, 6]
+    assert reset_steps(3, 7) == [3]  # 6 would leave the final embeddings one update
     assert reset_steps(3, 6) == [3]  # the last update is never followed by a reset
     assert reset_steps(0, 6) == []
 
@@ -94,11 +104,11 @@ def run_with_reset(mixed_precision: str, steps: int, every: int):
 
 
 def test_embeddings_and_their_adam_state_are_redrawn_exactly_at_multiples_of_k():
-    model, reset, seen = run_with_reset("no", steps=7, every=3)
+    model, reset, seen = run_with_reset("no", steps=9, every=3)
     assert reset.done == [3, 6]
     shape = word_embeddings(model).weight.shape
     last_reset = 0
-    for step in range(1, 8):
+    for step in range(1, 10):
         s = seen[step]
         drawn = reset.draw(shape, step)
         assert s["body_step"] == step, "the body's Adam state is never reset"

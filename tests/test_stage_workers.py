@@ -70,6 +70,10 @@ def test_two_workers_give_the_same_bytes_as_one(tmp_path, one_thread):
     assert {e["path"] for e in json.loads(manifest)["artefacts"] if e["kind"] == "stage"} >= {"s1_pretrain", "s2_transfer-sov"}
     status = two.run.status()
     assert status["state"] == "completed" and status["stages_done"] and set(status["stages_done"]) == set(two.plan())
+    # each stage's wall time is recorded, in one process and with workers alike
+    for r in (one, two):
+        seconds = r.run.stage_seconds()
+        assert set(seconds) == set(r.plan()) and all(v >= 0 for v in seconds.values())
     log = two.run.log_path.read_text()
     assert "running up to 2 stages at once" in log and "s1_jointpair-disjoint-sov done" in log
     # the pair models' pre-trainings overlapped: the second started before the first was done

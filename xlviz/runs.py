@@ -433,12 +433,25 @@ class Run:
         atomic_write_json(self.status_path, status, root=self.path)
         return status
 
-    def mark_stage_done(self, stage: str) -> None:
+    def mark_stage_done(self, stage: str, seconds: float | None = None) -> None:
+        """Record ``stage`` as done and, when given, its wall time (``stage_seconds``: what a
+        stage costs, for the benchmarks and the census, without reading the log)."""
         check_stage(stage)
-        done = list(self.status().get("stages_done", []))
+        status = self.status()
+        done = list(status.get("stages_done", []))
         if stage not in done:
             done.append(stage)
-        self.update_status(stages_done=done)
+        fields: dict[str, Any] = {"stages_done": done}
+        if seconds is not None:
+            fields["stage_seconds"] = {**status.get("stage_seconds", {}), stage: round(float(seconds), 1)}
+        self.update_status(**fields)
+
+    def stage_seconds(self) -> dict[str, float]:
+        """Each finished stage's wall time in seconds, as its run recorded it (runs written
+        before this was recorded: none)."""
+        raw = self.status().get("stage_seconds", {})
+        return {k: float(v) for k, v in raw.items() if isinstance(k, str) and isinstance(v, (int, float)) and not isinstance(v, bool)} \
+            if isinstance(raw, dict) else {}
 
     def stage_done(self, stage: str) -> bool:
         return stage in self.status().get("stages_done", [])

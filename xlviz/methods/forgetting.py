@@ -25,7 +25,7 @@ from xlviz.methods.options import MethodOptions, option
 from xlviz.methods.monotrans import l2_init_model
 from xlviz.models.monotrans import freeze_for_step2, freeze_for_step3, qa_from_mlm, zero_shot_model
 from xlviz.models.surgery import word_embeddings
-from xlviz.training.forgetting import EmbeddingReset, scaled_every
+from xlviz.training.forgetting import EmbeddingReset
 
 SYSTEM = "monotrans+forgetting"
 S1, S3 = "s1_forgetting", "s3_forgetting"
@@ -40,8 +40,12 @@ def random_init(ctx: Context, l1: BertForMaskedLM, lang: str) -> BertForMaskedLM
 
 
 def forget_every(ctx: Context) -> int:
-    """K of this run: ``forget_every``, or the paper's ratio for ``pretrain_steps``."""
-    return ctx.cfg.forget_every or scaled_every(ctx.cfg.pretrain_steps)
+    """K of this run: ``forget_every``, or (0) the L2's step-2 budget, ``transfer_steps``: the
+    body learns to work with embeddings that have had as many updates as a new language's
+    step 2 gives them. The paper's ratio (``scaled_every``: 8 of 1,000 updates here) leaves
+    the embeddings too few updates to learn anything at this size: step 1 then ends above the
+    unigram entropy (docs/methods.md, "Active forgetting")."""
+    return ctx.cfg.forget_every or ctx.cfg.transfer_steps
 
 
 def embedding_reset(model: BertForMaskedLM, every: int, steps: int, seed: int, prefix: str = "model.") -> EmbeddingReset:
@@ -127,9 +131,9 @@ class Forgetting(Method):
 
 @dataclass
 class ForgettingOptions(MethodOptions):
-    # The paper re-draws every 1,000 of 125,000 updates: 8 at 1,000 steps here (docs/methods.md).
-    forget_every: int = option(0, "re-draw step 1's token embeddings every K updates; 0: the paper's ratio, "
-                               "round(pretrain_steps / 125)", low=0)
+    # The paper re-draws every 1,000 of 125,000 updates; here every transfer_steps (docs/methods.md).
+    forget_every: int = option(0, "re-draw step 1's token embeddings every K updates (never in the last K); "
+                               "0: K = transfer_steps, the updates a new language's embeddings get in step 2", low=0)
 
 
 METHOD = Forgetting("forgetting", (SYSTEM,), description="active forgetting in step 1, then MONOTRANS (Chen et al. 2023)", order=5,

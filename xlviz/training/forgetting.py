@@ -37,8 +37,10 @@ def scaled_every(steps: int) -> int:
 
 
 def reset_steps(every: int, steps: int) -> list[int]:
-    """The updates after which the embeddings are re-drawn: K, 2K, ... before the last one."""
-    return list(range(every, steps, every)) if every > 0 else []
+    """The updates after which the embeddings are re-drawn: K, 2K, ... up to ``steps`` - K, so
+    the embeddings the body ends with have had K updates (or more), as the paper's last
+    embeddings (125 resets in 125,000 updates, the last 1,000 kept) have."""
+    return list(range(every, steps - every + 1, every)) if every > 0 else []
 
 
 class EmbeddingReset:

@@ -122,10 +122,11 @@ def run_stages(owner, plan: list[str], workers: int) -> None:
                     raise XlvizError(f"the worker running stage {w.stage!r} stopped (exit code {code}); resume the run to retry it")
                 for message in messages:
                     if _handle(owner, message, progress):
-                        run.mark_stage_done(w.stage)
+                        seconds = time.time() - w.started
+                        run.mark_stage_done(w.stage, seconds)
                         done.add(w.stage)
                         progress.pop(w.stage, None)
-                        owner._log(f"  {w.stage} done in {time.time() - w.started:.0f} s")
+                        owner._log(f"  {w.stage} done in {seconds:.0f} s")
                         w.stage = None
         failed = False
         owner._status(running=None)

@@ -435,10 +435,12 @@ class StagedRun:
                     continue
                 self._status(stage=stage, stage_index=i, n_stages=len(plan))
                 self._log(f"stage {i + 1}/{len(plan)}: {stage}")
+                started = time.time()
                 self.execute(stage, i)
                 self.acc.wait_for_everyone()
                 if self.main:
-                    self.run.mark_stage_done(stage)
+                    self.run.mark_stage_done(stage, time.time() - started)
+                    self._log(f"  {stage} done in {time.time() - started:.0f} s")
             if self.stop_after is not None and plan != self.plan():
                 self._status(state="cancelled", stage=None,
                              note=f"stopped after {self.stop_after} as asked; resume to run the remaining stages")
