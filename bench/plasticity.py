@@ -9,6 +9,10 @@ those updates) for each system's step 2 on each L2, and prints, per seed and L2:
 - the updates each system needs to reach the reference's (``monotrans``) final step-2 loss
   (the first logged step at or below it; ``-`` when it never does).
 
+It also prints word translation per layer after step 2 (the run's ``word-translation`` task:
+nearest L1 word type of each L2 dictionary word, in percent), mean over the seeds and the
+range, per system and L2: the measure on which MONOTRANS's step 2 fails on ``sov``.
+
 With ``--out FILE.png`` it also draws the curves (mean over the seeds, one colour per system,
 one panel per L2) with kaleido and the system chromium, and an HTML copy beside it.
 
@@ -96,6 +100,26 @@ def main() -> None:
         med = statistics.median(reached) if len(reached) == len(reaches) else None
         print(f"  {lang} {system}: {med if med is not None else 'not reached at every seed'}"
               f" (per seed: {', '.join(str(r) if r is not None else '-' for r in reaches)})")
+
+    print("\nword translation per layer after step 2 (%), mean over seeds [min, max]:")
+    wt: dict[tuple[str, str], list[list]] = {}
+    from xlviz.transfer.tasks import task_of
+
+    task = task_of("word-translation")
+    for folder in folders:
+        rows = [r for r in Run(folder).results() if "word_translation_per_layer" in r]
+        if not rows:  # not scored by the run (an opt-in task): computed here from its encoders, nothing written
+            pipe = Pipeline.resume(folder)
+            rows = [r for s in pipe.cfg.systems for r in task.world_rows(pipe, s, log=False)]
+        for row in rows:
+            wt.setdefault((row["language"], row["system"]), []).append(row["word_translation_per_layer"])
+    for (lang, system), per_seed_layers in sorted(wt.items()):
+        n_layers = min(len(x) for x in per_seed_layers)
+        cells = []
+        for k in range(n_layers):
+            vals = [x[k] for x in per_seed_layers if x[k] is not None]
+            cells.append(f"{statistics.fmean(vals):.1f} [{min(vals):.1f}, {max(vals):.1f}]" if vals else "-")
+        print(f"  {lang} {system} ({len(per_seed_layers)} seeds): " + " | ".join(cells))
 
     if args.out:
         import plotly.graph_objects as go

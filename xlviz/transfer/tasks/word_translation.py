@@ -75,6 +75,11 @@ class WordTranslation(Task):
             return
         if ctx.world is None:
             return self.score_corpus(ctx, system)
+        ctx.add_task_rows(self.name, self.world_rows(ctx, system))
+
+    def world_rows(self, ctx, system: str, *, log: bool = True) -> list[dict]:
+        """``system``'s rows on the generated world, one per L2, computed from the run's
+        encoders without writing anything (a benchmark reads a finished run this way)."""
         from xlviz.analysis.reports import ParallelData, system_alignment
         from xlviz.methods import method_of
 
@@ -95,8 +100,9 @@ class WordTranslation(Task):
             per_layer = _per_layer(layers)
             rows.append({"system": system, "language": l2, "word_translation_per_layer": per_layer,
                          "word_translation_words": layers[0].get("n_words")})
-            ctx.log(f"  {system} {l2}: word translation per layer " + " ".join("-" if x is None else f"{x:.1f}" for x in per_layer))
-        ctx.add_task_rows(self.name, rows)
+            if log:
+                ctx.log(f"  {system} {l2}: word translation per layer " + " ".join("-" if x is None else f"{x:.1f}" for x in per_layer))
+        return rows
 
     def score_corpus(self, ctx, system: str) -> None:
         """``system`` on a corpus source: its L1 encoder on the L1 side of the scored pairs,
