@@ -126,7 +126,12 @@ def test_report_over_the_sweep(swept, capsys):
     assert by[("languages=tr", "monotrans", "tr")]["f1"] == f1[("monotrans", "tr")]
     assert main(["report", str(swept["folder"])]) == 0
     out = capsys.readouterr().out
-    assert "| languages=tr | monotrans | tr | 5 | 1 |" in out
+    assert "| languages=tr | monotrans | tr | zero-shot | 5 | 1 |" in out  # the cell, and the transfer setting
+    # --compare on a sweep folder: one paired table per grid cell (it used to print the means and ignore it)
+    assert main(["report", str(swept["folder"]), "--compare", "monotrans", "floor"]) == 0
+    out = capsys.readouterr().out
+    assert "cell: languages=svo (1 seed)" in out and "cell: languages=tr (1 seed)" in out
+    assert out.count("**monotrans** against **floor** (zero-shot)") == 2 and "| tr | F1 |" in out and "| svo | F1 |" in out
     fig = ratio_figure(rows)
     assert {t.name for t in fig.data if t.showlegend} == {"monotrans", "floor"}
     assert sorted({x for t in fig.data for x in t.x}) == [0, 5]
@@ -238,7 +243,7 @@ def test_report_means_intervals_and_paired_differences(tmp_path):
     assert d["n"] == 2 and d["difference"] == pytest.approx(((40 - 8) / 80 + (12 - 6) / 60) / 2)
     assert d["low"] == pytest.approx(0.1) and d["high"] == pytest.approx(0.4)
     table = sweep_table(tmp_path)
-    assert "| languages=tr | monotrans | tr | 5 | 2 | 26.0 [12.0, 40.0] |" in table
+    assert "| languages=tr | monotrans | tr | zero-shot | 5 | 2 | 26.0 [12.0, 40.0] |" in table
     assert "| languages=tr | tr | monotrans: +0.25 [+0.10, +0.40] | 2 |" in table
 
 

@@ -28,9 +28,24 @@ def run(args: argparse.Namespace) -> int:
     from xlviz.transfer.sweep import Sweep
 
     if len(args.runs) == 1 and Sweep(args.runs[0]).exists():  # a sweep folder: means and intervals over seeds
-        from xlviz.transfer.sweep_report import sweep_table
+        from xlviz.transfer.sweep_report import setting_label, sweep_table
 
-        print(sweep_table(args.runs[0]))
+        if not getattr(args, "compare", None):
+            print(sweep_table(args.runs[0]))
+            return 0
+        sweep = Sweep(args.runs[0])  # --compare: one paired table per grid cell, over its seeds
+        groups: dict[str, list[Path]] = {}
+        for cell in sweep.cells():
+            run = sweep.cell_run(cell)
+            if run.results():
+                groups.setdefault(setting_label(cell), []).append(run.path)
+        if not groups:
+            raise XlvizError("no cell of the sweep has results yet", path=args.runs[0])
+        for label, paths in groups.items():
+            rows = [check_score_rows(Run(p).results(), Run(p).results_path) for p in paths]
+            print(f"cell: {label} ({len(paths)} seed{'s' if len(paths) > 1 else ''})\n")
+            print(compare_table(compare_systems(paths, rows, *args.compare), *args.compare))
+            print()
         return 0
     results, folders = [], []
     for folder in args.runs:

@@ -69,7 +69,7 @@ def sweep_rows(folder: str | Path) -> list[dict]:
         for r in rows:
             key = (_setting(cell), r["system"], r["language"])
             if key not in groups:
-                groups[key] = {"setting": key[0], "system": key[1], "language": key[2],
+                groups[key] = {"setting": key[0], "system": key[1], "language": key[2], "transfer": r.get("setting") or "zero-shot",
                                "distance": 0 if key[2] == L1 else _distance(cell, key[2]), "values": {}, "cells": []}
                 order.append(key)
             g = groups[key]
@@ -87,7 +87,7 @@ def sweep_rows(folder: str | Path) -> list[dict]:
     out = []
     for key in order:
         g = groups[key]
-        row = {k: g[k] for k in ("setting", "system", "language", "distance")}
+        row = {k: g[k] for k in ("setting", "system", "language", "transfer", "distance")}
         row["n"] = len(g["cells"])
         for metric in ("f1", "exact_match", "ratio", "em_ratio"):
             values = g["values"].get(metric)
@@ -141,24 +141,26 @@ def _cell(row: dict, metric: str, fmt: str) -> str:
 
 
 def sweep_table(folder: str | Path) -> str:
-    """Markdown: per setting, system and L2, F1, EM and the ratios with their 95% intervals."""
+    """Markdown: per grid cell (its settings but the seed), system and L2, the transfer setting
+    (zero-shot, translate-train, translate-test), F1, EM and the ratios with their 95% intervals."""
     rows = sweep_rows(folder)
-    head = ["setting", "system", "language", "distance", "seeds", "F1", "EM", "F1 L2/L1", "EM L2/L1"]
+    head = ["cell", "system", "language", "transfer", "distance", "seeds", "F1", "EM", "F1 L2/L1", "EM L2/L1"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in sorted(rows, key=lambda r: (r["system"], r["distance"] if r["distance"] is not None else 99, r["setting"], r["language"])):
-        lines.append(f"| {r['setting']} | {r['system']} | {r['language']} | {'' if r['distance'] is None else r['distance']} | "
+        lines.append(f"| {r['setting']} | {r['system']} | {r['language']} | {r['transfer']} | {'' if r['distance'] is None else r['distance']} | "
                      f"{r['n']} | {_cell(r, 'f1', '.1f')} | {_cell(r, 'exact_match', '.1f')} | {_cell(r, 'ratio', '.2f')} | "
                      f"{_cell(r, 'em_ratio', '.2f')} |")
     systems = sorted({r["system"] for r in rows})
     if "floor" in systems and len(systems) > 1:  # what each system gains over the blind model, paired by cell
-        lines += ["", "| setting | language | system - floor (F1 L2/L1) | seeds |", "|---|---|---|---|"]
+        lines += ["", "| cell | language | system - floor (F1 L2/L1) | seeds |", "|---|---|---|---|"]
         for other in systems:
             if other == "floor":
                 continue
             for d in paired_differences(folder, other, "floor"):
                 iv = f" [{d['low']:+.2f}, {d['high']:+.2f}]" if d["low"] is not None else ""
                 lines.append(f"| {d['setting']} | {d['language']} | {other}: {d['difference']:+.2f}{iv} | {d['n']} |")
-    lines.append("\nMean over seeds [95% percentile-bootstrap interval over the seeds' values; none with one seed]. "
+    lines.append("\nMean over seeds [95% percentile-bootstrap interval over the seeds' values; none with one seed]; "
+                 "cell: the grid's settings but the seed (all: the grid is seeds only). "
                  "Ratios divide by the same system's English score in the same cell; distance: typological features "
                  "that differ from English (docs/typology.md).")
     return "\n".join(lines)

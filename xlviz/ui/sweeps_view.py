@@ -223,7 +223,7 @@ def _text(row: dict, metric: str, fmt: str) -> str | None:
     return out
 
 
-RESULT_COLUMNS = ["setting", "system", "language", "distance", "seeds", "F1", "EM", "F1 L2/L1", "EM L2/L1"]
+RESULT_COLUMNS = ["setting", "system", "language", "transfer", "distance", "seeds", "F1", "EM", "F1 L2/L1", "EM L2/L1"]
 
 
 def results_table(rows: list[dict], systems: list[str] | None = None) -> pd.DataFrame:
@@ -231,7 +231,8 @@ def results_table(rows: list[dict], systems: list[str] | None = None) -> pd.Data
     language the mean over seeds and its 95% interval, EM beside F1."""
     keep = [r for r in rows if not systems or r["system"] in systems]
     keep.sort(key=lambda r: (r["system"], r["distance"] if r["distance"] is not None else 99, r["setting"], r["language"]))
-    return pd.DataFrame([{"setting": r["setting"], "system": r["system"], "language": r["language"], "distance": r["distance"],
+    return pd.DataFrame([{"setting": r["setting"], "system": r["system"], "language": r["language"],
+                          "transfer": r.get("transfer", "zero-shot"), "distance": r["distance"],
                           "seeds": r["n"], "F1": _text(r, "f1", ".1f"), "EM": _text(r, "exact_match", ".1f"),
                           "F1 L2/L1": _text(r, "ratio", ".2f"), "EM L2/L1": _text(r, "em_ratio", ".2f")} for r in keep],
                         columns=RESULT_COLUMNS)
