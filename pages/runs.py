@@ -261,7 +261,7 @@ def finished_run_panel(run: Run) -> None:
 
 st.subheader("Live view")
 if not runs:
-    st.info("No runs yet — start one above.", icon=":material/info:")
+    st.info(runs_view.no_runs_message(root), icon=":material/info:")
 else:
     names = [r.name for r in runs]
     if st.session_state.get("runs_live_select") not in names:
@@ -356,5 +356,5 @@ if runs:
                 st.download_button("Download results (CSV)", long.to_csv(index=False), file_name="xlviz-results.csv",
                                    mime="text/csv", icon=":material/download:")
 else:
-    st.info("No runs yet — start one above.", icon=":material/info:")
+    st.info(runs_view.no_runs_message(root), icon=":material/info:")
 write_url(URL_KEYS)

@@ -193,3 +193,20 @@ def test_sweep_states_for_the_app(sweep_root, tmp_path):
     assert [c.state for c in summary.cells] == ["completed", "stopped", "completed", "completed"]
     assert sweeps_view.state(summary) == "stopped"
     assert set(sweeps_view.all_sweeps(root)) == {early, folder}
+
+
+def test_runs_page_points_to_the_sweeps_when_only_sweeps_exist(tmp_path, monkeypatch):
+    """A folder with a sweep and no other run: the Runs page does not say "No runs yet" as if
+    the folder were empty; it says where the sweep's cells are."""
+    from tests.sweep_fixtures import make_sweep
+
+    root = tmp_path / "checkpoints"
+    make_sweep(root)
+    monkeypatch.setenv("XLVIZ_CHECKPOINTS", str(root))
+    at = AppTest.from_file(APP, default_timeout=TIMEOUT)
+    at.run()
+    at.switch_page("pages/runs.py").run()
+    assert not at.exception, [e.message for e in at.exception]
+    infos = [i.value for i in at.info]
+    assert any("The 4 cells of this folder's sweeps are on the Sweeps page" in v for v in infos), infos
+    assert not any(v == "No runs yet — start one above." for v in infos)

@@ -836,6 +836,18 @@ def l1_language(run: Run) -> str:
     return langs[0] if langs else "en"
 
 
+def no_runs_message(root=None) -> str:
+    """What the Runs page says when it has no run to show: where the sweeps' cells are, if any
+    (they are listed on the Sweeps page and open in every analysis page)."""
+    from xlviz.runs import list_runs
+
+    cells = sum(1 for r in list_runs(root) if "/" in r.name)
+    if cells:
+        return (f"No runs outside sweeps yet — start one above. The {cells} cell{'s' if cells > 1 else ''} of this "
+                "folder's sweeps are on the Sweeps page, and open in XQuAD, Attention, Alignment and Probing.")
+    return "No runs yet — start one above."
+
+
 def all_runs(root=None) -> list[Run]:
     """Run folders, newest first, including ones the app just started whose job has not
     written ``config.json`` yet (``list_runs`` skips those)."""
