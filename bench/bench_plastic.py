@@ -13,8 +13,7 @@ initialisation is the ``wechsel_vectors`` stage plus the row mixing at the start
     .venv/bin/python bench/bench_plastic.py --runs SWEEP     # the same sums from finished runs' stage times
 
 ``--runs`` reads the wall time each run recorded for each stage (``status.json``'s
-``stage_seconds``; for runs written before that was recorded, the log's "done in" lines) and
-prints each system's cost and ratio per run, then the median ratio over the runs. Stages that
+``stage_seconds``) and prints each system's cost and ratio per run, then the median ratio over the runs. Stages that
 ran at the same time as others (``workers`` > 1) shared the cores, so those ratios include the
 contention; the one-stage-at-a-time measurement above does not.
 
@@ -75,28 +74,11 @@ def overlap(seed: int) -> None:
                   f"character: {' '.join(longer)}")
 
 
-def recorded_times(folder: Path) -> dict[str, float]:
-    """Stage -> seconds of a finished run: ``stage_seconds`` when recorded, else the log's
-    "<stage> done in N s" lines (whole seconds; runs written before the status recorded them)."""
-    import re
-
-    from xlviz.runs import Run
-
-    run = Run(folder)
-    times = run.stage_seconds()
-    if not times and run.log_path.is_file():
-        for line in run.log_path.read_text(errors="replace").splitlines():
-            m = re.search(r"\]\s+(\S+) done in (\d+) s$", line)
-            if m:
-                times[m.group(1)] = float(m.group(2))
-    return times
-
-
 def from_runs(folders: list[Path]) -> None:
     """Each system's cost (its stages' recorded seconds summed) and its ratio to MONOTRANS's, per run."""
     import statistics
 
-    from xlviz.runs import is_sweep_folder, sweep_cells
+    from xlviz.runs import Run, is_sweep_folder, sweep_cells
     from xlviz.transfer.pipeline import Pipeline
 
     if len(folders) == 1 and is_sweep_folder(folders[0]):
@@ -104,13 +86,14 @@ def from_runs(folders: list[Path]) -> None:
     ratios: dict[str, list[float]] = {}
     for folder in folders:
         pipe = Pipeline.resume(folder)
-        times = recorded_times(folder)
+        times = Run(folder).stage_seconds()
         systems = [s for s in SYSTEMS if s in pipe.cfg.systems]
-        missing = sorted({st.name for s in systems for st in method_of(s).stages(pipe, s)} - set(times))
+        stages = {s: [st.name for st in method_of(s).stages(pipe, s)] for s in systems}
+        missing = sorted({n for names in stages.values() for n in names} - set(times))
         if missing:
             print(f"{folder}: no recorded time for {', '.join(missing)}; skipped")
             continue
-        cost = {s: sum(times[st.name] for st in method_of(s).stages(pipe, s)) for s in systems}
+        cost = {s: sum(times[n] for n in names) for s, names in stages.items()}
         print(f"{folder.name} (seed {pipe.cfg.seed}, workers {pipe.cfg.workers}):")
         for s in systems:
             ratios.setdefault(s, []).append(cost[s] / cost["monotrans"])

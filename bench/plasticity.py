@@ -43,7 +43,6 @@ def step2_stage(pipe: Pipeline, system: str, lang: str) -> str | None:
 def curves(run: Run, systems: list[str]) -> tuple[int, dict[tuple[str, str], list[tuple[int, float]]]]:
     """(seed, {(system, l2): [(step, loss), ...]}) of one finished run."""
     pipe = Pipeline.resume(run.path)  # reads the config; trains nothing
-    cfg = pipe.cfg
     rows = run.metrics()
     out: dict[tuple[str, str], list[tuple[int, float]]] = {}
     for system in systems:
@@ -55,7 +54,7 @@ def curves(run: Run, systems: list[str]) -> tuple[int, dict[tuple[str, str], lis
                 continue
             out[(system, lang)] = [(int(r["step"]), float(r["loss"])) for r in rows
                                    if r.get("stage") == stage and "loss" in r and "step" in r]
-    return cfg.seed, out
+    return pipe.cfg.seed, out
 
 
 def steps_to(curve: list[tuple[int, float]], target: float) -> int | None:

@@ -34,15 +34,16 @@ def run(args: argparse.Namespace) -> int:
             print(sweep_table(args.runs[0]))
             return 0
         sweep = Sweep(args.runs[0])  # --compare: one paired table per grid cell, over its seeds
-        groups: dict[str, list[Path]] = {}
+        groups: dict[str, list[tuple[Path, list[dict]]]] = {}
         for cell in sweep.cells():
             run = sweep.cell_run(cell)
-            if run.results():
-                groups.setdefault(setting_label(cell), []).append(run.path)
+            rows = run.results()
+            if rows:
+                groups.setdefault(setting_label(cell), []).append((run.path, check_score_rows(rows, run.results_path)))
         if not groups:
             raise XlvizError("no cell of the sweep has results yet", path=args.runs[0])
-        for label, paths in groups.items():
-            rows = [check_score_rows(Run(p).results(), Run(p).results_path) for p in paths]
+        for label, cells in groups.items():
+            paths, rows = [p for p, _ in cells], [r for _, r in cells]
             print(f"cell: {label} ({len(paths)} seed{'s' if len(paths) > 1 else ''})\n")
             print(compare_table(compare_systems(paths, rows, *args.compare), *args.compare))
             print()

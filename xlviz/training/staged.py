@@ -271,8 +271,8 @@ class StagedRun:
         self.__dict__.setdefault("_monitors", {})[stage] = monitor
         cfg = LoopConfig(steps=steps, lr=lr, grad_accum=self.cfg.grad_accum, log_every=self.cfg.log_every,
                          eval_every=int(getattr(self.cfg, "eval_every", 0) or 0), monitor=monitor,
-                         warmup_ratio=float(getattr(self.cfg, "warmup_ratio", 0.06)),
-                         adam_beta2=float(getattr(self.cfg, "adam_beta2", 0.999)))
+                         warmup_ratio=float(getattr(self.cfg, "warmup_ratio", LoopConfig.warmup_ratio)),
+                         adam_beta2=float(getattr(self.cfg, "adam_beta2", LoopConfig.adam_beta2)))
 
         def on_log(step: int, loss: float, elapsed: float, **dev: float) -> None:
             metric = {"stage": stage, "step": step, "loss": round(loss, 5), "elapsed": round(elapsed, 2),
@@ -439,8 +439,9 @@ class StagedRun:
                 self.execute(stage, i)
                 self.acc.wait_for_everyone()
                 if self.main:
-                    self.run.mark_stage_done(stage, time.time() - started)
-                    self._log(f"  {stage} done in {time.time() - started:.0f} s")
+                    seconds = time.time() - started
+                    self.run.mark_stage_done(stage, seconds)
+                    self._log(f"  {stage} done in {seconds:.0f} s")
             if self.stop_after is not None and plan != self.plan():
                 self._status(state="cancelled", stage=None,
                              note=f"stopped after {self.stop_after} as asked; resume to run the remaining stages")

@@ -839,9 +839,9 @@ def l1_language(run: Run) -> str:
 def no_runs_message(root=None) -> str:
     """What the Runs page says when it has no run to show: where the sweeps' cells are, if any
     (they are listed on the Sweeps page and open in every analysis page)."""
-    from xlviz.runs import list_runs
+    from xlviz.runs import is_sweep_folder, list_runs
 
-    cells = sum(1 for r in list_runs(root) if "/" in r.name)
+    cells = sum(1 for r in list_runs(root) if is_sweep_folder(r.path.parent))
     if cells:
         return (f"No runs outside sweeps yet — start one above. The {cells} cell{'s' if cells > 1 else ''} of this "
                 "folder's sweeps are on the Sweeps page, and open in XQuAD, Attention, Alignment and Probing.")

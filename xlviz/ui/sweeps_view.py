@@ -232,7 +232,7 @@ def results_table(rows: list[dict], systems: list[str] | None = None) -> pd.Data
     keep = [r for r in rows if not systems or r["system"] in systems]
     keep.sort(key=lambda r: (r["system"], r["distance"] if r["distance"] is not None else 99, r["setting"], r["language"]))
     return pd.DataFrame([{"setting": r["setting"], "system": r["system"], "language": r["language"],
-                          "transfer": r.get("transfer", "zero-shot"), "distance": r["distance"],
+                          "transfer": r["transfer"], "distance": r["distance"],
                           "seeds": r["n"], "F1": _text(r, "f1", ".1f"), "EM": _text(r, "exact_match", ".1f"),
                           "F1 L2/L1": _text(r, "ratio", ".2f"), "EM L2/L1": _text(r, "em_ratio", ".2f")} for r in keep],
                         columns=RESULT_COLUMNS)
