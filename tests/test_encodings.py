@@ -136,6 +136,13 @@ def test_a_mislabelled_or_broken_file_is_refused_naming_it(stored_run, tmp_path)
     assert "broken.safetensors" in str(e.value)
     with pytest.raises(XlvizError, match="words"):
         enc.save(tmp_path, meta, sent, None)
+    from safetensors.numpy import save_file
+
+    foreign = tmp_path / "foreign.safetensors"  # a safetensors file, but not stored encodings
+    save_file({"sentences": sent}, str(foreign), metadata=dict(meta))
+    with pytest.raises(XlvizError, match="no stored-encodings metadata") as e:
+        enc.read(foreign, meta)
+    assert "foreign.safetensors" in str(e.value) and "xlviz" in str(e.value)
 
 
 def test_fingerprints_follow_content_not_place(stored_run, tmp_path):

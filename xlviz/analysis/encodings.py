@@ -39,6 +39,7 @@ POOLING = "mean"
 MAX_LENGTH = 128
 PAIRS = 500
 _FIELDS = ("format", "model", "texts", "n", "pooling", "max_length", "words")
+META_KEY = "xlviz"  # the safetensors metadata entry holding the fields (one JSON text)
 
 
 # --------------------------------------------------------------------------- what the vectors are
@@ -107,15 +108,25 @@ def encode(model, tokenizer, texts: Sequence[str], words: Sequence[Sequence[str]
 
 # --------------------------------------------------------------------------- files
 def header(path: str | os.PathLike) -> dict[str, str]:
-    """A stored file's metadata (its safetensors header only), or an XlvizError naming it."""
+    """A stored file's metadata (its safetensors header only), or an XlvizError naming it. The
+    fields are one JSON text under one key (:data:`META_KEY`, keys sorted): safetensors keeps its
+    metadata in a hash map whose order changes from process to process, and one entry keeps a
+    file's bytes the same whichever process wrote it."""
     from safetensors import safe_open
 
     try:
         with safe_open(str(path), framework="numpy") as f:
-            return dict(f.metadata() or {})
+            raw = (f.metadata() or {}).get(META_KEY)
     except Exception as e:  # noqa: BLE001 - safetensors raises its own types on a broken file
         raise XlvizError(f"not a readable safetensors file ({str(e).splitlines()[0][:120] if str(e) else type(e).__name__})",
                          path=path) from None
+    try:
+        meta = json.loads(raw) if isinstance(raw, str) else None
+    except ValueError:
+        meta = None
+    if not isinstance(meta, dict) or not all(isinstance(k, str) and isinstance(v, str) for k, v in meta.items()):
+        raise XlvizError("no stored-encodings metadata (an object of texts) in its header", path=path, field=META_KEY)
+    return meta
 
 
 def read(path: str | os.PathLike, meta: dict[str, str]) -> tuple[np.ndarray, np.ndarray | None]:
@@ -179,7 +190,8 @@ def save(run_path: str | os.PathLike, meta: dict[str, str], sentences: np.ndarra
     if words is not None:
         tensors["words"] = np.ascontiguousarray(words, dtype=np.float32)
     path = Path(run_path).joinpath(*artefact_relpath("encodings", key=key_of(meta)).split("/"))
-    atomic_write_bytes(path, to_bytes(tensors, metadata=dict(meta)), root=run_path)
+    fields = json.dumps({k: meta[k] for k in _FIELDS}, sort_keys=True)
+    atomic_write_bytes(path, to_bytes(tensors, metadata={META_KEY: fields}), root=run_path)
     return path
 
 
@@ -214,8 +226,9 @@ def write_encodings(run_dir: str | os.PathLike, l2: str, systems: Sequence, reco
             sent, word = encode(model, tok, texts, words if with_words else None, POOLING, MAX_LENGTH)
             del model
             path = save(run_path, meta, sent, word)
-            record([{"kind": "encodings", "path": path.relative_to(run_path).as_posix(), "system": system,
-                     "language": lang, "role": "encodings"}])
+            # no system: the file is any system's whose encoder this is (whichever wrote it first)
+            record([{"kind": "encodings", "path": path.relative_to(run_path).as_posix(), "language": lang,
+                     "role": "encodings"}])
             have[key_of(meta)] = path
             written.append(path)
             if log:

@@ -321,9 +321,10 @@ class Pipeline(StagedRun):
         """Store the Alignment page's encodings of the system's encoders just exported, for each
         L2 (:mod:`xlviz.analysis.encodings`): the page then reads them instead of loading the
         models. Which encoder reads which side is what the page pairs up
-        (:meth:`xlviz.analysis.reports.RunInfo.system_encoders`). They save the page time and
-        nothing else, so a failure is logged and the run goes on (``xlviz analyse encodings``
-        writes them later)."""
+        (:meth:`xlviz.analysis.reports.RunInfo.system_encoders`). Systems sharing an encoder
+        share its file, recorded without a system or stage (stages at once may both write it;
+        the manifest reads the same either way). They save the page time and nothing else, so a
+        failure is logged and the run goes on (``xlviz analyse encodings`` writes them later)."""
         from xlviz.analysis.encodings import write_encodings
         from xlviz.analysis.reports import ModelSpec, System
 
@@ -332,7 +333,7 @@ class Pipeline(StagedRun):
         def record(entries: list[dict]) -> None:
             for e in entries:
                 e = dict(e)
-                self.record_artefact(e.pop("kind"), self.run.path / e.pop("path"), **e)
+                self.record_artefact(e.pop("kind"), self.run.path / e.pop("path"), shared=True, **e)
 
         for l2 in self.world.l2s:
             a, b = pair_l1.get(l2, encoders.get(l1)), encoders.get(l2)
