@@ -1,7 +1,7 @@
 """Alignment page, server side: CPU seconds of its cold and warm render under Streamlit's AppTest,
 with and without the run's stored encodings (``xlviz analyse encodings``), before and after.
 
-    python bench/bench_alignment.py [--before DIR] [--pairs 500] [--repeat 3]
+    python bench/bench_alignment.py [--before DIR] [--pairs 500] [--repeat 3] [--copy RUN]
 
 Builds a tiny finished run in a temporary folder (tests/analysis_fixtures.py: en + sov, an L1
 masked LM, a transferred model and the floor, with ``--pairs`` parallel pairs in its world) and
@@ -16,7 +16,9 @@ mean pooling, word translation on) in a fresh process per measurement:
 - whether the render imported torch or transformers' model code (``transformers.models.*.modeling_*``).
 
 ``--before DIR``: a checkout of the code to compare with (``git archive <commit> | tar -x -C DIR``);
-its column has no stored encodings (it cannot read them). CPU seconds (``time.process_time``: every
+its column has no stored encodings (it cannot read them). ``--copy RUN``: measure a copy of a real
+run (e.g. a finished ``xlviz demo``) instead of the tiny one (its stored encodings, if any, are
+removed from the copy first, so "computed" computes). CPU seconds (``time.process_time``: every
 thread of the process) move less with the machine's load than wall seconds; both are printed. Say
 whether the machine was shared when you quote them. The browser adds its drawing on top (not
 measured here).
@@ -86,6 +88,7 @@ def main() -> int:
     ap.add_argument("--before", help="a checkout of the code to compare with")
     ap.add_argument("--pairs", type=int, default=500, help="parallel pairs in the run's world (the page shows 500)")
     ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--copy", help="a run folder to measure (copied; the original is not touched)")
     ap.add_argument("--worker", nargs=2, help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.worker:
@@ -100,7 +103,18 @@ def main() -> int:
     results: dict[str, dict] = {}
     with tempfile.TemporaryDirectory() as tmp:
         root = Path(tmp) / "checkpoints"
-        run = build(root, args.pairs)
+        if args.copy:
+            import shutil
+
+            run = Path(shutil.copytree(args.copy, root / Path(args.copy).name, symlinks=True,
+                                       ignore=shutil.ignore_patterns("encodings", "tensorboard")))
+            manifest = run / "manifest.json"
+            if manifest.is_file():  # the stored encodings' entries go with their files
+                m = json.loads(manifest.read_text())
+                m["artefacts"] = [e for e in m["artefacts"] if e.get("kind") != "encodings"]
+                manifest.write_text(json.dumps(m, indent=2))
+        else:
+            run = build(root, args.pairs)
         if args.before:
             results["before"] = _run_worker(Path(args.before).resolve(), root, args.repeat)
         results["after, computed"] = _run_worker(REPO, root, args.repeat)
@@ -111,7 +125,8 @@ def main() -> int:
         write_s = time.perf_counter() - t
         results["after, from disk"] = _run_worker(REPO, root, args.repeat)
 
-    print(f"\nload: {os.getloadavg()[0]:.1f} (1-min average, {os.cpu_count()} CPUs); {args.pairs} pairs, tiny models")
+    what = f"a copy of {args.copy}" if args.copy else f"{args.pairs} pairs, tiny models"
+    print(f"\nload: {os.getloadavg()[0]:.1f} (1-min average, {os.cpu_count()} CPUs); {what}")
     print(f"xlviz analyse encodings: {write_s:.1f} s wall (imports included)\n")
     print(f"{'':<20}{'cold CPU s':>12}{'cold wall s':>12}{'warm CPU s':>12}{'warm wall s':>12}  imported by the render")
     for name, r in results.items():

@@ -216,3 +216,29 @@ def test_the_page_renders_from_disk_without_model_code(stored_run, tmp_path):
     assert "torch" in computed["modules"] and any(".modeling_" in m for m in computed["modules"])
     assert len(got["rows"]) == len(computed["rows"]) == 2 * 3
     assert got["rows"] == computed["rows"]
+
+
+def test_every_view_of_the_page_works_on_stored_vectors(stored_run, monkeypatch):
+    """The stored arrays are shared by every session and read-only: each chart and widget of the
+    page works on them (words projection, projector, centring, the post-hoc map)."""
+    from streamlit.testing.v1 import AppTest
+
+    from xlviz.ui import analysis as ua
+
+    monkeypatch.setenv("XLVIZ_CHECKPOINTS", str(stored_run.parent))
+    monkeypatch.delenv("XLVIZ_SHARED_DATA", raising=False)
+    calls = []
+    monkeypatch.setattr(ua, "load", lambda *a, **k: calls.append(a))  # the page's door to a model (its spinner)
+    at = AppTest.from_file(str(REPO / "app.py"), default_timeout=300)
+    at.switch_page("pages/alignment.py").run()
+    assert not at.exception, [e.message for e in at.exception]
+    assert {"al_fig_retrieval", "al_fig_cka", "al_fig_words", "al_fig_proj", "al_fig_posthoc"} <= {e.key for e in at.get("plotly_chart")}
+    at.radio(key="al_proj_level").set_value("words").run()
+    at.toggle(key="al_pj_on").set_value(True).run()
+    at.toggle(key="al_center").set_value(True).run()
+    at.slider(key="al_train_frac").set_value(0.75).run()
+    assert not at.exception, [e.message for e in at.exception]
+    assert "al_fig_projector" in {e.key for e in at.get("plotly_chart")} and not calls
+    # another view than the stored one is computed: the models load
+    at.selectbox(key="al_pooling").set_value("cls").run()
+    assert not at.exception and calls

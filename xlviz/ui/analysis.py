@@ -236,11 +236,17 @@ def _stored(run_path: str, manifest_stamp: str) -> dict[str, str]:
         return {}
 
 
-@st.cache_data(show_spinner=False, max_entries=64)
+@st.cache_resource(show_spinner=False, max_entries=64)
 def _read_stored(path: str, stamp: str, meta: tuple) -> tuple[np.ndarray, np.ndarray | None]:
+    """The file's arrays, shared by every session (no copy per render: a run's files are tens of
+    MB), so read-only: a page that wrote into them would change them for everyone."""
     from xlviz.analysis.encodings import read
 
-    return read(path, dict(meta))
+    arrays = read(path, dict(meta))
+    for a in arrays:
+        if a is not None:
+            a.setflags(write=False)
+    return arrays
 
 
 def stored_vectors(run_path: str | None, spec: ModelSpec, texts: list[str], words: list[list[str]] | None, pooling: str,
