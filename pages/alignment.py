@@ -13,6 +13,7 @@ alignment``). Opens preset to a run with ``?run=NAME&l2=L2``.
 import pandas as pd
 import streamlit as st
 
+from xlviz.analysis import encodings as enc
 from xlviz.analysis.reports import ModelSpec, System, aligned_words, run_systems
 from xlviz.ui import analysis as ua
 from xlviz.ui.colours import label_colours, system_colours
@@ -84,7 +85,7 @@ with guard("Could not read the parallel sentences", stop=True):
         if st.session_state.get("al_l2") not in l2_opts:
             st.session_state["al_l2"] = l2_opts[0]
         l2 = c2.selectbox("Target language", l2_opts, key="al_l2")
-        limit = c3.number_input("Pairs", min_value=4, max_value=5000, value=500, step=100, key="al_limit_world")
+        limit = c3.number_input("Pairs", min_value=4, max_value=5000, value=enc.PAIRS, step=100, key="al_limit_world")
         data = ua.parallel("world", str(run.path), l2, limit=int(limit))
         ua.sync_query(PAGE, run.name, l2)
     elif source == PUD:
@@ -220,7 +221,7 @@ if not isinstance(st.session_state.get("al_center"), bool):
     st.session_state["al_center"] = False
 v = st.session_state.get("al_max_len")
 if isinstance(v, bool) or not isinstance(v, int) or not 8 <= v <= 512:
-    st.session_state["al_max_len"] = 128
+    st.session_state["al_max_len"] = enc.MAX_LENGTH
 pooling = c1.selectbox("Sentence vector", list(POOLINGS), format_func=POOLINGS.get, key="al_pooling")
 center = c2.toggle("Centre each language", key="al_center",
                    help="Subtract each language's mean vector before cosine similarity: removes the offset that "
@@ -234,20 +235,20 @@ words_on = bool(words_on and can_words)
 
 # --- compute -------------------------------------------------------------------------------------------
 systems = [options[k] for k in chosen]
+run_path = str(run.path) if run is not None else None  # where stored encodings of these pairs may lie
 n_ch = ua.n_chunks(len(data))
 progress = ua.Progress(len(systems) * n_ch * (4 if words_on else 2), "Encoding …")
 vectors: dict[str, dict] = {}
 rows: list[dict] = []
 for s in systems:
     with guard(f"Could not compute {s.name}"):
-        if words_on:  # sentence and word vectors from one forward pass
-            ea, wa = ua.sentence_and_word_vectors(s.a, data.src, data.src_words, pooling, max_length, progress,
-                                                  f"{s.name}: {data.lang_a} sentences and words")
-            eb, wb = ua.sentence_and_word_vectors(s.b, data.tgt, data.tgt_words, pooling, max_length, progress,
-                                                  f"{s.name}: {data.lang_b} sentences and words")
-        else:
-            ea = ua.sentence_vectors(s.a, data.src, pooling, max_length, progress, f"{s.name}: {data.lang_a} sentences")
-            eb = ua.sentence_vectors(s.b, data.tgt, pooling, max_length, progress, f"{s.name}: {data.lang_b} sentences")
+        # the run's stored encodings when they hold this view (xlviz analyse encodings), else computed here;
+        # with words: sentence and word vectors from one forward pass
+        what = " sentences and words" if words_on else " sentences"
+        ea, wa = ua.side_vectors(run_path, s.a, data.src, data.src_words if words_on else None, pooling, max_length,
+                                 progress, f"{s.name}: {data.lang_a}{what}")
+        eb, wb = ua.side_vectors(run_path, s.b, data.tgt, data.tgt_words if words_on else None, pooling, max_length,
+                                 progress, f"{s.name}: {data.lang_b}{what}")
         vec = {"a": ea, "b": eb}
         table = ua.alignment_table(ea, eb, bool(center), None)
         if words_on:

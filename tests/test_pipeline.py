@@ -182,9 +182,42 @@ def test_manifest_lists_what_the_run_wrote(finished_run):
                    for e in entries if e["kind"] == kind)
     assert {e["path"]: e.get("role") for e in entries if e["kind"] == "stage"} == {
         "s1_pretrain": "pretrained", "s2_transfer-svo": "transferred", "s2_transfer-sov": "transferred", "s3_finetune": "finetuned"}
-    on_disk = {p.relative_to(finished_run.path).as_posix() for sub in ("export", "encoders", "predictions")
+    on_disk = {p.relative_to(finished_run.path).as_posix() for sub in ("export", "encoders", "predictions", "encodings")
                for p in (finished_run.path / sub).iterdir()}
     assert on_disk == {e["path"] for e in entries if e["kind"] != "stage"}
+    # stored encodings: shared by the systems whose encoder they are, so no system or stage
+    assert all(e["role"] == "encodings" and "stage" not in e and "system" not in e for e in entries if e["kind"] == "encodings")
     copy = Path(shutil.copytree(finished_run.path, finished_run.path.parent / "copy-without-manifest"))
     (copy / "manifest.json").unlink()
-    assert sorted(runs.legacy_artefacts(Run(copy)), key=lambda e: e["path"]) == entries
+    # stored encodings are named by a digest: a run without a manifest has none to read (the page computes)
+    assert sorted(runs.legacy_artefacts(Run(copy)), key=lambda e: e["path"]) == [e for e in entries if e["kind"] != "encodings"]
+
+
+@pytest.mark.slow
+def test_the_run_stores_the_alignment_pages_encodings(finished_run):
+    """Each system's scoring stage stores its encoders' vectors of every L2's parallel pairs as the
+    Alignment page's first view asks for them (xlviz.analysis.encodings), equal to encoding anew."""
+    import numpy as np
+
+    from xlviz.analysis import encodings as enc
+    from xlviz.analysis.reports import load_spec, parallel_data, run_systems
+
+    keys = set()
+    for l2 in ("svo", "sov"):
+        data = parallel_data("world", run_dir=str(finished_run.path), l2=l2, limit=enc.PAIRS)
+        assert len(data) == 20 and data.has_words
+        systems = run_systems(finished_run.path, l2)
+        assert {s.name.rsplit(" · ", 1)[-1] for s in systems} == {"monotrans", "floor", "dictionary-oracle"}
+        for s in systems:
+            for spec, texts, words in ((s.a, data.src, data.src_words), (s.b, data.tgt, data.tgt_words)):
+                meta = enc.request(enc.spec_fingerprint(spec), texts, words, enc.POOLING, enc.MAX_LENGTH)
+                path = enc.find(finished_run.path, meta)
+                assert path is not None, (s.name, spec.path)
+                keys.add(enc.key_of(meta))
+                sent, word = enc.read(path, meta)
+                model, tok = load_spec(spec, "base")
+                again = enc.encode(model, tok, texts, words, enc.POOLING, enc.MAX_LENGTH)
+                assert np.array_equal(sent, again[0]) and np.array_equal(word, again[1], equal_nan=True)
+    # one file per distinct encoder and texts (the English side of both L2s is one set of sentences):
+    # systems sharing an encoder share its file, and nothing else is stored
+    assert len(list((finished_run.path / "encodings").iterdir())) == len(keys) < 2 * 2 * 3

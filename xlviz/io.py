@@ -53,12 +53,16 @@ def check_write(path: str | os.PathLike, root: str | os.PathLike | None = None) 
 
 
 def atomic_write_text(path: str | os.PathLike, text: str, *, root: str | os.PathLike | None = None) -> None:
+    atomic_write_bytes(path, text.encode("utf-8"), root=root)
+
+
+def atomic_write_bytes(path: str | os.PathLike, data: bytes, *, root: str | os.PathLike | None = None) -> None:
     path = check_write(path, root)
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
             f.flush()
             os.fsync(f.fileno())
         os.chmod(tmp, 0o666 & ~_umask())
@@ -75,6 +79,34 @@ def atomic_write_text(path: str | os.PathLike, text: str, *, root: str | os.Path
 
 def atomic_write_json(path: str | os.PathLike, obj: Any, *, root: str | os.PathLike | None = None) -> None:
     atomic_write_text(path, json.dumps(obj, indent=2, ensure_ascii=False) + "\n", root=root)
+
+
+def folder_digest(folder: str | os.PathLike | None) -> str | None:
+    """A digest of a folder's files (every file at its top level, names and bytes: a model's
+    weights in any format or shards, config, tokenizer): two folders holding the same model (a
+    run exports the same English encoder once per system) get the same digest. None for a hub
+    id, an empty or unreadable folder."""
+    import hashlib
+
+    if not folder:
+        return None
+    folder = Path(folder).expanduser()
+    if not folder.is_dir():
+        return None
+    h = hashlib.sha1()
+    found = False
+    try:
+        for f in sorted(folder.iterdir()):
+            if f.is_file():
+                found = True
+                h.update(f.name.encode() + b"\0")
+                with open(f, "rb") as fh:
+                    for block in iter(lambda: fh.read(1 << 20), b""):
+                        h.update(block)
+                h.update(b"\0")
+    except OSError:
+        return None
+    return h.hexdigest() if found else None
 
 
 def check_regular(path: str | os.PathLike, what: str) -> None:

@@ -13,7 +13,8 @@ A run lives in ``<checkpoints>/<run>/`` and holds
   stage's outcome with its numbers (:mod:`xlviz.training.verdicts`)
 - ``manifest.json`` ``{"version": 1, "artefacts": [{"kind", "path", "system", "language", "role",
   "setting", "pair", "variant", "stage"}]}``: every export, encoder, predictions file, trained
-  stage folder and induced dictionary (``dictionaries/<l1>-<l2>.json``) the run wrote, recorded by the stage that wrote it (:func:`artefacts`,
+  stage folder, induced dictionary (``dictionaries/<l1>-<l2>.json``) and stored encodings
+  (``encodings/<key>.safetensors``) the run wrote, recorded by the stage (or command) that wrote it (:func:`artefacts`,
   :func:`exports`, :func:`encoders`, :func:`artefact`, :func:`owner_of` read it; a run without
   one is read from its folder names by :func:`legacy_artefacts`, the only parser of them)
 - one ``save_pretrained`` folder per trained stage, and ``export/`` with the zero-shot models.
@@ -717,11 +718,14 @@ def explicit_run_dir(run_dir: str | os.PathLike, root: str | os.PathLike, config
 
 MANIFEST_FILE = "manifest.json"
 MANIFEST_VERSION = 1
-KINDS = ("export", "encoder", "predictions", "stage", "dictionary")
+KINDS = ("export", "encoder", "predictions", "stage", "dictionary", "encodings")
 # the folders each kind lives in (a stage folder lies directly in the run)
 KIND_DIRS = {"export": "export", "encoder": "encoders", "predictions": "predictions"}
-ROLES = ("qa", "l1-encoder", "l2-encoder", "predictions", "pretrained", "transferred", "finetuned", "dictionary")
+ROLES = ("qa", "l1-encoder", "l2-encoder", "predictions", "pretrained", "transferred", "finetuned", "dictionary", "encodings")
 DICTIONARY_DIR = "dictionaries"  # dictionaries/<l1>-<l2>.json: a bilingual dictionary a run induced (language: L2, pair: L1)
+# encodings/<key>.safetensors: an encoder's vectors of the run's parallel pairs (xlviz.analysis.encodings), the
+# key a digest of what they are; their metadata says which model, texts and settings, so no reader needs the name
+ENCODINGS_DIR = "encodings"
 ENTRY_TEXT_FIELDS = ("system", "language", "role", "setting", "pair", "variant", "stage")
 PAIR_MARK = "@"  # encoders/<system>@<l2>-<l1>: the L1 encoder of a pair model's <l2> pair
 _PATH_PART_MAX = 200
@@ -762,13 +766,18 @@ class Artefact:
 
 
 def artefact_relpath(kind: str, system: str | None = None, language: str | None = None, *, pair: str | None = None,
-                     stage: str | None = None) -> str:
+                     stage: str | None = None, key: str | None = None) -> str:
     """The path (relative to the run) an artefact is written to: ``export/<system>-<lang>``,
     ``encoders/<system>-<lang>`` (``<system>@<pair>-<lang>``), ``predictions/<system>-<lang>.json``,
-    ``dictionaries/<pair>-<language>.json`` (an induced L1-L2 dictionary), or the stage's own
+    ``dictionaries/<pair>-<language>.json`` (an induced L1-L2 dictionary),
+    ``encodings/<key>.safetensors`` (stored vectors, ``key`` a hex digest), or the stage's own
     folder. The writer records it in the manifest; readers never rebuild it."""
     if kind == "stage":
         return check_stage(stage, field="stage")
+    if kind == "encodings":
+        if not isinstance(key, str) or not 8 <= len(key) <= NAME_MAX_LEN or any(c not in "0123456789abcdef" for c in key):
+            raise XlvizError(f"an encodings key must be a hex digest, got {one_line(key)[:80]!r}", field="key")
+        return f"{ENCODINGS_DIR}/{key}.safetensors"
     if kind == "dictionary":
         l1 = check_name(pair, field="pair", what="language code")
         return f"{DICTIONARY_DIR}/{l1}-{check_name(language, field='language', what='language code')}.json"

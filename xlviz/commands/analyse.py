@@ -9,6 +9,9 @@ prints a short table):
 - ``agreement``: Goldberg's masked-LM agreement probe, per category, with coverage.
 - ``wic``: word-in-context probe and contextual similarity per layer.
 - ``probing``: agreement + wic for a run's L1 model (on L1), transferred models and floor.
+- ``encodings``: store in a run the vectors the Alignment page's default view of it needs (each
+  system's encoders on the run's parallel pairs), so the page reads them instead of loading the
+  models (:mod:`xlviz.analysis.encodings`).
 
 Accuracies are fractions in [0, 1].
 """
@@ -80,6 +83,18 @@ def register(sub: argparse._SubParsersAction) -> None:
     r.add_argument("--no-floor", dest="floor", action="store_false")
     _outputs(r)
     r.set_defaults(handler=run_probing_cmd)
+
+    e = asub.add_parser("encodings", help="store a run's encodings for the Alignment page (read from disk, not computed there)",
+                        description="Encode the run's parallel pairs (the first 500, mean pooling, 128 tokens, word "
+                        "vectors where the pairs have words) with each system's encoders and store them in the run "
+                        "(encodings/, listed in its manifest). The Alignment page reads them when its view matches "
+                        "and the models are unchanged. Files already stored are kept.")
+    e.add_argument("--run", required=True, help="run folder")
+    e.add_argument("--l2", help="comma-separated target languages (default: every one with parallel pairs)")
+    e.add_argument("--systems", help="comma-separated systems (default: every system of the run)")
+    e.add_argument("--quiet", action="store_true", help="print nothing but errors")
+    e.add_argument("--threads", type=int, help="torch and BLAS threads")
+    e.set_defaults(handler=run_encodings_cmd)
 
 
 def _help(p: argparse.ArgumentParser) -> int:
@@ -315,4 +330,28 @@ def run_probing_cmd(args: argparse.Namespace) -> int:
         print("word in context not run (same sense = same word in that language, so it would test word identity): "
               + ", ".join(res["wic_skipped"]))
     print(res["meta"]["note"])
+    return 0
+
+
+def run_encodings_cmd(args: argparse.Namespace) -> int:
+    from pathlib import Path
+
+    from xlviz.analysis.encodings import write_run_encodings
+    from xlviz.errors import XlvizError
+    from xlviz.runs import Run, record_artefacts
+
+    _threads(args)
+
+    run = Run(Path(args.run).expanduser())
+    if not run.exists():  # before the lock, which would make the folder
+        raise XlvizError("not a run folder (no config.json)", path=run.path)
+    l2s = [s.strip() for s in args.l2.split(",") if s.strip()] if args.l2 else None
+    systems = [s.strip() for s in args.systems.split(",") if s.strip()] if args.systems else None
+    say = None if args.quiet else print
+    with run.writer_lock():  # the run's only writer meanwhile (its manifest); refused while the run itself writes
+        written = write_run_encodings(run.path, lambda entries: record_artefacts(run, entries), l2s=l2s, systems=systems,
+                                      log=say)
+    if say:
+        say(f"{len(written)} file(s) of encodings written to {run.path / 'encodings'}" if written
+            else "every encoding was already stored")
     return 0

@@ -301,13 +301,15 @@ class StagedRun:
             self.record_artefact("stage", Path(stage_dir), language=language, role=role, variant=variant)
 
     # --- the artefact manifest (xlviz.runs) ---------------------------------------------
-    def record_artefact(self, kind: str, path: Path, **fields: str | None) -> None:
+    def record_artefact(self, kind: str, path: Path, *, shared: bool = False, **fields: str | None) -> None:
         """Record ``path`` (inside the run) in ``manifest.json`` with the stage writing it: by
-        the run's writer (as results.json), sent to it from a stage worker."""
+        the run's writer (as results.json), sent to it from a stage worker. ``shared``: a file
+        several stages may write alike (stored encodings, named by their content), recorded
+        without the stage, so the manifest reads the same whichever stage wrote it first."""
         if not self.main:
             return
         entry = {"kind": kind, "path": Path(path).relative_to(self.run.path).as_posix(),
-                 "stage": self._current, **{k: v for k, v in fields.items() if v is not None}}
+                 "stage": None if shared else self._current, **{k: v for k, v in fields.items() if v is not None}}
         if entry["stage"] is None:
             del entry["stage"]
         if self._channel is not None:

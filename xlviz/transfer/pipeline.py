@@ -278,15 +278,18 @@ class Pipeline(StagedRun):
         verdicts = self.run.verdicts()
         rows = []
         uses = {"translate_test": False, **method.uses(system, self.cfg)}
+        encoders: dict[str, Path] = {}  # language -> the encoder folder written
+        pair_l1: dict[str, Path] = {}  # l2 -> a pair model's L1 encoder folder
         for lang in self.world.languages:
             role = "l1-encoder" if lang == self.world.l1 else "l2-encoder"
             encoder = method.encoder(self, system, lang)
             if encoder is not None:
-                self.save_artefact(encoder[0], encoder[1], "encoder", system, lang, role=role)
+                encoders[lang] = self.save_artefact(encoder[0], encoder[1], "encoder", system, lang, role=role)
             if lang != self.world.l1 and lang != self.world.l2s[0]:  # the first pair's L1 is the system's L1 encoder
                 pair = method.pair_l1_encoder(self, system, lang)
                 if pair is not None:
-                    self.save_artefact(pair[0], pair[1], "encoder", system, self.world.l1, pair=lang, role="l1-encoder")
+                    pair_l1[lang] = self.save_artefact(pair[0], pair[1], "encoder", system, self.world.l1, pair=lang,
+                                                       role="l1-encoder")
             qa = method.qa_model(self, system, lang)
             if qa is None:
                 continue
@@ -312,6 +315,35 @@ class Pipeline(StagedRun):
                       + (f"; its own {self.world.l1} model: F1 {row['l1_f1']:.1f}" if "l1_f1" in row else "")
                       + (f"; DEGENERATE ({degenerate_reason(row)}): not a result" if bad else ""))
         self.add_results(rows)
+        self.store_encodings(system, encoders, pair_l1)
+
+    def store_encodings(self, system: str, encoders: dict[str, Path], pair_l1: dict[str, Path]) -> None:
+        """Store the Alignment page's encodings of the system's encoders just exported, for each
+        L2 (:mod:`xlviz.analysis.encodings`): the page then reads them instead of loading the
+        models. Which encoder reads which side is what the page pairs up
+        (:meth:`xlviz.analysis.reports.RunInfo.system_encoders`). Systems sharing an encoder
+        share its file, recorded without a system or stage (stages at once may both write it;
+        the manifest reads the same either way). They save the page time and nothing else, so a
+        failure is logged and the run goes on (``xlviz analyse encodings`` writes them later)."""
+        from xlviz.analysis.encodings import write_encodings
+        from xlviz.analysis.reports import ModelSpec, System
+
+        l1 = self.world.l1
+
+        def record(entries: list[dict]) -> None:
+            for e in entries:
+                e = dict(e)
+                self.record_artefact(e.pop("kind"), self.run.path / e.pop("path"), shared=True, **e)
+
+        for l2 in self.world.l2s:
+            a, b = pair_l1.get(l2, encoders.get(l1)), encoders.get(l2)
+            if a is None or b is None:
+                continue
+            try:
+                write_encodings(self.run.path, l2, [System(system, l1, l2, ModelSpec(str(a)), ModelSpec(str(b)))], record,
+                                log=self._log)
+            except XlvizError as e:
+                self._log(f"  {system} {l2}: no encodings stored for the Alignment page ({e})")
 
 
 def first_words_baseline(data: dict, max_words: int, articles: list[str] | None = None) -> tuple[float, int]:

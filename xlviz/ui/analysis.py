@@ -18,11 +18,10 @@ from pathlib import Path
 import numpy as np
 import streamlit as st
 
+from xlviz.analysis.encodings import CHUNK
 from xlviz.analysis.reports import ModelSpec, ParallelData, RunInfo
 from xlviz.errors import XlvizError
 from xlviz.ui.common import few_threads
-
-CHUNK = 64
 
 
 # --------------------------------------------------------------------------- runs and presets
@@ -162,11 +161,11 @@ def parallel_uploaded(text_a: str, text_b: str, lang_a: str, lang_b: str, limit:
 # --------------------------------------------------------------------------- alignment
 @st.cache_data(show_spinner=False, max_entries=1024)
 def _embed(path, tokenizer, floor, stamp, texts: tuple, pooling: str, max_length: int) -> np.ndarray:
-    from xlviz.analysis.representations import sentence_embeddings
+    from xlviz.analysis.encodings import encode_chunk
 
     model, tok = _load(path, tokenizer, floor, "base", stamp)
     with few_threads(model):
-        return sentence_embeddings(model, tok, list(texts), pooling=pooling, max_length=max_length)
+        return encode_chunk(model, tok, texts, None, pooling, max_length)[0]
 
 
 @st.cache_data(show_spinner=False, max_entries=1024)
@@ -180,11 +179,11 @@ def _words(path, tokenizer, floor, stamp, words: tuple, max_length: int) -> np.n
 
 @st.cache_data(show_spinner=False, max_entries=1024)
 def _embed_both(path, tokenizer, floor, stamp, texts: tuple, words: tuple, pooling: str, max_length: int):
-    from xlviz.analysis.reports import sentence_and_word_vectors
+    from xlviz.analysis.encodings import encode_chunk
 
     model, tok = _load(path, tokenizer, floor, "base", stamp)
     with few_threads(model):
-        return sentence_and_word_vectors(model, tok, list(texts), [list(w) for w in words], pooling, max_length)
+        return encode_chunk(model, tok, texts, words, pooling, max_length)
 
 
 class Progress:
@@ -216,6 +215,77 @@ def sentence_vectors(spec: ModelSpec, texts: list[str], pooling: str, max_length
         if progress:
             progress.step(text)
     return np.concatenate(parts, axis=1)
+
+
+# --------------------------------------------------------------------------- stored encodings
+def _stamp(path: Path) -> str:
+    try:
+        st_ = path.stat()
+        return f"{st_.st_mtime_ns}:{st_.st_size}"
+    except OSError:
+        return ""
+
+
+@st.cache_data(show_spinner=False, max_entries=32)
+def _stored(run_path: str, manifest_stamp: str) -> dict[str, str]:
+    from xlviz.analysis.encodings import stored
+
+    try:
+        return {k: str(v) for k, v in stored(run_path).items()}
+    except (XlvizError, OSError):  # an unreadable manifest: nothing stored, the page computes
+        return {}
+
+
+@st.cache_resource(show_spinner=False, max_entries=64)
+def _read_stored(path: str, stamp: str, meta: tuple) -> tuple[np.ndarray, np.ndarray | None]:
+    """The file's arrays, shared by every session (no copy per render: a run's files are tens of
+    MB), so read-only: a page that wrote into them would change them for everyone."""
+    from xlviz.analysis.encodings import read
+
+    arrays = read(path, dict(meta))
+    for a in arrays:
+        if a is not None:
+            a.setflags(write=False)
+    return arrays
+
+
+def stored_vectors(run_path: str | None, spec: ModelSpec, texts: list[str], words: list[list[str]] | None, pooling: str,
+                   max_length: int) -> tuple[np.ndarray, np.ndarray | None] | None:
+    """A run's stored encodings (:mod:`xlviz.analysis.encodings`) of ``texts`` (and ``words``)
+    by ``spec`` with these settings, or None when the run holds none that are valid: another
+    model (changed since), other pairs or settings, or an unreadable file. Loads no model."""
+    from xlviz.analysis import encodings as enc
+
+    if not run_path:
+        return None
+    stamp = spec.stamp()
+    model_fp = enc.spec_fingerprint(spec, digest=lambda folder: _folder_digest(folder, stamp))
+    if model_fp is None:
+        return None
+    meta = enc.request(model_fp, texts, words, pooling, int(max_length))
+    path = _stored(str(run_path), _stamp(Path(run_path) / "manifest.json")).get(enc.key_of(meta))
+    if path is None:
+        return None
+    try:
+        return _read_stored(path, _stamp(Path(path)), tuple(sorted(meta.items())))
+    except XlvizError:
+        return None
+
+
+def side_vectors(run_path: str | None, spec: ModelSpec, texts: list[str], words: list[list[str]] | None, pooling: str,
+                 max_length: int, progress: Progress | None = None, text: str = "Encoding") -> tuple[np.ndarray, np.ndarray | None]:
+    """Sentence vectors of ``texts`` and, with ``words``, their word vectors: read from the run's
+    stored encodings where valid, else computed here (:func:`sentence_vectors`,
+    :func:`sentence_and_word_vectors`; nothing is written). Steps ``progress`` as computing would."""
+    got = stored_vectors(run_path, spec, texts, words, pooling, max_length)
+    if got is not None:
+        if progress:
+            for _ in range(n_chunks(len(texts)) * (1 if words is None else 2)):
+                progress.step(f"{text} (stored)")
+        return got
+    if words is None:
+        return sentence_vectors(spec, texts, pooling, max_length, progress, text), None
+    return sentence_and_word_vectors(spec, texts, words, pooling, max_length, progress, text)
 
 
 def coinciding(vectors: dict[str, dict[str, np.ndarray]]) -> list[list[str]]:

@@ -10,7 +10,6 @@ from __future__ import annotations
 # the resamples of results.json's intervals, so the page and the run's rows give the same interval
 from xlviz.evaluation.uncertainty import N_RESAMPLES
 
-import hashlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Mapping
@@ -261,27 +260,12 @@ def read_saved_predictions(path: str | Path, ids: Iterable[str]) -> dict[str, di
 
 
 def model_digest(folder: str | Path) -> str | None:
-    """A digest of a model folder's files (every file at its top level, names and bytes: weights
-    in any format or shards, config, tokenizer): two exports holding the same model (a run's
-    English systems share one model) get the same digest. None for a hub id, an empty or
-    unreadable folder."""
-    folder = Path(folder).expanduser()
-    if not folder.is_dir():
-        return None
-    h = hashlib.sha1()
-    found = False
-    try:
-        for f in sorted(folder.iterdir()):
-            if f.is_file():
-                found = True
-                h.update(f.name.encode() + b"\0")
-                with open(f, "rb") as fh:
-                    for block in iter(lambda: fh.read(1 << 20), b""):
-                        h.update(block)
-                h.update(b"\0")
-    except OSError:
-        return None
-    return h.hexdigest() if found else None
+    """A digest of a model folder's files (:func:`xlviz.io.folder_digest`): two exports holding
+    the same model (a run's English systems share one model) get the same digest. None for a hub
+    id, an empty or unreadable folder."""
+    from xlviz.io import folder_digest
+
+    return folder_digest(folder)
 
 
 # --- uncertainty and error analysis --------------------------------------------------------------
