@@ -1,5 +1,8 @@
-"""Page timings in a real browser: every page cold (a fresh server, nothing cached) and warm (the
-same page loaded again in a new tab of that server), median of ``--repeat`` rounds.
+"""Page timings in a real browser: every page cold (a fresh server and a new browser profile,
+nothing cached), warm (the same page again in a new tab of that browser: the server's models and
+the browser's copy of the app's scripts cached, as for a user opening the next tab) and warm with
+an empty browser cache (a new profile on the warm server: the app's scripts fetched and parsed
+again), median of ``--repeat`` rounds.
 
     python bench/bench_pages_browser.py [--checkpoints DIR] [--repeat 3] [--pages alignment,...]
 
@@ -31,6 +34,7 @@ PAGES = ["home", "runs", "xquad", "attention", "alignment", "probing"]
 BUSY = '[data-testid="stStatusWidget"], [data-testid="stSpinner"]'
 ELEMENTS = "() => document.querySelectorAll('[data-testid=stMain] [data-testid=stElementContainer]').length"
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run"]
+CONTEXT = {"viewport": {"width": 1500, "height": 1000}}
 
 
 def _free_port() -> int:
@@ -66,9 +70,9 @@ class Server:
         self.proc.wait(timeout=30)
 
 
-def time_page(browser, url: str, quiet_s: float, timeout_s: float = 300) -> float:
-    """Seconds from navigation until the page's last change (see the module's docstring)."""
-    ctx = browser.new_context(viewport={"width": 1500, "height": 1000})
+def time_page(ctx, url: str, quiet_s: float, timeout_s: float = 300) -> float:
+    """Seconds from navigation until the page's last change (see the module's docstring), in a
+    new tab of the browser context ``ctx`` (its HTTP cache shared with the context's other tabs)."""
     page = ctx.new_page()
     try:
         start = time.perf_counter()
@@ -88,7 +92,7 @@ def time_page(browser, url: str, quiet_s: float, timeout_s: float = 300) -> floa
             print(f"  ! {url}: {page.locator('[data-testid=stException]').first.inner_text()[:200]}", file=sys.stderr)
         return last - start
     finally:
-        ctx.close()
+        page.close()
 
 
 def main() -> int:
@@ -109,7 +113,7 @@ def main() -> int:
 
         make_run(root, "bench-run")
     load0 = os.getloadavg()[0]
-    times: dict[str, dict[str, list[float]]] = {p: {"cold": [], "warm": []} for p in pages}
+    times: dict[str, dict[str, list[float]]] = {p: {"cold": [], "warm": [], "fresh": []} for p in pages}
     with sync_playwright() as pw:
         browser = pw.chromium.launch(executable_path="/usr/bin/chromium", args=CHROMIUM_ARGS)
         for r in range(args.repeat):
@@ -117,21 +121,31 @@ def main() -> int:
                 server = Server(root)
                 try:
                     url = f"{server.url}/{'' if page == 'home' else page}"
-                    cold = time_page(browser, url, args.quiet_s)
-                    warm = time_page(browser, url, args.quiet_s)
+                    # cold: a new browser profile (nothing cached) on a server just started
+                    ctx = browser.new_context(**CONTEXT)
+                    cold = time_page(ctx, url, args.quiet_s)
+                    # warm: a new tab of the same browser (its cached scripts, as a user's next tab)
+                    warm = time_page(ctx, url, args.quiet_s)
+                    ctx.close()
+                    # warm, empty cache: a new profile on the warm server (the app's scripts fetched and parsed again)
+                    ctx = browser.new_context(**CONTEXT)
+                    fresh = time_page(ctx, url, args.quiet_s)
+                    ctx.close()
                 finally:
                     server.stop()
                 times[page]["cold"].append(cold)
                 times[page]["warm"].append(warm)
-                print(f"round {r + 1} {page:<10} cold {cold:6.2f} s  warm {warm:6.2f} s", file=sys.stderr, flush=True)
+                times[page]["fresh"].append(fresh)
+                print(f"round {r + 1} {page:<10} cold {cold:6.2f} s  warm {warm:6.2f} s  warm, empty cache {fresh:6.2f} s",
+                      file=sys.stderr, flush=True)
         browser.close()
     tmp.cleanup()
     print(f"\nload average (1 min): {load0:.2f} before, {os.getloadavg()[0]:.2f} after ({os.cpu_count()} CPUs)")
     print(f"checkpoints: {root if args.checkpoints else 'fake run (tests/app_fixtures.py)'}; median of {args.repeat}\n")
-    print(f"{'page':<12}{'cold (s)':>10}{'warm (s)':>10}   all cold / all warm")
+    print(f"{'page':<12}{'cold (s)':>10}{'warm (s)':>10}{'warm, empty cache (s)':>23}   all cold / all warm")
     for page in pages:
-        c, w = times[page]["cold"], times[page]["warm"]
-        print(f"{page:<12}{statistics.median(c):>10.2f}{statistics.median(w):>10.2f}   "
+        c, w, f = times[page]["cold"], times[page]["warm"], times[page]["fresh"]
+        print(f"{page:<12}{statistics.median(c):>10.2f}{statistics.median(w):>10.2f}{statistics.median(f):>23.2f}   "
               f"{' '.join(f'{x:.1f}' for x in c)} / {' '.join(f'{x:.1f}' for x in w)}")
     return 0
 

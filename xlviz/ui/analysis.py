@@ -80,7 +80,9 @@ def sync_query(page: str, run: str | None, l2: str | None) -> None:
 
 
 # --------------------------------------------------------------------------- models
-@st.cache_resource(show_spinner=False, max_entries=8)
+# 24 models: the Probing page's default view alone scores 9 (each system's L1 and L2 models and the
+# floor); with 8 every new tab evicted and reloaded all of them (1.1 s of a 1.8 s render)
+@st.cache_resource(show_spinner=False, max_entries=24)
 def _load(path: str, tokenizer: str | None, floor: tuple, task: str, stamp: str):
     from xlviz.analysis.reports import load_spec
 
