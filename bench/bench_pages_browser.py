@@ -6,6 +6,8 @@ again), median of ``--repeat`` rounds.
 
     python bench/bench_pages_browser.py [--checkpoints DIR] [--repeat 3] [--pages alignment,...]
 
+Each round also prints, per visit, when the load event came (the app's shell parsed) and when
+the first heading appeared: the part of a page's time spent before its script drew anything.
 A page's time runs from ``page.goto`` until its last element rendered: the moment after which, for
 ``--quiet-s`` seconds, Streamlit shows no "running" indicator (status widget, spinner) and the
 number of elements in the main area no longer changes. With ``--checkpoints`` the
@@ -35,6 +37,7 @@ BUSY = '[data-testid="stStatusWidget"], [data-testid="stSpinner"]'
 ELEMENTS = "() => document.querySelectorAll('[data-testid=stMain] [data-testid=stElementContainer]').length"
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run"]
 CONTEXT = {"viewport": {"width": 1500, "height": 1000}}
+PHASES: list[tuple[str, float, float]] = []  # (url, load event s, first heading s) of every page timed
 
 
 def _free_port() -> int:
@@ -76,8 +79,10 @@ def time_page(ctx, url: str, quiet_s: float, timeout_s: float = 300) -> float:
     page = ctx.new_page()
     try:
         start = time.perf_counter()
-        page.goto(url)
+        page.goto(url)  # returns at the load event: the app's shell (HTML and scripts) parsed
+        loaded = time.perf_counter() - start
         page.wait_for_selector("h1", timeout=timeout_s * 1000)
+        PHASES.append((url, loaded, time.perf_counter() - start))  # load event, first heading
         last, seen = time.perf_counter(), -1
         while time.perf_counter() - start < timeout_s:
             busy = page.locator(BUSY).count() > 0
@@ -136,8 +141,10 @@ def main() -> int:
                 times[page]["cold"].append(cold)
                 times[page]["warm"].append(warm)
                 times[page]["fresh"].append(fresh)
-                print(f"round {r + 1} {page:<10} cold {cold:6.2f} s  warm {warm:6.2f} s  warm, empty cache {fresh:6.2f} s",
-                      file=sys.stderr, flush=True)
+                (_, cl, ch), (_, wl, wh), (_, fl, fh) = PHASES[-3:]
+                print(f"round {r + 1} {page:<10} cold {cold:6.2f} s  warm {warm:6.2f} s  warm, empty cache {fresh:6.2f} s"
+                      f"   (load event / first heading: cold {cl:.2f} / {ch:.2f}, warm {wl:.2f} / {wh:.2f}, "
+                      f"empty cache {fl:.2f} / {fh:.2f})", file=sys.stderr, flush=True)
         browser.close()
     tmp.cleanup()
     print(f"\nload average (1 min): {load0:.2f} before, {os.getloadavg()[0]:.2f} after ({os.cpu_count()} CPUs)")

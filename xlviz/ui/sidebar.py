@@ -187,6 +187,9 @@ def page_setup() -> None:
     (a served app reruns at once through ``app.py``: otherwise that first view showed the pages
     folder's file names as its navigation).
     """
+    from xlviz.ui import startup
+
+    startup.start()  # app.py's thread limits also when it is skipped (AppTest ran pages with two BLAS threads)
     try:
         from streamlit.runtime.pages_manager import PagesManager
         from streamlit.runtime.scriptrunner import get_script_run_ctx
