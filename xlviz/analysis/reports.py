@@ -62,6 +62,11 @@ class ModelSpec:
     floor_init: str = "random"
     floor_init_std: float | None = None
 
+    @property
+    def tokenizer_path(self) -> str:
+        """Where the tokenizer is read from: ``tokenizer``, else the model's own folder."""
+        return self.tokenizer or self.path
+
     def stamp(self) -> str:
         """A string that changes when the files change (for cache keys)."""
         parts = [self.path, str(self.tokenizer), str(self.floor_seed), self.floor_init, str(self.floor_init_std)]
@@ -93,12 +98,15 @@ def load_tokenizer(folder: str | os.PathLike):
                          path=folder) from None
 
 
-def load_spec(spec: ModelSpec, task: str = "base"):
-    """``(model, tokenizer)`` for a spec, in eval mode. The floor is always a masked LM."""
+def load_spec(spec: ModelSpec, task: str = "base", **options):
+    """``(model, tokenizer)`` for a spec, in eval mode. The floor is always a masked LM.
+    ``options`` go to :func:`xlviz.models.loading.load_model` (e.g. ``attn_implementation``)."""
     from xlviz.models.loading import load_model
 
     if spec.floor_seed is None:
-        return load_model(spec.path, task=task, tokenizer=spec.tokenizer)
+        model, tok = load_model(spec.path, task=task, tokenizer=spec.tokenizer, **options)
+        model.eval()
+        return model, tok
     if not spec.tokenizer:
         raise XlvizError("the floor needs the L2 tokenizer folder", field="tokenizer")
     l1, l1_tok = load_model(spec.path, task="mlm")

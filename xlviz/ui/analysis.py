@@ -21,7 +21,7 @@ import streamlit as st
 from xlviz.analysis.encodings import CHUNK
 from xlviz.analysis.reports import ModelSpec, ParallelData, RunInfo
 from xlviz.errors import XlvizError
-from xlviz.ui.common import few_threads
+from xlviz.ui.common import few_threads, load_cached
 
 
 # --------------------------------------------------------------------------- runs and presets
@@ -80,13 +80,10 @@ def sync_query(page: str, run: str | None, l2: str | None) -> None:
 
 
 # --------------------------------------------------------------------------- models
-# 24 models: the Probing page's default view alone scores 9 (each system's L1 and L2 models and the
-# floor); with 8 every new tab evicted and reloaded all of them (1.1 s of a 1.8 s render)
-@st.cache_resource(show_spinner=False, max_entries=24)
 def _load(path: str, tokenizer: str | None, floor: tuple, task: str, stamp: str):
-    from xlviz.analysis.reports import load_spec
-
-    return load_spec(ModelSpec(path, tokenizer, *floor), task)
+    """The app's one model cache (:func:`xlviz.ui.common.load_cached`), with the library's
+    default attention (what a run's stored encodings were computed with)."""
+    return load_cached(path, tokenizer, floor, task, stamp, eager=False)
 
 
 def _floor(spec: ModelSpec) -> tuple:

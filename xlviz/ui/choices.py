@@ -14,22 +14,11 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from xlviz.analysis.reports import ModelSpec  # the one model reference of the app and the analyses
 from xlviz.runs import Run, checkpoints_root, list_runs
 
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "vocab.txt", "spiece.model", "sentencepiece.bpe.model")
 MODEL_FILES = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin")
-
-
-@dataclass(frozen=True)
-class ModelRef:
-    """One loadable model: weights folder (or hub id) and where its tokenizer is."""
-
-    path: str
-    tokenizer: str | None = None  # None: the tokenizer lives with the model
-
-    @property
-    def tokenizer_path(self) -> str:
-        return self.tokenizer or self.path
 
 
 @dataclass(frozen=True)
@@ -43,8 +32,8 @@ class ModelChoice:
 
     key: str
     label: str
-    per_language: tuple[tuple[str, ModelRef], ...] = ()
-    any_language: ModelRef | None = None
+    per_language: tuple[tuple[str, ModelSpec], ...] = ()
+    any_language: ModelSpec | None = None
     qa: bool = False
     run: str | None = None
     group: str = ""
@@ -64,7 +53,7 @@ class ModelChoice:
     def covers(self, lang: str) -> bool:
         return self.any_language is not None or any(l == lang for l, _ in self.per_language)
 
-    def ref_for(self, lang: str | None) -> ModelRef | None:
+    def ref_for(self, lang: str | None) -> ModelSpec | None:
         if self.any_language is not None:
             return self.any_language
         for l, ref in self.per_language:
@@ -171,9 +160,9 @@ def run_model_choices(run: Run) -> list[ModelChoice]:
     except XlvizError:  # a malformed manifest: the run's table says why; no models offered from it
         return out
 
-    def ref(folder: Path, lang: str) -> ModelRef:
+    def ref(folder: Path, lang: str) -> ModelSpec:
         tok = None if has_tokenizer(folder) else str(tok_root / lang)
-        return ModelRef(str(folder), tok)
+        return ModelSpec(str(folder), tok)
 
     stages = [a for a in found if a.kind == "stage" and is_hf_model_folder(a.folder)]
     for a in stages:
@@ -202,7 +191,7 @@ def run_model_choices(run: Run) -> list[ModelChoice]:
     # system (what Alignment and Probing compare; for a model with a cross-attention module of
     # its own, what Attention shows it with)
     for kind_, sub, kind, qa in (("export", "export", "QA", True), ("encoder", "encoders", "encoder", False)):
-        systems: dict[str, list[tuple[str, ModelRef]]] = {}
+        systems: dict[str, list[tuple[str, ModelSpec]]] = {}
         for a in found:
             if a.kind == kind_ and a.language and is_hf_model_folder(a.folder):
                 systems.setdefault(a.name, []).append((a.language, ref(a.folder, a.language)))
@@ -355,7 +344,7 @@ def folder_choice(path: str | os.PathLike) -> ModelChoice:
         config, _ = cached_hub_config(text)
         qa = config is not None and _heads(config.get("architectures"))[0]
     name = folder.name if folder.is_dir() else text
-    return ModelChoice(f"path:{text}", f"{name}" + (" (QA)" if qa else ""), any_language=ModelRef(text), qa=qa, group="typed")
+    return ModelChoice(f"path:{text}", f"{name}" + (" (QA)" if qa else ""), any_language=ModelSpec(text), qa=qa, group="typed")
 
 
 def discover_models(root: str | os.PathLike | None = None) -> list[ModelChoice]:

@@ -16,7 +16,7 @@ from typing import Iterator
 import streamlit as st
 
 from xlviz.errors import XlvizError
-from xlviz.ui.choices import ModelRef
+from xlviz.ui.choices import ModelSpec
 from xlviz.ui.text import md_text
 
 REPO = Path(__file__).resolve().parents[2]
@@ -112,30 +112,44 @@ def _stamp(path: str) -> float:
     return 0.0
 
 
-def ref_stamp(ref: ModelRef) -> tuple[float, float]:
+def ref_stamp(ref: ModelSpec) -> tuple[float, float]:
     return _stamp(ref.path), _stamp(ref.tokenizer_path)
 
 
-@st.cache_resource(show_spinner=False, max_entries=8)
-def _load_model(path: str, tokenizer_path: str | None, task: str, stamp: tuple[float, float]):
-    from xlviz.models.loading import load_model
+# The app's one model cache (every page and the analyses load through it). 24 models: the
+# Probing page's default view alone scores 9 (each system's L1 and L2 models and the floor);
+# with 8 every new tab evicted and reloaded all of them (1.1 s of a 1.8 s render).
+@st.cache_resource(show_spinner=False, max_entries=24)
+def load_cached(path: str, tokenizer: str | None, floor: tuple, task: str, stamp: str, eager: bool = True):
+    """``(model, tokenizer)`` of ``ModelSpec(path, tokenizer, *floor)`` for ``task``, in eval mode.
+    ``eager``: eager attention, whose weights the attention views read (the analyses encode with
+    the library's default attention, as a run's own stored encodings were). For QA, a typed
+    folder without a QA head still answers (badly) rather than failing; exports and fine-tuned
+    folders have theirs. ``stamp``: :meth:`ModelSpec.stamp`, so changed files load again."""
+    from xlviz.analysis.reports import load_spec
 
-    tok = os.path.expanduser(tokenizer_path) if tokenizer_path else None
-    # new_head="ok" for QA: a typed folder without a QA head still answers (badly) rather than
-    # failing; exports and fine-tuned folders have theirs.
-    model, tokenizer = load_model(os.path.expanduser(path), task=task, attn_implementation="eager", tokenizer=tok,
-                                  new_head="ok" if task == "qa" else None)
-    model.eval()
-    return model, tokenizer
+    spec = ModelSpec(os.path.expanduser(path), os.path.expanduser(tokenizer) if tokenizer else None, *floor)
+    options: dict = {"attn_implementation": "eager"} if eager else {}
+    if task == "qa" and spec.floor_seed is None:
+        options["new_head"] = "ok"
+    return load_spec(spec, task, **options)
 
 
-def load_model(ref: ModelRef, task: str = "base"):
+NO_FLOOR = (None, "random", None)
+
+
+def _load_model(path: str, tokenizer: str | None, task: str):
+    """A model folder (or hub id) and its tokenizer through :func:`load_cached`, eager attention."""
+    return load_cached(path, tokenizer, NO_FLOOR, task, ModelSpec(path, tokenizer).stamp())
+
+
+def load_model(ref: ModelSpec, task: str = "base"):
     """``(model, tokenizer)`` for a model reference, cached; raises XlvizError-like exceptions."""
     with st.spinner(f"Loading {Path(ref.path).name or ref.path} …"):
-        return _load_model(ref.path, ref.tokenizer, task, ref_stamp(ref))
+        return _load_model(ref.path, ref.tokenizer, task)
 
 
-def model_key(ref: ModelRef, task: str) -> str:
+def model_key(ref: ModelSpec, task: str) -> str:
     """A string that changes when the model's files change: the cache key for results."""
     a, b = ref_stamp(ref)
     return f"{ref.path}|{ref.tokenizer_path}|{task}|{a}|{b}"
@@ -226,7 +240,7 @@ def _predict_chunk(path: str, tokenizer: str | None, mkey: str, file: str, fstam
                    max_length: int, doc_stride: int, max_answer_length: int = 30) -> dict:
     from xlviz.evaluation.qa_predict import predict_qa
 
-    model, tok = _load_model(path, tokenizer, "qa", ref_stamp(ModelRef(path, tokenizer)))
+    model, tok = _load_model(path, tokenizer, "qa")
     by_id = {ex.id: ex for ex in load_examples(file, fstamp)}
     examples = [by_id[i] for i in ids if i in by_id]
     # batch 64: as the run's own evaluation (xlviz.transfer.pipeline), and fewer tiny forwards
@@ -235,7 +249,7 @@ def _predict_chunk(path: str, tokenizer: str | None, mkey: str, file: str, fstam
                           max_answer_length=max_answer_length)
 
 
-def qa_decoding(ref: ModelRef):
+def qa_decoding(ref: ModelSpec):
     """The decoding settings for a QA model: its run's (``config.json``), else SQuAD's capped
     by the model's positions (see :func:`xlviz.ui.qa.run_decoding`)."""
     from xlviz.ui.qa import run_decoding
@@ -255,7 +269,7 @@ def _digest(path: str, stamp: float) -> str | None:
     return model_digest(path)
 
 
-def same_model_key(ref: ModelRef) -> str:
+def same_model_key(ref: ModelSpec) -> str:
     """Equal for two references holding the same files (a run's English exports of several
     systems are one fine-tuned model), so it is computed once; else the path."""
     a = _digest(ref.path, _stamp(ref.path))
@@ -263,7 +277,7 @@ def same_model_key(ref: ModelRef) -> str:
     return f"{a}|{b}" if a is not None and b is not None else model_key(ref, "qa")
 
 
-def saved_or_none(ref: ModelRef, file: str, ids: list[str]) -> dict | None:
+def saved_or_none(ref: ModelSpec, file: str, ids: list[str]) -> dict | None:
     """The run's own saved predictions when ``ref`` is its export and ``file`` its test set."""
     from xlviz.ui.qa import read_saved_predictions, saved_predictions_file
 
@@ -286,7 +300,7 @@ def _tokenizer_only(path: str, tokenizer: str | None):
 def _unk_rate(path: str, tokenizer: str | None, mkey: str, file: str, fstamp: str, n: int) -> float:
     tok = _tokenizer_only(path, tokenizer)
     if tok is None:
-        _, tok = _load_model(path, tokenizer, "qa", ref_stamp(ModelRef(path, tokenizer)))
+        _, tok = _load_model(path, tokenizer, "qa")
     unk = getattr(tok, "unk_token_id", None)
     if unk is None:
         return 0.0
@@ -297,7 +311,7 @@ def _unk_rate(path: str, tokenizer: str | None, mkey: str, file: str, fstamp: st
     return sum(i == unk for i in ids) / len(ids) if ids else 0.0
 
 
-def unk_rate(ref: ModelRef, file: str, n: int = 50) -> float:
+def unk_rate(ref: ModelSpec, file: str, n: int = 50) -> float:
     """Share of [UNK] tokens when the model's tokenizer reads the first ``n`` questions and
     contexts of a data file: high when a run's model meets another run's invented language.
     Cached per model files and data file: a rerun loads no model (it used to load every picked
@@ -305,7 +319,7 @@ def unk_rate(ref: ModelRef, file: str, n: int = 50) -> float:
     return _unk_rate(ref.path, ref.tokenizer, model_key(ref, "qa"), file, file_stamp(file), n)
 
 
-def predict(ref: ModelRef, file: str, ids: list[str], progress=None, done: int = 0, total: int | None = None) -> dict:
+def predict(ref: ModelSpec, file: str, ids: list[str], progress=None, done: int = 0, total: int | None = None) -> dict:
     """Predictions of one QA model on the questions ``ids`` of one file, chunk by chunk.
 
     The run's saved predictions are used when the model and the data are the run's own (the
@@ -337,7 +351,7 @@ def predict(ref: ModelRef, file: str, ids: list[str], progress=None, done: int =
 def _attention(path: str, tokenizer: str | None, mkey: str, text_a, text_b, max_length: int):
     from xlviz.analysis.attention import attention_maps
 
-    model, tok = _load_model(path, tokenizer, "base", ref_stamp(ModelRef(path, tokenizer)))
+    model, tok = _load_model(path, tokenizer, "base")
     return attention_maps(model, tok, text_a, text_b, max_length=max_length)
 
 
@@ -345,17 +359,17 @@ def _attention(path: str, tokenizer: str | None, mkey: str, text_a, text_b, max_
 def _text_stats(path: str, tokenizer: str | None, mkey: str, text: str) -> dict:
     from xlviz.ui.attention_view import text_stats
 
-    _, tok = _load_model(path, tokenizer, "base", ref_stamp(ModelRef(path, tokenizer)))
+    _, tok = _load_model(path, tokenizer, "base")
     return text_stats(tok, text)
 
 
-def typed_text_stats(ref: ModelRef, text: str) -> dict:
+def typed_text_stats(ref: ModelSpec, text: str) -> dict:
     """[UNK] share and characters per token of a typed text under the model's tokenizer."""
     load_model(ref, "base")
     return _text_stats(ref.path, ref.tokenizer, model_key(ref, "base"), text)
 
 
-def max_positions(ref: ModelRef) -> int:
+def max_positions(ref: ModelSpec) -> int:
     """How many tokens the model can read at once (RoBERTa-style models keep ``pad + 1``
     position rows for padding, so fewer than ``max_position_embeddings``)."""
     model, _ = load_model(ref, "base")
@@ -366,7 +380,7 @@ def max_positions(ref: ModelRef) -> int:
     return n
 
 
-def attention(ref: ModelRef, text_a, text_b=None, max_length: int = 128):
+def attention(ref: ModelSpec, text_a, text_b=None, max_length: int = 128):
     """All attention maps of one input (a sentence or a pair), cached per model and text."""
     load_model(ref, "base")  # shows the loading spinner and errors once
     return _attention(ref.path, ref.tokenizer, model_key(ref, "base"), text_a, text_b, int(max_length))
@@ -376,12 +390,12 @@ def attention(ref: ModelRef, text_a, text_b=None, max_length: int = 128):
 def _mixed_attention(path_a: str, tok_a: str | None, path_b: str, tok_b: str | None, keys: str, text_a, text_b, max_length: int):
     from xlviz.analysis.attention import mixed_pair_attention_maps
 
-    model_a, tokenizer_a = _load_model(path_a, tok_a, "base", ref_stamp(ModelRef(path_a, tok_a)))
-    model_b, tokenizer_b = _load_model(path_b, tok_b, "base", ref_stamp(ModelRef(path_b, tok_b)))
+    model_a, tokenizer_a = _load_model(path_a, tok_a, "base")
+    model_b, tokenizer_b = _load_model(path_b, tok_b, "base")
     return mixed_pair_attention_maps(model_a, tokenizer_a, tokenizer_b, model_b.get_input_embeddings(), text_a, text_b, max_length=max_length)
 
 
-def shares_body(ref_a: ModelRef, ref_b: ModelRef) -> bool:
+def shares_body(ref_a: ModelSpec, ref_b: ModelSpec) -> bool:
     """Whether two models differ only in their token embeddings (a MONOTRANS run's languages),
     so a pair can go through one body with each sentence embedded in its own vocabulary."""
     from xlviz.analysis.attention import same_body
@@ -391,13 +405,13 @@ def shares_body(ref_a: ModelRef, ref_b: ModelRef) -> bool:
     return same_body(model_a, model_b)
 
 
-def mixed_attention(ref_a: ModelRef, ref_b: ModelRef, text_a, text_b, max_length: int = 128):
+def mixed_attention(ref_a: ModelSpec, ref_b: ModelSpec, text_a, text_b, max_length: int = 128):
     """Attention of A + B through A's body, B embedded with B's vocabulary; cached."""
     keys = model_key(ref_a, "base") + "||" + model_key(ref_b, "base")
     return _mixed_attention(ref_a.path, ref_a.tokenizer, ref_b.path, ref_b.tokenizer, keys, text_a, text_b, int(max_length))
 
 
-def has_own_cross_attention(ref: ModelRef) -> bool:
+def has_own_cross_attention(ref: ModelSpec) -> bool:
     """Whether the model carries a cross-attention module of its own (VECO's), by its config."""
     from xlviz.analysis.attention import has_cross_attention
 
@@ -409,12 +423,12 @@ def has_own_cross_attention(ref: ModelRef) -> bool:
 def _own_cross_attention(path_a: str, tok_a: str | None, path_b: str, tok_b: str | None, keys: str, text_a, text_b, max_length: int):
     from xlviz.analysis.attention import cross_attention_maps
 
-    model_a, tokenizer_a = _load_model(path_a, tok_a, "base", ref_stamp(ModelRef(path_a, tok_a)))
-    model_b, tokenizer_b = _load_model(path_b, tok_b, "base", ref_stamp(ModelRef(path_b, tok_b)))
+    model_a, tokenizer_a = _load_model(path_a, tok_a, "base")
+    model_b, tokenizer_b = _load_model(path_b, tok_b, "base")
     return cross_attention_maps(model_a, tokenizer_a, model_b, tokenizer_b, text_a, text_b, max_length=max_length)
 
 
-def own_cross_attention(ref_a: ModelRef, ref_b: ModelRef, text_a, text_b, max_length: int = 128):
+def own_cross_attention(ref_a: ModelSpec, ref_b: ModelSpec, text_a, text_b, max_length: int = 128):
     """A's tokens attending over B's last layer through A's cross-attention module; cached."""
     keys = model_key(ref_a, "base") + "||" + model_key(ref_b, "base")
     return _own_cross_attention(ref_a.path, ref_a.tokenizer, ref_b.path, ref_b.tokenizer, keys, text_a, text_b, int(max_length))
@@ -424,11 +438,11 @@ def own_cross_attention(ref_a: ModelRef, ref_b: ModelRef, text_a, text_b, max_le
 def _query_keys(path: str, tokenizer: str | None, mkey: str, text_a, text_b, max_length: int):
     from xlviz.analysis.attention import query_key_vectors
 
-    model, tok = _load_model(path, tokenizer, "base", ref_stamp(ModelRef(path, tokenizer)))
+    model, tok = _load_model(path, tokenizer, "base")
     return query_key_vectors(model, tok, text_a, text_b, max_length=max_length)
 
 
-def query_keys(ref: ModelRef, text_a, text_b=None, max_length: int = 128):
+def query_keys(ref: ModelSpec, text_a, text_b=None, max_length: int = 128):
     """Every layer's query and key vectors of one input (the neuron view), cached per model and text."""
     load_model(ref, "base")
     return _query_keys(ref.path, ref.tokenizer, model_key(ref, "base"), text_a, text_b, int(max_length))
@@ -438,13 +452,13 @@ def query_keys(ref: ModelRef, text_a, text_b=None, max_length: int = 128):
 def _mixed_query_keys(path_a: str, tok_a: str | None, path_b: str, tok_b: str | None, keys: str, text_a, text_b, max_length: int):
     from xlviz.analysis.attention import mixed_pair_query_key_vectors
 
-    model_a, tokenizer_a = _load_model(path_a, tok_a, "base", ref_stamp(ModelRef(path_a, tok_a)))
-    model_b, tokenizer_b = _load_model(path_b, tok_b, "base", ref_stamp(ModelRef(path_b, tok_b)))
+    model_a, tokenizer_a = _load_model(path_a, tok_a, "base")
+    model_b, tokenizer_b = _load_model(path_b, tok_b, "base")
     return mixed_pair_query_key_vectors(model_a, tokenizer_a, tokenizer_b, model_b.get_input_embeddings(), text_a, text_b,
                                         max_length=max_length)
 
 
-def mixed_query_keys(ref_a: ModelRef, ref_b: ModelRef, text_a, text_b, max_length: int = 128):
+def mixed_query_keys(ref_a: ModelSpec, ref_b: ModelSpec, text_a, text_b, max_length: int = 128):
     """Query and key vectors of A + B through A's body, B embedded with B's vocabulary; cached."""
     keys = model_key(ref_a, "base") + "||" + model_key(ref_b, "base")
     return _mixed_query_keys(ref_a.path, ref_a.tokenizer, ref_b.path, ref_b.tokenizer, keys, text_a, text_b, int(max_length))

@@ -18,8 +18,8 @@ import streamlit as st
 
 from xlviz.analysis.salience import DEFAULT_STEPS, AlignedText, aligned_salience
 from xlviz.data.squad import QAExample
-from xlviz.ui.choices import ModelChoice, ModelRef, QADataset
-from xlviz.ui.common import NA, _load_model, examples_of, file_stamp, guard, load_examples, model_key, qa_decoding, ref_stamp
+from xlviz.ui.choices import ModelChoice, ModelSpec, QADataset
+from xlviz.ui.common import NA, _load_model, examples_of, file_stamp, guard, load_examples, model_key, qa_decoding
 from xlviz.ui.qa import index_by_id, prediction_span
 from xlviz.ui.salience_view import TARGET_LABELS, TARGET_SHORT, links_html, salience_html
 from xlviz.ui.text import md_text
@@ -32,13 +32,13 @@ def _salience(path: str, tokenizer: str | None, mkey: str, file: str, fstamp: st
               answer: tuple[int, int] | None, n_steps: int, max_length: int, doc_stride: int, max_answer_length: int):
     from xlviz.analysis.salience import integrated_gradients
 
-    model, tok = _load_model(path, tokenizer, "qa", ref_stamp(ModelRef(path, tokenizer)))
+    model, tok = _load_model(path, tokenizer, "qa")
     ex = {e.id: e for e in load_examples(file, fstamp)}[qid]
     return integrated_gradients(model, tok, ex.question, ex.context, answer=answer, n_steps=n_steps,
                                 max_length=max_length, doc_stride=doc_stride, max_answer_length=max_answer_length)
 
 
-def salience(ref: ModelRef, file: str, qid: str, answer: tuple[int, int] | None, n_steps: int):
+def salience(ref: ModelSpec, file: str, qid: str, answer: tuple[int, int] | None, n_steps: int):
     """Integrated gradients of one model's answer to question ``qid`` of a data file, in the
     window the model answered from (its decoding settings)."""
     dec = qa_decoding(ref)
