@@ -166,8 +166,9 @@ def manage_panel(run: Run, state: str) -> None:
 
 
 @st.cache_data(show_spinner=False, max_entries=32)
-def loss_figure(run_path: str, stamp: str, n: int, _metrics: list[dict]):
-    """The run's loss chart, built once per state of its metrics file: plotly express takes
+def loss_figure(run_path: str, stamp: str, _metrics: list[dict]):
+    """The run's loss chart (``_metrics``: what ``metrics.jsonl`` holds, ``stamp`` says which
+    state of it), built once per state of that file: plotly express takes
     0.2-0.4 s for a finished run's twenty panels, every time a tab opens the run."""
     return runs_view.loss_figure(_metrics)
 
@@ -214,7 +215,7 @@ def live_view(path) -> None:
     except XlvizError as e:
         st.warning(md_text(e), icon=":material/warning:")
         metrics = []
-    fig = loss_figure(str(run.path), file_stamp(run.metrics_path), len(metrics), metrics)
+    fig = loss_figure(str(run.path), file_stamp(run.metrics_path), metrics)
     if run.skipped_metrics:
         st.warning(md_text(f"{run.metrics_path}: skipped {len(run.skipped_metrics)} unreadable line(s), e.g. {run.skipped_metrics[0]}"),
                    icon=":material/warning:")

@@ -12,7 +12,6 @@ Also: the runs these pages can analyse, and presets from the URL (``?run=NAME&l2
 
 from __future__ import annotations
 
-import functools
 from pathlib import Path
 
 import numpy as np
@@ -21,7 +20,7 @@ import streamlit as st
 from xlviz.analysis.encodings import CHUNK
 from xlviz.analysis.reports import ModelSpec, ParallelData, RunInfo
 from xlviz.errors import XlvizError
-from xlviz.ui.common import few_threads, load_cached
+from xlviz.ui.common import cached_digest, few_threads, file_stamp, load_cached
 
 
 # --------------------------------------------------------------------------- runs and presets
@@ -99,14 +98,6 @@ def load(spec: ModelSpec, task: str = "base"):
         return _load(path, tokenizer, floor, task, stamp)
 
 
-@functools.lru_cache(maxsize=512)
-def _folder_digest(folder: str, stamp: str) -> str | None:
-    """``model_digest`` of a folder, renewed when ``stamp`` (the spec's file times) changes."""
-    from xlviz.ui.qa import model_digest
-
-    return model_digest(folder)
-
-
 _CANONICAL: dict[tuple, tuple] = {}  # content -> the first spec's cache arguments with that content
 
 
@@ -115,8 +106,8 @@ def _args(spec: ModelSpec) -> tuple:
     folders (a run exports the same English encoder once per system) map to the first one seen,
     so the model loads once and each sentence is encoded once for all of them."""
     args = (spec.path, spec.tokenizer, _floor(spec), spec.stamp())
-    model = _folder_digest(spec.path, args[3])
-    tok = _folder_digest(spec.tokenizer, args[3]) if spec.tokenizer else ""
+    model = cached_digest(spec.path, args[3])
+    tok = cached_digest(spec.tokenizer, args[3]) if spec.tokenizer else ""
     if model is None or tok is None:
         return args
     content = (model, tok, args[2])
@@ -217,14 +208,6 @@ def sentence_vectors(spec: ModelSpec, texts: list[str], pooling: str, max_length
 
 
 # --------------------------------------------------------------------------- stored encodings
-def _stamp(path: Path) -> str:
-    try:
-        st_ = path.stat()
-        return f"{st_.st_mtime_ns}:{st_.st_size}"
-    except OSError:
-        return ""
-
-
 @st.cache_data(show_spinner=False, max_entries=32)
 def _stored(run_path: str, manifest_stamp: str) -> dict[str, str]:
     from xlviz.analysis.encodings import stored
@@ -258,15 +241,15 @@ def stored_vectors(run_path: str | None, spec: ModelSpec, texts: list[str], word
     if not run_path:
         return None
     stamp = spec.stamp()
-    model_fp = enc.spec_fingerprint(spec, digest=lambda folder: _folder_digest(folder, stamp))
+    model_fp = enc.spec_fingerprint(spec, digest=lambda folder: cached_digest(folder, stamp))
     if model_fp is None:
         return None
     meta = enc.request(model_fp, texts, words, pooling, int(max_length))
-    path = _stored(str(run_path), _stamp(Path(run_path) / "manifest.json")).get(enc.key_of(meta))
+    path = _stored(str(run_path), file_stamp(Path(run_path) / "manifest.json")).get(enc.key_of(meta))
     if path is None:
         return None
     try:
-        return _read_stored(path, _stamp(Path(path)), tuple(sorted(meta.items())))
+        return _read_stored(path, file_stamp(path), tuple(sorted(meta.items())))
     except XlvizError:
         return None
 

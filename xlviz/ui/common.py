@@ -102,20 +102,6 @@ def shared_data_dir() -> Path | None:
     return None
 
 
-def _stamp(path: str) -> float:
-    p = Path(os.path.expanduser(path))
-    for f in (p / "config.json", p):
-        try:
-            return f.stat().st_mtime
-        except OSError:
-            continue
-    return 0.0
-
-
-def ref_stamp(ref: ModelSpec) -> tuple[float, float]:
-    return _stamp(ref.path), _stamp(ref.tokenizer_path)
-
-
 # The app's one model cache (every page and the analyses load through it). 24 models: the
 # Probing page's default view alone scores 9 (each system's L1 and L2 models and the floor);
 # with 8 every new tab evicted and reloaded all of them (1.1 s of a 1.8 s render).
@@ -151,8 +137,7 @@ def load_model(ref: ModelSpec, task: str = "base"):
 
 def model_key(ref: ModelSpec, task: str) -> str:
     """A string that changes when the model's files change: the cache key for results."""
-    a, b = ref_stamp(ref)
-    return f"{ref.path}|{ref.tokenizer_path}|{task}|{a}|{b}"
+    return f"{ref.stamp()}|{task}"
 
 
 def file_stamp(path: str | os.PathLike) -> str:
@@ -263,17 +248,20 @@ def qa_decoding(ref: ModelSpec):
 
 
 @st.cache_data(show_spinner=False, max_entries=256)
-def _digest(path: str, stamp: float) -> str | None:
-    from xlviz.ui.qa import model_digest
+def cached_digest(path: str, stamp: str) -> str | None:
+    """:func:`xlviz.io.folder_digest` of a folder, once per ``stamp`` (:meth:`ModelSpec.stamp`:
+    renewed when the files change). The one digest cache of the app's pages."""
+    from xlviz.io import folder_digest
 
-    return model_digest(path)
+    return folder_digest(path)
 
 
 def same_model_key(ref: ModelSpec) -> str:
     """Equal for two references holding the same files (a run's English exports of several
     systems are one fine-tuned model), so it is computed once; else the path."""
-    a = _digest(ref.path, _stamp(ref.path))
-    b = _digest(ref.tokenizer_path, _stamp(ref.tokenizer_path)) if ref.tokenizer else ""
+    stamp = ref.stamp()
+    a = cached_digest(ref.path, stamp)
+    b = cached_digest(ref.tokenizer_path, stamp) if ref.tokenizer else ""
     return f"{a}|{b}" if a is not None and b is not None else model_key(ref, "qa")
 
 
