@@ -118,8 +118,8 @@ def plant_zero_lr(monkeypatch, stage: str = PLANTED) -> None:
 
     real = StagedRun.loop
 
-    def loop(self, name, steps, lr):
-        return real(self, name, steps, 0.0 if name == stage else lr)
+    def loop(self, name, steps, lr, **kw):
+        return real(self, name, steps, 0.0 if name == stage else lr, **kw)
 
     monkeypatch.setattr(StagedRun, "loop", loop)
 
@@ -251,6 +251,27 @@ def test_warmup_and_beta2_reach_the_optimizer_and_are_checked(monkeypatch):
     for field, bad in (("adam_beta2", 1.0), ("warmup_ratio", -0.1)):
         with pytest.raises(XlvizError, match=field):
             TransferConfig.from_dict({field: bad}, path="config.json")
+
+
+def test_pretraining_has_its_own_warmup_and_old_runs_keep_theirs():
+    """``pretrain_warmup_ratio`` reaches the loops of pre-trainings from scratch only (the
+    other stages keep ``warmup_ratio``); a run recorded before the setting existed reads back
+    with its pre-trainings' warm-up as it ran (``warmup_ratio``)."""
+    from types import SimpleNamespace
+
+    from xlviz.training.staged import StagedRun
+    from xlviz.transfer.config import TransferConfig
+
+    cfg = TransferConfig.from_dict({"warmup_ratio": 0.1, "pretrain_warmup_ratio": 0.3})
+    owner = SimpleNamespace(cfg=cfg)
+    pre, _ = StagedRun.loop(owner, "s1_x", 100, 1e-3, pretraining=True)
+    other, _ = StagedRun.loop(owner, "s2_x", 100, 1e-3)
+    assert (pre.warmup_ratio, other.warmup_ratio) == (0.3, 0.1)
+    recorded = {**cfg.to_dict(), "versions": {"torch": "x"}}
+    recorded.pop("pretrain_warmup_ratio")
+    assert TransferConfig.from_dict(recorded).pretrain_warmup_ratio == 0.1
+    with pytest.raises(XlvizError, match="pretrain_warmup_ratio"):
+        TransferConfig.from_dict({"pretrain_warmup_ratio": 1.5}, path="config.json")
 
 
 # --------------------------------------------------------------------------- NaN and strict

@@ -81,7 +81,7 @@ def build_pretrain(ctx: Context) -> BertForMaskedLM:
 
 
 def train_pretrain(ctx: Context, model) -> None:
-    model = train_mlm(ctx, model, run_l1(ctx), "s1_clwe", ctx.cfg.pretrain_steps, ctx.cfg.pretrain_lr)
+    model = train_mlm(ctx, model, run_l1(ctx), "s1_clwe", ctx.cfg.pretrain_steps, ctx.cfg.pretrain_lr, pretraining=True)
     ctx.save(model, ctx.path("s1_clwe"), ctx.tokenizer(run_l1(ctx)))
 
 

@@ -119,14 +119,14 @@ def new_body_config(ctx: Context, vocab_size: int):
 
 
 # --------------------------------------------------------------------------- masked LM
-def train_mlm(ctx: Context, model, lang: str, stage: str, steps: int, lr: float, after_step=None):
+def train_mlm(ctx: Context, model, lang: str, stage: str, steps: int, lr: float, after_step=None, *, pretraining: bool = False):
     """Masked-LM training of ``model`` on ``lang``'s corpus (masked-only loss, bf16 where the
     CPU has native bf16); returns the trained model. ``after_step`` goes to
     :func:`xlviz.training.loop.train` (its parameter names start with ``model.``)."""
     if on_corpus(ctx):  # the corpus streamed, as MONOTRANS's stages read it there (same data and batches)
         from xlviz.methods.stream import stream_mlm
 
-        return stream_mlm(ctx, model, ctx.tokenizer(lang), lang, stage, steps, lr, after_step=after_step)
+        return stream_mlm(ctx, model, ctx.tokenizer(lang), lang, stage, steps, lr, after_step=after_step, pretraining=pretraining)
     cfg = ctx.cfg
     tok = ctx.tokenizer(lang)
     corpus = ctx.world.corpus(lang)
@@ -140,7 +140,7 @@ def train_mlm(ctx: Context, model, lang: str, stage: str, steps: int, lr: float,
             inputs, labels = mask_tokens(ids, mask_id=tok.mask_token_id, vocab_size=vocab, prob=cfg.mlm_probability, generator=gen)
             yield {"input_ids": inputs, "labels": labels}
 
-    loop, on_log = ctx.loop(stage, steps, lr)
+    loop, on_log = ctx.loop(stage, steps, lr, pretraining=pretraining)
     extra = {"after_step": after_step} if after_step is not None else {}
     wrapped = train(MaskedOnlyMLM(model), batches(), loop, ctx.acc, on_log=on_log, desc=stage, **extra)
     ctx.acc.free_memory()
@@ -162,7 +162,7 @@ def pretrain_stage(lang: str | None = None) -> Stage:
 
     def run_train(ctx: Context, model) -> None:
         target = lang or ctx.world.l1
-        model = train_mlm(ctx, model, target, name, ctx.cfg.pretrain_steps, ctx.cfg.pretrain_lr)
+        model = train_mlm(ctx, model, target, name, ctx.cfg.pretrain_steps, ctx.cfg.pretrain_lr, pretraining=True)
         ctx.save(model, ctx.path(name), ctx.tokenizer(target), language=target, role="pretrained")
 
     return Stage(name, "pretrain", build=build, train=run_train, trains=(r".*",),

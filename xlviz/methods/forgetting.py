@@ -61,7 +61,7 @@ def embedding_reset(model: BertForMaskedLM, every: int, steps: int, seed: int, p
 def run_pretrain(ctx: Context, model) -> None:
     steps, every = ctx.cfg.pretrain_steps, forget_every(ctx)
     reset = embedding_reset(model, every, steps, seed=ctx.cfg.seed)
-    model = train_mlm(ctx, model, ctx.world.l1, S1, steps, ctx.cfg.pretrain_lr, after_step=reset)
+    model = train_mlm(ctx, model, ctx.world.l1, S1, steps, ctx.cfg.pretrain_lr, after_step=reset, pretraining=True)
     ctx.log(f"  token embeddings re-drawn after {len(reset.done)} of {steps} updates (every {every})")
     ctx.save(model, ctx.path(S1), ctx.tokenizer(ctx.world.l1))
 

@@ -101,7 +101,8 @@ def l2_model(ctx: Context, system: str, l1, l1_tok):
     return mono, l2_tok
 
 
-def stream_mlm(ctx: Context, model, tok, lang: str, stage: str, steps: int, lr: float, after_step=None):
+def stream_mlm(ctx: Context, model, tok, lang: str, stage: str, steps: int, lr: float, after_step=None, *,
+               pretraining: bool = False):
     """Masked-LM training of ``model`` on ``lang``'s corpus, streamed; returns the model
     (every method's masked-LM training on one language there: :func:`xlviz.methods.common.train_mlm`)."""
     from xlviz.models.surgery import MaskedOnlyLoss
@@ -118,7 +119,7 @@ def stream_mlm(ctx: Context, model, tok, lang: str, stage: str, steps: int, lr: 
         grad_accum=cfg.grad_accum, mask_id=tok.mask_token_id, vocab_size=min(len(tok), model.config.vocab_size),
         special_ids=special_ids_of(tok), seed=cfg.seed * 2 + salt, prob=cfg.mlm_probability,
     )
-    loop, on_log = ctx.loop(stage, steps, lr)
+    loop, on_log = ctx.loop(stage, steps, lr, pretraining=pretraining)
     extra = {"after_step": after_step} if after_step is not None else {}
     wrapped = train(MaskedOnlyLoss(model), batches, loop, ctx.acc, on_log=on_log, desc=stage, **extra)
     ctx.acc.free_memory()
@@ -170,7 +171,7 @@ def stage_pretrain(ctx: Context) -> None:
 
     tok = ctx.tokenizer(ctx.data.l1)
     model = BertForMaskedLM(new_body_config(ctx, len(tok)))  # the same body as every system's pre-trained here
-    model = stream_mlm(ctx, model, tok, ctx.data.l1, "s1_pretrain", cfg.pretrain_steps, cfg.pretrain_lr)
+    model = stream_mlm(ctx, model, tok, ctx.data.l1, "s1_pretrain", cfg.pretrain_steps, cfg.pretrain_lr, pretraining=True)
     ctx.save(model, ctx.path("s1_pretrain"), tok, language=ctx.data.l1, role="pretrained")
 
 
