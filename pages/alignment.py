@@ -17,7 +17,7 @@ from xlviz.analysis import encodings as enc
 from xlviz.analysis.reports import ModelSpec, System, aligned_words, run_systems
 from xlviz.ui import analysis as ua
 from xlviz.ui.colours import label_colours, system_colours
-from xlviz.ui.common import NA, guard, plotly, shared_data_dir
+from xlviz.ui.common import NA, guard, plotly
 from xlviz.ui.sidebar import current, page_setup
 from xlviz.views import figures as vf
 from xlviz.ui.state import keep, url_state, write_url
@@ -26,7 +26,6 @@ from xlviz.ui.tables import ALIGNMENT_RULES, number_config
 
 page_setup()
 
-WORLD, PUD, TATOEBA, MULTI30K, UPLOAD = "Run's parallel pairs", "PUD", "Tatoeba", "Multi30k", "Upload"
 POOLINGS = {"mean": "mean of all tokens", "mean_no_special": "mean without special tokens", "cls": "first token ([CLS])"}
 PAGE = "alignment"
 
@@ -47,14 +46,13 @@ st.caption("Per layer: does a sentence's nearest neighbour (cosine) in the other
            "word in the other language match the gold dictionary. Accuracies in %.")
 sel = current()
 runs = ua.analysable_runs()
-shared = shared_data_dir()
 
 # --- preset from the Runs page's link: ?run=NAME&l2=L2 -----------------------------------------------
 p_run, p_l2, p_msg = ua.query_preset(PAGE, runs)
 if p_msg:
     st.warning(md_text(p_msg), icon=":material/link_off:")  # names from the URL
 if p_run is not None:
-    st.session_state["al_source"] = WORLD
+    st.session_state["al_source"] = ua.run_pairs_label()
     st.session_state["al_run"] = p_run.name
     if p_l2:
         st.session_state["al_l2"] = p_l2
@@ -62,17 +60,20 @@ if p_run is not None:
         st.session_state.pop("al_systems", None)  # defaults: transferred and floor of that run
 
 # --- data --------------------------------------------------------------------------------------------
-sources = ([WORLD] if runs else []) + ([PUD] if shared and (shared / "pud").is_dir() else []) \
-    + ([TATOEBA] if shared and (shared / "tatoeba").is_dir() else []) \
-    + ([MULTI30K] if shared and (shared / "multi30k" / "task1").is_dir() else []) + [UPLOAD]
+# every parallel-text source of the registry that can be read here (xlviz.analysis.parallel); a
+# run's pairs when a run has them, two uploaded files always
+by_label = {("Upload" if s.takes == "files" else s.label): s for s in ua.parallel_sources()
+            if (s.takes != "run" or runs)}
+sources = list(by_label)
 if st.session_state.get("al_source") not in sources:
     st.session_state["al_source"] = sources[0]
-source = st.segmented_control("Parallel sentences from", sources, key="al_source", required=True)
+label = st.segmented_control("Parallel sentences from", sources, key="al_source", required=True)
+psource = by_label[label]
 
 run = None
 data = None
 with guard("Could not read the parallel sentences", stop=True):
-    if source == WORLD:
+    if psource.takes == "run":
         c1, c2, c3 = st.columns([3, 1, 1])
         names = [r.name for r in runs]
         if st.session_state.get("al_run") not in names:
@@ -86,34 +87,9 @@ with guard("Could not read the parallel sentences", stop=True):
             st.session_state["al_l2"] = l2_opts[0]
         l2 = c2.selectbox("Target language", l2_opts, key="al_l2")
         limit = c3.number_input("Pairs", min_value=4, max_value=5000, value=enc.PAIRS, step=100, key="al_limit_world")
-        data = ua.parallel("world", str(run.path), l2, limit=int(limit))
+        data = ua.parallel(psource.name, str(run.path), l2, limit=int(limit))
         ua.sync_query(PAGE, run.name, l2)
-    elif source == PUD:
-        from xlviz.data.real import available_pud_languages
-
-        langs = available_pud_languages(shared / "pud")
-        c1, c2, c3 = st.columns([1, 1, 1])
-        la = c1.selectbox("Language A", langs, index=langs.index("en") if "en" in langs else 0, key="al_pud_a")
-        others = [l for l in langs if l != la]
-        lb = c2.selectbox("Language B", others, index=others.index("de") if "de" in others else 0, key="al_pud_b")
-        limit = c3.number_input("Pairs (by sentence id)", min_value=4, max_value=1000, value=300, step=100, key="al_limit_pud")
-        data = ua.parallel("pud", lang_a=la, lang_b=lb, limit=int(limit))
-    elif source == TATOEBA:
-        from xlviz.data.real import available_tatoeba_languages
-
-        langs = available_tatoeba_languages(shared / "tatoeba")
-        c1, c2 = st.columns([1, 2])
-        lb = c1.selectbox("Language (paired with English)", langs, index=langs.index("deu") if "deu" in langs else 0,
-                          key="al_tat_lang")
-        limit = c2.number_input("Pairs", min_value=4, max_value=1000, value=300, step=100, key="al_limit_tat")
-        data = ua.parallel("tatoeba", lang_a="en", lang_b=lb, limit=int(limit))
-    elif source == MULTI30K:
-        c1, c2, c3 = st.columns(3)
-        la = c1.selectbox("Language A", ["en", "de", "fr", "cs"], key="al_m30_a")
-        lb = c2.selectbox("Language B", [l for l in ["de", "en", "fr", "cs"] if l != la], key="al_m30_b")
-        limit = c3.number_input("Pairs (task 1 validation)", min_value=4, max_value=1014, value=300, step=100, key="al_limit_m30")
-        data = ua.parallel("multi30k", lang_a=la, lang_b=lb, limit=int(limit))
-    else:
+    elif psource.takes == "files":
         c1, c2 = st.columns(2)
         up_a = c1.file_uploader("Sentences in language A (one per line)", type=["txt"], key="al_up_a")
         up_b = c2.file_uploader("Their translations in language B (same lines)", type=["txt"], key="al_up_b")
@@ -124,6 +100,17 @@ with guard("Could not read the parallel sentences", stop=True):
             st.stop()
         data = ua.parallel_uploaded(up_a.getvalue().decode("utf-8", "replace"), up_b.getvalue().decode("utf-8", "replace"),
                                     la.strip() or "a", lb.strip() or "b", 2000)
+    else:  # a source of the shared data: its languages, then the other side's
+        c1, c2, c3 = st.columns(3)
+        langs = ua.source_languages(psource.name)
+        la = c1.selectbox("Language A", langs, index=langs.index(psource.default_a) if psource.default_a in langs else 0,
+                          key=f"al_{psource.name}_a", disabled=len(langs) == 1)
+        others = ua.source_partners(psource.name, la)
+        lb = c2.selectbox("Language B", others, index=others.index(psource.default_b) if psource.default_b in others else 0,
+                          key=f"al_{psource.name}_b")
+        limit = c3.number_input("Pairs", min_value=4, max_value=1000, value=300, step=100, key=f"al_limit_{psource.name}",
+                                help=psource.description)
+        data = ua.parallel(psource.name, lang_a=la, lang_b=lb, limit=int(limit))
 
 st.caption(f"{md_text(data.source)}: {len(data)} pairs. A = **{md_text(data.lang_a)}**, B = **{md_text(data.lang_b)}**. "
            f"Example: “{md_text(data.src[0][:90])}” ↔ “{md_text(data.tgt[0][:90])}”")
@@ -167,7 +154,7 @@ for k, s in st.session_state.get("al_custom", {}).items():
 if not defaults:
     defaults = [k for k in options if k.startswith("sidebar")][:3]
 
-ctx = f"{source}|{run.name if run else ''}|{data.lang_a}|{data.lang_b}"
+ctx = f"{psource.name}|{run.name if run else ''}|{data.lang_a}|{data.lang_b}"
 if st.session_state.get("_al_ctx") != ctx or "al_systems" not in st.session_state:
     # the first view keeps systems named by a shared URL (those this data still offers)
     from_url = "_al_ctx" not in st.session_state and isinstance(st.session_state.get("al_systems"), list)

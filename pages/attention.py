@@ -14,10 +14,11 @@ import numpy as np
 import streamlit as st
 
 from xlviz.runs import list_runs
+from xlviz.ui import analysis as ua
 from xlviz.ui import attention_view as av
 from xlviz.ui.common import attention, guard, has_own_cross_attention, max_positions, mixed_attention, own_cross_attention, plotly
 from xlviz.ui.common import mixed_query_keys, query_keys
-from xlviz.ui.common import shares_body, shared_data_dir, typed_text_stats
+from xlviz.ui.common import shares_body, typed_text_stats
 from xlviz.ui.sidebar import current
 from xlviz.ui.sidebar import page_setup
 from xlviz.ui.state import url_state, write_url
@@ -30,7 +31,7 @@ URL_KEYS = ("att_source", "att_run", "att_l2", "att_world_pair", "att_lang_a", "
             "att_nv_input", "att_nv_token")
 url_state("attention", URL_KEYS)
 
-TYPED, WORLD, PUD, TATOEBA = "Typed", "Generated world", "PUD", "Tatoeba"
+TYPED = "Typed"
 
 st.title("Attention across languages")
 sel = current()
@@ -41,11 +42,13 @@ if not sel.models:
 
 # --- input pair ---------------------------------------------------------------------------------
 world_runs = [r for r in list_runs() if av.world_parallel_files(r.path)]
-shared = shared_data_dir()
-sources = [TYPED] + ([WORLD] if world_runs else []) + ([PUD] if shared and (shared / "pud").is_dir() else []) \
-    + ([TATOEBA] if shared and (shared / "tatoeba").is_dir() else [])
+# typed text, a run's pairs, and every shared-data source of the parallel-text registry
+# (xlviz.analysis.parallel) that can be read here
+by_label = {s.label: s for s in ua.parallel_sources() if s.takes is None or (s.takes == "run" and world_runs)}
+WORLD = next((label for label, s in by_label.items() if s.takes == "run"), None)
+sources = [TYPED] + list(by_label)
 if st.session_state.get("att_source") not in sources:
-    st.session_state["att_source"] = WORLD if world_runs else TYPED
+    st.session_state["att_source"] = WORLD or TYPED
 source = st.segmented_control("Pair from", sources, key="att_source", required=True)
 lang_a, lang_b = list(dict.fromkeys(sel.languages + ["en", "de"]))[:2]
 
@@ -89,26 +92,22 @@ with guard("Could not read the pair", stop=True):
         k = c3.selectbox("Pair", range(len(pairs)), key="att_world_pair",
                          format_func=lambda i: f"{pairs[i].id} — {pairs[i].text_a[:70]}")
         pair = pairs[k]
-    elif source == PUD:
-        from xlviz.data.real import available_pud_languages
-
-        langs = available_pud_languages(shared / "pud")
+    else:  # a shared-data source: its languages, then a pair
+        psource = by_label[source]
         c1, c2, c3 = st.columns([1, 1, 4])
-        la = c1.selectbox("Language A", langs, index=langs.index(lang_a) if lang_a in langs else langs.index("en") if "en" in langs else 0, key="att_pud_a")
-        lb_default = lang_b if lang_b in langs and lang_b != la else next((l for l in langs if l != la), la)
-        lb = c2.selectbox("Language B", langs, index=langs.index(lb_default), key="att_pud_b")
-        pairs = av.read_pud(la, lb, shared / "pud")
-        k = c3.selectbox("Sentence id (type to search)", range(len(pairs)), key="att_pud_pair",
-                         format_func=lambda i: f"{pairs[i].id} — {pairs[i].text_a[:70]}")
-        pair = pairs[k]
-    else:
-        from xlviz.data.real import available_tatoeba_languages
-
-        langs = available_tatoeba_languages(shared / "tatoeba")
-        c1, c2 = st.columns([1, 5])
-        lang = c1.selectbox("Language (with English)", langs, index=langs.index("deu") if "deu" in langs else 0, key="att_tat_lang")
-        pairs = av.read_tatoeba_pairs(lang, shared / "tatoeba")
-        k = c2.selectbox("Pair (type to search)", range(len(pairs)), key="att_tat_pair",
+        langs = ua.source_languages(psource.name)
+        default_a = lang_a if lang_a in langs else psource.default_a
+        la = c1.selectbox("Language A", langs, index=langs.index(default_a) if default_a in langs else 0,
+                          key=f"att_{psource.name}_a", disabled=len(langs) == 1)
+        others = ua.source_partners(psource.name, la)
+        default_b = lang_b if lang_b in others else psource.default_b
+        lb = c2.selectbox("Language B", others, index=others.index(default_b) if default_b in others else 0,
+                          key=f"att_{psource.name}_b")
+        pairs = av.pairs_of(ua.parallel(psource.name, lang_a=la, lang_b=lb))
+        if not pairs:
+            st.warning("No pairs for these languages.")
+            st.stop()
+        k = c3.selectbox("Pair (type to search)", range(len(pairs)), key=f"att_{psource.name}_pair",
                          format_func=lambda i: f"{pairs[i].id} — {pairs[i].text_a[:70]}")
         pair = pairs[k]
 

@@ -10,6 +10,7 @@ import streamlit as st
 
 from xlviz import jobs
 from xlviz.runs import checkpoints_root
+from xlviz.ui import analysis as ua
 from xlviz.ui import runs_view, sweeps_view
 from xlviz.ui.common import NA, guard, plotly
 from xlviz.ui.sidebar import page_setup
@@ -37,7 +38,7 @@ def _open(page: str, run: str, models: list[str], l2: str | None) -> None:
     if page.endswith("xquad.py"):
         st.session_state["xq_source"] = f"run:{run}"
     else:
-        st.session_state.update(att_source="Generated world", att_run=run)
+        st.session_state.update(att_source=ua.run_pairs_label(), att_run=run)
         if l2:
             st.session_state["att_l2"] = l2
     st.session_state[OPEN_KEY] = page

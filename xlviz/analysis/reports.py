@@ -36,9 +36,8 @@ from pathlib import Path
 
 import numpy as np
 
+from xlviz.analysis.parallel import ParallelData, parallel_data  # noqa: F401  (the registry of parallel-text sources)
 from xlviz.errors import XlvizError
-
-SOURCES = ("world", "pud", "tatoeba", "multi30k", "files")
 ReportProgress = Callable[[float, str], None] | None
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "vocab.txt", "vocab.json", "sentencepiece.bpe.model", "spiece.model")
 
@@ -363,30 +362,6 @@ def run_probe_models(run_dir: str | os.PathLike, l2s: Sequence[str] | None = Non
 
 
 # --------------------------------------------------------------------------- data
-@dataclass
-class ParallelData:
-    """Paired sentences, row i of ``src`` translating row i of ``tgt``; for the generated world
-    also pre-split words, gold word alignment and the gold dictionary (``(a_word, b_word)``)."""
-
-    lang_a: str
-    lang_b: str
-    src: list[str]
-    tgt: list[str]
-    ids: list[str]
-    source: str
-    src_words: list[list[str]] | None = None
-    tgt_words: list[list[str]] | None = None
-    alignment: list[list[tuple[int, int]]] | None = None
-    dictionary: list[tuple[str, str]] | None = None
-
-    def __len__(self) -> int:
-        return len(self.src)
-
-    @property
-    def has_words(self) -> bool:
-        return self.src_words is not None and self.tgt_words is not None
-
-
 def _world_of(run_dir=None, world_dir=None):
     from xlviz.data.world import load_world
 
@@ -444,64 +419,6 @@ def world_data(run_dir=None, l2: str = "", limit: int | None = None, world_dir=N
         f"generated world ({world.l1}-{l2})", [p["src_words"] for p in pairs], [p["tgt_words"] for p in pairs],
         [[tuple(a) for a in p["alignment"]] for p in pairs], gold,
     )
-
-
-def parallel_data(
-    source: str,
-    *,
-    run_dir=None,
-    l2: str | None = None,
-    lang_a: str = "en",
-    lang_b: str | None = None,
-    limit: int | None = None,
-    files: tuple[str, str] | None = None,
-    data_dir=None,
-) -> ParallelData:
-    """Parallel sentences from one of ``SOURCES``.
-
-    world: the run's pairs (``run_dir`` + ``l2``, see :func:`run_pairs`); pud: ``lang_a``/``lang_b`` aligned by sentence id; tatoeba:
-    English + ``lang_b``; multi30k: task 1 validation, ``lang_a``/``lang_b`` among en, de, fr, cs;
-    files: two line-aligned files. ``data_dir`` overrides ``../shared/data/<source>``.
-    """
-    from xlviz.data import real
-
-    if limit is not None and limit < 1:
-        raise XlvizError(f"must be at least 1, got {limit}", field="limit")
-    if source == "world":
-        if run_dir is None:
-            raise XlvizError("the run's parallel pairs need --run DIR", field="run")
-        return run_pairs(run_dir, l2 or lang_b or "", limit)
-    if source == "pud":
-        if not lang_b:
-            raise XlvizError("PUD needs a second language", field="lang_b")
-        rows = real.read_pud_pairs(data_dir, lang_a, lang_b, limit=limit)
-        return ParallelData(lang_a, lang_b, [a.text for _, a, _ in rows], [b.text for _, _, b in rows],
-                            [i for i, _, _ in rows], f"PUD ({lang_a}-{lang_b})")
-    if source == "tatoeba":
-        other = lang_b if lang_a in ("en", "eng") else lang_a
-        if not other or (lang_a not in ("en", "eng") and lang_b not in ("en", "eng", None)):
-            raise XlvizError("Tatoeba pairs are English with one other language", field="lang_b")
-        rows = real.read_tatoeba(data_dir, other)[: limit or None]
-        lb = real.normalize_lang(other)
-        return ParallelData("en", lb, [en for _, en in rows], [xx for xx, _ in rows],
-                            [f"tatoeba-{i:05d}" for i in range(len(rows))], f"Tatoeba (en-{lb})")
-    if source == "multi30k":
-        if not lang_b:
-            raise XlvizError("Multi30k needs a second language (de, fr or cs)", field="lang_b")
-        fa = real.multi30k_files(data_dir, task=1, split="val", lang=lang_a)[0]
-        fb = real.multi30k_files(data_dir, task=1, split="val", lang=lang_b)[0]
-        rows = real.read_parallel_lines(fa, fb, max_lines=limit)
-        return ParallelData(lang_a, lang_b, [a for a, _ in rows], [b for _, b in rows],
-                            [f"multi30k-val-{i:04d}" for i in range(len(rows))], f"Multi30k task 1 val ({lang_a}-{lang_b})")
-    if source == "files":
-        if not files or len(files) != 2:
-            raise XlvizError("give two line-aligned files", field="files")
-        rows = real.read_parallel_lines(files[0], files[1], max_lines=limit)
-        if not rows:
-            raise XlvizError("no non-empty line pairs", path=files[0])
-        return ParallelData(lang_a, lang_b or "b", [a for a, _ in rows], [b for _, b in rows],
-                            [f"line-{i:05d}" for i in range(len(rows))], f"files ({Path(files[0]).name}, {Path(files[1]).name})")
-    raise XlvizError(f"unknown source '{source}'; use one of {', '.join(SOURCES)}", field="source")
 
 
 def parallel_from_texts(text_a: str, text_b: str, lang_a: str = "a", lang_b: str = "b", limit: int | None = None) -> ParallelData:

@@ -23,6 +23,8 @@ import sys
 
 
 def register(sub: argparse._SubParsersAction) -> None:
+    from xlviz.analysis.parallel import sources as parallel_sources
+
     p = sub.add_parser("analyse", aliases=["analyze"], help="alignment and probing analyses of models and runs",
                        description=__doc__.splitlines()[0])
     asub = p.add_subparsers(dest="analysis", metavar="ANALYSIS")
@@ -32,8 +34,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     a.add_argument("--run", help="run folder: compare its transferred model and floor on L1-L2 (with --source world: "
                    "the run's own parallel pairs, generated world or a corpus run's world/parallel/<l1>-<l2>.jsonl)")
     a.add_argument("--l2", help="the run's target language (e.g. sov)")
-    a.add_argument("--source", default="world", choices=["world", "pud", "tatoeba", "multi30k", "files"],
-                   help="parallel data: the run's generated world, ../shared/data/{pud,tatoeba,multi30k} or --files")
+    a.add_argument("--source", default="world", choices=list(parallel_sources()),
+                   help="parallel data: " + "; ".join(f"{n}: {s.description}" for n, s in parallel_sources().items()))
     a.add_argument("--model", help="one HF encoder (folder or hub id) reading both languages")
     a.add_argument("--model-a", dest="model_a", help="the model reading language A")
     a.add_argument("--model-b", dest="model_b", help="the model reading language B")

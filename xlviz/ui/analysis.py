@@ -141,6 +141,35 @@ def parallel(source: str, run_path: str | None = None, l2: str | None = None, la
     return _parallel(source, run_path, l2, lang_a, lang_b, limit, _world_stamp(run_path))
 
 
+def parallel_sources() -> list:
+    """The parallel-text sources readable here (:mod:`xlviz.analysis.parallel`), in order."""
+    from xlviz.analysis.parallel import available
+
+    return available()
+
+
+def run_pairs_label() -> str:
+    """The label of the source that reads a run's own pairs (the pages' link target)."""
+    from xlviz.analysis.parallel import sources
+
+    return next(s.label for s in sources().values() if s.takes == "run")
+
+
+@st.cache_data(show_spinner=False, ttl=60)
+def source_languages(name: str) -> list[str]:
+    """A shared-data source's languages for sentence A (read from its folder once a minute)."""
+    from xlviz.analysis.parallel import source_of
+
+    return source_of(name).languages(None)
+
+
+@st.cache_data(show_spinner=False, ttl=60)
+def source_partners(name: str, lang_a: str) -> list[str]:
+    from xlviz.analysis.parallel import source_of
+
+    return source_of(name).partners(lang_a, None)
+
+
 @st.cache_data(show_spinner=False, max_entries=8)
 def parallel_uploaded(text_a: str, text_b: str, lang_a: str, lang_b: str, limit: int | None) -> ParallelData:
     from xlviz.analysis.reports import parallel_from_texts

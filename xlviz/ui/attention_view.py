@@ -129,18 +129,9 @@ def read_world_pairs(path: str | Path, limit: int | None = 500) -> list[Pair]:
     return out
 
 
-def read_pud(lang_a: str, lang_b: str, directory=None, limit: int | None = None) -> list[Pair]:
-    """PUD pairs by sentence id (no gold word alignment)."""
-    from xlviz.data.real import read_pud_pairs
-
-    return [Pair(sid, lang_a, lang_b, a.text, b.text) for sid, a, b in read_pud_pairs(directory, lang_a, lang_b, limit)]
-
-
-def read_tatoeba_pairs(lang: str, directory=None) -> list[Pair]:
-    """Tatoeba pairs, English first (line number as id)."""
-    from xlviz.data.real import read_tatoeba
-
-    return [Pair(str(i + 1), "eng", lang, en, xx) for i, (xx, en) in enumerate(read_tatoeba(directory, lang))]
+def pairs_of(data) -> list[Pair]:
+    """The pairs of a :class:`xlviz.analysis.parallel.ParallelData` (any source of the registry)."""
+    return [Pair(i, data.lang_a, data.lang_b, a, b) for i, a, b in zip(data.ids, data.src, data.tgt)]
 
 
 # --- figures ----------------------------------------------------------------------------------
