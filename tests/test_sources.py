@@ -31,7 +31,7 @@ def test_registry_lists_the_sources_and_tasks():
     assert {"qa", "retrieval"} <= set(tasks())
     assert source_of("world").offers(None) == frozenset(OFFERS)
     multi30k = source_of("multi30k")
-    assert multi30k.offers(multi30k.options({})) == {"l1_corpus", "l1_model", "l2_corpus", "parallel", "dictionary"}
+    assert multi30k.offers(multi30k.options({})) == {"l1_corpus", "l1_model", "l2_corpus", "parallel", "parallel_train", "dictionary"}
 
 
 def test_every_method_declares_needs_the_sources_know():
@@ -42,7 +42,8 @@ def test_every_method_declares_needs_the_sources_know():
             assert "world" in method.runs_on(system)
     assert methods()["monotrans"].needs("monotrans") == {"l1_model", "l2_corpus"}
     assert "dictionary" in methods()["monotrans"].needs("dictionary-oracle")
-    assert "parallel" in methods()["ppa"].needs("ppa", TransferConfig())
+    assert "parallel_train" in methods()["ppa"].needs("ppa", TransferConfig())
+    assert "parallel_train" in methods()["veco"].needs("veco", TransferConfig.from_dict({"source": "multi30k"}))
 
 
 def test_a_premise_the_source_cannot_meet_is_one_line_naming_methods(tmp_path, capsys):
@@ -191,7 +192,7 @@ def test_a_new_source_and_task_run_end_to_end(plugins, tmp_path):
 # --------------------------------------------------------------------------- every method on real text
 # The systems that run on corpus sources besides MONOTRANS and its floor, each trained from the
 # files and scored by the run's tasks (sentence retrieval per layer on the parallel pair).
-CORPUS_SYSTEMS = ["jointpair-disjoint", "jointpair-joint", "clwe", "wu-shared-top-1"]  # tiny: 2 layers, the bottom one per language
+CORPUS_SYSTEMS = ["jointpair-disjoint", "jointpair-joint", "clwe", "wu-shared-top-1", "veco"]  # tiny: 2 layers, the bottom one per language
 TINY_FILES_RUN = ["--seed", "5", "--model-size", "tiny", "--vocab-size", "150", "--block-size", "24", "--pretrain-steps", "3",
                   "--transfer-steps", "3", "--eval-max-length", "24", "--qa-max-length", "64", "--doc-stride", "24",
                   "--mlm-batch-size", "4", "--log-every", "1"]
@@ -205,7 +206,8 @@ def test_every_corpus_system_trains_and_is_scored_on_a_files_run(tmp_path, capsy
     corpus system in a run scoring QA, are one line naming ``methods``."""
     files = write_world_corpora(tmp_path / "c", documents=60)
     source = ["--source", "files", "--l1", "en", "--l2", "svo", "--l1-corpus", str(files["en"]), "--l2-corpus", str(files["svo"]),
-              "--parallel", str(files["par_en"]), str(files["par_svo"]), *TINY_FILES_RUN]
+              "--parallel", str(files["par_en"]), str(files["par_svo"]),
+              "--parallel-train", str(files["train_en"]), str(files["train_svo"]), *TINY_FILES_RUN]
     every, alone = tmp_path / "every", tmp_path / "alone"
     systems = ["monotrans", "floor", *CORPUS_SYSTEMS]
     assert cli(["transfer", "--run-dir", str(every), "--systems", ",".join(systems), *source]) == 0

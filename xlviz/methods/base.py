@@ -205,7 +205,7 @@ class Method:
         corpus = on_corpus_config(cfg) and "corpus" in self.runs_on(system)
         out = {"l1_corpus", "l2_corpus"} if corpus else {"l1_corpus", "l2_corpus", "qa_train", "qa_test"}
         if u.get("parallel_pairs"):
-            out.add("parallel")
+            out.add("parallel_train")
         if u.get("l2_labels"):
             out.add("qa_train_l2")
         if u.get("translate_test"):

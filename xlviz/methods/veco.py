@@ -38,7 +38,7 @@ from transformers import AutoTokenizer, BertForQuestionAnswering
 
 from xlviz.io import atomic_dir
 from xlviz.methods.base import Context, Method, Stage, unit_stages
-from xlviz.methods.common import WORLD, finetune_qa, max_length
+from xlviz.methods.common import data_stage, finetune_qa, max_length, on_corpus, run_l1, run_l2s
 from xlviz.methods.joint import Reader, block_batches
 from xlviz.methods.joint import pretrain_stage as joint_pretrain_stage
 from xlviz.methods.options import MethodOptions, option
@@ -107,7 +107,7 @@ def pretrain(ctx: Context, model: VecoForMaskedLM, l2: str, stage: str, steps: i
     rank, n = ctx.acc.process_index, ctx.acc.num_processes
     pair_batch = max(1, cfg.mlm_batch_size // 2)
     mono = (ids for _, ids in block_batches(ctx, reader, 2 * cfg.block_size - 2, pair_batch))
-    l1 = ctx.world.l1
+    l1 = run_l1(ctx)
     data = ctx.parallel_train("veco", l2)[rank::n]
     src = reader.toks[l1]([p["src"] for p in data])["input_ids"]
     tgt = reader.toks[l2]([p["tgt"] for p in data])["input_ids"]
@@ -230,13 +230,19 @@ def plugin_stage(ctx: Context, l2: str) -> Stage:
 # --------------------------------------------------------------------------- the method
 class Veco(Method):
     def stages(self, ctx: Context, system: str) -> list[Stage]:
-        out = [WORLD]
-        for l2 in ctx.world.l2s:
+        out = [data_stage(ctx)]
+        for l2 in run_l2s(ctx):
             if ctx.cfg.veco_init != "scratch":
                 out += [joint_pretrain_stage(PAIR, l2), ca_stage(l2)]
             out.append(pretrain_stage(ctx, l2))
-            out.append(plugin_stage(ctx, l2) if VARIANTS[system].plugin else plugout_stage(ctx, l2))
+            if not on_corpus(ctx):  # a corpus source: scored by its tasks (retrieval), no QA fine-tuning
+                out.append(plugin_stage(ctx, l2) if VARIANTS[system].plugin else plugout_stage(ctx, l2))
         return out
+
+    def runs_on(self, system: str) -> tuple[str, ...]:
+        # the zero-shot system pre-trains on two corpora and parallel training pairs, which a
+        # corpus source can offer; the plug-in systems read translated QA training data
+        return ("world", "corpus") if not VARIANTS[system].plugin else ("world",)
 
     def describe(self, system: str) -> str:
         return VARIANTS[system].description
@@ -249,7 +255,7 @@ class Veco(Method):
         return {"parallel_pairs": pairs, "l2_labels": v.plugin, "translate_test": v.plugged_test}
 
     def unit_for(self, ctx: Context, lang: str) -> str:
-        return lang if lang != ctx.world.l1 else ctx.world.l2s[0]
+        return lang if lang != run_l1(ctx) else run_l2s(ctx)[0]
 
     def row_stages(self, ctx: Context, system: str, lang: str) -> list[str]:
         """One model per L2: a row depends on the stages of the model that scores it."""
@@ -261,7 +267,7 @@ class Veco(Method):
         return (model if VARIANTS[system].plugged_test else plug_out(model)), AutoTokenizer.from_pretrained(folder)
 
     def pair_l1_encoder(self, ctx: Context, system: str, l2: str):
-        folder = ctx.path(s1_name(ctx, l2), ctx.world.l1)
+        folder = ctx.path(s1_name(ctx, l2), run_l1(ctx))
         model = VecoForMaskedLM.from_pretrained(folder, use_safetensors=True)
         return (model if VARIANTS[system].plugged_test else plug_out(model)), AutoTokenizer.from_pretrained(folder)
 

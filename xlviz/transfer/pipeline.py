@@ -233,6 +233,11 @@ class Pipeline(StagedRun):
         n = method_of(system).uses(system, self.cfg)["parallel_pairs"]
         if not n:
             raise XlvizError(f"system {system!r} declares no parallel data (uses()['parallel_pairs'] is 0)", field="methods")
+        if self.source_kind == "corpus":  # the source's parallel training files, scored lines left out
+            pairs, _ = self.data.parallel_train_pairs()
+            if not pairs:
+                raise XlvizError("no parallel training pairs", path=self.data.parallel_train_files()[0], field="data.parallel_train")
+            return [{"id": f"train-{i}", "src": a, "tgt": b} for i, (a, b) in enumerate(pairs[:n])]
         return self.world.parallel_train(l2, n)
 
     def translate_train(self, system: str, l2: str) -> dict:

@@ -116,6 +116,7 @@ class CorpusOptions:
     def offers(self) -> set[str]:
         out = {"l2_corpus"} | ({"l1_corpus"} if self.l1_corpus else set())
         out |= {"parallel"} if self.parallel else set()
+        out |= {"parallel_train"} if self.parallel_train else set()
         out |= {"dictionary"} if self.parallel_train and self.parallel else set()
         out |= {"qa_train"} if self.qa_train else set()
         out |= {"qa_test"} if self.qa_eval else set()
