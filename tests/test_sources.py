@@ -192,7 +192,8 @@ def test_a_new_source_and_task_run_end_to_end(plugins, tmp_path):
 # --------------------------------------------------------------------------- every method on real text
 # The systems that run on corpus sources besides MONOTRANS and its floor, each trained from the
 # files and scored by the run's tasks (sentence retrieval per layer on the parallel pair).
-CORPUS_SYSTEMS = ["jointpair-disjoint", "jointpair-joint", "clwe", "wu-shared-top-1", "veco"]  # tiny: 2 layers, the bottom one per language
+CORPUS_SYSTEMS = ["jointpair-disjoint", "jointpair-joint", "clwe", "wu-shared-top-1", "veco", "ppa"]
+PPA_TINY = ["--ppa-pairs", "60", "--ppa-queue-size", "8", "--ppa-batch-size", "4", "--ppa-steps", "3"]  # tiny: 2 layers, the bottom one per language
 TINY_FILES_RUN = ["--seed", "5", "--model-size", "tiny", "--vocab-size", "150", "--block-size", "24", "--pretrain-steps", "3",
                   "--transfer-steps", "3", "--eval-max-length", "24", "--qa-max-length", "64", "--doc-stride", "24",
                   "--mlm-batch-size", "4", "--log-every", "1"]
@@ -210,7 +211,7 @@ def test_every_corpus_system_trains_and_is_scored_on_a_files_run(tmp_path, capsy
               "--parallel-train", str(files["train_en"]), str(files["train_svo"]), *TINY_FILES_RUN]
     every, alone = tmp_path / "every", tmp_path / "alone"
     systems = ["monotrans", "floor", *CORPUS_SYSTEMS]
-    assert cli(["transfer", "--run-dir", str(every), "--systems", ",".join(systems), *source]) == 0
+    assert cli(["transfer", "--run-dir", str(every), "--systems", ",".join(systems), *source, *PPA_TINY]) == 0
     assert cli(["transfer", "--run-dir", str(alone), "--systems", "monotrans,floor", *source]) == 0
     run = Run(every)
     cfg = TransferConfig.from_dict(json.loads((every / "config.json").read_text()))

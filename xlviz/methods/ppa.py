@@ -33,8 +33,8 @@ from xlviz.data.world import WorldConfig
 from xlviz.errors import XlvizError
 from xlviz.io import atomic_dir
 from xlviz.methods import joint
-from xlviz.methods.base import Context, Method, Stage, unit_stages
-from xlviz.methods.common import WORLD, max_length, trim_padding
+from xlviz.methods.base import Context, Method, Stage, on_corpus_config, unit_stages
+from xlviz.methods.common import data_stage, max_length, on_corpus, run_l1, run_l2s, run_languages, trim_padding
 from xlviz.methods.options import MethodOptions, option
 from xlviz.models.monotrans import qa_from_mlm, zero_shot_model
 from xlviz.models.vocab_slice import slice_to_language
@@ -72,7 +72,7 @@ class PpaOptions(MethodOptions):
     ppa_projection_dim: int = option(128, "d_k of the projection head (the paper: 300 for mBERT's 768)", low=1)
 
     def check_run(self, cfg) -> None:
-        if self.ppa_pairs > cfg.world.parallel_train_pairs:
+        if not on_corpus_config(cfg) and self.ppa_pairs > cfg.world.parallel_train_pairs:
             raise XlvizError(f"the world has {cfg.world.parallel_train_pairs} parallel training pairs per L2 "
                              f"(world.parallel_train_pairs), got {self.ppa_pairs}", field="ppa_pairs")
 
@@ -123,7 +123,7 @@ class FolderReader:
     """A Hugging Face model's shared tokenizer, with :class:`xlviz.methods.joint.Reader`'s interface."""
 
     def __init__(self, ctx: Context, path: str):
-        self.langs = list(ctx.world.languages)
+        self.langs = run_languages(ctx)
         self.disjoint = False
         self.vocab = None
         shared = AutoTokenizer.from_pretrained(path, trust_remote_code=False, local_files_only=True)
@@ -139,7 +139,7 @@ def is_pair(cfg) -> bool:
 
 
 def units(ctx: Context) -> list[str | None]:
-    return list(ctx.world.l2s) if is_pair(ctx.cfg) else [None]
+    return run_l2s(ctx) if is_pair(ctx.cfg) else [None]
 
 
 def suffix(l2: str | None) -> str:
@@ -171,14 +171,14 @@ def load_base(ctx: Context, l2: str | None):
 
 
 def unit_l2s(ctx: Context, l2: str | None) -> list[str]:
-    return [l2] if l2 is not None else list(ctx.world.l2s)
+    return [l2] if l2 is not None else run_l2s(ctx)
 
 
 # --------------------------------------------------------------------------- alignment
 def pair_ids(ctx: Context, rd, l2s: list[str], limit: int) -> list[tuple[list[int], list[int]]]:
     """The parallel training corpus of ``l2s`` as (L1 ids, L2 ids) in the model's id space,
     each side cut so that ``[CLS] A [SEP] B [SEP]`` fits ``limit`` tokens."""
-    l1, side = ctx.world.l1, (limit - 3) // 2
+    l1, side = run_l1(ctx), (limit - 3) // 2
     out = []
     for l2 in l2s:
         pairs = ctx.parallel_train(ZERO_SHOT, l2)
@@ -201,7 +201,10 @@ def align_stage(l2: str | None, objective: str) -> Stage:
         rd = reader(ctx, l2)
         limit = min(PAIR_LIMIT, max_length(ctx) if cfg.ppa_base in JOINT_BASES else model.config.max_position_embeddings - 2)
         pairs = pair_ids(ctx, rd, unit_l2s(ctx, l2), limit)
-        sp = Specials.of(rd.toks[ctx.world.l1], rd.size)
+        if len(pairs) <= cfg.ppa_queue_size or len(pairs) < cfg.ppa_batch_size:  # fewer pairs than the source's files promised
+            raise XlvizError(f"{len(pairs)} parallel training pairs: the MoCo queue ({cfg.ppa_queue_size}) must be smaller and a "
+                             f"batch ({cfg.ppa_batch_size}) at most as large", field="ppa_queue_size")
+        sp = Specials.of(rd.toks[run_l1(ctx)], rd.size)
         batches = pair_batches(pairs, cfg.ppa_batch_size, sp, objective=cfg.ppa_objective, prob=cfg.mlm_probability, seed=cfg.seed,
                                rank=ctx.acc.process_index, world_size=ctx.acc.num_processes)
         loop, on_log = ctx.loop(name, cfg.ppa_steps, cfg.ppa_lr)
@@ -211,7 +214,7 @@ def align_stage(l2: str | None, objective: str) -> Stage:
             return
         with atomic_dir(ctx.path(name)) as tmp:
             aligned.save_pretrained(tmp / "joint")
-            rd.toks[ctx.world.l1].save_pretrained(tmp / "joint")
+            rd.toks[run_l1(ctx)].save_pretrained(tmp / "joint")
             if rd.disjoint:
                 for lang in rd.langs:
                     slice_to_language(aligned, rd.vocab, lang).save_pretrained(tmp / lang)
@@ -323,17 +326,23 @@ class Ppa(Method):
             raise XlvizError(f"must be at most the {pairs} parallel pairs per L2, got {cfg.ppa_batch_size}", field="ppa_batch_size")
 
     def stages(self, ctx: Context, system: str) -> list[Stage]:
-        out = [WORLD]
+        out = [data_stage(ctx)]
         for l2 in units(ctx):
             out += base_stages(ctx, l2)
             out.append(align_stage(l2, ctx.cfg.ppa_objective))
-            out.append(codeswitch_stage(l2) if VARIANTS[system].codeswitch else finetune_stage(l2))
+            if not on_corpus(ctx):  # a corpus source: scored by its tasks (retrieval), no QA fine-tuning
+                out.append(codeswitch_stage(l2) if VARIANTS[system].codeswitch else finetune_stage(l2))
         return out
+
+    def runs_on(self, system: str) -> tuple[str, ...]:
+        # the zero-shot system aligns on parallel training pairs, which a corpus source can offer;
+        # the code-switched one reads translated QA training data
+        return ("world",) if VARIANTS[system].codeswitch else ("world", "corpus")
 
     def unit_for(self, ctx: Context, lang: str) -> str | None:
         if not is_pair(ctx.cfg):
             return None
-        return lang if lang != ctx.world.l1 else ctx.world.l2s[0]
+        return lang if lang != run_l1(ctx) else run_l2s(ctx)[0]
 
     def row_stages(self, ctx: Context, system: str, lang: str) -> list[str]:
         """Pair bases: a row depends on the stages of the pair model that scores it."""
@@ -347,7 +356,7 @@ class Ppa(Method):
     def pair_l1_encoder(self, ctx: Context, system: str, l2: str):
         if not is_pair(ctx.cfg):
             return None
-        l1 = ctx.world.l1
+        l1 = run_l1(ctx)
         return AutoModelForMaskedLM.from_pretrained(encoder_folder(ctx, l2, l1), use_safetensors=True), self._tokenizer(ctx, l2, l1)
 
     def _tokenizer(self, ctx: Context, u: str | None, lang: str):
