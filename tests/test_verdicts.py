@@ -112,6 +112,9 @@ def write_config(path: Path, **overrides) -> Path:
     return path
 
 
+LOOPS: dict[str, object] = {}  # stage -> the warm-up kind it asked its loop for (planted run)
+
+
 def plant_zero_lr(monkeypatch, stage: str = PLANTED) -> None:
     """Train ``stage`` at a learning rate of zero (every other stage as configured)."""
     from xlviz.training.staged import StagedRun
@@ -119,6 +122,7 @@ def plant_zero_lr(monkeypatch, stage: str = PLANTED) -> None:
     real = StagedRun.loop
 
     def loop(self, name, steps, lr, **kw):
+        LOOPS[name] = kw.get("pretraining", False)
         return real(self, name, steps, 0.0 if name == stage else lr, **kw)
 
     monkeypatch.setattr(StagedRun, "loop", loop)
@@ -253,25 +257,41 @@ def test_warmup_and_beta2_reach_the_optimizer_and_are_checked(monkeypatch):
             TransferConfig.from_dict({field: bad}, path="config.json")
 
 
+def test_each_stage_asks_for_its_warmup(planted_run):
+    """In a real run of the pair models: each pair model warms up as a joint pre-training, its
+    QA fine-tuning as any other stage."""
+    assert LOOPS["s1_jointpair-disjoint-svo"] == LOOPS["s1_jointpair-disjoint-sov"] == "joint"
+    assert LOOPS["s3_jointpair-disjoint-svo"] is False
+
+
 def test_pretraining_has_its_own_warmup_and_old_runs_keep_theirs():
-    """``pretrain_warmup_ratio`` reaches the loops of pre-trainings from scratch only (the
-    other stages keep ``warmup_ratio``); a run recorded before the setting existed reads back
-    with its pre-trainings' warm-up as it ran (``warmup_ratio``)."""
+    """``pretrain_warmup_ratio`` reaches the loops of one-language pre-trainings,
+    ``joint_warmup_ratio`` those of models pre-trained on several languages, ``warmup_ratio``
+    every other stage's; the world's joint models warm up over a quarter of their updates (the
+    plateau fix), corpus sources keep the warm-up they were measured with; a run recorded before
+    a setting existed reads back with the warm-up it ran with."""
     from types import SimpleNamespace
 
     from xlviz.training.staged import StagedRun
     from xlviz.transfer.config import TransferConfig
 
-    cfg = TransferConfig.from_dict({"warmup_ratio": 0.1, "pretrain_warmup_ratio": 0.3})
+    cfg = TransferConfig.from_dict({"warmup_ratio": 0.1, "pretrain_warmup_ratio": 0.2, "joint_warmup_ratio": 0.3})
     owner = SimpleNamespace(cfg=cfg)
-    pre, _ = StagedRun.loop(owner, "s1_x", 100, 1e-3, pretraining=True)
-    other, _ = StagedRun.loop(owner, "s2_x", 100, 1e-3)
-    assert (pre.warmup_ratio, other.warmup_ratio) == (0.3, 0.1)
+    seen = [StagedRun.loop(owner, "s", 100, 1e-3, pretraining=kind)[0].warmup_ratio for kind in (True, "joint", False)]
+    assert seen == [0.2, 0.3, 0.1]
+    default = TransferConfig()
+    assert (default.warmup_ratio, default.pretrain_warmup_ratio, default.joint_warmup_ratio) == (0.06, 0.06, 0.25)
+    assert TransferConfig.from_dict({"source": "multi30k"}).joint_warmup_ratio == 0.06
     recorded = {**cfg.to_dict(), "versions": {"torch": "x"}}
-    recorded.pop("pretrain_warmup_ratio")
-    assert TransferConfig.from_dict(recorded).pretrain_warmup_ratio == 0.1
-    with pytest.raises(XlvizError, match="pretrain_warmup_ratio"):
-        TransferConfig.from_dict({"pretrain_warmup_ratio": 1.5}, path="config.json")
+    for key in ("pretrain_warmup_ratio", "joint_warmup_ratio"):
+        recorded.pop(key)
+    back = TransferConfig.from_dict(recorded)
+    assert (back.pretrain_warmup_ratio, back.joint_warmup_ratio) == (0.1, 0.1)  # everything warmed up over warmup_ratio
+    recorded["pretrain_warmup_ratio"] = 0.25  # recorded while one setting covered every pre-training
+    assert TransferConfig.from_dict(recorded).joint_warmup_ratio == 0.25
+    for field in ("pretrain_warmup_ratio", "joint_warmup_ratio"):
+        with pytest.raises(XlvizError, match=field):
+            TransferConfig.from_dict({field: 1.5}, path="config.json")
 
 
 # --------------------------------------------------------------------------- NaN and strict

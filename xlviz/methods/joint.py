@@ -287,7 +287,7 @@ def pretrain_stage(system: str, l2: str | None) -> Stage:
                 inputs, labels = mask_tokens(ids, mask_id=mask_id, vocab_size=reader.size, prob=cfg.mlm_probability, generator=gen)
                 yield {"input_ids": inputs, "labels": labels}
 
-        loop, on_log = ctx.loop(name, cfg.pretrain_steps, cfg.pretrain_lr, pretraining=True)
+        loop, on_log = ctx.loop(name, cfg.pretrain_steps, cfg.pretrain_lr, pretraining="joint")
         if loop.monitor is not None and len(reader.langs) > 1:
             loop.monitor.id_groups = language_groups(reader, ctx)  # the unigram entropy per language
         model = train(MaskedOnlyMLM(model), batches(), loop, ctx.acc, on_log=on_log, desc=name).model

@@ -115,7 +115,7 @@ def pretrain(ctx: Context, model: VecoForMaskedLM, l2: str, stage: str, steps: i
     tok = reader.toks[l1]
     batches = pretrain_batches(mono, pairs, pair_batch, mask_id=tok.mask_token_id,
                                vocab_size=reader.size, prob=cfg.mlm_probability, seed=cfg.seed * 31 + rank)
-    loop, on_log = ctx.loop(stage, steps, lr, pretraining=True)
+    loop, on_log = ctx.loop(stage, steps, lr, pretraining="joint")
     model = train(VecoPretraining(model), batches, loop, ctx.acc, on_log=on_log, desc=stage).model
     ctx.acc.free_memory()
     return model

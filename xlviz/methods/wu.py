@@ -63,7 +63,7 @@ def pretrain_stage(system: str, l2: str) -> Stage:
                                              prob=cfg.mlm_probability, generator=gen)
                 yield {"input_ids": inputs, "labels": labels, "language": torch.tensor(index[lang])}
 
-        loop, on_log = ctx.loop(name, cfg.pretrain_steps, cfg.pretrain_lr, pretraining=True)
+        loop, on_log = ctx.loop(name, cfg.pretrain_steps, cfg.pretrain_lr, pretraining="joint")
         if loop.monitor is not None:
             loop.monitor.id_groups = language_groups(reader)
         model = train(PerLanguageMLM(model), batches(), loop, ctx.acc, on_log=on_log, desc=name).model

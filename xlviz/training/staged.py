@@ -264,18 +264,19 @@ class StagedRun:
             self.run.log(msg)
             print(msg, flush=True)
 
-    def loop(self, stage: str, steps: int, lr: float, *, pretraining: bool = False) -> tuple[LoopConfig, Callable]:
+    def loop(self, stage: str, steps: int, lr: float, *, pretraining: bool | str = False) -> tuple[LoopConfig, Callable]:
         """A loop config and an ``on_log`` writing metrics and progress for ``stage``; the
         config's monitor collects what the stage's verdict is judged on (:meth:`judge`).
         ``pretraining``: a masked-LM pre-training from scratch, warmed up over
-        ``pretrain_warmup_ratio`` of its updates (the plateau fix, docs/methods.md) instead of
-        ``warmup_ratio``."""
+        ``pretrain_warmup_ratio`` of its updates, or ``"joint"`` (a model pre-trained on several
+        languages at once) over ``joint_warmup_ratio`` (the plateau fix, docs/methods.md);
+        other stages over ``warmup_ratio``."""
+        warmup = {"joint": "joint_warmup_ratio", True: "pretrain_warmup_ratio"}.get(pretraining, "warmup_ratio")
         monitor = StageMonitor()
         self.__dict__.setdefault("_monitors", {})[stage] = monitor
         cfg = LoopConfig(steps=steps, lr=lr, grad_accum=self.cfg.grad_accum, log_every=self.cfg.log_every,
                          eval_every=int(getattr(self.cfg, "eval_every", 0) or 0), monitor=monitor,
-                         warmup_ratio=float(getattr(self.cfg, "pretrain_warmup_ratio" if pretraining else "warmup_ratio",
-                                                    LoopConfig.warmup_ratio)),
+                         warmup_ratio=float(getattr(self.cfg, warmup, LoopConfig.warmup_ratio)),
                          adam_beta2=float(getattr(self.cfg, "adam_beta2", LoopConfig.adam_beta2)))
 
         def on_log(step: int, loss: float, elapsed: float, **dev: float) -> None:
