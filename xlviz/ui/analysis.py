@@ -142,10 +142,19 @@ def parallel(source: str, run_path: str | None = None, l2: str | None = None, la
 
 
 def parallel_sources() -> list:
-    """The parallel-text sources readable here (:mod:`xlviz.analysis.parallel`), in order."""
-    from xlviz.analysis.parallel import available
+    """The parallel-text sources readable here (:mod:`xlviz.analysis.parallel`), in order: a
+    shared-data source when it lists languages, read through :func:`source_languages`'s cache
+    (the pages ask on every render, and then draw the picked source's pickers from the same list)."""
+    from xlviz.analysis.parallel import sources
+    from xlviz.errors import XlvizError
 
-    return available()
+    def readable(name: str) -> bool:
+        try:
+            return bool(source_languages(name))
+        except (XlvizError, OSError):
+            return False
+
+    return [s for s in sources().values() if s.takes is not None or readable(s.name)]
 
 
 def run_pairs_label() -> str:
