@@ -172,10 +172,19 @@ systems_all = list(dict.fromkeys(r["system"] for r in rows))
 if "sw_systems" in st.session_state:
     st.session_state["sw_systems"] = [s for s in st.session_state["sw_systems"] if s in systems_all] or systems_all
 picked = st.multiselect("Systems", systems_all, default=systems_all, key="sw_systems")
-st.caption("Mean over seeds [95% percentile-bootstrap interval over the seeds' values; none with one seed]; F1 L2/L1 "
+st.caption("Mean over seeds [95% percentile-bootstrap interval over the seeds' values; none with one seed]; "
+           "[seeds×paragraphs]: two-level bootstrap, seeds resampled then test paragraphs (one seed: paragraphs). F1 L2/L1 "
            "divides by the same system's English F1 in the same cell; distance: typological features that differ from "
            "English (docs/typology.md). EM beside F1: the floor's F1 is mostly partial credit.")
 st.dataframe(sweeps_view.results_table(rows, picked), hide_index=True, width="stretch", key="sw_results", placeholder=NA)
+excluded = sweeps_view.excluded_lines(rows)
+if excluded:
+    st.warning("Left out as degenerate (the model failed to learn; not a result, in no mean, ratio or difference):\n\n"
+               + "\n".join(f"- {md_text(line)}" for line in excluded), icon=":material/warning:")
+with guard("Could not read the cells' stage times"):
+    timing = sweeps_view.timing_line(summary.path)
+    if timing:
+        st.caption(timing)
 with guard("Could not draw the figure"):
     fig = sweeps_view.ratio_figure(rows, picked or None)
     fig.update_layout(title_text="Transfer ratio against typological distance (mean over seeds, 95% band)")

@@ -23,6 +23,9 @@ ROOT = Path(__file__).resolve().parents[1]
 TINY = {
     "model_size": "tiny", "vocab_size": 200, "batch_size": 8, "mlm_batch_size": 8, "pretrain_steps": 4, "transfer_steps": 2,
     "finetune_steps": 2, "log_every": 2, "mixed_precision": "no",
+    # a tiny model learns nothing in 4 steps: judged degenerate, its rows would be no results;
+    # these tests are about the sweep's machinery (tests/test_verdicts.py judges stages)
+    "verdict_mlm_margin": -100.0, "verdict_qa_margin": -100.0,
     "world": {"corpus_documents": 120, "qa_train_paragraphs": 20, "qa_dev_paragraphs": 3, "qa_test_paragraphs": 4,
               "parallel_pairs": 20, "agreement_pairs": 9, "sense_pairs": 6, "parallel_train_pairs": 40},
 }
@@ -115,7 +118,7 @@ def test_english_stages_run_once_per_group(swept):
 @pytest.mark.slow
 def test_report_over_the_sweep(swept, capsys):
     from xlviz.cli import main
-    from xlviz.transfer.sweep_report import ratio_figure, sweep_rows
+    from xlviz.transfer.sweep_report import ratio_figure, sweep_rows, sweep_timing
 
     rows = sweep_rows(swept["folder"])
     by = {(r["setting"], r["system"], r["language"]): r for r in rows}
@@ -124,9 +127,15 @@ def test_report_over_the_sweep(swept, capsys):
     en = json.loads((swept["folder"] / "001-languages-tr" / "results.json").read_text())
     f1 = {(r["system"], r["language"]): r["f1"] for r in en}
     assert by[("languages=tr", "monotrans", "tr")]["f1"] == f1[("monotrans", "tr")]
+    # one seed: the paragraph bootstrap of the cell's kept predictions, around its F1
+    tr = by[("languages=tr", "monotrans", "tr")]
+    assert tr["f1_sp_low"] <= tr["f1"] <= tr["f1_sp_high"] and tr["exact_match_sp_low"] <= tr["exact_match"]
+    timing = sweep_timing(swept["folder"])  # the tr cell received the English stages as copies
+    assert timing["cells"] == 2 and timing["copied"] >= 2 and timing["alone_s"] > timing["ran_s"] > 0
     assert main(["report", str(swept["folder"])]) == 0
     out = capsys.readouterr().out
     assert "| languages=tr | monotrans | tr | zero-shot | 5 | 1 |" in out  # the cell, and the transfer setting
+    assert "Stage time:" in out and "the same cells run alone" in out
     # --compare on a sweep folder: one paired table per grid cell (it used to print the means and ignore it)
     assert main(["report", str(swept["folder"]), "--compare", "monotrans", "floor"]) == 0
     out = capsys.readouterr().out
@@ -245,6 +254,42 @@ def test_report_means_intervals_and_paired_differences(tmp_path):
     table = sweep_table(tmp_path)
     assert "| languages=tr | monotrans | tr | zero-shot | 5 | 2 | 26.0 [12.0, 40.0] |" in table
     assert "| languages=tr | tr | monotrans: +0.25 [+0.10, +0.40] | 2 |" in table
+    assert "| — | — |" in table  # no kept predictions: no seeds-x-paragraphs interval
+
+
+def test_report_leaves_out_degenerate_rows(tmp_path):
+    """A row that depends on a degenerate stage is no result in a sweep's report: not in the
+    means, the ratios or the paired differences, and listed as excluded with its reason; an
+    English row that is degenerate takes its system's ratios with it."""
+    from xlviz.io import atomic_write_json
+    from xlviz.transfer.sweep_report import paired_differences, sweep_rows, sweep_table
+
+    cells = []
+    for seed, (mono, bad_l2, bad_en) in enumerate([(40.0, False, False), (10.0, True, False), (30.0, False, True)]):
+        name = f"{seed:03d}-languages-tr_seed-{seed}"
+        cells.append({"name": name, "overrides": {"world.languages": [{"code": "tr", "order": "tr"}], "seed": seed},
+                      "config": {"seed": seed, "world": {"languages": [{"code": "tr", "order": "tr", "script": "latin"}]}}})
+        rows = [{"system": "monotrans", "language": "en", "f1": 80.0, "exact_match": 40.0},
+                {"system": "floor", "language": "en", "f1": 80.0, "exact_match": 40.0},
+                {"system": "monotrans", "language": "tr", "f1": mono, "exact_match": mono / 2},
+                {"system": "floor", "language": "tr", "f1": 8.0, "exact_match": 2.0}]
+        if bad_l2:
+            rows[2].update(verdict="degenerate", degenerate_stages=["s2_transfer-tr"])
+        if bad_en:
+            rows[0].update(verdict="degenerate", degenerate_stages=["s1_pretrain"])
+        atomic_write_json(tmp_path / name / "results.json", rows)
+    atomic_write_json(tmp_path / "sweep" / "sweep.json", {"cells": cells})
+    by = {(r["system"], r["language"]): r for r in sweep_rows(tmp_path)}
+    tr = by[("monotrans", "tr")]
+    assert tr["n"] == 2 and tr["f1"] == pytest.approx(35.0)  # seeds 0 and 2; seed 1's row is no result
+    assert tr["ratio"] == pytest.approx(40 / 80)  # seed 2's English row is degenerate: no ratio there
+    assert tr["excluded"] == [("001-languages-tr_seed-1", "degenerate stage s2_transfer-tr")]
+    assert by[("monotrans", "en")]["n"] == 2 and by[("floor", "tr")]["n"] == 3
+    (d,) = paired_differences(tmp_path, "monotrans", "floor")
+    assert d["n"] == 1 and d["difference"] == pytest.approx((40 - 8) / 80)
+    table = sweep_table(tmp_path)
+    assert "- 001-languages-tr_seed-1: monotrans tr (degenerate stage s2_transfer-tr)" in table
+    assert "- 002-languages-tr_seed-2: monotrans en (degenerate stage s1_pretrain)" in table
 
 
 def test_slurm_off_a_cluster_is_one_line(tmp_path):

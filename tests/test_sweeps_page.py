@@ -210,3 +210,25 @@ def test_runs_page_points_to_the_sweeps_when_only_sweeps_exist(tmp_path, monkeyp
     infos = [i.value for i in at.info]
     assert any("The 4 cells of this folder's sweeps are on the Sweeps page" in v for v in infos), infos
     assert not any(v == "No runs yet — start one above." for v in infos)
+
+
+def test_a_degenerate_row_is_left_out_and_named(tmp_path, monkeypatch):
+    """A cell's row that depends on a degenerate stage is in no mean on the page: the table's
+    seeds count drops and a warning names the cell, the system and the stage."""
+    from tests.sweep_fixtures import make_sweep
+    from xlviz.io import atomic_write_json
+
+    root = tmp_path / "checkpoints"
+    make_sweep(root)
+    f = root / "tiny-sweep" / "001-languages-sov_seed-1" / "results.json"
+    rows = json.loads(f.read_text())
+    for r in rows:
+        if r["system"] == "monotrans" and r["language"] == "sov":
+            r.update(verdict="degenerate", degenerate_stages=["s2_transfer-sov"])
+    atomic_write_json(f, rows)
+    at = _sweeps(root, monkeypatch)
+    res = _tables(at)["sw_results"]
+    row = res[(res["system"] == "monotrans") & (res["language"] == "sov")].iloc[0]
+    assert row["seeds"] == 1
+    warnings = [w.value for w in at.warning]
+    assert any("001-languages-sov_seed-1: monotrans sov (degenerate stage s2_transfer-sov)" in w for w in warnings), warnings

@@ -4,7 +4,12 @@ seeds of F1, EM and their L2/L1 ratios with a 95% interval, as a table and as pl
 Why: one run's ratio moves by several points with the seed (docs/world.md), so a sweep over
 grammars says something only as means with intervals over seeds. The interval is the
 percentile bootstrap over the seeds' values (``xlviz.evaluation.intervals``): with three seeds
-it is rough, and the table says how many seeds each mean has.
+it is rough, and the table says how many seeds each mean has. Beside it, F1 and EM get the
+two-level interval (seeds resampled, then test paragraphs within each drawn seed,
+``xlviz.evaluation.uncertainty.two_level_bootstrap``; with one seed the paragraph bootstrap),
+from the predictions each cell kept: the test questions' own spread, which the seeds' values
+alone do not show. A row that depends on a degenerate stage (``xlviz.training.verdicts``) is no
+result: it is left out of every mean, ratio and paired difference, and counted as excluded.
 """
 
 from __future__ import annotations
@@ -14,6 +19,7 @@ from pathlib import Path
 
 from xlviz.errors import XlvizError
 from xlviz.evaluation.intervals import bootstrap_interval
+from xlviz.training.verdicts import degenerate_reason, is_degenerate
 from xlviz.transfer.sweep import Cell, Sweep
 
 SEED_KEYS = ("seed", "world.seed")
@@ -53,27 +59,56 @@ def _interval(values: list[float]) -> dict:
     return {"mean": iv["mean"], "low": iv["low"], "high": iv["high"]}
 
 
-def sweep_rows(folder: str | Path) -> list[dict]:
+def _question_interval(dirs: list[Path], system: str, lang: str, metric: str) -> dict | None:
+    """The two-level (seeds, then paragraphs) interval of ``metric`` over the runs in ``dirs``
+    that kept ``system``'s predictions in ``lang``; the paragraph bootstrap with one run."""
+    from xlviz.evaluation.uncertainty import cluster_bootstrap, two_level_bootstrap
+    from xlviz.transfer.uncertainty import question_scores
+
+    per_seed = []
+    for d in dirs:
+        try:
+            qs = question_scores(d, system, lang)
+        except XlvizError:
+            qs = None
+        if qs is not None and qs.ids:
+            per_seed.append((getattr(qs, metric), qs.paragraphs))
+    if not per_seed:
+        return None
+    iv = two_level_bootstrap(per_seed) if len(per_seed) > 1 else cluster_bootstrap(*per_seed[0])
+    return {"low": iv.low, "high": iv.high, "method": iv.method, "n_paragraphs": iv.n_paragraphs}
+
+
+def sweep_rows(folder: str | Path, *, paragraphs: bool = True) -> list[dict]:
     """One row per (setting, system, language): ``n`` seeds with results, and for ``f1``,
     ``exact_match``, ``ratio`` (L2 F1 over the same model's L1 F1) and ``em_ratio`` the mean,
     ``*_low`` and ``*_high`` (None with one seed); ``distance`` is the language's typological
-    distance from English (L1 rows: 0)."""
+    distance from English (L1 rows: 0). With ``paragraphs``, ``f1_sp_low``/``_high`` and
+    ``exact_match_sp_low``/``_high``: the seeds-then-paragraphs interval from the cells' kept
+    predictions. ``excluded``: ``[(cell, reason)]`` of rows left out as degenerate (a ratio is
+    also left out when the same system's English row is degenerate)."""
     sweep = Sweep(folder)
     if not sweep.exists():
         raise XlvizError("not a sweep folder (no sweep/sweep.json)", path=folder)
     groups: dict[tuple, dict] = {}
     order: list[tuple] = []
     for cell in sweep.cells():
-        rows = sweep.cell_run(cell).results()
-        l1 = {r["system"]: r for r in rows if r["language"] == L1}
+        run = sweep.cell_run(cell)
+        rows = run.results()
+        l1 = {r["system"]: r for r in rows if r["language"] == L1 and not is_degenerate(r)}
         for r in rows:
             key = (_setting(cell), r["system"], r["language"])
             if key not in groups:
                 groups[key] = {"setting": key[0], "system": key[1], "language": key[2], "transfer": r.get("setting") or "zero-shot",
-                               "distance": 0 if key[2] == L1 else _distance(cell, key[2]), "values": {}, "cells": []}
+                               "distance": 0 if key[2] == L1 else _distance(cell, key[2]), "values": {}, "cells": [],
+                               "dirs": [], "excluded": []}
                 order.append(key)
             g = groups[key]
+            if is_degenerate(r):  # no result: not a number to average
+                g["excluded"].append((cell.name, degenerate_reason(r)))
+                continue
             g["cells"].append(cell.name)
+            g["dirs"].append(run.path)
             vals = {"f1": r["f1"], "exact_match": r["exact_match"]}
             base = l1.get(r["system"])
             if r["language"] != L1:
@@ -87,13 +122,18 @@ def sweep_rows(folder: str | Path) -> list[dict]:
     out = []
     for key in order:
         g = groups[key]
-        row = {k: g[k] for k in ("setting", "system", "language", "transfer", "distance")}
+        row = {k: g[k] for k in ("setting", "system", "language", "transfer", "distance", "excluded")}
         row["n"] = len(g["cells"])
         for metric in ("f1", "exact_match", "ratio", "em_ratio"):
             values = g["values"].get(metric)
             if values:
                 iv = _interval(values)
                 row[metric], row[f"{metric}_low"], row[f"{metric}_high"] = iv["mean"], iv["low"], iv["high"]
+        if paragraphs and g["dirs"]:
+            for metric in ("f1", "exact_match"):
+                iv = _question_interval(g["dirs"], key[1], key[2], metric)
+                if iv is not None:
+                    row[f"{metric}_sp_low"], row[f"{metric}_sp_high"] = iv["low"], iv["high"]
         out.append(row)
     return out
 
@@ -107,7 +147,7 @@ def paired_differences(folder: str | Path, a: str, b: str, metric: str = "ratio"
         raise XlvizError("not a sweep folder (no sweep/sweep.json)", path=folder)
     diffs: dict[tuple, list[float]] = {}
     for cell in sweep.cells():
-        rows = sweep.cell_run(cell).results()
+        rows = [r for r in sweep.cell_run(cell).results() if not is_degenerate(r)]  # degenerate rows: no result
         l1 = {r["system"]: r for r in rows if r["language"] == L1}
         by = {(r["system"], r["language"]): r for r in rows}
         for (system, lang), r in by.items():
@@ -140,16 +180,63 @@ def _cell(row: dict, metric: str, fmt: str) -> str:
     return text
 
 
+def _sp(row: dict, metric: str) -> str:
+    if row.get(f"{metric}_sp_low") is None:
+        return "—"
+    return f"[{row[f'{metric}_sp_low']:.1f}, {row[f'{metric}_sp_high']:.1f}]"
+
+
+def sweep_timing(folder: str | Path) -> dict:
+    """What sharing stages saved: ``ran_s``, the sum of the stage times the sweep's cells ran
+    (each cell's ``stage_seconds``), and ``alone_s``, what the same cells cost run alone: that
+    plus, for every stage a cell received as a copy, the time the stage took in the cell that
+    ran it. ``cells``: cells counted (completed); ``copied``: stages received as copies."""
+    sweep = Sweep(folder)
+    if not sweep.exists():
+        raise XlvizError("not a sweep folder (no sweep/sweep.json)", path=folder)
+    cells = sweep.cells()
+    ran: dict[str, dict[str, float]] = {}
+    done: dict[str, list[str]] = {}
+    for c in cells:
+        run = sweep.cell_run(c)
+        if not run.exists():
+            continue
+        status = run.status()
+        if status.get("state") != "completed":
+            continue
+        ran[c.name] = run.stage_seconds()
+        done[c.name] = list(status.get("stages_done", []))
+    group_time: dict[tuple[str, str], float] = {}
+    for c in cells:
+        for stage, sec in ran.get(c.name, {}).items():
+            group_time.setdefault((c.group(), stage), sec)
+    ran_s = sum(sum(v.values()) for v in ran.values())
+    extra, copied = 0.0, 0
+    for c in cells:
+        for stage in done.get(c.name, []):
+            if stage not in ran[c.name] and (c.group(), stage) in group_time:
+                extra += group_time[(c.group(), stage)]
+                copied += 1
+    return {"cells": len(ran), "ran_s": ran_s, "alone_s": ran_s + extra, "copied": copied}
+
+
 def sweep_table(folder: str | Path) -> str:
     """Markdown: per grid cell (its settings but the seed), system and L2, the transfer setting
-    (zero-shot, translate-train, translate-test), F1, EM and the ratios with their 95% intervals."""
+    (zero-shot, translate-train, translate-test), F1, EM and the ratios with their 95% intervals
+    over seeds, F1 and EM's seeds-then-paragraphs intervals, the rows left out as degenerate,
+    and the stage time the sweep took beside its cells run alone."""
     rows = sweep_rows(folder)
-    head = ["cell", "system", "language", "transfer", "distance", "seeds", "F1", "EM", "F1 L2/L1", "EM L2/L1"]
+    head = ["cell", "system", "language", "transfer", "distance", "seeds", "F1", "EM", "F1 L2/L1", "EM L2/L1",
+            "F1 [seeds×paragraphs]", "EM [seeds×paragraphs]"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in sorted(rows, key=lambda r: (r["system"], r["distance"] if r["distance"] is not None else 99, r["setting"], r["language"])):
         lines.append(f"| {r['setting']} | {r['system']} | {r['language']} | {r['transfer']} | {'' if r['distance'] is None else r['distance']} | "
                      f"{r['n']} | {_cell(r, 'f1', '.1f')} | {_cell(r, 'exact_match', '.1f')} | {_cell(r, 'ratio', '.2f')} | "
-                     f"{_cell(r, 'em_ratio', '.2f')} |")
+                     f"{_cell(r, 'em_ratio', '.2f')} | {_sp(r, 'f1')} | {_sp(r, 'exact_match')} |")
+    excluded = [(r, cell, why) for r in rows for cell, why in r.get("excluded", [])]
+    if excluded:
+        lines += ["", "Left out as degenerate (their model failed to learn; not results):"]
+        lines += [f"- {cell}: {r['system']} {r['language']} ({why})" for r, cell, why in excluded]
     systems = sorted({r["system"] for r in rows})
     if "floor" in systems and len(systems) > 1:  # what each system gains over the blind model, paired by cell
         lines += ["", "| cell | language | system - floor (F1 L2/L1) | seeds |", "|---|---|---|---|"]
@@ -160,9 +247,16 @@ def sweep_table(folder: str | Path) -> str:
                 iv = f" [{d['low']:+.2f}, {d['high']:+.2f}]" if d["low"] is not None else ""
                 lines.append(f"| {d['setting']} | {d['language']} | {other}: {d['difference']:+.2f}{iv} | {d['n']} |")
     lines.append("\nMean over seeds [95% percentile-bootstrap interval over the seeds' values; none with one seed]; "
+                 "[seeds×paragraphs]: 95% two-level bootstrap (seeds resampled, then test paragraphs; one seed: paragraphs), "
+                 "from the predictions the cells kept. "
                  "cell: the grid's settings but the seed (all: the grid is seeds only). "
                  "Ratios divide by the same system's English score in the same cell; distance: typological features "
                  "that differ from English (docs/typology.md).")
+    t = sweep_timing(folder)
+    if t["cells"]:
+        lines.append(f"Stage time: {t['ran_s']:.0f} s over {t['cells']} completed cells; the same cells run alone: "
+                     f"{t['alone_s']:.0f} s ({t['copied']} shared stages received as copies"
+                     + (f", {t['alone_s'] / t['ran_s']:.2f}x" if t["ran_s"] else "") + ").")
     return "\n".join(lines)
 
 
@@ -201,4 +295,4 @@ def ratio_figure(rows: list[dict], systems: list[str] | None = None):
     return fig
 
 
-__all__ = ["sweep_rows", "sweep_table", "paired_differences", "ratio_figure"]
+__all__ = ["sweep_rows", "sweep_table", "sweep_timing", "paired_differences", "ratio_figure"]

@@ -18,10 +18,12 @@ from xlviz import jobs
 from xlviz.errors import XlvizError
 from xlviz.limits import SIZE_LIMITS
 from xlviz.transfer.sweep import FLAG_KEYS, SWEEP_DIR, SweepSummary, list_sweeps, make_cells, parse_grid, sweep_summary
-from xlviz.transfer.sweep_report import ratio_figure, sweep_rows
+from xlviz.transfer.sweep_report import ratio_figure, sweep_timing
+from xlviz.transfer.sweep_report import sweep_rows as _sweep_rows
 
 __all__ = ["SweepForm", "prepare_sweep", "all_sweeps", "start", "resume", "state", "list_sweeps", "sweep_summary", "sweep_rows",
-           "ratio_figure", "results_table", "paired_table", "sweeps_table", "cells_table", "cell_l2s", "cell_models"]
+           "ratio_figure", "results_table", "excluded_lines", "timing_line", "paired_table", "sweeps_table", "cells_table",
+           "cell_l2s", "cell_models"]
 from xlviz.ui.runs_view import MODEL_SIZES
 
 MAX_CELLS = 500  # a typo in a grid must not start thousands of runs
@@ -223,7 +225,56 @@ def _text(row: dict, metric: str, fmt: str) -> str | None:
     return out
 
 
-RESULT_COLUMNS = ["setting", "system", "language", "transfer", "distance", "seeds", "F1", "EM", "F1 L2/L1", "EM L2/L1"]
+RESULT_COLUMNS = ["setting", "system", "language", "transfer", "distance", "seeds", "F1", "EM", "F1 L2/L1", "EM L2/L1",
+                  "F1 [seeds×paragraphs]", "EM [seeds×paragraphs]"]
+
+
+def _results_stamp(folder: Path) -> tuple:
+    """What the rows depend on: each cell's results.json (a cell that finishes changes it)."""
+    out = []
+    for f in sorted(folder.glob("*/results.json")):
+        try:
+            st = f.stat()
+        except OSError:
+            continue
+        out.append((f.parent.name, st.st_mtime_ns, st.st_size))
+    return tuple(out)
+
+
+_ROWS_CACHE: dict[tuple, list[dict]] = {}
+
+
+def sweep_rows(folder: str | Path) -> list[dict]:
+    """:func:`xlviz.transfer.sweep_report.sweep_rows`, kept while no cell's results change:
+    the seeds-then-paragraphs intervals re-read every cell's predictions, too slow for a page
+    that re-draws every few seconds while a sweep runs."""
+    folder = Path(folder)
+    key = (str(folder.resolve()), _results_stamp(folder))
+    if key not in _ROWS_CACHE:
+        if len(_ROWS_CACHE) > 16:
+            _ROWS_CACHE.clear()
+        _ROWS_CACHE[key] = _sweep_rows(folder)
+    return _ROWS_CACHE[key]
+
+
+def excluded_lines(rows: list[dict]) -> list[str]:
+    """One line per result row left out as degenerate: cell, system, language, reason."""
+    return [f"{cell}: {r['system']} {r['language']} ({why})" for r in rows for cell, why in r.get("excluded", [])]
+
+
+def timing_line(folder: str | Path) -> str:
+    """The sweep's stage time beside its completed cells run alone (what sharing saved)."""
+    t = sweep_timing(folder)
+    if not t["cells"]:
+        return ""
+    return (f"Stage time: {t['ran_s'] / 60:.1f} min over {t['cells']} completed cells; the same cells run alone: "
+            f"{t['alone_s'] / 60:.1f} min ({t['copied']} shared stages received as copies).")
+
+
+def _sp(row: dict, metric: str) -> str | None:
+    if row.get(f"{metric}_sp_low") is None:
+        return None
+    return f"[{row[f'{metric}_sp_low']:.1f}, {row[f'{metric}_sp_high']:.1f}]"
 
 
 def results_table(rows: list[dict], systems: list[str] | None = None) -> pd.DataFrame:
@@ -234,7 +285,8 @@ def results_table(rows: list[dict], systems: list[str] | None = None) -> pd.Data
     return pd.DataFrame([{"setting": r["setting"], "system": r["system"], "language": r["language"],
                           "transfer": r["transfer"], "distance": r["distance"],
                           "seeds": r["n"], "F1": _text(r, "f1", ".1f"), "EM": _text(r, "exact_match", ".1f"),
-                          "F1 L2/L1": _text(r, "ratio", ".2f"), "EM L2/L1": _text(r, "em_ratio", ".2f")} for r in keep],
+                          "F1 L2/L1": _text(r, "ratio", ".2f"), "EM L2/L1": _text(r, "em_ratio", ".2f"),
+                          "F1 [seeds×paragraphs]": _sp(r, "f1"), "EM [seeds×paragraphs]": _sp(r, "exact_match")} for r in keep],
                         columns=RESULT_COLUMNS)
 
 
