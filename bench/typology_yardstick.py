@@ -88,7 +88,7 @@ def main() -> None:
     for measure, pick in (("word translation, embedding layer", lambda L: L[min(L)]["word_translation"]),
                           ("word translation, best layer", lambda L: _best(L, "word_translation")),
                           ("sentence retrieval, best layer", lambda L: _best(L, "retrieval"))):
-        for systems in (None, ("monotrans", "jointpair-disjoint", "clwe", "dictionary-oracle")):
+        for systems in [None] + [(name,) for name in sorted({system for _, system in points})]:  # all, then each system
             xs, ys = [], []
             for (cell, system), pt in points.items():
                 if systems is not None and system not in systems:
