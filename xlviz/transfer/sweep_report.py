@@ -59,26 +59,6 @@ def _interval(values: list[float]) -> dict:
     return {"mean": iv["mean"], "low": iv["low"], "high": iv["high"]}
 
 
-def _question_interval(dirs: list[Path], system: str, lang: str, metric: str) -> dict | None:
-    """The two-level (seeds, then paragraphs) interval of ``metric`` over the runs in ``dirs``
-    that kept ``system``'s predictions in ``lang``; the paragraph bootstrap with one run."""
-    from xlviz.evaluation.uncertainty import cluster_bootstrap, two_level_bootstrap
-    from xlviz.transfer.uncertainty import question_scores
-
-    per_seed = []
-    for d in dirs:
-        try:
-            qs = question_scores(d, system, lang)
-        except XlvizError:
-            qs = None
-        if qs is not None and qs.ids:
-            per_seed.append((getattr(qs, metric), qs.paragraphs))
-    if not per_seed:
-        return None
-    iv = two_level_bootstrap(per_seed) if len(per_seed) > 1 else cluster_bootstrap(*per_seed[0])
-    return {"low": iv.low, "high": iv.high, "method": iv.method, "n_paragraphs": iv.n_paragraphs}
-
-
 def sweep_rows(folder: str | Path, *, paragraphs: bool = True) -> list[dict]:
     """One row per (setting, system, language): ``n`` seeds with results, and for ``f1``,
     ``exact_match``, ``ratio`` (L2 F1 over the same model's L1 F1) and ``em_ratio`` the mean,
@@ -130,10 +110,12 @@ def sweep_rows(folder: str | Path, *, paragraphs: bool = True) -> list[dict]:
                 iv = _interval(values)
                 row[metric], row[f"{metric}_low"], row[f"{metric}_high"] = iv["mean"], iv["low"], iv["high"]
         if paragraphs and g["dirs"]:
+            from xlviz.transfer.uncertainty import seeds_paragraphs_interval
+
             for metric in ("f1", "exact_match"):
-                iv = _question_interval(g["dirs"], key[1], key[2], metric)
+                iv = seeds_paragraphs_interval(g["dirs"], key[1], key[2], metric)
                 if iv is not None:
-                    row[f"{metric}_sp_low"], row[f"{metric}_sp_high"] = iv["low"], iv["high"]
+                    row[f"{metric}_sp_low"], row[f"{metric}_sp_high"] = iv.low, iv.high
         out.append(row)
     return out
 
@@ -186,6 +168,11 @@ def _sp(row: dict, metric: str) -> str:
     return f"[{row[f'{metric}_sp_low']:.1f}, {row[f'{metric}_sp_high']:.1f}]"
 
 
+def excluded_lines(rows: list[dict]) -> list[str]:
+    """One line per result row left out as degenerate: cell, system, language, reason."""
+    return [f"{cell}: {r['system']} {r['language']} ({why})" for r in rows for cell, why in r.get("excluded", [])]
+
+
 def sweep_timing(folder: str | Path) -> dict:
     """What sharing stages saved: ``ran_s``, the sum of the stage times the sweep's cells ran
     (each cell's ``stage_seconds``), and ``alone_s``, what the same cells cost run alone: that
@@ -233,10 +220,10 @@ def sweep_table(folder: str | Path) -> str:
         lines.append(f"| {r['setting']} | {r['system']} | {r['language']} | {r['transfer']} | {'' if r['distance'] is None else r['distance']} | "
                      f"{r['n']} | {_cell(r, 'f1', '.1f')} | {_cell(r, 'exact_match', '.1f')} | {_cell(r, 'ratio', '.2f')} | "
                      f"{_cell(r, 'em_ratio', '.2f')} | {_sp(r, 'f1')} | {_sp(r, 'exact_match')} |")
-    excluded = [(r, cell, why) for r in rows for cell, why in r.get("excluded", [])]
+    excluded = excluded_lines(rows)
     if excluded:
         lines += ["", "Left out as degenerate (their model failed to learn; not results):"]
-        lines += [f"- {cell}: {r['system']} {r['language']} ({why})" for r, cell, why in excluded]
+        lines += [f"- {line}" for line in excluded]
     systems = sorted({r["system"] for r in rows})
     if "floor" in systems and len(systems) > 1:  # what each system gains over the blind model, paired by cell
         lines += ["", "| cell | language | system - floor (F1 L2/L1) | seeds |", "|---|---|---|---|"]
@@ -295,4 +282,4 @@ def ratio_figure(rows: list[dict], systems: list[str] | None = None):
     return fig
 
 
-__all__ = ["sweep_rows", "sweep_table", "sweep_timing", "paired_differences", "ratio_figure"]
+__all__ = ["sweep_rows", "sweep_table", "sweep_timing", "excluded_lines", "paired_differences", "ratio_figure"]

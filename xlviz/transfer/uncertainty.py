@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from xlviz.errors import XlvizError
-from xlviz.evaluation.uncertainty import (Interval, PairedTest, paired_test_seeds, paragraph_ids, score_intervals,
-                                          two_level_bootstrap)
+from xlviz.evaluation.uncertainty import (Interval, PairedTest, cluster_bootstrap, paired_test_seeds, paragraph_ids,
+                                          score_intervals, two_level_bootstrap)
 from xlviz.methods import row_setting
 
 _PART = re.compile(r"[A-Za-z0-9][A-Za-z0-9+@._-]{0,127}")
@@ -83,17 +83,33 @@ def combined_intervals(run_dirs: list[Path], runs: list[list[dict]], metric: str
     out: dict[tuple[str, str], Interval] = {}
     keys = dict.fromkeys((r["system"], r["language"]) for rows in runs for r in rows)
     for system, lang in keys:
-        per_seed = []
-        for d in run_dirs:
-            try:
-                qs = question_scores(d, system, lang)
-            except XlvizError:
-                qs = None
-            if qs is not None:
-                per_seed.append((getattr(qs, metric), qs.paragraphs))
+        per_seed = per_seed_scores(run_dirs, system, lang, metric)
         if len(per_seed) >= 2:
             out[(system, lang)] = two_level_bootstrap(per_seed)
     return out
+
+
+def per_seed_scores(run_dirs: list[Path], system: str, lang: str, metric: str = "f1") -> list[tuple[list[float], list[str]]]:
+    """``(per-question metric, paragraph ids)`` of ``system`` on ``lang`` in each run that kept
+    its predictions there (runs that did not, or whose files cannot be read, are skipped)."""
+    per_seed = []
+    for d in run_dirs:
+        try:
+            qs = question_scores(d, system, lang)
+        except XlvizError:
+            qs = None
+        if qs is not None and qs.ids:
+            per_seed.append((getattr(qs, metric), qs.paragraphs))
+    return per_seed
+
+
+def seeds_paragraphs_interval(run_dirs: list[Path], system: str, lang: str, metric: str = "f1") -> Interval | None:
+    """The two-level (seeds, then paragraphs) interval of ``metric`` over the runs that kept
+    ``system``'s predictions in ``lang``; the paragraph bootstrap with one run; None with none."""
+    per_seed = per_seed_scores(run_dirs, system, lang, metric)
+    if not per_seed:
+        return None
+    return two_level_bootstrap(per_seed) if len(per_seed) > 1 else cluster_bootstrap(*per_seed[0])
 
 
 def compare_systems(run_dirs: list[Path], runs: list[list[dict]], a: str, b: str) -> list[dict]:
@@ -132,4 +148,5 @@ def compare_systems(run_dirs: list[Path], runs: list[list[dict]], a: str, b: str
     return out
 
 
-__all__ = ["QuestionScores", "question_scores", "fill_intervals", "combined_intervals", "compare_systems"]
+__all__ = ["QuestionScores", "question_scores", "fill_intervals", "combined_intervals", "per_seed_scores",
+           "seeds_paragraphs_interval", "compare_systems"]

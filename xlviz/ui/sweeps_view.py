@@ -8,6 +8,7 @@ the Runs page starts ``xlviz transfer``, and only reads the folder afterwards.
 
 from __future__ import annotations
 
+import functools
 import json
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,7 +19,7 @@ from xlviz import jobs
 from xlviz.errors import XlvizError
 from xlviz.limits import SIZE_LIMITS
 from xlviz.transfer.sweep import FLAG_KEYS, SWEEP_DIR, SweepSummary, list_sweeps, make_cells, parse_grid, sweep_summary
-from xlviz.transfer.sweep_report import ratio_figure, sweep_timing
+from xlviz.transfer.sweep_report import excluded_lines, ratio_figure, sweep_timing
 from xlviz.transfer.sweep_report import sweep_rows as _sweep_rows
 
 __all__ = ["SweepForm", "prepare_sweep", "all_sweeps", "start", "resume", "state", "list_sweeps", "sweep_summary", "sweep_rows",
@@ -241,7 +242,9 @@ def _results_stamp(folder: Path) -> tuple:
     return tuple(out)
 
 
-_ROWS_CACHE: dict[tuple, list[dict]] = {}
+@functools.lru_cache(maxsize=16)
+def _rows(folder: str, stamp: tuple) -> list[dict]:
+    return _sweep_rows(folder)
 
 
 def sweep_rows(folder: str | Path) -> list[dict]:
@@ -249,17 +252,7 @@ def sweep_rows(folder: str | Path) -> list[dict]:
     the seeds-then-paragraphs intervals re-read every cell's predictions, too slow for a page
     that re-draws every few seconds while a sweep runs."""
     folder = Path(folder)
-    key = (str(folder.resolve()), _results_stamp(folder))
-    if key not in _ROWS_CACHE:
-        if len(_ROWS_CACHE) > 16:
-            _ROWS_CACHE.clear()
-        _ROWS_CACHE[key] = _sweep_rows(folder)
-    return _ROWS_CACHE[key]
-
-
-def excluded_lines(rows: list[dict]) -> list[str]:
-    """One line per result row left out as degenerate: cell, system, language, reason."""
-    return [f"{cell}: {r['system']} {r['language']} ({why})" for r in rows for cell, why in r.get("excluded", [])]
+    return _rows(str(folder.resolve()), _results_stamp(folder))
 
 
 def timing_line(folder: str | Path) -> str:
