@@ -33,7 +33,7 @@ def main() -> int:
     out = Path(args.out)
     files = write_world_corpora(out / "corpora", documents=1500)
     qa = write_world_qa(out / "qa", paragraphs=40)
-    env = dict(os.environ, PYTHONPATH=str(REPO), HF_HUB_OFFLINE="1")
+    env = dict(os.environ, PYTHONPATH=str(REPO), HF_HUB_OFFLINE="1", XLVIZ_CHECKPOINTS=str(out.resolve()))
     bert = make_tiny("bert", out / "bert-init", task="mlm", hidden_size=128, num_hidden_layers=4, num_attention_heads=4,
                      intermediate_size=512, max_position_embeddings=256)
     rows = []

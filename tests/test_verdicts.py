@@ -65,6 +65,51 @@ def test_monitor_entropy_per_language_group():
     assert m2.unigram_entropy() == pytest.approx(2 * LN2)
 
 
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device (the batch on a GPU, the counts on the CPU)")
+def test_monitor_counts_a_batch_on_the_gpu():
+    m = StageMonitor()
+    m.id_groups = torch.tensor([-1, -1, -1, -1, -1, 0, 0, 1, 1])
+    m.batch({"input_ids": torch.tensor([[2, 4, 4, 3]], device="cuda"), "labels": torch.tensor([[-100, 5, 6, -100]], device="cuda")})
+    assert m.targets == 2 and m.unigram_entropy() == pytest.approx(LN2)
+
+
+def test_the_loop_hands_the_monitor_the_batch_before_it_moves_to_the_device(monkeypatch):
+    """The monitor's counts live on the CPU: it sees the batch as the stage yielded it, not
+    the copy on the device. On a CPU ``.to(device)`` returns the tensor itself, so here every
+    ``Tensor.to`` returns a copy, as a move to a GPU does."""
+    from xlviz.training.loop import LoopConfig, make_accelerator, train
+
+    to = torch.Tensor.to
+
+    def copying_to(self, *args, **kwargs):
+        out = to(self, *args, **kwargs)
+        return out.clone() if out is self else out
+
+    monkeypatch.setattr(torch.Tensor, "to", copying_to)
+
+    seen = []
+
+    class Recorder(StageMonitor):
+        def batch(self, batch):
+            seen.append(batch["input_ids"])
+            super().batch(batch)
+
+    yielded = [torch.tensor([[2, 5, 4, 3]]) for _ in range(2)]
+    labels = torch.tensor([[-100, -100, 6, -100]])
+
+    class Model(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.w = torch.nn.Parameter(torch.ones(1))
+
+        def forward(self, input_ids, labels):
+            return (self.w * input_ids.float().sum() * 0.0 + self.w).sum()
+
+    cfg = LoopConfig(steps=2, lr=1e-3, log_every=1, monitor=Recorder())
+    train(Model(), iter({"input_ids": y, "labels": labels} for y in yielded), cfg, make_accelerator("no"))
+    assert [t is y for t, y in zip(seen, yielded)] == [True, True] and cfg.monitor.targets == 2
+
+
 def test_verdict_thresholds():
     assert mlm_verdict(2.9, 4.0, 1.8, margin=1.0)["verdict"] == "ok"
     assert mlm_verdict(3.0, 4.0, 1.8, margin=1.0)["verdict"] == "ok"  # exactly the margin

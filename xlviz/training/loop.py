@@ -259,9 +259,10 @@ def train(
         for step in range(1, config.steps + 1):
             step_loss = 0.0
             for _ in range(config.grad_accum):
-                batch = {k: v.to(accelerator.device) for k, v in next(batches).items()}
-                if config.monitor is not None:
+                batch = next(batches)
+                if config.monitor is not None:  # counts on the CPU: before the batch moves to the device
                     config.monitor.batch(batch)
+                batch = {k: v.to(accelerator.device) for k, v in batch.items()}
                 with accelerator.accumulate(module):
                     with accelerator.autocast():
                         loss = module(**batch)

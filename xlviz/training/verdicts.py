@@ -77,6 +77,10 @@ class StageMonitor:
         if set(batch) - MLM_KEYS or ids is None or labels is None or ids.shape != labels.shape or ids.dim() != 2:
             self.mlm = False
             return
+        # counted on the CPU, where ``id_groups`` lives: a batch on a GPU would index a CPU
+        # tensor with GPU indices (the loop hands over the batch before moving it; this holds
+        # for any caller)
+        ids, labels = ids.cpu(), labels.cpu()
         target = labels != -100
         if not bool(target.any()):
             return
