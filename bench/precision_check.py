@@ -63,7 +63,7 @@ def main() -> int:
                 losses.setdefault(m["stage"], []).append(m["loss"])
             results = json.loads((run / "results.json").read_text()) if (run / "results.json").exists() else []
             row = {"command": name, "mixed_precision": status.get("mixed_precision"), "device": status.get("device"),
-                   "seconds": round(seconds, 1), "loss": {k: [round(v[0], 3), round(v[-1], 3)] for k, v in losses.items()},
+                   "seconds": round(seconds, 1), "loss": {k: [round(v[0], 5), round(v[-1], 5)] for k, v in losses.items()},
                    "results": results}
             rows.append(row)
             print(json.dumps(row), flush=True)
