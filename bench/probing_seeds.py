@@ -7,7 +7,7 @@ run: the model label without its run prefix (``L1 model``, ``monotrans-into-l1 (
 the language and the category (agreement) or layer (word in context).
 
 - Agreement: accuracy over the scored pairs; ``[seeds]`` is the Student-t interval over the
-  seeds' accuracies, ``[seeds×pairs]`` the two-level bootstrap (seeds resampled, then minimal
+  seeds' accuracies (cut to 0-100: with three seeds that disagree it reaches past the scale), ``[seeds×pairs]`` the two-level bootstrap (seeds resampled, then minimal
   pairs within each drawn seed), coverage beside.
 - Word in context: cross-validated accuracy per layer (mean over seeds [seeds]) and Spearman.
 
@@ -49,7 +49,7 @@ def agreement_table(results: list[dict]) -> list[dict]:
                 for r in rows if r["items"]]
         both = two_level_bootstrap(runs) if len(runs) == len(rows) else None
         out.append({"model": model, "language": lang, "role": role, "seeds": len(rows), "accuracy": seeds.mean,
-                    "seeds_low": seeds.low, "seeds_high": seeds.high, "per_seed": accs,
+                    "seeds_low": max(0.0, seeds.low), "seeds_high": min(100.0, seeds.high), "per_seed": accs,
                     "two_level_low": both.low if both else None, "two_level_high": both.high if both else None,
                     "coverage": min(100 * r["coverage"] for r in rows)})
     return out
@@ -65,7 +65,7 @@ def wic_table(results: list[dict]) -> list[dict]:
         acc = seed_interval([100 * r["accuracy"] for r in rows])
         rho = seed_interval([r["spearman"] for r in rows])
         out.append({"model": model, "language": lang, "layer": layer, "seeds": len(rows), "accuracy": acc.mean,
-                    "low": acc.low, "high": acc.high, "per_seed": [100 * r["accuracy"] for r in rows],
+                    "low": max(0.0, acc.low), "high": min(100.0, acc.high), "per_seed": [100 * r["accuracy"] for r in rows],
                     "majority": 100 * rows[0]["majority"], "spearman": rho.mean})
     return out
 
