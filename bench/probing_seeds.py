@@ -66,7 +66,7 @@ def wic_table(results: list[dict]) -> list[dict]:
         rho = seed_interval([r["spearman"] for r in rows])
         out.append({"model": model, "language": lang, "layer": layer, "seeds": len(rows), "accuracy": acc.mean,
                     "low": max(0.0, acc.low), "high": min(100.0, acc.high), "per_seed": [100 * r["accuracy"] for r in rows],
-                    "majority": 100 * rows[0]["majority"], "spearman": rho.mean})
+                    "majority": 100 * sum(r["majority"] for r in rows) / len(rows), "spearman": rho.mean})
     return out
 
 
