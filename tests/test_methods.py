@@ -153,6 +153,7 @@ def test_cumulative_rows_combine_their_variants(bench_run):
     assert ("mono-l2", "sov") not in rows  # encoders only
     # pair models carry their own L1 score (the ratio compares one model with itself); shared-body systems don't
     assert "l1_f1" in rows[("jointpair-disjoint", "sov")] and "l1_f1" in rows[("wu-shared-top-1", "svo")]
+    assert "l1_exact_match" in rows[("jointpair-disjoint", "sov")]  # EM ratios of pair models divide by it
     assert "l1_f1" not in rows[("monotrans", "sov")] and "l1_f1" not in rows[("jointmulti", "sov")]
     assert (bench_run.path("encoders", "mono-l2-sov") / "model.safetensors").is_file()
 

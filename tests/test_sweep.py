@@ -239,6 +239,9 @@ def test_report_means_intervals_and_paired_differences(tmp_path):
         rows = [{"system": s, "language": "en", "f1": en, "exact_match": en / 2} for s in ("monotrans", "floor")]
         rows += [{"system": "monotrans", "language": lang, "f1": mono, "exact_match": mono / 4},
                  {"system": "floor", "language": lang, "f1": floor, "exact_match": 0.0}]
+        own = {"l1_f1": 50.0 - 10 * seed, "l1_exact_match": 25.0 - 5 * seed} if lang == "tr" else {"l1_f1": 50.0}
+        rows += [{"system": "pair", "language": "en", "f1": 99.0, "exact_match": 99.0},
+                 {"system": "pair", "language": lang, "f1": 20.0, "exact_match": 5.0, **own}]
         atomic_write_json(tmp_path / name / "results.json", rows)
     atomic_write_json(tmp_path / "sweep" / "sweep.json", {"cells": cells})
     rows = {(r["setting"], r["system"], r["language"]): r for r in sweep_rows(tmp_path)}
@@ -247,6 +250,10 @@ def test_report_means_intervals_and_paired_differences(tmp_path):
     assert tr["f1"] == pytest.approx(26.0) and tr["ratio"] == pytest.approx((40 / 80 + 12 / 60) / 2)
     assert tr["ratio_low"] == pytest.approx(0.2) and tr["ratio_high"] == pytest.approx(0.5)  # two seeds: their values bound it
     assert tr["em_ratio"] == pytest.approx(((10 / 40) + (3 / 30)) / 2)
+    # a pair model divides by its own English scores (l1_f1, l1_exact_match), not the system's en row
+    pair = rows[("languages=tr", "pair", "tr")]
+    assert pair["ratio"] == pytest.approx((20 / 50 + 20 / 40) / 2) and pair["em_ratio"] == pytest.approx((5 / 25 + 5 / 20) / 2)
+    assert "em_ratio" not in rows[("languages=svo", "pair", "svo")]  # recorded before its own EM was kept: no EM ratio
     assert rows[("languages=svo", "floor", "svo")]["distance"] == 0
     (d,) = [d for d in paired_differences(tmp_path, "monotrans", "floor") if d["language"] == "tr"]
     assert d["n"] == 2 and d["difference"] == pytest.approx(((40 - 8) / 80 + (12 - 6) / 60) / 2)

@@ -276,7 +276,7 @@ class Pipeline(StagedRun):
 
     def stage_evaluate(self, system: str) -> None:
         """Export each language's QA model and encoder and score the QA model on that
-        language's test set (pair models: also their own L1 score, ``l1_f1``)."""
+        language's test set (pair models: also their own L1 scores, ``l1_f1`` and ``l1_exact_match``)."""
         if not self.main:
             return
         method = method_of(system)
@@ -312,8 +312,10 @@ class Pipeline(StagedRun):
             if bad:  # no result: every table shows it as degenerate and leaves it out of ratios and means
                 row["degenerate_stages"] = bad
             own = method.own_l1_model(self, system, lang)
-            if own is not None:
-                row["l1_f1"] = round(self.score(*own, self.world.l1)[0]["f1"], 4)
+            if own is not None:  # its own L1 model's scores: the ratios divide by them (EM beside F1)
+                l1_scores = self.score(*own, self.world.l1)[0]
+                row["l1_f1"] = round(l1_scores["f1"], 4)
+                row["l1_exact_match"] = round(l1_scores["exact_match"], 4)
             row["tasks"] = ["qa"]
             rows.append(row)
             self._log(f"  {system} {lang}: EM {scores['exact_match']:.1f} F1 {scores['f1']:.1f} (v1.1: EM {v11['exact_match']:.1f} F1 {v11['f1']:.1f})"

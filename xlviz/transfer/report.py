@@ -14,7 +14,7 @@ from xlviz.training.verdicts import degenerate_reason, is_degenerate
 
 # Scores a row must carry (a number each), and those it may carry.
 SCORES = ("exact_match", "f1")
-OPTIONAL_SCORES = ("l1_f1", "f1_v11")
+OPTIONAL_SCORES = ("l1_f1", "l1_exact_match", "f1_v11")
 
 
 def check_score_rows(rows: list[dict], path: object = None) -> list[dict]:

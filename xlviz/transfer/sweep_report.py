@@ -95,8 +95,10 @@ def sweep_rows(folder: str | Path, *, paragraphs: bool = True) -> list[dict]:
                 f1_base = r.get("l1_f1") or (base or {}).get("f1")
                 if f1_base:
                     vals["ratio"] = r["f1"] / f1_base
-                if base and base.get("exact_match") and not r.get("l1_f1"):
-                    vals["em_ratio"] = r["exact_match"] / base["exact_match"]
+                # a pair model divides by its own L1 model's EM (rows recorded before it was kept: no EM ratio)
+                em_base = r.get("l1_exact_match") if r.get("l1_f1") else (base or {}).get("exact_match")
+                if em_base:
+                    vals["em_ratio"] = r["exact_match"] / em_base
             for k, v in vals.items():
                 g["values"].setdefault(k, []).append(v)
     out = []
