@@ -12,6 +12,12 @@
 # its rows after every seed. Results go to $OUT (census.json, census.md, precision.log,
 # sweep.log, logs.txt). Python packages the machine lacks (or has at other versions) travel as
 # wheels in .whl/ (see the device notes); the GPU image's torch is used as it is.
+# The wheels this was run with (the GPU image had Python 3.12, torch 2.11, transformers 5.17):
+#   pip download --no-deps --only-binary=:all: --python-version 3.12 --implementation cp \
+#       --platform manylinux_2_28_x86_64 --platform manylinux2014_x86_64 -d .whl \
+#       transformers==5.23.0 huggingface_hub==2.4.0 httpx2==2.16.2 httpcore2==2.16.2 truststore==0.10.5 \
+#       tokenizers==0.23.3 hf-xet==1.8.0 submitit==1.5.4 gensim==4.4.0 smart_open click==8.5.1 idna==3.18 \
+#       regex==2026.11.19
 #
 #   bash bench/cuda_check.sh            # on the GPU machine, from the repository root
 set -u
