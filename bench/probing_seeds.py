@@ -45,7 +45,7 @@ def agreement_table(results: list[dict]) -> list[dict]:
     for (model, lang, role), rows in keyed.items():
         accs = [100 * r["accuracy"] for r in rows]
         seeds = seed_interval(accs)
-        runs = [([100.0 * (it["logp_good"] > it["logp_bad"]) for it in r["items"]], [it["id"] for it in r["items"]])
+        runs = [([100.0 * bool(it["correct"]) for it in r["items"]], [it["id"] for it in r["items"]])  # the analysis's own verdict per pair
                 for r in rows if r["items"]]
         both = two_level_bootstrap(runs) if len(runs) == len(rows) else None
         out.append({"model": model, "language": lang, "role": role, "seeds": len(rows), "accuracy": seeds.mean,

@@ -15,7 +15,8 @@ SPEC.loader.exec_module(probing_seeds)
 
 def result(run: str, accuracy: float, good: list[bool], wic: float) -> dict:
     model = f"{run} · monotrans-into-l1 (sov body)"
-    items = [{"id": f"agr-en-{i}", "covered": True, "logp_good": 0.0 if g else -1.0, "logp_bad": -0.5} for i, g in enumerate(good)]
+    items = [{"id": f"agr-en-{i}", "covered": True, "logp_good": 0.0 if g else -1.0, "logp_bad": -0.5, "correct": g}
+             for i, g in enumerate(good)]
     items.append({"id": "agr-en-x", "covered": False})  # not scored: left out
     return {"agreement": [{"model": model, "role": "transferred", "language": "en", "category": "all", "accuracy": accuracy,
                            "coverage": len(good) / (len(good) + 1)},
