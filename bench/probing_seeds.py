@@ -8,7 +8,8 @@ the language and the category (agreement) or layer (word in context).
 
 - Agreement: accuracy over the scored pairs; ``[seeds]`` is the Student-t interval over the
   seeds' accuracies (cut to 0-100: with three seeds that disagree it reaches past the scale), ``[seeds×pairs]`` the two-level bootstrap (seeds resampled, then minimal
-  pairs within each drawn seed), coverage beside.
+  pairs within each drawn seed), coverage beside. A seed whose model the analysis refused
+  (built on a degenerate stage, listed under ``degenerate``) counts as "degenerate", not as a number.
 - Word in context: cross-validated accuracy per layer (mean over seeds [seeds]) and Spearman.
 
     python bench/probing_seeds.py seed0.json seed1.json seed2.json [--markdown]
@@ -41,6 +42,7 @@ def agreement_table(results: list[dict]) -> list[dict]:
                 continue
             items = [it for it in res["agreement_items"].get(f"{row['model']}|{row['language']}", []) if it.get("covered")]
             keyed.setdefault((label(row["model"]), row["language"], row["role"]), []).append({**row, "items": items})
+    refused = refused_counts(results)
     out = []
     for (model, lang, role), rows in keyed.items():
         accs = [100 * r["accuracy"] for r in rows]
@@ -51,7 +53,18 @@ def agreement_table(results: list[dict]) -> list[dict]:
         out.append({"model": model, "language": lang, "role": role, "seeds": len(rows), "accuracy": seeds.mean,
                     "seeds_low": max(0.0, seeds.low), "seeds_high": min(100.0, seeds.high), "per_seed": accs,
                     "two_level_low": both.low if both else None, "two_level_high": both.high if both else None,
-                    "coverage": min(100 * r["coverage"] for r in rows)})
+                    "coverage": min(100 * r["coverage"] for r in rows), "refused": refused.get((model, lang), 0)})
+    return out
+
+
+def refused_counts(results: list[dict]) -> dict[tuple[str, str], int]:
+    """{(model, language): seeds where the model was refused}: built on a degenerate stage, the
+    analysis lists it under ``degenerate`` instead of probing it (no result at that seed)."""
+    out: dict[tuple[str, str], int] = {}
+    for res in results:
+        for r in res.get("degenerate", []):
+            key = (label(r["model"]), r["language"])
+            out[key] = out.get(key, 0) + 1
     return out
 
 
@@ -80,8 +93,13 @@ def main(argv: list[str] | None = None) -> int:
     for r in agreement_table(results):
         two = f"[{r['two_level_low']:.1f}, {r['two_level_high']:.1f}]" if r["two_level_low"] is not None else "—"
         print(f"| {r['model']} | {r['language']} | {r['role']} | {r['seeds']} | {r['accuracy']:.1f} "
-              f"[{r['seeds_low']:.1f}, {r['seeds_high']:.1f}] | {two} | {', '.join(f'{a:.1f}' for a in r['per_seed'])} | "
+              f"[{r['seeds_low']:.1f}, {r['seeds_high']:.1f}] | {two} | "
+              f"{', '.join([f'{a:.1f}' for a in r['per_seed']] + ['degenerate'] * r['refused'])} | "
               f"{r['coverage']:.0f}% |")
+    probed = {(r["model"], r["language"]) for r in agreement_table(results)}
+    for (model, lang), n in refused_counts(results).items():
+        if (model, lang) not in probed:
+            print(f"| {model} | {lang} | — | 0 | degenerate at every seed ({n}) | — | — | — |")
     print()
     print("| model (English pairs) | layer | seeds | WiC accuracy (%) [seeds] | per seed | majority | Spearman |")
     print("|---|---|---|---|---|---|---|")

@@ -17,7 +17,7 @@ layer), with a drill-down to single pairs and CSV export. Numbers come from ``xl
 import pandas as pd
 import streamlit as st
 
-from xlviz.analysis.reports import ModelSpec, ProbeModel, agreement_rows, run_probe_models
+from xlviz.analysis.reports import ModelSpec, ProbeModel, agreement_rows, probed_and_refused, run_probe_models
 from xlviz.ui import analysis as ua
 from xlviz.ui.choices import split_probeable
 from xlviz.ui.colours import label_colours, system_colours
@@ -36,6 +36,10 @@ URL_KEYS = ("pr_probe", "pr_run", "pr_l2s", "pr_floor", "pr_agr_data", "pr_agr_m
             "pr_agr_cat", "pr_agr_filter", "pr_wic_n", "pr_wic_folds", "pr_wic_drill", "pr_wic_layer", "pr_wic_filter")
 url_state(PAGE, URL_KEYS)
 from_url = {k for k in URL_KEYS if k in st.query_params}
+
+
+def label(m: ProbeModel) -> str:
+    return f"{m.name} · {m.language}"
 
 
 def stop() -> None:
@@ -115,13 +119,21 @@ if no_head:
     st.caption("Not offered, no masked-LM head " + ("to score minimal pairs with" if probe == AGREEMENT else "to build the floor from")
                + ": "
                + ", ".join(dict.fromkeys(m.name for m in no_head)) + ".")
+# a model built on a degenerate stage (the run's verdicts) is no result: listed, never probed
+all_models = models
+models, refused = probed_and_refused(models)
+if refused:
+    st.warning(md_text("Not probed, built on a degenerate stage (no result): " + "; ".join(
+        f"{label(m)}: {m.degenerate_reason}" for m in refused)), icon=":material/block:")
 if not models:
     st.info("Pick a run, or English masked LMs in the sidebar.", icon=":material/info:")
     stop()
 # which model reads which data, and what each row is (its method says: mono-l2 is the untransferred reference)
 with st.expander("Rows: role and direction", expanded=False):
     st.dataframe(pd.DataFrame([{"model": m.name, "language": m.language, "role": m.role,
-                                "direction": m.direction or f"{m.language} model on {m.language} data"} for m in models]),
+                                "direction": m.direction or f"{m.language} model on {m.language} data",
+                                "verdict": "degenerate: " + ", ".join(m.degenerate) if m.degenerate else "ok"}
+                               for m in all_models]),
                  hide_index=True, width="stretch", key="pr_rows", placeholder=NA)
 
 
@@ -153,10 +165,6 @@ def agreement_figure(df: pd.DataFrame, dname: str, colours: dict[str, str]):
     fig.for_each_trace(lambda t: t.update(name=t.name.split(",")[0]))  # the row names its language already
     fig.update_layout(height=380, margin=dict(t=50, b=10, l=10, r=10), yaxis_range=[0, 102], legend_title_text="")
     return fig
-
-
-def label(m: ProbeModel) -> str:
-    return f"{m.name} · {m.language}"
 
 
 # a run's system keeps its app-wide colour (Runs, XQuAD, Alignment pages) on every chart here

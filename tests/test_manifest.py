@@ -258,6 +258,10 @@ BAD_MANIFESTS = [
      "artefacts[0].system"),
     ("export without language", {"version": 1, "artefacts": [{"kind": "export", "path": "export/a", "system": "a"}]},
      "artefacts[0].language"),
+    ("depends_on not a list", {"version": 1, "artefacts": [{"kind": "stage", "path": "s1", "depends_on": "s1"}]},
+     "artefacts[0].depends_on"),
+    ("depends_on not names", {"version": 1, "artefacts": [{"kind": "stage", "path": "s1", "depends_on": ["s1", 2]}]},
+     "artefacts[0].depends_on"),
 ]
 
 

@@ -189,8 +189,17 @@ def test_manifest_lists_what_the_run_wrote(finished_run):
     assert all(e["role"] == "encodings" and "stage" not in e and "system" not in e for e in entries if e["kind"] == "encodings")
     copy = Path(shutil.copytree(finished_run.path, finished_run.path.parent / "copy-without-manifest"))
     (copy / "manifest.json").unlink()
-    # stored encodings are named by a digest: a run without a manifest has none to read (the page computes)
-    assert sorted(runs.legacy_artefacts(Run(copy)), key=lambda e: e["path"]) == [e for e in entries if e["kind"] != "encodings"]
+    # each model records the stages its weights come from: a stage, itself last after what it waits for
+    deps = {e["path"]: e.get("depends_on") for e in entries}
+    assert deps["s1_pretrain"][-1] == "s1_pretrain" and "s2_transfer-sov" not in deps["s1_pretrain"]
+    assert deps["s2_transfer-sov"][-1] == "s2_transfer-sov" and "s1_pretrain" in deps["s2_transfer-sov"]
+    assert {"s1_pretrain", "s2_transfer-sov"} <= set(deps["encoders/monotrans-sov"])
+    assert "s2_transfer-sov" not in deps["encoders/floor-sov"] and "s1_pretrain" in deps["encoders/floor-sov"]
+    assert deps["predictions/monotrans-sov.json"] is None  # a file of answers, not weights
+    # stored encodings are named by a digest: a run without a manifest has none to read (the page computes);
+    # nor does it know which stages a model comes from
+    legacy = sorted(runs.legacy_artefacts(Run(copy)), key=lambda e: e["path"])
+    assert legacy == [{k: v for k, v in e.items() if k != "depends_on"} for e in entries if e["kind"] != "encodings"]
 
 
 @pytest.mark.slow

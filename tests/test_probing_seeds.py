@@ -38,3 +38,12 @@ def test_rows_of_different_runs_are_one_row_over_seeds():
     assert 0.0 <= agr["two_level_low"] <= 62.5 <= agr["two_level_high"] <= 100.0  # items: 3/4 and 2/4 right
     (w,) = probing_seeds.wic_table(seeds)
     assert w["accuracy"] == pytest.approx(75.0) and w["per_seed"] == pytest.approx([70.0, 80.0]) and w["majority"] == pytest.approx(52.0)
+
+
+def test_a_refused_seed_is_counted_as_degenerate_not_averaged():
+    seeds = [result("run-a", 0.75, [True, True, True, False], 0.70), result("run-b", 0.65, [True, True, False, False], 0.80)]
+    seeds.append({"agreement": [], "agreement_items": {}, "wic": [],
+                  "degenerate": [{"model": "run-c · monotrans-into-l1 (sov body)", "language": "en", "role": "transferred",
+                                  "verdict": "degenerate", "degenerate_stages": ["s1_pretrain-sov"], "reason": "plateau"}]})
+    (agr,) = probing_seeds.agreement_table(seeds)
+    assert agr["seeds"] == 2 and agr["refused"] == 1 and agr["accuracy"] == pytest.approx(70.0)

@@ -315,6 +315,9 @@ def test_word_translation_and_probing_tasks_on_a_world_run(tmp_path):
     tiny = {"model_size": "tiny", "vocab_size": 200, "batch_size": 8, "mlm_batch_size": 8, "pretrain_steps": 4, "transfer_steps": 3,
             "finetune_steps": 3, "log_every": 2, "mixed_precision": "no", "eval_every": 0, "methods": ["monotrans", "floor"],
             "tasks": ["qa", "word-translation", "probing"],
+            # 4 pre-training steps end on the plateau: judged at a margin they pass, so the agreement probe
+            # scores them (a degenerate encoder is not scored: tests/test_verdicts.py)
+            "verdict_mlm_margin": -100.0,
             "world": {"corpus_documents": 80, "qa_train_paragraphs": 10, "qa_dev_paragraphs": 3, "qa_test_paragraphs": 3,
                       "parallel_pairs": 20, "agreement_pairs": 9, "sense_pairs": 6}}
     (tmp_path / "c.json").write_text(json.dumps(tiny))

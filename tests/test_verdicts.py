@@ -1,7 +1,7 @@
 """Stage verdicts and the NaN-loss stop: the entropy arithmetic on hand-computed values, the
 thresholds, a loss that turns NaN, and a planted degenerate stage (a pair model trained at a
 learning rate of zero) refused by every consumer: results.json, the CLI table, ``xlviz
-report``, the Runs and XQuAD pages, ``--strict``."""
+report``, the Runs, XQuAD and Probing pages, ``xlviz analyse probing``, ``--strict``."""
 
 from __future__ import annotations
 
@@ -139,7 +139,7 @@ def test_first_words_baseline_is_the_best_k():
 # --------------------------------------------------------------------------- tiny runs
 TINY = {
     "model_size": "tiny", "vocab_size": 200, "batch_size": 8, "mlm_batch_size": 32, "pretrain_steps": 40, "transfer_steps": 4,
-    "finetune_steps": 6, "log_every": 5, "mixed_precision": "no", "methods": ["jointpair-disjoint"],
+    "finetune_steps": 6, "log_every": 5, "mixed_precision": "no", "methods": ["jointpair-disjoint"], "tasks": ["qa", "probing"],
     # Judged at the test's budget: 40 steps bring a pair model from ln(~400) ~ 6.0 to within
     # ~0.9 nats of the unigram entropy (3.9); at lr 0 it stays at ~6.0. A real run's margin is
     # +1.0 (at least 1 nat below). The QA check is tested on numbers above (6 steps learn no QA).
@@ -443,6 +443,99 @@ def test_rows_depend_on_the_model_that_scores_them(tmp_path):
     assert deps("veco", "sov") and all(s.endswith("-sov") for s in deps("veco", "sov"))
     assert deps("monotrans", "sov") >= {"s1_pretrain", "s2_transfer-sov", "s3_finetune"}
     assert deps("jointmulti", "sov") >= {"s1_jointmulti", "s3_jointmulti"}
+
+
+def test_an_encoder_depends_on_the_stages_its_weights_come_from(tmp_path):
+    """What the probes judge an encoder by: its body and its own language's transfer, never a
+    QA fine-tuning or another language's transfer; an xx→en model's L1 side on its L2's body."""
+    from xlviz.methods import method_of
+    from xlviz.transfer.config import TransferConfig
+    from xlviz.transfer.pipeline import Pipeline
+
+    systems = ["monotrans", "floor", "jointpair-disjoint", "monotrans-into-l1", "mono-l2"]
+    p = Pipeline(TransferConfig.from_dict({**TINY, "methods": systems}), tmp_path / "r")
+
+    def deps(system, lang, pair=None):
+        return set(method_of(system).encoder_stages(p, system, lang, pair)) - {"world"}
+
+    assert deps("monotrans", "sov") == {"s1_pretrain", "s2_transfer-sov"}
+    assert deps("monotrans", "en") == {"s1_pretrain"} and deps("floor", "sov") == {"s1_pretrain"}
+    assert deps("monotrans-into-l1", "en") == {"s1_pretrain-svo", "s2_into_l1-svo"}  # the first L2's body
+    assert deps("monotrans-into-l1", "en", pair="sov") == {"s1_pretrain-sov", "s2_into_l1-sov"}
+    assert deps("monotrans-into-l1", "sov") == {"s1_pretrain-sov"}
+    assert deps("jointpair-disjoint", "en", pair="sov") >= {"s1_jointpair-disjoint-sov"}
+    assert "s1_jointpair-disjoint-svo" not in deps("jointpair-disjoint", "en", pair="sov")
+    assert deps("mono-l2", "sov") >= {"s1_pretrain-sov"} and "s1_pretrain-svo" not in deps("mono-l2", "sov")
+
+
+@pytest.mark.slow
+def test_probes_refuse_an_encoder_built_on_a_degenerate_stage(planted_run, capsys):
+    """The Probing analyses (``run_probe_models``, ``xlviz analyse probing``) list the planted
+    pair model's encoder as degenerate and never probe it; its healthy twin is probed."""
+    from xlviz.analysis.reports import run_probe_models, run_probing
+
+    entries = {e["path"]: e for e in json.loads(planted_run.manifest_path.read_text())["artefacts"]}
+    assert PLANTED in entries["encoders/jointpair-disjoint-sov"]["depends_on"]
+    assert PLANTED not in entries["encoders/jointpair-disjoint-svo"]["depends_on"]
+    models = {m.language: m for m in run_probe_models(planted_run.path, ["svo", "sov"], floor=False)}
+    assert models["sov"].degenerate == (PLANTED,) and PLANTED in models["sov"].degenerate_reason
+    assert models["svo"].degenerate == () and models["en"].degenerate == ()
+    res = run_probing(planted_run.path, ["svo", "sov"], tasks=("agreement",), max_per_category=2, floor=False)
+    assert {r["language"] for r in res["agreement"]} == {"en", "svo"}  # no number for the sov encoder
+    assert [(r["language"], r["degenerate_stages"]) for r in res["degenerate"]] == [("sov", [PLANTED])]
+    out = tmp = planted_run.path.parent / "probing.json"
+    assert cli(["analyse", "probing", "--run", str(planted_run.path), "--l2", "sov", "--tasks", "agreement",
+                "--max-per-category", "2", "--out", str(out)]) == 0
+    printed = capsys.readouterr().out
+    assert "not probed, DEGENERATE: planted · jointpair-disjoint (sov)" in printed and PLANTED in printed
+    assert json.loads(tmp.read_text())["degenerate"][0]["verdict"] == "degenerate"
+    # the run's own agreement task (--tasks probing) scored the healthy encoders only
+    rows = {r["language"]: r for r in planted_run.results()}
+    assert rows["sov"]["agreement"] is None and rows["sov"]["agreement_verdict"] == "degenerate"
+    assert rows["sov"]["agreement_degenerate_stages"] == [PLANTED]
+    assert "agreement_verdict" not in rows["svo"] and rows["svo"]["agreement_total"] > 0
+
+
+@pytest.mark.slow
+def test_a_run_without_recorded_dependencies_refuses_every_encoder_if_a_stage_is_degenerate(planted_run, tmp_path):
+    """A run written before encoders recorded their stages: any degenerate stage refuses its
+    encoders (which ones it touches is unknown), saying why; step 1's own verdict still decides
+    the L1 model."""
+    import shutil
+
+    from xlviz.analysis.reports import run_probe_models
+
+    copy = Path(shutil.copytree(planted_run.path, tmp_path / "legacy"))
+    data = json.loads((copy / "manifest.json").read_text())
+    for e in data["artefacts"]:
+        e.pop("depends_on", None)
+    (copy / "manifest.json").write_text(json.dumps(data))
+    models = {m.language: m for m in run_probe_models(copy, ["svo", "sov"], floor=False)}
+    assert models["svo"].degenerate == (PLANTED,) and "does not record" in models["svo"].degenerate_reason
+    assert models["sov"].degenerate == (PLANTED,)
+
+
+@pytest.mark.slow
+def test_the_probing_page_lists_a_degenerate_encoder_and_probes_the_rest(planted_run, monkeypatch):
+    from streamlit.testing.v1 import AppTest
+
+    monkeypatch.setenv("XLVIZ_CHECKPOINTS", str(planted_run.path.parent))
+    at = AppTest.from_file(APP, default_timeout=180)
+    at.run()
+    at.switch_page("pages/probing.py")
+    at.session_state["pr_run"] = "planted"
+    at.session_state["pr_agr_max"] = 2
+    at.run()
+    assert not at.exception, [e.message for e in at.exception]
+    warning = " ".join(w.value for w in at.warning)
+    assert "Not probed, built on a degenerate stage" in warning and "jointpair-disjoint · sov" in warning and PLANTED in warning
+    rows = next(d.value for d in at.dataframe if "direction" in getattr(d.value, "columns", []))
+    verdict = dict(zip(rows["model"] + " " + rows["language"], rows["verdict"]))
+    assert verdict["planted · jointpair-disjoint sov"] == f"degenerate: {PLANTED}"
+    assert verdict["planted · jointpair-disjoint svo"] == "ok"
+    grid = next(d.value for d in at.dataframe if getattr(d.value, "index", None) is not None
+                and d.value.index.name == "model · language")
+    assert "planted · jointpair-disjoint · svo" in grid.index and "planted · jointpair-disjoint · sov" not in grid.index
 
 
 def test_shared_vocabulary_ids_go_to_the_language_that_uses_them_most():

@@ -727,6 +727,10 @@ DICTIONARY_DIR = "dictionaries"  # dictionaries/<l1>-<l2>.json: a bilingual dict
 # key a digest of what they are; their metadata says which model, texts and settings, so no reader needs the name
 ENCODINGS_DIR = "encodings"
 ENTRY_TEXT_FIELDS = ("system", "language", "role", "setting", "pair", "variant", "stage")
+# ``depends_on``: the training stages the artefact's weights come from (itself included for a
+# stage folder), so a reader can refuse one built on a degenerate stage (the run's verdicts);
+# absent in runs written before it was recorded
+DEPENDS_MAX = 200
 PAIR_MARK = "@"  # encoders/<system>@<l2>-<l1>: the L1 encoder of a pair model's <l2> pair
 _PATH_PART_MAX = 200
 NAME_MAX_LEN = 64
@@ -747,6 +751,7 @@ class Artefact:
     pair: str | None = None
     variant: str | None = None
     stage: str | None = None
+    depends_on: tuple[str, ...] | None = None  # None: not recorded (a run written before it was)
     run_path: Path | None = field(default=None, compare=False, repr=False)
 
     @property
@@ -762,6 +767,8 @@ class Artefact:
     def to_dict(self) -> dict:
         out = {"kind": self.kind, "path": self.path}
         out.update({k: getattr(self, k) for k in ENTRY_TEXT_FIELDS if getattr(self, k) is not None})
+        if self.depends_on is not None:
+            out["depends_on"] = list(self.depends_on)
         return out
 
 
@@ -811,6 +818,13 @@ def _check_entry(raw: object, i: int, path: Path) -> dict:
             raise XlvizError(f"must be a short text or null, got {one_line(value)[:40]!r}", path=path, field=f"{where}.{key}")
         if value is not None:
             out[key] = value
+    deps = raw.get("depends_on")
+    if deps is not None:
+        if (not isinstance(deps, list) or len(deps) > DEPENDS_MAX
+                or any(not isinstance(d, str) or not d or len(d) > 2 * NAME_MAX_LEN or any(c < " " for c in d) for d in deps)):
+            raise XlvizError(f"must be a list of at most {DEPENDS_MAX} stage names, got {one_line(deps)[:60]!r}",
+                             path=path, field=f"{where}.depends_on")
+        out["depends_on"] = list(deps)
     if raw["kind"] in KIND_DIRS and (out.get("system") is None or out.get("language") is None):
         missing = "system" if out.get("system") is None else "language"
         raise XlvizError(f"an {raw['kind']} entry needs its {missing}", path=path, field=f"{where}.{missing}")
@@ -937,7 +951,8 @@ def legacy_artefacts(run: "Run") -> list[dict]:
 
 
 def _artefact(entry: dict, run_path: Path) -> Artefact:
-    return Artefact(run_path=run_path, **entry)
+    deps = entry.get("depends_on")
+    return Artefact(run_path=run_path, **{**entry, "depends_on": None if deps is None else tuple(deps)})
 
 
 def _manifest_entries(run: "Run") -> list[dict]:

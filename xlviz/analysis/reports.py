@@ -168,6 +168,9 @@ class ProbeModel:
     spec: ModelSpec
     role: str = "model"
     direction: str = ""
+    # the degenerate stages its weights come from (the run's verdicts): no result, never probed
+    degenerate: tuple[str, ...] = ()
+    degenerate_reason: str = ""
 
 
 L1_ON_L1 = "L1 model on L1 data"
@@ -213,6 +216,33 @@ class RunInfo:
     encoders: dict[str, dict[str, Path]] = field(default_factory=dict)
     # system -> l2 -> the L1 encoder of a pair model's ``l2`` pair (manifest entries with ``pair``)
     pair_encoders: dict[str, dict[str, Path]] = field(default_factory=dict)
+    # folder -> the stages its weights come from, as its manifest entry records them (None: not recorded)
+    depends_on: dict[str, tuple[str, ...] | None] = field(default_factory=dict)
+    verdicts: dict[str, dict] = field(default_factory=dict)  # the run's stage verdicts
+
+    def degenerate_for(self, folder: Path | str, default: Sequence[str] | None = None) -> tuple[tuple[str, ...], str]:
+        """(the degenerate pre-training or transfer stages the model in ``folder`` comes from,
+        why), from the stages its manifest entry records (else ``default``) and the run's
+        verdicts. QA fine-tuning stages are not judged here: an encoder never passes through
+        one. A model whose stages were not recorded (a run written before they were) is
+        judged against every stage of the run, so a degenerate stage anywhere refuses it."""
+        from xlviz.training.verdicts import degenerate_encoder_stages
+
+        deps = self.depends_on.get(str(folder))
+        if deps is None:
+            deps = tuple(default) if default is not None else None
+        bad = tuple(degenerate_encoder_stages(list(self.verdicts) if deps is None else deps, self.verdicts))
+        if not bad:
+            return (), ""
+        why = "; ".join(f"{s}: {self.verdicts[s].get('reason') or 'degenerate'}" for s in bad)
+        if deps is None:
+            why += " (the run does not record which stages this model comes from, so any degenerate stage refuses it)"
+        return bad, why
+
+    def probe_model(self, name: str, language: str, spec: "ModelSpec", role: str, direction: str,
+                    folder: Path | str, default: Sequence[str] | None = None) -> "ProbeModel":
+        bad, why = self.degenerate_for(folder, default)
+        return ProbeModel(name, language, spec, role, direction, bad, why)
 
     def system_encoders(self, l2: str) -> dict[str, tuple[Path, Path]]:
         """{system: (L1 encoder, ``l2`` encoder)} for the systems that read both languages. A
@@ -229,6 +259,11 @@ class RunInfo:
     @property
     def s1(self) -> Path:
         return self.path / "s1_pretrain"
+
+    @property
+    def has_s1(self) -> bool:
+        """Step 1's L1 model exists (a run of pair models only has none)."""
+        return (self.s1 / "config.json").is_file()
 
     @property
     def has_world(self) -> bool:
@@ -265,8 +300,6 @@ def run_info(run_dir: str | os.PathLike) -> RunInfo:
     floor_init = cfg.get("embedding_init") if cfg.get("embedding_init") in ("random", "l1_stats") else "random"
     std = cfg.get("l2_init_std")  # absent before it existed: those runs drew at initializer_range
     floor_init_std = float(std) if isinstance(std, (int, float)) and not isinstance(std, bool) and std > 0 else None
-    if not (path / "s1_pretrain" / "config.json").is_file():
-        raise XlvizError("this run has no pre-trained L1 model yet (s1_pretrain); wait for stage 1 to finish", path=path)
     from xlviz.runs import artefacts
 
     found = artefacts(run)
@@ -284,6 +317,7 @@ def run_info(run_dir: str | os.PathLike) -> RunInfo:
     encoders: dict[str, dict[str, Path]] = {}
     pair_encoders: dict[str, dict[str, Path]] = {}
     languages = {l1, *transferred, *toks}
+    depends_on = {str(a.folder): a.depends_on for a in found}
     for a in found:
         folder = a.folder
         if a.kind == "encoder" and a.language in languages and (folder / "config.json").is_file() and _has_tokenizer(folder):
@@ -294,7 +328,10 @@ def run_info(run_dir: str | os.PathLike) -> RunInfo:
     order = [m for m in cfg.get("methods", []) if isinstance(m, str)] if isinstance(cfg.get("methods"), list) else []
     encoders = dict(sorted(encoders.items(), key=lambda kv: (order.index(kv[0]) if kv[0] in order else len(order), kv[0])))
     l2s = list(dict.fromkeys(list(transferred) + list(toks)))
-    return RunInfo(path, run.name, l1, l2s, seed, transferred, toks, floor_init, floor_init_std, encoders, pair_encoders)
+    if not encoders and not (path / "s1_pretrain" / "config.json").is_file():  # a run of pair models has no step 1
+        raise XlvizError("this run has no pre-trained L1 model yet (s1_pretrain); wait for stage 1 to finish", path=path)
+    return RunInfo(path, run.name, l1, l2s, seed, transferred, toks, floor_init, floor_init_std, encoders, pair_encoders,
+                   depends_on, run.verdicts())
 
 
 def _l2_check(info: RunInfo, l2: str) -> None:
@@ -335,7 +372,13 @@ def run_probe_models(run_dir: str | os.PathLike, l2s: Sequence[str] | None = Non
     for l2 in chosen:
         _l2_check(info, l2)
     l1_spec = ModelSpec(str(info.s1), None if _has_tokenizer(info.s1) else str(info.world_dir / "tokenizers" / info.l1))
-    out = [ProbeModel(f"{info.name} · L1 model", info.l1, l1_spec, "reference", L1_ON_L1)]
+    # step 1's model: its own verdict decides (it waits only for the data)
+    s1_stages = [info.s1.name]
+    if info.has_s1:
+        out = [info.probe_model(f"{info.name} · L1 model", info.l1, l1_spec, "reference", L1_ON_L1, info.s1, s1_stages)]
+    else:  # no step 1 (a run of pair models): each system's own L1 encoder reads L1
+        out = [info.probe_model(f"{info.name} · {system}", info.l1, ModelSpec(str(langs[info.l1])), probe_role(system), L1_ON_L1,
+                                langs[info.l1]) for system, langs in info.encoders.items() if info.l1 in langs]
     for l2 in chosen:
         pairs = info.system_encoders(l2)
         if pairs:  # a bench run: each system's encoder of the L2, its role from its method
@@ -343,22 +386,33 @@ def run_probe_models(run_dir: str | os.PathLike, l2s: Sequence[str] | None = Non
                 if not floor and system == "floor":
                     continue
                 if probe_side(system) == "l1":  # transferred into L1 from this L2's body: probed on L1 data
-                    out.append(ProbeModel(f"{info.name} · {system} ({l2} body)", info.l1, ModelSpec(str(a)), probe_role(system),
-                                          INTO_L1.format(l2=l2)))
+                    out.append(info.probe_model(f"{info.name} · {system} ({l2} body)", info.l1, ModelSpec(str(a)),
+                                                probe_role(system), INTO_L1.format(l2=l2), a))
                 else:
-                    out.append(ProbeModel(f"{info.name} · {system}", l2, ModelSpec(str(b)), probe_role(system), L2_ON_L2))
+                    out.append(info.probe_model(f"{info.name} · {system}", l2, ModelSpec(str(b)), probe_role(system), L2_ON_L2, b))
             continue
         if l2 in info.transferred:
             s2 = info.transferred[l2]
-            out.append(ProbeModel(f"{info.name} · transferred", l2,
-                                  ModelSpec(str(s2), None if _has_tokenizer(s2) else str(info.l2_tokenizers.get(l2, "")) or None),
-                                  "transferred", L2_ON_L2))
+            out.append(info.probe_model(f"{info.name} · transferred", l2,
+                                        ModelSpec(str(s2), None if _has_tokenizer(s2) else str(info.l2_tokenizers.get(l2, "")) or None),
+                                        "transferred", L2_ON_L2, s2))
         if floor and l2 in info.l2_tokenizers:
-            out.append(ProbeModel(f"{info.name} · floor", l2, ModelSpec(str(info.s1), str(info.l2_tokenizers[l2]),
-                                                                       floor_seed=info.seed + 1, floor_init=info.floor_init,
-                                                                       floor_init_std=info.floor_init_std),
-                                  "floor", L2_ON_L2))
+            out.append(info.probe_model(f"{info.name} · floor", l2, ModelSpec(str(info.s1), str(info.l2_tokenizers[l2]),
+                                                                             floor_seed=info.seed + 1, floor_init=info.floor_init,
+                                                                             floor_init_std=info.floor_init_std),
+                                        "floor", L2_ON_L2, info.s1, s1_stages))
     return out
+
+
+def probed_and_refused(models: Sequence[ProbeModel]) -> tuple[list[ProbeModel], list[ProbeModel]]:
+    """(the models to probe, those refused: built on a degenerate stage, so no result)."""
+    return [m for m in models if not m.degenerate], [m for m in models if m.degenerate]
+
+
+def refused_rows(models: Sequence[ProbeModel]) -> list[dict]:
+    """One row per refused model (``verdict: degenerate``, its stages and why) for tables and JSON."""
+    return [{"model": m.name, "language": m.language, "role": m.role, "verdict": "degenerate",
+             "degenerate_stages": list(m.degenerate), "reason": m.degenerate_reason} for m in models]
 
 
 # --------------------------------------------------------------------------- data
@@ -730,11 +784,13 @@ def run_probing(
     unknown = set(tasks) - {"agreement", "wic"}
     if unknown:
         raise XlvizError(f"unknown task(s) {sorted(unknown)}; use agreement, wic", field="tasks")
-    models = run_probe_models(run_dir, l2s, floor=floor)
+    models, refused = probed_and_refused(run_probe_models(run_dir, l2s, floor=floor))
     out: dict = {"meta": {"run": str(run_dir), "models": [f"{m.name} ({m.language})" for m in models],
                           "note": "rows: the L1 model on L1 data (reference); each system's L2 encoder on L2 data; "
                                   "models transferred into L1 (xx→en) on L1 data"},
-                 "agreement": [], "wic": [], "agreement_items": {}}
+                 "agreement": [], "wic": [], "agreement_items": {},
+                 # built on a degenerate stage: no result, so not probed (the reason says which stage)
+                 "degenerate": refused_rows(refused)}
     steps = len(models) * len(tasks)
     k = 0
     for m in models:

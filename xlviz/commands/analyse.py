@@ -198,7 +198,7 @@ def format_table(rows: list[dict], cols: list[str], percent: tuple[str, ...] = (
 
 def _probe_models(args, lang: str):
     """[(ProbeModel)] for --model, or the run's models reading ``lang``."""
-    from xlviz.analysis.reports import ModelSpec, ProbeModel, run_info, run_probe_models
+    from xlviz.analysis.reports import ModelSpec, ProbeModel, probed_and_refused, refused_rows, run_info, run_probe_models
     from xlviz.errors import XlvizError
 
     if args.model:
@@ -206,9 +206,16 @@ def _probe_models(args, lang: str):
     if not args.run:
         raise XlvizError("give --model DIR or --run DIR", field="model")
     info = run_info(args.run)
-    if lang == info.l1:
-        return [m for m in run_probe_models(args.run, []) if m.language == lang]
-    return [m for m in run_probe_models(args.run, [lang]) if m.language == lang]
+    found = [m for m in run_probe_models(args.run, [] if lang == info.l1 else [lang]) if m.language == lang]
+    models, refused = probed_and_refused(found)
+    _say_refused(refused_rows(refused))
+    return models
+
+
+def _say_refused(rows: list[dict]) -> None:
+    """One line per model built on a degenerate stage: not probed, and why."""
+    for r in rows:
+        print(f"not probed, DEGENERATE: {r['model']} ({r['language']}) — {r['reason']}")
 
 
 # --------------------------------------------------------------------------- commands
@@ -328,6 +335,7 @@ def run_probing_cmd(args: argparse.Namespace) -> int:
     if res["wic"]:
         print("word in context (generated world); accuracy in %, gold similarity binary")
         print(format_table(res["wic"], ["model", "language", "layer", "accuracy", "majority", "spearman"], ("accuracy", "majority")))
+    _say_refused(res["degenerate"])
     if res.get("wic_skipped"):
         print("word in context not run (same sense = same word in that language, so it would test word identity): "
               + ", ".join(res["wic_skipped"]))

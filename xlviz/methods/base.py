@@ -175,6 +175,14 @@ class Method:
         it to the model that scores ``lang``."""
         return [s.name for s in self.stages(ctx, system)]
 
+    def encoder_stages(self, ctx: Context, system: str, lang: str, pair: str | None = None) -> list[str]:
+        """The stages the weights of ``system``'s encoder for ``lang`` come from (``pair``: a pair
+        model's L1 encoder of that L2), recorded with the encoder so the probes refuse one built
+        on a degenerate stage: by default the stages of the row the encoder's language (its
+        pair's) is scored in. A reader judges only its pre-training and transfer stages (a QA
+        fine-tuning stage does not touch the encoder)."""
+        return self.row_stages(ctx, system, pair or lang)
+
     def own_l1_model(self, ctx: Context, system: str, lang: str) -> tuple[nn.Module, Any] | None:
         """For systems with one model per L2 (pair models): the L1 QA model of the model that
         scores ``lang``, so its L2/L1 ratio compares one model with itself; None otherwise."""

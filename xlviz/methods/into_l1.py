@@ -72,6 +72,14 @@ class IntoL1(Method):
     def row_stages(self, ctx: Context, system: str, lang: str) -> list[str]:
         return unit_stages(self.stages(ctx, system), lang)
 
+    def encoder_stages(self, ctx: Context, system: str, lang: str, pair: str | None = None) -> list[str]:
+        """L1 (a pair's, else the first L2's): that L2's body and the L1 embeddings learned under
+        it; an L2: its own body alone."""
+        stages = self.stages(ctx, system)
+        if lang == ctx.world.l1:
+            return unit_stages(stages, pair or ctx.world.l2s[0])
+        return [s for s in unit_stages(stages, lang) if s != into_l1_stage(lang).name]
+
     def encoder(self, ctx: Context, system: str, lang: str):
         """L1: the first L2's body with learned L1 embeddings; an L2: its own BERT, the same body
         with the embeddings it was pre-trained with (so an alignment pair is one body's two

@@ -181,6 +181,14 @@ class Monotrans(Method):
         out.append(finetune_stage(v))
         return out
 
+    def encoder_stages(self, ctx: Context, system: str, lang: str, pair: str | None = None) -> list[str]:
+        """Step 1 (and the data), and step 2 for ``lang`` alone: another L2's transfer does not
+        touch this language's encoder (fine-tuning never does)."""
+        if on_corpus(ctx):
+            return super().encoder_stages(ctx, system, lang, pair)
+        own = {transfer_stage(lang, VARIANTS[system]).name} if lang != ctx.world.l1 and VARIANTS[system].step2 else set()
+        return [s.name for s in self.stages(ctx, system) if s.phase in ("data", "pretrain") or s.name in own]
+
     def describe(self, system: str) -> str:
         return VARIANTS[system].description
 

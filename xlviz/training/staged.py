@@ -303,18 +303,25 @@ class StagedRun:
             if tokenizer is not None:
                 tokenizer.save_pretrained(tmp)
         if Path(stage_dir).parent == self.run.path:
-            self.record_artefact("stage", Path(stage_dir), language=language, role=role, variant=variant)
+            # a stage's weights come from itself and every stage it waits for
+            deps = None if self._current is None else [*sorted(self.all_needs(self._current)), self._current]
+            self.record_artefact("stage", Path(stage_dir), language=language, role=role, variant=variant, depends_on=deps)
 
     # --- the artefact manifest (xlviz.runs) ---------------------------------------------
-    def record_artefact(self, kind: str, path: Path, *, shared: bool = False, **fields: str | None) -> None:
+    def record_artefact(self, kind: str, path: Path, *, shared: bool = False, depends_on: list[str] | None = None,
+                        **fields: str | None) -> None:
         """Record ``path`` (inside the run) in ``manifest.json`` with the stage writing it: by
         the run's writer (as results.json), sent to it from a stage worker. ``shared``: a file
         several stages may write alike (stored encodings, named by their content), recorded
-        without the stage, so the manifest reads the same whichever stage wrote it first."""
+        without the stage, so the manifest reads the same whichever stage wrote it first.
+        ``depends_on``: the training stages its weights come from (readers refuse an artefact
+        built on a degenerate stage)."""
         if not self.main:
             return
         entry = {"kind": kind, "path": Path(path).relative_to(self.run.path).as_posix(),
                  "stage": None if shared else self._current, **{k: v for k, v in fields.items() if v is not None}}
+        if depends_on is not None:
+            entry["depends_on"] = list(depends_on)
         if entry["stage"] is None:
             del entry["stage"]
         if self._channel is not None:
@@ -322,13 +329,15 @@ class StagedRun:
         self.run.record_artefacts([entry])
 
     def save_artefact(self, model, tokenizer, kind: str, system: str, language: str, *, pair: str | None = None,
-                      role: str | None = None, setting: str | None = None) -> Path:
-        """Save an export or encoder where :func:`xlviz.runs.artefact_relpath` puts it and record it."""
+                      role: str | None = None, setting: str | None = None, depends_on: list[str] | None = None) -> Path:
+        """Save an export or encoder where :func:`xlviz.runs.artefact_relpath` puts it and record it
+        (``depends_on``: the training stages its weights come from)."""
         from xlviz.runs import artefact_relpath
 
         folder = self.run.path.joinpath(*artefact_relpath(kind, system, language, pair=pair).split("/"))
         self.save(model, folder, tokenizer)
-        self.record_artefact(kind, folder, system=system, language=language, pair=pair, role=role, setting=setting)
+        self.record_artefact(kind, folder, system=system, language=language, pair=pair, role=role, setting=setting,
+                             depends_on=depends_on)
         return folder
 
     def write_predictions(self, system: str, language: str, predictions: dict, *, setting: str | None = None) -> Path:

@@ -146,6 +146,13 @@ def degenerate_stages(stages: Iterable[str], verdicts: Mapping[str, Mapping]) ->
     return [s for s in stages if isinstance(verdicts.get(s), Mapping) and verdicts[s].get("verdict") == DEGENERATE]
 
 
+def degenerate_encoder_stages(stages: Iterable[str], verdicts: Mapping[str, Mapping]) -> list[str]:
+    """The stages of ``stages`` that make an encoder (a masked LM: pre-training and transfer
+    stages) no result: those judged degenerate, QA fine-tuning stages aside (an encoder never
+    passes through one)."""
+    return [s for s in degenerate_stages(stages, verdicts) if verdicts[s].get("kind") != "qa"]
+
+
 def is_degenerate(row: Mapping) -> bool:
     """Whether a result row depends on a degenerate stage (and is no result)."""
     return row.get("verdict") == DEGENERATE
@@ -157,4 +164,4 @@ def degenerate_reason(row: Mapping) -> str:
 
 
 __all__ = ["OK", "DEGENERATE", "UNJUDGED", "MLM_MARGIN", "QA_MARGIN", "entropy", "conditional_entropy", "StageMonitor",
-           "mlm_verdict", "qa_verdict", "degenerate_stages", "is_degenerate", "degenerate_reason"]
+           "mlm_verdict", "qa_verdict", "degenerate_stages", "degenerate_encoder_stages", "is_degenerate", "degenerate_reason"]

@@ -289,19 +289,22 @@ class Pipeline(StagedRun):
             role = "l1-encoder" if lang == self.world.l1 else "l2-encoder"
             encoder = method.encoder(self, system, lang)
             if encoder is not None:
-                encoders[lang] = self.save_artefact(encoder[0], encoder[1], "encoder", system, lang, role=role)
+                encoders[lang] = self.save_artefact(encoder[0], encoder[1], "encoder", system, lang, role=role,
+                                                    depends_on=method.encoder_stages(self, system, lang))
             if lang != self.world.l1 and lang != self.world.l2s[0]:  # the first pair's L1 is the system's L1 encoder
                 pair = method.pair_l1_encoder(self, system, lang)
                 if pair is not None:
                     pair_l1[lang] = self.save_artefact(pair[0], pair[1], "encoder", system, self.world.l1, pair=lang,
-                                                       role="l1-encoder")
+                                                       role="l1-encoder",
+                                                       depends_on=method.encoder_stages(self, system, self.world.l1, pair=lang))
             qa = method.qa_model(self, system, lang)
             if qa is None:
                 continue
             model, tok = qa
             scores, v11, preds = self.score(model, tok, lang)
             self.write_predictions(system, lang, preds, setting=setting_of(uses))
-            self.save_artefact(model, tok, "export", system, lang, role="qa", setting=setting_of(uses))
+            self.save_artefact(model, tok, "export", system, lang, role="qa", setting=setting_of(uses),
+                               depends_on=method.row_stages(self, system, lang))
             # four decimals: tables print one, and two stored decimals rounded twice (7.4499 -> 7.45 -> 7.5)
             row = {"system": system, "method": method.name, "language": lang, "setting": setting_of(uses),
                    "exact_match": round(scores["exact_match"], 4), "f1": round(scores["f1"], 4),
