@@ -123,16 +123,19 @@ if no_head:
 all_models = models
 models, refused = probed_and_refused(models)
 if refused:
-    st.warning(md_text("Not probed, built on a degenerate stage (no result): " + "; ".join(
-        f"{label(m)}: {m.degenerate_reason}" for m in refused)), icon=":material/block:")
+    by_reason: dict[str, list[str]] = {}  # one line per reason: a run's one stuck body often refuses several rows
+    for m in refused:
+        by_reason.setdefault(m.degenerate_reason, []).append(label(m))
+    st.warning("Not probed, built on a degenerate stage (no result):\n\n" + "\n".join(  # each item escaped, the list ours
+        "- " + md_text(f"{', '.join(names)}. Why: {why}") for why, names in by_reason.items()), icon=":material/block:")
 if not models:
     st.info("Pick a run, or English masked LMs in the sidebar.", icon=":material/info:")
     stop()
 # which model reads which data, and what each row is (its method says: mono-l2 is the untransferred reference)
 with st.expander("Rows: role and direction", expanded=False):
     st.dataframe(pd.DataFrame([{"model": m.name, "language": m.language, "role": m.role,
-                                "direction": m.direction or f"{m.language} model on {m.language} data",
-                                "verdict": "degenerate: " + ", ".join(m.degenerate) if m.degenerate else "ok"}
+                                "verdict": "degenerate: " + ", ".join(m.degenerate) if m.degenerate else "ok",
+                                "direction": m.direction or f"{m.language} model on {m.language} data"}
                                for m in all_models]),
                  hide_index=True, width="stretch", key="pr_rows", placeholder=NA)
 
