@@ -500,7 +500,7 @@ def test_probes_refuse_an_encoder_built_on_a_degenerate_stage(planted_run, capsy
 def test_a_run_without_recorded_dependencies_refuses_every_encoder_if_a_stage_is_degenerate(planted_run, tmp_path):
     """A run written before encoders recorded their stages: any degenerate stage refuses its
     encoders (which ones it touches is unknown), saying why; step 1's own verdict still decides
-    the L1 model."""
+    the L1 model. ``xlviz runs dependencies`` records them afterwards."""
     import shutil
 
     from xlviz.analysis.reports import run_probe_models
@@ -513,6 +513,13 @@ def test_a_run_without_recorded_dependencies_refuses_every_encoder_if_a_stage_is
     models = {m.language: m for m in run_probe_models(copy, ["svo", "sov"], floor=False)}
     assert models["svo"].degenerate == (PLANTED,) and "does not record" in models["svo"].degenerate_reason
     assert models["sov"].degenerate == (PLANTED,)
+    # `xlviz runs dependencies` rebuilds them from the run's config: what the run itself recorded
+    assert cli(["runs", "dependencies", str(copy)]) == 0
+    rebuilt = {e["path"]: e.get("depends_on") for e in json.loads((copy / "manifest.json").read_text())["artefacts"]}
+    original = {e["path"]: e.get("depends_on") for e in json.loads(planted_run.manifest_path.read_text())["artefacts"]}
+    assert rebuilt == original and rebuilt["encoders/jointpair-disjoint-svo"]
+    models = {m.language: m for m in run_probe_models(copy, ["svo", "sov"], floor=False)}
+    assert models["svo"].degenerate == () and models["sov"].degenerate == (PLANTED,)
 
 
 @pytest.mark.slow

@@ -1,10 +1,12 @@
-"""``xlviz runs delete|archive|note|tag RUN``: manage run folders as the app's Runs page does.
+"""``xlviz runs delete|archive|note|tag|dependencies RUN``: manage run folders as the app's Runs page does.
 
 A RUN is a run's name under the checkpoints root (``--out``, else ``$XLVIZ_CHECKPOINTS``,
 else ``./checkpoints``) or a path to it; either way the folder must sit directly in that root,
 be a real folder (never a link) and not be running. ``delete`` removes it for good (``--yes``
 confirms), ``archive`` moves it into ``<root>/.archive/``; ``note`` and ``tag`` edit its
-``notes.json`` (printed when given nothing to set)."""
+``notes.json`` (printed when given nothing to set). ``dependencies`` records which stages each
+model of a run written before they were recorded comes from, so the probes judge each model by
+its own stages (:mod:`xlviz.transfer.dependencies`)."""
 
 from __future__ import annotations
 
@@ -29,6 +31,8 @@ def register(sub: argparse._SubParsersAction) -> None:
     a = action("tag", "print the run's tags, or add TAGs / --remove some")
     a.add_argument("tags", nargs="*", metavar="TAG", help="tags to add (letters, digits, '-', '_')")
     a.add_argument("--remove", nargs="+", default=[], metavar="TAG", help="tags to remove")
+    action("dependencies", "record which stages each model comes from, in a run written before they were recorded "
+           "(the probes then judge each model by its own stages)")
     p.set_defaults(handler=run)
 
 
@@ -59,6 +63,11 @@ def run(args: argparse.Namespace) -> int:
         print(f"deleted {path}")
     elif args.action == "archive":
         print(f"archived to {jobs.archive_run(root, name)}")
+    elif args.action == "dependencies":
+        from xlviz.transfer.dependencies import record_dependencies
+
+        done = record_dependencies(run_folder(root, name))
+        print(f"recorded the stages of {len(done)} model(s)" if done else "every model's stages were already recorded")
     else:
         run_ = Run(run_folder(root, name))
         if args.action == "note":
