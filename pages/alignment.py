@@ -118,9 +118,13 @@ st.caption(f"{md_text(data.source)}: {len(data)} pairs. A = **{md_text(data.lang
 # --- systems -----------------------------------------------------------------------------------------
 options: dict[str, System] = {}
 defaults: list[str] = []
+refused: list[System] = []  # a run's systems built on a degenerate stage: listed, never compared
 if run is not None:
     with guard("Could not find the run's models"):
         for s in run_systems(run.path, data.lang_b):
+            if s.degenerate:
+                refused.append(s)
+                continue
             key = f"run:{run.name}:{s.name.rsplit(' · ', 1)[-1]}"
             options[key] = s
             defaults.append(key)
@@ -129,7 +133,16 @@ else:  # real data: runs trained on these very languages (xlviz transfer-corpus)
         if r.l1 == data.lang_a and data.lang_b in r.l2s:
             with guard(f"Could not find the models of {r.name}"):
                 for s in run_systems(r.path, data.lang_b):
+                    if s.degenerate:
+                        refused.append(s)
+                        continue
                     options[f"run:{r.name}:{s.name.rsplit(' · ', 1)[-1]}"] = s
+if refused:
+    by_reason: dict[str, list[str]] = {}
+    for s in refused:
+        by_reason.setdefault(s.degenerate_reason, []).append(s.name)
+    st.warning("Not offered, built on a degenerate stage (no result):\n\n" + "\n".join(  # each item escaped, the list ours
+        "- " + md_text(f"{', '.join(names)}. Why: {why}") for why, names in by_reason.items()), icon=":material/block:")
 
 
 def _spec(ref) -> ModelSpec:

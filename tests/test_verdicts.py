@@ -497,6 +497,43 @@ def test_probes_refuse_an_encoder_built_on_a_degenerate_stage(planted_run, capsy
 
 
 @pytest.mark.slow
+def test_alignment_refuses_a_system_built_on_a_degenerate_stage(planted_run, monkeypatch, capsys):
+    """The Alignment page and ``xlviz analyse alignment --run`` leave out the planted pair
+    model's system and say why; its healthy twin is compared."""
+    from streamlit.testing.v1 import AppTest
+
+    from xlviz.analysis.reports import run_systems
+
+    (sov,) = run_systems(planted_run.path, "sov")
+    (svo,) = run_systems(planted_run.path, "svo")
+    assert sov.degenerate == (PLANTED,) and PLANTED in sov.degenerate_reason and svo.degenerate == ()
+    out = planted_run.path.parent / "alignment.json"
+    assert cli(["analyse", "alignment", "--run", str(planted_run.path), "--l2", "svo", "--limit", "8",
+                "--out", str(out)]) == 0
+    assert "DEGENERATE" not in capsys.readouterr().out and json.loads(out.read_text())["rows"]
+    assert cli(["analyse", "alignment", "--run", str(planted_run.path), "--l2", "sov", "--limit", "8"]) == 2
+    err = capsys.readouterr()
+    assert "not compared, DEGENERATE: planted · jointpair-disjoint" in err.out and "degenerate stage" in err.err
+
+    monkeypatch.setenv("XLVIZ_CHECKPOINTS", str(planted_run.path.parent))
+    at = AppTest.from_file(APP, default_timeout=180)
+    at.run()
+    at.switch_page("pages/alignment.py")
+    at.session_state["al_run"] = "planted"
+    at.session_state["al_l2"] = "sov"
+    at.run()
+    assert not at.exception, [e.message for e in at.exception]
+    warning = " ".join(w.value for w in at.warning)
+    assert "Not offered, built on a degenerate stage" in warning and "planted · jointpair-disjoint" in warning and PLANTED in warning
+    offered = at.multiselect(key="al_systems").options
+    assert not any("planted" in o for o in offered), offered
+    at.session_state["al_l2"] = "svo"  # the healthy twin is offered and picked
+    at.run()
+    assert not at.exception and "planted · jointpair-disjoint" in at.multiselect(key="al_systems").options
+    assert at.multiselect(key="al_systems").value == ["run:planted:jointpair-disjoint"]
+
+
+@pytest.mark.slow
 def test_a_run_without_recorded_dependencies_refuses_every_encoder_if_a_stage_is_degenerate(planted_run, tmp_path):
     """A run written before encoders recorded their stages: any degenerate stage refuses its
     encoders (which ones it touches is unknown), saying why; step 1's own verdict still decides

@@ -155,6 +155,9 @@ class System:
     lang_b: str
     a: ModelSpec
     b: ModelSpec
+    # the degenerate stages either model comes from (the run's verdicts): no result, never compared
+    degenerate: tuple[str, ...] = ()
+    degenerate_reason: str = ""
 
 
 @dataclass(frozen=True)
@@ -347,8 +350,15 @@ def run_systems(run_dir: str | os.PathLike, l2: str, floor: bool = True) -> list
     _l2_check(info, l2)
     pairs = info.system_encoders(l2)
     if pairs:  # a bench run: every system's own encoders, exactly the models it scored
-        return [System(f"{info.name} · {system}", info.l1, l2, ModelSpec(str(a)), ModelSpec(str(b)))
-                for system, (a, b) in pairs.items() if floor or system != "floor"]
+        out = []
+        for system, (a, b) in pairs.items():
+            if floor or system != "floor":
+                bad_a, why_a = info.degenerate_for(a)
+                bad_b, why_b = info.degenerate_for(b)
+                bad = tuple(dict.fromkeys(bad_a + bad_b))
+                out.append(System(f"{info.name} · {system}", info.l1, l2, ModelSpec(str(a)), ModelSpec(str(b)), bad,
+                                  "; ".join(dict.fromkeys(w for w in (why_a, why_b) if w))))
+        return out
     l1_spec = ModelSpec(str(info.s1), None if _has_tokenizer(info.s1) else str(info.world_dir / "tokenizers" / info.l1))
     out = []
     if l2 in info.transferred:

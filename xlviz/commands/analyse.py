@@ -225,11 +225,15 @@ def run_alignment_cmd(args: argparse.Namespace) -> int:
 
     _threads(args)
 
-    systems = []
+    systems, refused = [], []
     if args.run:
         if not args.l2:
             raise XlvizError("give --l2 (the run's target language)", field="l2")
-        systems += run_systems(args.run, args.l2, floor=args.floor)
+        found = run_systems(args.run, args.l2, floor=args.floor)
+        refused = [s for s in found if s.degenerate]  # built on a degenerate stage: no result
+        for s in refused:
+            print(f"not compared, DEGENERATE: {s.name} — {s.degenerate_reason}")
+        systems += [s for s in found if not s.degenerate]
     # a run's L2 is the data's language B (a generated world's invented L2, or e.g. "de" for a corpus run on
     # real data, which can then be compared on --source pud/tatoeba/multi30k too)
     lang_b = args.l2 if (args.source == "world" or args.run) else args.lang_b
@@ -241,7 +245,9 @@ def run_alignment_cmd(args: argparse.Namespace) -> int:
         name = a if a == b else f"{a} + {b}"
         systems.append(System(name, args.lang_a, lang_b or "b", ModelSpec(a, args.tokenizer_a), ModelSpec(b, args.tokenizer_b)))
     if not systems:
-        raise XlvizError("nothing to compare: give --run DIR --l2 L2, --model, or --model-a and --model-b", field="run")
+        raise XlvizError("nothing to compare: give --run DIR --l2 L2, --model, or --model-a and --model-b"
+                         + (" (every system of the run is built on a degenerate stage)" if args.run and refused else ""),
+                         field="run")
     data = parallel_data(args.source, run_dir=args.run, l2=args.l2, lang_a=args.lang_a, lang_b=lang_b, limit=args.limit,
                          files=tuple(args.files) if args.files else None)
     rows = alignment_report(systems, data, pooling=args.pooling, center=args.center, train_fraction=args.train_fraction,
@@ -250,7 +256,9 @@ def run_alignment_cmd(args: argparse.Namespace) -> int:
               "meta": {"source": data.source, "lang_a": data.lang_a, "lang_b": data.lang_b, "n_pairs": len(data),
                        "pooling": args.pooling, "center": args.center, "train_fraction": args.train_fraction,
                        "systems": [{"name": s.name, "a": s.a.__dict__, "b": s.b.__dict__} for s in systems]},
-              "rows": rows}
+              "rows": rows,
+              "degenerate": [{"system": s.name, "verdict": "degenerate", "degenerate_stages": list(s.degenerate),
+                              "reason": s.degenerate_reason} for s in refused] if args.run else []}
     _write(args, result, rows)
     cols = ["system", "layer", "retrieval_a_to_b", "retrieval_b_to_a", "cka"]
     pct = ("retrieval_a_to_b", "retrieval_b_to_a", "retrieval_before", "retrieval_after", "word_translation_a_to_b")
