@@ -320,21 +320,26 @@ def test_pretraining_has_its_own_warmup_and_old_runs_keep_theirs():
     from xlviz.training.staged import StagedRun
     from xlviz.transfer.config import TransferConfig
 
-    cfg = TransferConfig.from_dict({"warmup_ratio": 0.1, "pretrain_warmup_ratio": 0.2, "joint_warmup_ratio": 0.3})
+    cfg = TransferConfig.from_dict({"warmup_ratio": 0.1, "pretrain_warmup_ratio": 0.2, "joint_warmup_ratio": 0.3,
+                                    "l2_body_warmup_ratio": 0.4})
     owner = SimpleNamespace(cfg=cfg)
-    seen = [StagedRun.loop(owner, "s", 100, 1e-3, pretraining=kind)[0].warmup_ratio for kind in (True, "joint", False)]
-    assert seen == [0.2, 0.3, 0.1]
+    seen = [StagedRun.loop(owner, "s", 100, 1e-3, pretraining=kind)[0].warmup_ratio for kind in (True, "joint", "l2_body", False)]
+    assert seen == [0.2, 0.3, 0.4, 0.1]
     default = TransferConfig()
-    assert (default.warmup_ratio, default.pretrain_warmup_ratio, default.joint_warmup_ratio) == (0.06, 0.06, 0.25)
+    assert (default.warmup_ratio, default.pretrain_warmup_ratio, default.joint_warmup_ratio,
+            default.l2_body_warmup_ratio) == (0.06, 0.06, 0.25, 0.06)
     assert TransferConfig.from_dict({"source": "multi30k"}).joint_warmup_ratio == 0.06
     recorded = {**cfg.to_dict(), "versions": {"torch": "x"}}
-    for key in ("pretrain_warmup_ratio", "joint_warmup_ratio"):
+    for key in ("pretrain_warmup_ratio", "joint_warmup_ratio", "l2_body_warmup_ratio"):
         recorded.pop(key)
     back = TransferConfig.from_dict(recorded)
-    assert (back.pretrain_warmup_ratio, back.joint_warmup_ratio) == (0.1, 0.1)  # everything warmed up over warmup_ratio
+    # everything warmed up over warmup_ratio
+    assert (back.pretrain_warmup_ratio, back.joint_warmup_ratio, back.l2_body_warmup_ratio) == (0.1, 0.1, 0.1)
     recorded["pretrain_warmup_ratio"] = 0.25  # recorded while one setting covered every pre-training
-    assert TransferConfig.from_dict(recorded).joint_warmup_ratio == 0.25
-    for field in ("pretrain_warmup_ratio", "joint_warmup_ratio"):
+    assert TransferConfig.from_dict(recorded).joint_warmup_ratio == TransferConfig.from_dict(recorded).l2_body_warmup_ratio == 0.25
+    recorded["l2_body_warmup_ratio"] = 0.06  # recorded with its own setting: kept
+    assert TransferConfig.from_dict(recorded).l2_body_warmup_ratio == 0.06
+    for field in ("pretrain_warmup_ratio", "joint_warmup_ratio", "l2_body_warmup_ratio"):
         with pytest.raises(XlvizError, match=field):
             TransferConfig.from_dict({field: 1.5}, path="config.json")
 

@@ -162,7 +162,8 @@ def pretrain_stage(lang: str | None = None) -> Stage:
 
     def run_train(ctx: Context, model) -> None:
         target = lang or ctx.world.l1
-        model = train_mlm(ctx, model, target, name, ctx.cfg.pretrain_steps, ctx.cfg.pretrain_lr, pretraining=True)
+        model = train_mlm(ctx, model, target, name, ctx.cfg.pretrain_steps, ctx.cfg.pretrain_lr,
+                          pretraining=True if lang is None else "l2_body")
         ctx.save(model, ctx.path(name), ctx.tokenizer(target), language=target, role="pretrained")
 
     return Stage(name, "pretrain", build=build, train=run_train, trains=(r".*",),

@@ -268,10 +268,12 @@ class StagedRun:
         """A loop config and an ``on_log`` writing metrics and progress for ``stage``; the
         config's monitor collects what the stage's verdict is judged on (:meth:`judge`).
         ``pretraining``: a masked-LM pre-training from scratch, warmed up over
-        ``pretrain_warmup_ratio`` of its updates, or ``"joint"`` (a model pre-trained on several
-        languages at once) over ``joint_warmup_ratio`` (the plateau fix, docs/methods.md);
-        other stages over ``warmup_ratio``."""
-        warmup = {"joint": "joint_warmup_ratio", True: "pretrain_warmup_ratio"}.get(pretraining, "warmup_ratio")
+        ``pretrain_warmup_ratio`` of its updates, ``"joint"`` (a model pre-trained on several
+        languages at once) over ``joint_warmup_ratio`` (the plateau fix, docs/methods.md), or
+        ``"l2_body"`` (an L2's own body) over ``l2_body_warmup_ratio``; other stages over
+        ``warmup_ratio``."""
+        warmup = {"joint": "joint_warmup_ratio", "l2_body": "l2_body_warmup_ratio",
+                  True: "pretrain_warmup_ratio"}.get(pretraining, "warmup_ratio")
         monitor = StageMonitor()
         self.__dict__.setdefault("_monitors", {})[stage] = monitor
         cfg = LoopConfig(steps=steps, lr=lr, grad_accum=self.cfg.grad_accum, log_every=self.cfg.log_every,

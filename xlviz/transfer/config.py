@@ -118,10 +118,14 @@ class TransferSettings:
     # once (the joint and pair models, Wu's, VECO's). At 0.06 half the pair models of seeds 0-2
     # ended on the unigram plateau (float32); warming up over a quarter of the updates took every
     # pair model of the census off it and raised their English F1 (docs/methods.md, "Stage
-    # verdicts"). One-language bodies never stayed on it; there the longer warm-up's effect on
-    # English F1 is not settled, so they keep 0.06.
+    # verdicts"). MONOTRANS's step 1 never stayed on it; there the longer warm-up's effect on
+    # English F1 is not settled, so it keeps 0.06. ``l2_body_warmup_ratio``: the L2 bodies
+    # pre-trained from scratch (``s1_pretrain-<l2>``: mono-L2, the xx→en bodies), apart from
+    # step 1, so that their plateau (one seed-0 `svo` body stayed on it) can be fixed or swept
+    # without changing MONOTRANS; 0.06 until a census settles it.
     pretrain_warmup_ratio: float = 0.06
     joint_warmup_ratio: float = 0.25
+    l2_body_warmup_ratio: float = 0.06
     # auto: bf16 where matmuls run natively in bf16 (CPUs with AMX or AVX512-BF16, GPUs), else float32. On a
     # CPU, bf16 trains the model in bf16 with float32 master weights (bench/bench_mlm.py).
     mixed_precision: str = "auto"
@@ -172,6 +176,7 @@ class TransferSettings:
         if "versions" in d:  # a run recorded before these settings: its pre-trainings warmed up as they ran
             d = {**d, "pretrain_warmup_ratio": d.get("pretrain_warmup_ratio", d.get("warmup_ratio", 0.06))}
             d.setdefault("joint_warmup_ratio", d["pretrain_warmup_ratio"])
+            d.setdefault("l2_body_warmup_ratio", d["pretrain_warmup_ratio"])  # L2 bodies warmed up as step 1 did
         d = {k: v for k, v in d.items() if k not in ("versions", "_comment", "_doc")}
         if "source" not in d and LEGACY_CORPUS_KEYS & set(d):  # a transfer-corpus config or run folder
             d = legacy_corpus_dict(d)
@@ -221,7 +226,7 @@ class TransferSettings:
             raise XlvizError(f"must be a number in (0, 1), got {self.mlm_probability!r}", path=path, field="mlm_probability")
         if isinstance(self.long_block_share, bool) or not isinstance(self.long_block_share, (int, float)) or not 0 <= self.long_block_share <= 1:
             raise XlvizError(f"must be a number in [0, 1], got {self.long_block_share!r}", path=path, field="long_block_share")
-        for name in ("warmup_ratio", "pretrain_warmup_ratio", "joint_warmup_ratio", "adam_beta2"):
+        for name in ("warmup_ratio", "pretrain_warmup_ratio", "joint_warmup_ratio", "l2_body_warmup_ratio", "adam_beta2"):
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 <= v < 1:
                 raise XlvizError(f"must be a number in [0, 1), got {v!r}", path=path, field=name)
