@@ -309,6 +309,27 @@ def test_each_stage_asks_for_its_warmup(planted_run):
     assert LOOPS["s3_jointpair-disjoint-svo"] is False
 
 
+def test_l2_bodies_ask_for_their_own_warmup(monkeypatch):
+    """MONOTRANS's step 1 warms up as a one-language pre-training, an L2's own body
+    (``s1_pretrain-<l2>``: mono-L2, the xx→en bodies) over ``l2_body_warmup_ratio``."""
+    from types import SimpleNamespace
+
+    from xlviz.methods import common
+
+    seen = {}
+
+    def fake_train_mlm(ctx, model, target, name, steps, lr, pretraining=False, **kw):
+        seen[name] = pretraining
+        raise StopIteration  # nothing to save
+
+    monkeypatch.setattr(common, "train_mlm", fake_train_mlm)
+    ctx = SimpleNamespace(cfg=SimpleNamespace(pretrain_steps=1, pretrain_lr=1e-3), world=SimpleNamespace(l1="en"))
+    for lang in (None, "sov"):
+        with pytest.raises(StopIteration):
+            common.pretrain_stage(lang).train(ctx, None)
+    assert seen == {"s1_pretrain": True, "s1_pretrain-sov": "l2_body"}
+
+
 def test_pretraining_has_its_own_warmup_and_old_runs_keep_theirs():
     """``pretrain_warmup_ratio`` reaches the loops of one-language pre-trainings,
     ``joint_warmup_ratio`` those of models pre-trained on several languages, ``warmup_ratio``
@@ -327,7 +348,7 @@ def test_pretraining_has_its_own_warmup_and_old_runs_keep_theirs():
     assert seen == [0.2, 0.3, 0.4, 0.1]
     default = TransferConfig()
     assert (default.warmup_ratio, default.pretrain_warmup_ratio, default.joint_warmup_ratio,
-            default.l2_body_warmup_ratio) == (0.06, 0.06, 0.25, 0.06)
+            default.l2_body_warmup_ratio) == (0.06, 0.06, 0.25, 0.25)
     assert TransferConfig.from_dict({"source": "multi30k"}).joint_warmup_ratio == 0.06
     recorded = {**cfg.to_dict(), "versions": {"torch": "x"}}
     for key in ("pretrain_warmup_ratio", "joint_warmup_ratio", "l2_body_warmup_ratio"):
