@@ -66,15 +66,19 @@ class Worker:
         return [json.loads(line) for line in lines if line.strip()]
 
     def stop(self, force: bool) -> None:
+        """End of input (an idle worker exits); ``force``: SIGTERM too (a busy one stops mid-stage)."""
         if self.proc.poll() is None:
             try:
-                self.proc.stdin.close()  # end of input: an idle worker exits
+                self.proc.stdin.close()
             except OSError:
                 pass
             if force:
                 self.proc.send_signal(signal.SIGTERM)
+
+    def wait(self, deadline: float) -> None:
+        """Wait for the worker to exit until ``deadline`` (``time.monotonic``), then kill it."""
         try:
-            self.proc.wait(timeout=60 if force else 600)
+            self.proc.wait(timeout=max(0.0, deadline - time.monotonic()))
         except subprocess.TimeoutExpired:
             self.proc.kill()
             self.proc.wait()
@@ -131,8 +135,13 @@ def run_stages(owner, plan: list[str], workers: int) -> None:
         failed = False
         owner._status(running=None)
     finally:
+        # every worker told first, then one shared deadline: stopping N busy workers takes at
+        # most 60 s in all, not 60 s each (a cancelled run must end promptly on a loaded machine)
         for w in pool:
             w.stop(force=failed)
+        deadline = time.monotonic() + (60 if failed else 600)
+        for w in pool:
+            w.wait(deadline)
 
 
 def _handle(owner, message: dict[str, Any], progress: dict[str, dict]) -> bool:
