@@ -17,7 +17,7 @@ from xlviz.analysis import encodings as enc
 from xlviz.analysis.reports import ModelSpec, System, aligned_words, run_systems
 from xlviz.ui import analysis as ua
 from xlviz.ui.colours import label_colours, system_colours
-from xlviz.ui.common import NA, guard, plotly
+from xlviz.ui.common import NA, guard, plotly, refused_warning
 from xlviz.ui.sidebar import current, page_setup
 from xlviz.views import figures as vf
 from xlviz.ui.state import keep, url_state, write_url
@@ -137,12 +137,7 @@ else:  # real data: runs trained on these very languages (xlviz transfer-corpus)
                         refused.append(s)
                         continue
                     options[f"run:{r.name}:{s.name.rsplit(' · ', 1)[-1]}"] = s
-if refused:
-    by_reason: dict[str, list[str]] = {}
-    for s in refused:
-        by_reason.setdefault(s.degenerate_reason, []).append(s.name)
-    st.warning("Not offered, built on a degenerate stage (no result):\n\n" + "\n".join(  # each item escaped, the list ours
-        "- " + md_text(f"{', '.join(names)}. Why: {why}") for why, names in by_reason.items()), icon=":material/block:")
+refused_warning("Not offered", [(s.name, s.degenerate_reason) for s in refused])
 
 
 def _spec(ref) -> ModelSpec:

@@ -21,7 +21,7 @@ from xlviz.analysis.reports import ModelSpec, ProbeModel, agreement_rows, probed
 from xlviz.ui import analysis as ua
 from xlviz.ui.choices import split_probeable
 from xlviz.ui.colours import label_colours, system_colours
-from xlviz.ui.common import NA, guard, plotly, shared_data_dir
+from xlviz.ui.common import NA, guard, plotly, refused_warning, shared_data_dir
 from xlviz.ui.sidebar import current, page_setup
 from xlviz.ui.state import url_state, write_url
 from xlviz.ui.text import md_text
@@ -122,12 +122,7 @@ if no_head:
 # a model built on a degenerate stage (the run's verdicts) is no result: listed, never probed
 all_models = models
 models, refused = probed_and_refused(models)
-if refused:
-    by_reason: dict[str, list[str]] = {}  # one line per reason: a run's one stuck body often refuses several rows
-    for m in refused:
-        by_reason.setdefault(m.degenerate_reason, []).append(label(m))
-    st.warning("Not probed, built on a degenerate stage (no result):\n\n" + "\n".join(  # each item escaped, the list ours
-        "- " + md_text(f"{', '.join(names)}. Why: {why}") for why, names in by_reason.items()), icon=":material/block:")
+refused_warning("Not probed", [(label(m), m.degenerate_reason) for m in refused])
 if not models:
     st.info("Pick a run, or English masked LMs in the sidebar.", icon=":material/info:")
     stop()

@@ -240,6 +240,11 @@ class StagedRun:
                     todo.append(n)
         return seen
 
+    def stage_dependencies(self, stage: str) -> list[str]:
+        """What a stage folder's manifest entry records as ``depends_on``: every stage it
+        (transitively) waits for, sorted, then itself."""
+        return [*sorted(self.all_needs(stage)), stage]
+
     def send(self, **message: Any) -> None:
         """In a stage worker: one message (a JSON line) to the run's owner."""
         import json
@@ -306,7 +311,7 @@ class StagedRun:
                 tokenizer.save_pretrained(tmp)
         if Path(stage_dir).parent == self.run.path:
             # a stage's weights come from itself and every stage it waits for
-            deps = None if self._current is None else [*sorted(self.all_needs(self._current)), self._current]
+            deps = None if self._current is None else self.stage_dependencies(self._current)
             self.record_artefact("stage", Path(stage_dir), language=language, role=role, variant=variant, depends_on=deps)
 
     # --- the artefact manifest (xlviz.runs) ---------------------------------------------

@@ -35,7 +35,7 @@ def record_dependencies(run_dir: str | os.PathLike) -> list[str]:
             if a.depends_on is not None:
                 continue
             if a.kind == "stage" and a.path in plan:  # a stage folder's path is its stage's name
-                deps = [*sorted(pipeline.all_needs(a.path)), a.path]
+                deps = pipeline.stage_dependencies(a.path)
             elif a.kind == "encoder" and a.system and a.language:
                 deps = method_of(a.system).encoder_stages(pipeline, a.system, a.language, a.pair)
             elif a.kind == "export" and a.system and a.language:

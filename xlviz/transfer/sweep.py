@@ -278,7 +278,7 @@ class Sweep:
                     shutil.copytree(src.path / stage, tmp, dirs_exist_ok=True)
                 # the copy is what the source's manifest says it is (pretrained, fine-tuned, ...); the
                 # stages it waits for are this cell's (its own L2s'), as the cell run alone records them
-                dst.record_artefacts([{**a.to_dict(), "depends_on": [*sorted(pipeline.all_needs(stage)), stage]}
+                dst.record_artefacts([{**a.to_dict(), "depends_on": pipeline.stage_dependencies(stage)}
                                       for a in artefacts(src, "stage") if a.path == stage])
                 for row in rows:
                     if row.get("stage") == stage:

@@ -82,6 +82,18 @@ def guard(what: str, *, stop: bool = False) -> Iterator[None]:
             st.stop()
 
 
+def refused_warning(what: str, refused: list[tuple[str, str]]) -> None:
+    """One warning for models built on a degenerate stage: ``(name, reason)`` pairs, one line
+    per reason (a run's one stuck body often refuses several models); each item escaped."""
+    if not refused:
+        return
+    by_reason: dict[str, list[str]] = {}
+    for name, why in refused:
+        by_reason.setdefault(why, []).append(name)
+    st.warning(f"{what}, built on a degenerate stage (no result):\n\n" + "\n".join(
+        "- " + md_text(f"{', '.join(names)}. Why: {why}") for why, names in by_reason.items()), icon=":material/block:")
+
+
 def shared_data_dir() -> Path | None:
     """``../shared/data`` (real XQuAD, PUD, Tatoeba) when it exists; $XLVIZ_SHARED_DATA wins."""
     try:
