@@ -5,7 +5,7 @@
 #      --mixed-precision no, bf16 (accelerate's autocast) and fp16 (autocast + loss scaling).
 #   2. bench/plateau_census.py: every pre-training stage kind of the bench at the default
 #      budgets, seeds 0-9, in bf16 autocast (and the pair models in float32 too): one census
-#      process per group of methods, all at once on the one GPU.
+#      process per entry of CENSUS (below), all at once on the one GPU.
 #   3. xlviz sweep: a two-seed grid through submitit's local executor on the GPU, then its report.
 #
 # PARTS picks the parts (default: all three). Each part stops at LIMIT seconds (default 480) and keeps what it finished: the census writes
@@ -56,21 +56,26 @@ python3 -m pytest -q -p no:cacheprovider tests/test_verdicts.py -k "monitor" 2>&
 left() { echo $((LIMIT - ($(date +%s) - T0))); }
 
 case " $PARTS " in *" precision "*)
-    timeout $(($(left) - 20)) python3 bench/precision_check.py --steps 200 --out /tmp/pc >"$OUT/precision.log" 2>&1 & ;;
+    timeout $(($(left) - 20)) python3 bench/precision_check.py --steps 200 --precisions "${PRECISIONS:-no,no,bf16,fp16}" --out /tmp/pc >"$OUT/precision.log" 2>&1 & ;;
 esac
 
-# The census: one process per group of methods (a stage that fails stops only its group), each
-# running its stages one after the other (workers 1) over seeds 0-9 and writing its rows after
-# every seed; the groups share the GPU. PRECISIONS: bf16 for every group; float32 for the pair
-# models, the kind that stayed on the plateau at the old warm-up.
+# The census: one process per entry of CENSUS (`precision:methods:seeds`, space-separated; a
+# stage that fails stops only its entry), each running its stages one after the other (workers
+# 1) and writing its rows after every seed; the entries share the GPU (and one CPU core each).
+# The default: every kind at seeds 0-9 in bf16, the pair models in float32 too. A lease of
+# minutes runs a few seeds of each: split the seeds over entries, e.g.
+#   CENSUS="bf16:veco:0 bf16:veco:1 bf16:jointpair-joint:3,4 no:jointpair-disjoint:8,9"
+# CENSUS_OVERRIDE is JSON merged into every entry's config (a tiny size for a smoke test).
+CENSUS=${CENSUS:-"bf16:monotrans,mono-l2:0-9 bf16:jointpair-disjoint:0-9 bf16:jointpair-joint:0-9 \
+bf16:jointmulti,jointmulti-large:0-9 bf16:wu-shared-top-2:0-9 bf16:veco:0-9 bf16:clwe:0-9 no:jointpair-disjoint:0-9"}
+CENSUS_OVERRIDE=${CENSUS_OVERRIDE:-"{}"}
 case " $PARTS " in *" census "*)
-    for group in monotrans,mono-l2 jointpair-disjoint jointpair-joint jointmulti,jointmulti-large wu-shared-top-2 veco clwe \
-                 no:jointpair-disjoint; do
-        mp=bf16; methods=$group
-        case $group in no:*) mp=no; methods=${group#no:} ;; esac
-        tag=$mp-${methods//,/+}
-        timeout $(($(left) - 15)) python3 bench/plateau_census.py --seeds 0-9 --methods $methods --mixed-precision $mp \
-            --override '{"workers": 1}' --out /tmp/census-$tag >/tmp/census-$tag.log 2>&1 &
+    for entry in $CENSUS; do
+        IFS=: read -r mp methods seeds <<<"$entry"
+        tag=$mp-${methods//,/+}-${seeds//,/.}
+        override=$(python3 -c 'import json, sys; print(json.dumps({"workers": 1, **json.loads(sys.argv[1])}))' "$CENSUS_OVERRIDE")
+        timeout $(($(left) - 15)) python3 bench/plateau_census.py --seeds "$seeds" --methods "$methods" --mixed-precision "$mp" \
+            --override "$override" --out "/tmp/census-$tag" >"/tmp/census-$tag.log" 2>&1 &
     done ;;
 esac
 

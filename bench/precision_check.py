@@ -37,7 +37,7 @@ def main() -> int:
     bert = make_tiny("bert", out / "bert-init", task="mlm", hidden_size=128, num_hidden_layers=4, num_attention_heads=4,
                      intermediate_size=512, max_position_embeddings=256)
     rows = []
-    for mp in args.precisions.split(","):
+    for i, mp in enumerate(args.precisions.split(",")):  # a precision named twice: is it deterministic?
         for name, argv in (
             ("transfer-corpus", ["transfer", "--source", "files", "--l1", "en", "--l2", "svo", "--l1-corpus", str(files["en"]),
                                  "--l2-corpus", str(files["svo"]), "--parallel", str(files["par_en"]), str(files["par_svo"]),
@@ -47,7 +47,7 @@ def main() -> int:
                              "--eval-dir", str(qa), "--steps", str(args.steps), "--batch-size", "32", "--max-length", "256",
                              "--doc-stride", "64", "--lr", "3e-4", "--log-every", "10"]),
         ):
-            run = out / f"{name}-{mp}"
+            run = out / f"{name}-{mp}-{i}"
             t0 = time.time()
             proc = subprocess.run([sys.executable, "-m", "xlviz", *argv, "--mixed-precision", mp, "--run-dir", str(run)],
                                   env=env, capture_output=True, text=True)

@@ -129,6 +129,33 @@ def test_pretraining_batches_alternate_and_tlm_concatenates(model):
     assert partners([0, 0, 1], [0, 1, 1, 1]) == [0, 0, 1]  # window k of an example -> its k-th (or last) partner
 
 
+def test_pretraining_is_judged_on_its_self_stream_masked_lm(model):
+    """VECO's objective sums four CA-MLM terms (and TLM on parallel steps), so the stage's verdict
+    compares the mean of the two self-stream terms (a plain masked LM of each sentence) with the
+    unigram entropy of both sentences' targets; the TLM pair's targets are not counted."""
+    from xlviz.training.loop import LoopConfig, make_accelerator, train
+    from xlviz.training.verdicts import StageMonitor
+
+    mono = iter([ids(4, 12, k) for k in range(10)])
+    pairs = [([2, 10 + k, 11, 3], [2, 30 + k, 31, 32, 3]) for k in range(5)]
+    batches = list(zip(range(4), pretrain_batches(mono, pairs, 2, mask_id=4, vocab_size=V, prob=0.3, seed=0)))
+    monitor = StageMonitor()
+    m = VecoForMaskedLM(model.config)
+    m.config.hidden_dropout_prob = m.config.attention_probs_dropout_prob = 0.0
+    m = VecoForMaskedLM(m.config)
+    expected = []
+    with torch.no_grad():
+        for _, b in batches:
+            terms = m(**{k: v for k, v in b.items() if not k.startswith("tlm_")}).loss_terms
+            expected.append(float((terms["h_x"] + terms["h_y"]) / 2))
+    train(VecoPretraining(m), iter(b for _, b in batches), LoopConfig(steps=4, lr=0.0, log_every=100, monitor=monitor),
+          make_accelerator("no"))
+    assert monitor.mlm, "VECO's batches are masked-LM batches for the verdict"
+    assert monitor.losses == pytest.approx(expected, abs=1e-5)  # not the summed objective (about 4x that)
+    targets = sum(int((b["labels"] != -100).sum() + (b["pair_labels"] != -100).sum()) for _, b in batches)
+    assert monitor.targets == targets  # both sentences' targets; the TLM pair's are not counted
+
+
 def test_settings_are_validated():
     with pytest.raises(XlvizError, match="veco_init"):
         TransferConfig.from_dict({"veco_init": "xlmr"})
@@ -150,6 +177,11 @@ def test_tiny_run_of_both_systems(tmp_path):
     assert json.loads((tmp_path / "run" / "export" / "veco-sov" / "config.json").read_text())["model_type"] == "bert"
     assert json.loads((tmp_path / "run" / "export" / "veco-plugin-sov" / "config.json").read_text())["model_type"] == "xlviz_veco"
     assert json.loads((tmp_path / "run" / "encoders" / "veco-plugin-en" / "config.json").read_text())["model_type"] == "xlviz_veco"
+    # every VECO pre-training is judged against the unigram entropy of its targets
+    verdicts = Run(tmp_path / "run").verdicts()
+    for l2 in ("svo", "sov"):
+        v = verdicts[f"s1_veco-{l2}"]
+        assert v["kind"] == "mlm" and v["verdict"] in ("ok", "degenerate") and 0 < v["loss"] < 10 and v["unigram_entropy"] > 0
 
 
 @pytest.mark.slow

@@ -333,7 +333,7 @@ def test_l2_bodies_ask_for_their_own_warmup(monkeypatch):
 def test_pretraining_has_its_own_warmup_and_old_runs_keep_theirs():
     """``pretrain_warmup_ratio`` reaches the loops of one-language pre-trainings,
     ``joint_warmup_ratio`` those of models pre-trained on several languages, ``warmup_ratio``
-    every other stage's; the world's joint models warm up over a quarter of their updates (the
+    every other stage's; the world's pre-trainings warm up over a quarter of their updates (the
     plateau fix), corpus sources keep the warm-up they were measured with; a run recorded before
     a setting existed reads back with the warm-up it ran with."""
     from types import SimpleNamespace
@@ -348,8 +348,9 @@ def test_pretraining_has_its_own_warmup_and_old_runs_keep_theirs():
     assert seen == [0.2, 0.3, 0.4, 0.1]
     default = TransferConfig()
     assert (default.warmup_ratio, default.pretrain_warmup_ratio, default.joint_warmup_ratio,
-            default.l2_body_warmup_ratio) == (0.06, 0.06, 0.25, 0.25)
-    assert TransferConfig.from_dict({"source": "multi30k"}).joint_warmup_ratio == 0.06
+            default.l2_body_warmup_ratio) == (0.06, 0.25, 0.25, 0.25)
+    corpus = TransferConfig.from_dict({"source": "multi30k"})
+    assert (corpus.pretrain_warmup_ratio, corpus.joint_warmup_ratio) == (0.06, 0.06)
     recorded = {**cfg.to_dict(), "versions": {"torch": "x"}}
     for key in ("pretrain_warmup_ratio", "joint_warmup_ratio", "l2_body_warmup_ratio"):
         recorded.pop(key)

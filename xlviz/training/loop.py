@@ -249,6 +249,10 @@ def train(
     scheduler = linear_schedule(optimizer, config.steps, config.warmup_ratio)
     # The scheduler is stepped here once per optimizer step: a prepared scheduler would be
     # stepped once per process, ending the schedule after steps / num_processes.
+    # a module whose loss sums several objectives (VECO's) reports the masked-LM part the stage
+    # is judged on as ``monitor_loss`` after each forward (the verdict compares it with the
+    # unigram entropy of its targets)
+    reporter = module
     module, optimizer = accelerator.prepare(module, optimizer)
     module.train()
     bar = tqdm(total=config.steps, desc=desc, disable=not accelerator.is_local_main_process, dynamic_ncols=True,
@@ -257,7 +261,7 @@ def train(
     running, count = 0.0, 0
     try:  # a stage that stops (NaN loss, Ctrl-C) ends its progress bar's line first
         for step in range(1, config.steps + 1):
-            step_loss = 0.0
+            step_loss, judged = 0.0, None
             for _ in range(config.grad_accum):
                 batch = next(batches)
                 if config.monitor is not None:  # counts on the CPU: before the batch moves to the device
@@ -280,10 +284,13 @@ def train(
                             bf16.master_to_model()
                     optimizer.zero_grad(set_to_none=True)
                 step_loss += loss.detach().float().item() / config.grad_accum
+                part = getattr(reporter, "monitor_loss", None) if config.monitor is not None else None
+                if part is not None:
+                    judged = (judged or 0.0) + float(part) / config.grad_accum
             running += step_loss
             count += 1
             if config.monitor is not None:
-                config.monitor.losses.append(step_loss)
+                config.monitor.losses.append(step_loss if judged is None else judged)
             if after_step is not None:
                 after_step(step, getattr(optimizer, "optimizer", optimizer), stepped)
                 if bf16:

@@ -45,17 +45,22 @@ def pad_rows(rows: Sequence[Sequence[int]], value: int = 0) -> tuple[torch.Tenso
 class VecoPretraining(nn.Module):
     """The pre-training loss of one batch: CA-MLM (Eq. 1, both directions) on (x, y), plus
     TLM when the batch carries ``tlm_*`` (parallel batches). TLM runs through
-    :class:`MaskedOnlyMLM` (logits and last layer at masked rows only)."""
+    :class:`MaskedOnlyMLM` (logits and last layer at masked rows only). ``monitor_loss``: the
+    mean of the two self-stream terms (each sentence's masked LM on itself) of the last batch,
+    the part of the summed objective comparable with a plain masked LM (the stage's verdict)."""
 
     def __init__(self, model: VecoForMaskedLM):
         super().__init__()
         self.model = model
         self.tlm = MaskedOnlyMLM(model)
+        self.monitor_loss: torch.Tensor | None = None
 
     def forward(self, input_ids, attention_mask, labels, pair_input_ids, pair_attention_mask, pair_labels,
                 tlm_input_ids=None, tlm_attention_mask=None, tlm_labels=None) -> torch.Tensor:
-        loss = self.model(input_ids=input_ids, attention_mask=attention_mask, labels=labels, pair_input_ids=pair_input_ids,
-                          pair_attention_mask=pair_attention_mask, pair_labels=pair_labels).loss
+        out = self.model(input_ids=input_ids, attention_mask=attention_mask, labels=labels, pair_input_ids=pair_input_ids,
+                         pair_attention_mask=pair_attention_mask, pair_labels=pair_labels)
+        self.monitor_loss = ((out.loss_terms["h_x"] + out.loss_terms["h_y"]) / 2).detach()
+        loss = out.loss
         if tlm_input_ids is not None:
             loss = loss + self.tlm(tlm_input_ids, tlm_labels, tlm_attention_mask)
         return loss

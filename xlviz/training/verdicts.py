@@ -29,6 +29,11 @@ import torch
 
 OK, DEGENERATE, UNJUDGED = "ok", "degenerate", "unjudged"
 MLM_KEYS = {"input_ids", "labels", "attention_mask", "language"}  # batches of a plain masked-LM loss
+# VECO's CA-MLM batches: a second sentence beside the first, and on parallel steps a TLM pair.
+# Judged on the masked targets of both sentences, against the loss the training module reports
+# for them alone (``monitor_loss``: its self-stream terms), not its summed objective.
+PAIR_KEYS = {"pair_input_ids", "pair_labels", "pair_attention_mask"}
+TLM_KEYS = {"tlm_input_ids", "tlm_labels", "tlm_attention_mask"}
 # Nats by which a pre-training stage's final MLM loss must undercut the unigram entropy of its
 # targets. A model on the plateau ends 0.3-0.4 below it (it copies the 10% unchanged targets:
 # 3.6-3.7 against 4.01 on the default corpus), healthy step-1 models 1.5-3 below (1.0-2.4);
@@ -74,6 +79,10 @@ class StageMonitor:
 
     def batch(self, batch: Mapping[str, torch.Tensor]) -> None:
         ids, labels = batch.get("input_ids"), batch.get("labels")
+        if PAIR_KEYS <= set(batch) and not set(batch) - MLM_KEYS - PAIR_KEYS - TLM_KEYS:  # VECO: both sentences
+            self.batch({"input_ids": ids, "labels": labels})
+            self.batch({"input_ids": batch["pair_input_ids"], "labels": batch["pair_labels"]})
+            return
         if set(batch) - MLM_KEYS or ids is None or labels is None or ids.shape != labels.shape or ids.dim() != 2:
             self.mlm = False
             return

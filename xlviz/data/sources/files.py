@@ -186,7 +186,8 @@ class CorpusData:
 # a corpus source where it does not give them.
 CORPUS_DEFAULTS = {
     "vocab_size": 8000, "block_size": 64, "mlm_batch_size": 64, "mlm_probability": 0.15, "pretrain_lr": 5e-4,
-    "joint_warmup_ratio": 0.06,  # the joint models' warm-up these runs were measured with (the world's plateau fix is 0.25)
+    # the pre-trainings' warm-up these runs were measured with (the world's plateau fix is 0.25)
+    "pretrain_warmup_ratio": 0.06, "joint_warmup_ratio": 0.06,
     "transfer_steps": 1000, "transfer_lr": 2e-3, "finetune_steps": 300, "finetune_lr": 1e-4, "batch_size": 16,
     "qa_max_length": 256, "doc_stride": 128, "mixed_precision": "no", "eval_every": 0,
     "methods": ["monotrans", "floor"],
