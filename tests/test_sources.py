@@ -233,6 +233,12 @@ def test_every_corpus_system_trains_and_is_scored_on_a_files_run(tmp_path, capsy
         assert len(row["retrieval_per_layer"]) == layers and all(0 <= x <= 100 for x in row["retrieval_per_layer"]), system
         assert 0 <= row["retrieval"] <= 100 and row["retrieval_selection_pairs"] + row["retrieval_reported_pairs"] == 40
     assert [r for r in run.results() if r["system"] in ("monotrans", "floor")] == Run(alone).results()
+    # each system's s4 stage exported its encoders: the Alignment page (and the CLI) offer every system
+    from xlviz.analysis.reports import run_systems
+    from xlviz.runs import artefacts
+
+    assert {(a.system, a.language) for a in artefacts(run, "encoder")} == {(s, lang) for s in systems for lang in ("en", "svo")}
+    assert {s.name.split(" · ")[1] for s in run_systems(every, "svo")} == set(systems)
     for stage in ("s1_pretrain", "s2_transfer-svo"):
         assert (every / stage / "model.safetensors").read_bytes() == (alone / stage / "model.safetensors").read_bytes()
     capsys.readouterr()
@@ -262,7 +268,8 @@ def test_transfer_corpus_alias_gives_the_same_run_as_transfer_on_files(tmp_path)
     assert cli(["transfer-corpus", "--run-dir", str(old), "--batch-size", "4", *common]) == 0
     assert cli(["transfer", "--source", "files", "--run-dir", str(new), "--mlm-batch-size", "4", *common]) == 0
     a, b = Run(old), Run(new)
-    assert a.status()["stages_done"] == b.status()["stages_done"] == ["world", "s1_pretrain", "s2_transfer-svo", "alignment"]
+    assert a.status()["stages_done"] == b.status()["stages_done"] == ["world", "s1_pretrain", "s2_transfer-svo", "alignment",
+                                                                      "s4_monotrans", "s4_floor"]  # s4: the encoders
     assert [(m["stage"], m["loss"]) for m in a.metrics()] == [(m["stage"], m["loss"]) for m in b.metrics()]
     assert a.results() == b.results() and {r["system"] for r in a.results()} == {"monotrans", "floor"}
     for stage in ("s1_pretrain", "s2_transfer-svo"):

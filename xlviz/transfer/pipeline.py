@@ -134,7 +134,8 @@ class Pipeline(StagedRun):
         train = [n for n, s in self._stages.items() if s.phase != "finetune"]
         finetune = [n for n, s in self._stages.items() if s.phase == "finetune"]
         per_system = [t for t in self.task_names if t not in {x.name for x in self._task_stages().values()}]
-        scored = [f"s4_{system}" for system in self.cfg.systems] if per_system else []
+        # a corpus run's s4 stages also export each system's encoders (the pages open every system)
+        scored = [f"s4_{system}" for system in self.cfg.systems] if per_system or self.source_kind == "corpus" else []
         return train + list(self._task_stages()) + finetune + scored
 
     @functools.cached_property
@@ -171,6 +172,8 @@ class Pipeline(StagedRun):
             for task in map(task_of, self.task_names):
                 if not task.stage:
                     task.score(self, stage[3:])
+            if self.source_kind == "corpus":  # the world's QA task exports them with its rows (stage_evaluate)
+                self.export_encoders(stage[3:])
             return
         if stage in self._task_stages():
             return self._task_stages()[stage].run(self)
@@ -286,17 +289,7 @@ class Pipeline(StagedRun):
         encoders: dict[str, Path] = {}  # language -> the encoder folder written
         pair_l1: dict[str, Path] = {}  # l2 -> a pair model's L1 encoder folder
         for lang in self.world.languages:
-            role = "l1-encoder" if lang == self.world.l1 else "l2-encoder"
-            encoder = method.encoder(self, system, lang)
-            if encoder is not None:
-                encoders[lang] = self.save_artefact(encoder[0], encoder[1], "encoder", system, lang, role=role,
-                                                    depends_on=method.encoder_stages(self, system, lang))
-            if lang != self.world.l1 and lang != self.world.l2s[0]:  # the first pair's L1 is the system's L1 encoder
-                pair = method.pair_l1_encoder(self, system, lang)
-                if pair is not None:
-                    pair_l1[lang] = self.save_artefact(pair[0], pair[1], "encoder", system, self.world.l1, pair=lang,
-                                                       role="l1-encoder",
-                                                       depends_on=method.encoder_stages(self, system, self.world.l1, pair=lang))
+            self.export_encoder(system, lang, encoders, pair_l1)
             qa = method.qa_model(self, system, lang)
             if qa is None:
                 continue
@@ -326,6 +319,33 @@ class Pipeline(StagedRun):
                       + (f"; DEGENERATE ({degenerate_reason(row)}): not a result" if bad else ""))
         self.add_results(rows)
         self.store_encodings(system, encoders, pair_l1)
+
+    def export_encoder(self, system: str, lang: str, encoders: dict[str, Path], pair_l1: dict[str, Path]) -> None:
+        """Save ``system``'s encoder of ``lang`` (and, for an L2 after the first, a pair model's
+        own L1 side) and record it with the stages its weights come from; adds the folders
+        written to ``encoders`` (by language) and ``pair_l1`` (by L2). What the Alignment and
+        Probing pages and the CLI analyses read (:meth:`xlviz.analysis.reports.RunInfo.system_encoders`)."""
+        method = method_of(system)
+        l1, l2s = (self.world.l1, self.world.l2s) if self.world is not None else (self.data.l1, [self.data.l2])
+        encoder = method.encoder(self, system, lang)
+        if encoder is not None:
+            encoders[lang] = self.save_artefact(encoder[0], encoder[1], "encoder", system, lang,
+                                                role="l1-encoder" if lang == l1 else "l2-encoder",
+                                                depends_on=method.encoder_stages(self, system, lang))
+        if lang != l1 and lang != l2s[0]:  # the first pair's L1 is the system's L1 encoder
+            pair = method.pair_l1_encoder(self, system, lang)
+            if pair is not None:
+                pair_l1[lang] = self.save_artefact(pair[0], pair[1], "encoder", system, l1, pair=lang, role="l1-encoder",
+                                                   depends_on=method.encoder_stages(self, system, l1, pair=lang))
+
+    def export_encoders(self, system: str) -> None:
+        """A corpus run's encoders of ``system``, one per language (its ``s4_<system>`` stage)."""
+        if not self.main:
+            return
+        encoders: dict[str, Path] = {}
+        for lang in (self.data.l1, self.data.l2):
+            self.export_encoder(system, lang, encoders, {})
+        self._log(f"  {system}: encoders of {', '.join(encoders)} exported for the Alignment and Probing pages")
 
     def store_encodings(self, system: str, encoders: dict[str, Path], pair_l1: dict[str, Path]) -> None:
         """Store the Alignment page's encodings of the system's encoders just exported, for each
