@@ -40,6 +40,7 @@ from xlviz.io import atomic_dir
 from xlviz.methods.base import Context, Method, Stage, unit_stages
 from xlviz.methods.common import data_stage, finetune_qa, max_length, on_corpus, run_l1, run_l2s
 from xlviz.methods.joint import Reader, block_batches
+from xlviz.methods.joint import language_groups
 from xlviz.methods.joint import pretrain_stage as joint_pretrain_stage
 from xlviz.methods.options import MethodOptions, option
 from xlviz.models.monotrans import bert_config, qa_from_mlm, zero_shot_model
@@ -116,6 +117,8 @@ def pretrain(ctx: Context, model: VecoForMaskedLM, l2: str, stage: str, steps: i
     batches = pretrain_batches(mono, pairs, pair_batch, mask_id=tok.mask_token_id,
                                vocab_size=reader.size, prob=cfg.mlm_probability, seed=cfg.seed * 31 + rank)
     loop, on_log = ctx.loop(stage, steps, lr, pretraining="joint")
+    if loop.monitor is not None:  # judged per language, as the pair models are
+        loop.monitor.id_groups = language_groups(reader, ctx)
     model = train(VecoPretraining(model), batches, loop, ctx.acc, on_log=on_log, desc=stage).model
     ctx.acc.free_memory()
     return model
