@@ -39,8 +39,7 @@ from transformers import AutoTokenizer, BertForQuestionAnswering
 from xlviz.io import atomic_dir
 from xlviz.methods.base import Context, Method, Stage, unit_stages
 from xlviz.methods.common import data_stage, finetune_qa, max_length, on_corpus, run_l1, run_l2s
-from xlviz.methods.joint import Reader, block_batches
-from xlviz.methods.joint import language_groups
+from xlviz.methods.joint import Reader, block_batches, language_groups
 from xlviz.methods.joint import pretrain_stage as joint_pretrain_stage
 from xlviz.methods.options import MethodOptions, option
 from xlviz.models.monotrans import bert_config, qa_from_mlm, zero_shot_model

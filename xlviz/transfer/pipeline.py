@@ -32,6 +32,7 @@ from xlviz.evaluation.squad_metric import evaluate_squad, per_question_scores
 from xlviz.evaluation.uncertainty import paragraph_ids, score_intervals
 from xlviz.methods import method_of
 from xlviz.methods.base import PHASES, Stage, setting_of
+from xlviz.methods.common import run_l1, run_l2s, run_languages
 from xlviz.training.loop import make_accelerator, run_precision
 from xlviz.training.staged import StagedRun
 from xlviz.training.verdicts import DEGENERATE, OK, degenerate_reason, degenerate_stages, qa_verdict
@@ -326,7 +327,7 @@ class Pipeline(StagedRun):
         written to ``encoders`` (by language) and ``pair_l1`` (by L2). What the Alignment and
         Probing pages and the CLI analyses read (:meth:`xlviz.analysis.reports.RunInfo.system_encoders`)."""
         method = method_of(system)
-        l1, l2s = (self.world.l1, self.world.l2s) if self.world is not None else (self.data.l1, [self.data.l2])
+        l1, l2s = run_l1(self), run_l2s(self)
         encoder = method.encoder(self, system, lang)
         if encoder is not None:
             encoders[lang] = self.save_artefact(encoder[0], encoder[1], "encoder", system, lang,
@@ -343,7 +344,7 @@ class Pipeline(StagedRun):
         if not self.main:
             return
         encoders: dict[str, Path] = {}
-        for lang in (self.data.l1, self.data.l2):
+        for lang in run_languages(self):
             self.export_encoder(system, lang, encoders, {})
         self._log(f"  {system}: encoders of {', '.join(encoders)} exported for the Alignment and Probing pages")
 
