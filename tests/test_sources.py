@@ -233,6 +233,14 @@ def test_every_corpus_system_trains_and_is_scored_on_a_files_run(tmp_path, capsy
         assert len(row["retrieval_per_layer"]) == layers and all(0 <= x <= 100 for x in row["retrieval_per_layer"]), system
         assert 0 <= row["retrieval"] <= 100 and row["retrieval_selection_pairs"] + row["retrieval_reported_pairs"] == 40
     assert [r for r in run.results() if r["system"] in ("monotrans", "floor")] == Run(alone).results()
+    # every pre-training from scratch is judged against its targets' unigram entropy, as on the
+    # world (3 steps: on the plateau), and every row built on one says so
+    verdicts = run.verdicts()
+    pretraining = {s.name for system in systems for s in method_of(system).stages(pipe, system) if s.phase == "pretrain"}
+    assert "s1_pretrain" in pretraining and len(pretraining) >= 5
+    assert {v["verdict"] for s, v in verdicts.items() if s in pretraining} == {"degenerate"}, verdicts
+    assert all(verdicts[s]["loss"] > verdicts[s]["unigram_entropy"] - 1.0 for s in pretraining)
+    assert all(r.get("verdict") == "degenerate" and r.get("degenerate_stages") for r in rows.values())
     # each system's s4 stage exported its encoders: the Alignment page (and the CLI) offer every system
     from xlviz.analysis.reports import run_systems
     from xlviz.runs import artefacts

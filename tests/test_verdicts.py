@@ -15,7 +15,7 @@ import torch
 from xlviz.cli import main as cli
 from xlviz.errors import XlvizError
 from xlviz.runs import Run
-from xlviz.training.verdicts import StageMonitor, conditional_entropy, entropy, mlm_verdict, qa_verdict
+from xlviz.training.verdicts import StageMonitor, conditional_entropy, entropy, mlm_verdict, plateau_loss, qa_verdict
 
 LN2 = math.log(2)
 APP = str(Path(__file__).resolve().parent.parent / "app.py")
@@ -38,7 +38,9 @@ def test_monitor_counts_targets_and_their_left_neighbours():
     labels = torch.tensor([[-100, -100, 8, 7, 9, -100]])
     m = StageMonitor()
     m.batch({"input_ids": ids, "labels": labels})
-    m.batch({"input_ids": torch.tensor([[2, 8, 4, 3]]), "labels": torch.tensor([[-100, -100, 8, -100]])})
+    # a streamed corpus batch (xlviz.training.streamed) carries its share of the global batch's targets
+    m.batch({"input_ids": torch.tensor([[2, 8, 4, 3]]), "labels": torch.tensor([[-100, -100, 8, -100]]),
+             "denominator": torch.tensor(1.0)})
     assert m.mlm and m.targets == 4
     # targets 8, 7, 9, 8: p = 1/2, 1/4, 1/4
     assert m.unigram_entropy() == pytest.approx(1.5 * LN2)
@@ -120,6 +122,19 @@ def test_verdict_thresholds():
     assert qa_verdict(30.0, 15.0, margin=10)["verdict"] == "ok"
     assert qa_verdict(24.9, 15.0, margin=10)["verdict"] == "degenerate"
     assert qa_verdict(float("nan"), 0.0, margin=-100)["verdict"] == "degenerate"
+
+
+def test_plateau_loss_by_hand():
+    """A frequency-only model at 80/10/10 masking: H at a [MASK] (0.8); at a visible target it
+    bets half on the token it sees (unchanged or random, one tenth each): ln 2, plus H when
+    the token was random. 0.8 * 4 + 0.2 * (ln 2 + 2) = 3.7386 for H = 4 nats."""
+    assert plateau_loss(4.0) == pytest.approx(0.8 * 4 + 0.2 * (math.log(2) + 2.0))
+    assert plateau_loss(4.01) == pytest.approx(3.748, abs=1e-3)  # plateau models ended at 3.73-3.82
+    assert plateau_loss(4.0, mask=1.0, random=0.0) == 4.0  # every target masked: the unigram entropy
+    assert plateau_loss(4.0, mask=0.8, random=0.2) == pytest.approx(4.0)  # nothing unchanged: no bet helps
+    assert plateau_loss(4.0, mask=0.8, random=0.0) == pytest.approx(3.2)  # every visible target is itself
+    assert mlm_verdict(5.4, 5.9, 3.4)["plateau_loss"] == pytest.approx(plateau_loss(5.9), abs=1e-4)
+    assert "frequencies ends near 5.449" in mlm_verdict(5.4, 5.9, 3.4)["reason"]
 
 
 def test_first_words_baseline_is_the_best_k():

@@ -223,6 +223,7 @@ def run(args: argparse.Namespace) -> int:
 
 def print_corpus_rows(rows: list[dict], l1: str) -> None:
     """A corpus run's QA table and its retrieval lines."""
+    from xlviz.training.verdicts import degenerate_reason, is_degenerate
     from xlviz.transfer.report import results_table
 
     qa_rows = [r for r in rows if "f1" in r]
@@ -231,7 +232,8 @@ def print_corpus_rows(rows: list[dict], l1: str) -> None:
     for r in rows:
         if "retrieval" in r:
             print(f"retrieval {r['system']:<10} {r['language']}: {r['retrieval']:.1f}% (held out) at layer {r['retrieval_layer']}; "
-                  f"per layer {r['retrieval_per_layer']}")
+                  f"per layer {r['retrieval_per_layer']}"
+                  + (f"; DEGENERATE ({degenerate_reason(r)}): not a result" if is_degenerate(r) else ""))
 
 
 def register(sub) -> None:

@@ -188,9 +188,9 @@ class Pipeline(StagedRun):
 
     # --- verdicts ----------------------------------------------------------------------
     def judged_mlm(self, stage: str) -> bool:
-        """Pre-training stages are judged on their MLM loss (step 2 and PPA record theirs);
-        a corpus run's stages record theirs, not judged (as before the one pipeline)."""
-        return self.source_kind == "world" and stage in self._stages and self._stages[stage].phase == "pretrain"
+        """Pre-training stages from scratch are judged on their MLM loss, on every source (step 2,
+        PPA and step 1b, a head on a pre-trained body, record theirs)."""
+        return stage in self._stages and self._stages[stage].phase == "pretrain" and stage != "s1b_mlm_head"
 
     def judge_qa(self, stage: str, model, tokenizer) -> None:
         """A QA model fine-tuned on the L1 training set against the trivial baseline on the
