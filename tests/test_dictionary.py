@@ -183,4 +183,7 @@ def test_a_tiny_files_run_scores_word_translation_against_the_induced_dictionary
         assert len(per_layer) == 3 and all(x is None or 0 <= x <= 100 for x in per_layer)
         assert 0 < row["word_translation_words"] <= row["word_translation_test_pairs"] <= book["test_size"]
         assert row["word_translation_dictionary_size"] == book["size"]
+        # two pre-training steps: every encoder sits on a degenerate stage, and the row says so
+        assert row["verdict"] == "degenerate" and "s1_pretrain" in row["degenerate_stages"] or row["system"] == "jointpair-disjoint"
+    assert rows["jointpair-disjoint"]["degenerate_stages"] == ["s1_jointpair-disjoint-svo"]
     assert scored, "the scored file was read"

@@ -53,6 +53,19 @@ _TASKS: dict[str, Task] | None = None
 _EXTRA: dict[str, Task] = {}
 
 
+def degenerate_mark(ctx, system: str, languages: list[str]) -> dict:
+    """The fields that mark a task's row of ``system`` as no result when one of the stages its
+    encoders of ``languages`` come from is degenerate (``{}`` otherwise: only a mark, since a
+    QA score of the same row judges more stages and writes its own verdict)."""
+    from xlviz.methods import method_of
+    from xlviz.training.verdicts import DEGENERATE, degenerate_encoder_stages
+
+    method = method_of(system)
+    stages = dict.fromkeys(s for lang in languages for s in method.encoder_stages(ctx, system, lang))
+    bad = degenerate_encoder_stages(list(stages), ctx.run.verdicts())
+    return {"verdict": DEGENERATE, "degenerate_stages": bad} if bad else {}
+
+
 def tasks() -> dict[str, Task]:
     """Every task by name: this package's modules, then those registered at runtime."""
     global _TASKS

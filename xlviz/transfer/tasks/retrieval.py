@@ -13,7 +13,8 @@ from __future__ import annotations
 
 from xlviz.errors import XlvizError
 from xlviz.io import atomic_write_json
-from xlviz.transfer.tasks import Task
+from xlviz.training.verdicts import degenerate_reason
+from xlviz.transfer.tasks import Task, degenerate_mark
 
 
 def retrieval_ranks(X, Y) -> tuple:
@@ -85,15 +86,10 @@ class Retrieval(Task):
         kw = dict(pooling=cfg.eval_pooling, max_length=cfg.eval_max_length, batch_size=64)
         out = {"l1": data.l1, "l2": data.l2, "n_pairs": len(pairs), "pooling": cfg.eval_pooling, "chance": 1 / len(pairs),
                "parallel": origin, "systems": {}, "layer_selection": {}}
-        from xlviz.training.verdicts import DEGENERATE, OK, degenerate_encoder_stages
-
-        verdicts = ctx.run.verdicts()
         rows = []
         for system in ctx.cfg.systems:
             method = method_of(system)  # the system's L1 encoder on the L1 side, its L2 encoder on the L2 side
-            # encoders built on a degenerate pre-training are no result: scored, and marked so
-            bad = degenerate_encoder_stages(dict.fromkeys([*method.encoder_stages(ctx, system, data.l1),
-                                                           *method.encoder_stages(ctx, system, data.l2)]), verdicts)
+            mark = degenerate_mark(ctx, system, [data.l1, data.l2])  # encoders on a degenerate stage: no result
             l1, l1_tok = method.encoder(ctx, system, data.l1)
             emb_l1 = sentence_embeddings(l1, l1_tok, src, **kw)
             model, tok = method.encoder(ctx, system, data.l2)
@@ -117,12 +113,12 @@ class Retrieval(Task):
                          f"{p}retrieval_reported_pairs": best["reported_pairs"],
                          f"{p}retrieval_per_layer": [round(100 * x["mean"], 2) for x in layers],
                          f"{p}retrieval_top10_per_layer": [round(100 * x["top10"], 2) for x in layers],
-                         "verdict": DEGENERATE if bad else OK, **({"degenerate_stages": bad} if bad else {})})
+                         **mark})
             ctx.log(f"  {system}: {self.name} (mean of both directions, centred) per layer "
                     + " ".join(f"{100 * x['mean']:.1f}" for x in layers) + f"; layer {best['layer']} chosen on "
                     + f"{best['selection_pairs']} pairs gives {100 * best['retrieval']:.1f} on the other {best['reported_pairs']}; "
                     + "top-10 " + " ".join(f"{100 * x['top10']:.1f}" for x in layers)
-                    + (f"; DEGENERATE (stage{'s' * (len(bad) > 1)} {', '.join(bad)}): not a result" if bad else ""))
+                    + (f"; DEGENERATE ({degenerate_reason(mark)}): not a result" if mark else ""))
         atomic_write_json(ctx.path(f"{self.stage}.json"), out)
         ctx.add_task_rows(self.name, rows)
 

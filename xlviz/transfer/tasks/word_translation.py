@@ -21,7 +21,7 @@ import json
 
 from xlviz.errors import XlvizError
 from xlviz.io import atomic_write_json
-from xlviz.transfer.tasks import Task
+from xlviz.transfer.tasks import Task, degenerate_mark
 
 
 def _per_layer(rows: list[dict]) -> list:
@@ -136,7 +136,7 @@ class WordTranslation(Task):
         ctx.add_task_rows(self.name, [{"system": system, "language": data.l2, "word_translation_per_layer": per_layer,
                                        "word_translation_words": layers[0].get("n_words"),
                                        "word_translation_dictionary_size": book["size"],
-                                       "word_translation_test_pairs": len(gold)}])
+                                       "word_translation_test_pairs": len(gold), **degenerate_mark(ctx, system, [data.l1, data.l2])}])
         ctx.log(f"  {system} {data.l2}: word translation per layer (test part of the induced dictionary, {len(gold)} pairs in "
                 f"the scored lines) " + " ".join("-" if x is None else f"{x:.1f}" for x in per_layer))
 
