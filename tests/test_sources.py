@@ -249,7 +249,9 @@ def test_every_corpus_system_trains_and_is_scored_on_a_files_run(tmp_path, capsy
     assert {s.name.split(" · ")[1] for s in run_systems(every, "svo")} == set(systems)
     for stage in ("s1_pretrain", "s2_transfer-svo"):
         assert (every / stage / "model.safetensors").read_bytes() == (alone / stage / "model.safetensors").read_bytes()
-    capsys.readouterr()
+    printed = [line for line in capsys.readouterr().out.splitlines() if line.startswith("retrieval ")]
+    assert "retrieval monotrans  svo: degenerate (degenerate stage s1_pretrain), not a result" in printed
+    assert len(printed) == len(systems) + 2 and not any("%" in line for line in printed), "a degenerate row prints no number"
     refused = tmp_path / "refused"
     for system in ("monotrans+pos", "jointmulti"):
         assert cli(["transfer", "--run-dir", str(refused), "--systems", f"monotrans,{system}", *source]) == 2

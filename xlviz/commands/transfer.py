@@ -230,10 +230,11 @@ def print_corpus_rows(rows: list[dict], l1: str) -> None:
     if qa_rows:
         print(results_table(qa_rows, l1=l1))
     for r in rows:
-        if "retrieval" in r:
+        if "retrieval" in r and is_degenerate(r):  # no result: not a number (the run's results.json keeps them)
+            print(f"retrieval {r['system']:<10} {r['language']}: degenerate ({degenerate_reason(r)}), not a result")
+        elif "retrieval" in r:
             print(f"retrieval {r['system']:<10} {r['language']}: {r['retrieval']:.1f}% (held out) at layer {r['retrieval_layer']}; "
-                  f"per layer {r['retrieval_per_layer']}"
-                  + (f"; DEGENERATE ({degenerate_reason(r)}): not a result" if is_degenerate(r) else ""))
+                  f"per layer {r['retrieval_per_layer']}")
 
 
 def register(sub) -> None:
