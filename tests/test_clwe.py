@@ -97,6 +97,9 @@ def test_map_recovers_known_rotation(init):
     assert set(res.keep_prob) == {0.1, 0.2, 0.4, 0.8, 1.0} and res.keep_prob == sorted(res.keep_prob)
     final = [o for o, k in zip(res.objective, res.keep_prob) if k == 1.0]
     assert final == sorted(final) or len(final) <= 3
+    if init == "unsupervised":  # keep probability 1 from the start: the deterministic loop, as before VecMap's schedule
+        plain = map_embeddings(x, z, init=init, stochastic_initial=1.0)
+        assert set(plain.keep_prob) == {1.0} and translation_accuracy(plain, perm) == 1.0
 
 
 def test_unsupervised_seed_exact_on_isometric_spaces():

@@ -159,6 +159,15 @@ def test_cumulative_rows_combine_their_variants(bench_run):
 
 
 @pytest.mark.slow
+def test_clwe_follows_vecmaps_stochastic_start(bench_run):
+    """The vectors stage passes ``clwe_stochastic_initial`` to the self-learning loop: each
+    L2's mapping starts at VecMap's keep probability 0.1 and records it."""
+    report = json.loads(bench_run.path("clwe", "mapping.json").read_text())
+    assert report["stochastic_initial"] == 0.1
+    for lang in ("svo", "sov"):
+        assert report["languages"][lang]["keep_prob"][0] == 0.1
+
+
 def test_jointpair_disjoint_shares_only_special_ids(bench_run):
     from xlviz.data.joint_vocab import DisjointVocab
 

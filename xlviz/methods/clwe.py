@@ -42,17 +42,19 @@ def run_vectors(ctx: Context) -> None:
     cfg, l1, l2s = ctx.cfg, run_l1(ctx), run_l2s(ctx)
     dim = new_bert(ctx, l1).config.hidden_size
     toks = {lang: ctx.tokenizer(lang) for lang in run_languages(ctx)}
-    report = {"dim": dim, "init": cfg.clwe_init, "languages": {}}
+    report = {"dim": dim, "init": cfg.clwe_init, "stochastic_initial": cfg.clwe_stochastic_initial, "languages": {}}
     with atomic_dir(ctx.path("clwe")) as tmp:
         for lang in l2s:
             result = clwe_matrices(toks, {l1: corpus_sample(ctx, l1), lang: corpus_sample(ctx, lang)}, l1, lang, dim,
-                                   init=cfg.clwe_init, seed=cfg.seed)
+                                   init=cfg.clwe_init, seed=cfg.seed,
+                                   mapping={"stochastic_initial": cfg.clwe_stochastic_initial})
             if lang == l2s[0]:  # the L1 side is the same for every L2 (same corpus, seed, normalisation)
                 save_file({"embeddings": result.l1_rows}, str(tmp / f"{l1}.safetensors"))
             save_file({"embeddings": result.l2_rows}, str(tmp / f"{lang}.safetensors"))
             m = result.mapping
             report["languages"][lang] = {"dictionary": int(len(m.src)), "iterations": len(m.objective),
-                                         "objective": m.objective[-1] if m.objective else None, "coverage": result.coverage}
+                                         "objective": m.objective[-1] if m.objective else None, "coverage": result.coverage,
+                                         "keep_prob": [m.keep_prob[0], m.keep_prob[-1]] if m.keep_prob else None}
             ctx.log(f"  {lang}: skip-gram vectors mapped into {l1}'s space (dictionary {len(m.src)}, "
                     f"{len(m.objective)} self-learning iterations, coverage {result.coverage[lang]:.0%})")
         atomic_write_json(tmp / "mapping.json", report)
@@ -132,6 +134,11 @@ class ClweOptions(MethodOptions):
     # "identical" needs languages that share some strings, e.g. Latin-script subwords.
     clwe_init: str = option("unsupervised", "VecMap's initialisation: unsupervised (intra-lingual similarity distributions) or "
                             "identical (identical strings; needs languages that share some)", choices=("unsupervised", "identical"))
+    # VecMap's stochastic dictionary induction keeps each similarity with this probability at
+    # first and doubles it after 50 iterations without improvement; 1 turns it off (the loop
+    # then is deterministic, as this bench's CLWE was before following VecMap).
+    clwe_stochastic_initial: float = option(0.1, "VecMap's stochastic dictionary induction: the first keep probability "
+                                            "(VecMap's 0.1; 1: no stochastic induction)", low=0, high=1, low_open=True)
 
 
 METHOD = Clwe("clwe", ("clwe",), description="cross-lingual word embeddings under a BERT (Artetxe et al. 2020)", order=15,
