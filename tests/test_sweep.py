@@ -29,7 +29,7 @@ TINY = {
     "world": {"corpus_documents": 120, "qa_train_paragraphs": 20, "qa_dev_paragraphs": 3, "qa_test_paragraphs": 4,
               "parallel_pairs": 20, "agreement_pairs": 9, "sense_pairs": 6, "parallel_train_pairs": 40},
 }
-METHODS = "monotrans,floor"
+METHODS = "monotrans,floor,clwe"
 
 
 def xlviz(*args: str, **kw) -> subprocess.Popen:
@@ -82,7 +82,8 @@ def test_cells_give_the_bytes_of_runs_alone(swept):
         ours = (folder / cell / "results.json").read_bytes()
         assert ours == (swept["alone"][lang] / "results.json").read_bytes()
         assert {r["language"] for r in json.loads(ours)} == {"en", lang}
-        for f in ("s1_pretrain/model.safetensors", "s3_finetune/model.safetensors", f"export/monotrans-{lang}/model.safetensors"):
+        for f in ("s1_pretrain/model.safetensors", "s3_finetune/model.safetensors", f"export/monotrans-{lang}/model.safetensors",
+                  "clwe/en.safetensors", "s1_clwe/model.safetensors", "s3_clwe/model.safetensors"):
             assert (folder / cell / f).read_bytes() == (swept["alone"][lang] / f).read_bytes(), f
         # a copied shared stage comes with its manifest entry: the cell's manifest is the run's alone
         assert (folder / cell / "manifest.json").read_bytes() == (swept["alone"][lang] / "manifest.json").read_bytes()
@@ -111,6 +112,11 @@ def test_english_stages_run_once_per_group(swept):
         copied += log.count("stage s1_pretrain: copied from cell 000-languages-svo")
         assert log.count(": s3_finetune\n") + log.count("stage s3_finetune: copied") >= 1
     assert (trained, copied) == (1, 1)
+    # CLWE's body and QA model read only the English skip-gram rows: trained once, copied once
+    logs = [(swept["folder"] / c / "log.txt").read_text() for c in ("000-languages-svo", "001-languages-tr")]
+    for stage in ("s1_clwe", "s3_clwe"):
+        assert sum(log.count(f": {stage}\n") for log in logs) == 1, stage
+        assert sum(log.count(f"stage {stage}: copied from cell 000-languages-svo") for log in logs) == 1, stage
     metrics = [json.loads(l) for l in (swept["folder"] / "001-languages-tr" / "metrics.jsonl").read_text().splitlines()]
     assert any(m["stage"] == "s1_pretrain" for m in metrics), "the copied stage's training curve comes with it"
 
@@ -142,7 +148,7 @@ def test_report_over_the_sweep(swept, capsys):
     assert "cell: languages=svo (1 seed)" in out and "cell: languages=tr (1 seed)" in out
     assert out.count("**monotrans** against **floor** (zero-shot)") == 2 and "| tr | F1 |" in out and "| svo | F1 |" in out
     fig = ratio_figure(rows)
-    assert {t.name for t in fig.data if t.showlegend} == {"monotrans", "floor"}
+    assert {t.name for t in fig.data if t.showlegend} == {"monotrans", "floor", "clwe"}
     assert sorted({x for t in fig.data for x in t.x}) == [0, 5]
 
 

@@ -14,7 +14,8 @@ continues a killed sweep: finished cells are skipped, a cell killed half-way res
 last finished stage (``StagedRun``).
 
 Stages identical across cells run once: the stages that read only the world's English side
-(``SHARED_STAGES``: MONOTRANS's step 1 and the step-3 fine-tunings on English QA) depend on the
+(``SHARED_STAGES``: MONOTRANS's step 1 and the step-3 fine-tunings on English QA, CLWE's body and
+its QA fine-tuning over the frozen English skip-gram vectors) depend on the
 run's settings but not on its L2s (the English corpus, QA sets and vocabulary do not change
 with the L2s: ``tests/test_typology.py``). Cells whose settings differ only in
 ``world.languages`` and ``methods`` form a group; the sweep runs one cell per group first and
@@ -44,8 +45,11 @@ from xlviz.runs import SWEEP_RECORD, Run, artefacts, differing_settings, is_swee
 SWEEP_DIR = SWEEP_RECORD
 SWEEP_FILE = RUN_SWEEP_FILE
 # Stages that read only the world's English side (corpus, vocabulary, QA training set) and
-# the run's settings: identical in cells that differ only in their L2s and systems.
-SHARED_STAGES = re.compile(r"^(s1_pretrain|s3_finetune(-[A-Za-z0-9_+-]+)?)$")
+# the run's settings: identical in cells that differ only in their L2s and systems. CLWE's body
+# (``s1_clwe``) and QA model (``s3_clwe``) read the English rows of ``clwe_vectors``: skip-gram on
+# the English corpus with the run's seed, normalised alone, so the same for every L2 (the
+# mapping moves only the L2's vectors; tests/test_sweep.py compares the bytes).
+SHARED_STAGES = re.compile(r"^(s1_pretrain|s1_clwe|s3_clwe|s3_finetune(-[A-Za-z0-9_+-]+)?)$")
 # Settings a shared stage does not read (the rest must be equal for cells to share).
 NOT_SHARED_KEYS = ("name", "methods", "world.languages")
 BACKENDS = ("local", "debug", "slurm")
