@@ -9,7 +9,8 @@ The predictions need no model, so the comparison is of the metric alone:
   sides (``--widen`` characters each side; a reader that finds the right place but misses the
   span's boundaries, the usual error near the floor), cut at the context's ends;
 - ``first-k``: the first ``k`` whitespace tokens of the context (the trivial baseline a QA
-  stage's verdict measures against; in Chinese, the first ``k`` characters).
+  stage's verdict measures against; for a Chinese or Thai context of fewer than 4 whitespace
+  tokens, its first ``k`` characters).
 
     python bench/mlqa_normalisation.py --xquad ../shared/data/xquad
 """

@@ -168,6 +168,7 @@ def test_clwe_follows_vecmaps_stochastic_start(bench_run):
         assert report["languages"][lang]["keep_prob"][0] == 0.1
 
 
+@pytest.mark.slow
 def test_jointpair_disjoint_shares_only_special_ids(bench_run):
     from xlviz.data.joint_vocab import DisjointVocab
 
