@@ -16,6 +16,7 @@ import streamlit as st
 from xlviz.analysis import encodings as enc
 from xlviz.analysis.reports import ModelSpec, System, aligned_words, run_systems
 from xlviz.ui import analysis as ua
+from xlviz.ui.choices import default_rows
 from xlviz.ui.colours import label_colours, system_colours
 from xlviz.ui.common import NA, guard, plotly, refused_warning
 from xlviz.ui.sidebar import current, page_setup
@@ -161,6 +162,8 @@ for k, s in st.session_state.get("al_custom", {}).items():
     options[k] = System(s.name, data.lang_a, data.lang_b, s.a, s.b)
 if not defaults:
     defaults = [k for k in options if k.startswith("sidebar")][:3]
+# an every-system run overlays 26 lines: its floor and first systems by default, the rest in the picker
+defaults = default_rows(defaults, always=lambda k: k.endswith(":floor"))
 
 ctx = f"{psource.name}|{run.name if run else ''}|{data.lang_a}|{data.lang_b}"
 if st.session_state.get("_al_ctx") != ctx or "al_systems" not in st.session_state:

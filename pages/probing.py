@@ -19,7 +19,7 @@ import streamlit as st
 
 from xlviz.analysis.reports import ModelSpec, ProbeModel, agreement_rows, probed_and_refused, run_probe_models
 from xlviz.ui import analysis as ua
-from xlviz.ui.choices import split_probeable
+from xlviz.ui.choices import default_rows, split_probeable
 from xlviz.ui.colours import label_colours, system_colours
 from xlviz.ui.common import NA, guard, plotly, refused_warning, shared_data_dir
 from xlviz.ui.sidebar import current, page_setup
@@ -33,7 +33,7 @@ AGREEMENT, WIC = "Agreement", "Word in context"
 WORLD_DATA, ML_DATA = "Generated world", "Marvin & Linzen (English)"
 # the view lives in the URL (bookmark, share, reload): probe, run, languages, data, sizes, drill-down
 URL_KEYS = ("pr_probe", "pr_run", "pr_l2s", "pr_floor", "pr_agr_data", "pr_agr_max", "pr_agr_unit", "pr_agr_drill",
-            "pr_agr_cat", "pr_agr_filter", "pr_wic_n", "pr_wic_folds", "pr_wic_drill", "pr_wic_layer", "pr_wic_filter")
+            "pr_agr_cat", "pr_agr_filter", "pr_show", "pr_wic_n", "pr_wic_folds", "pr_wic_drill", "pr_wic_layer", "pr_wic_filter")
 url_state(PAGE, URL_KEYS)
 from_url = {k for k in URL_KEYS if k in st.query_params}
 
@@ -133,6 +133,25 @@ with st.expander("Rows: role and direction", expanded=False):
                                 "direction": m.direction or f"{m.language} model on {m.language} data"}
                                for m in all_models]),
                  hide_index=True, width="stretch", key="pr_rows", placeholder=NA)
+# which rows to probe and draw: a large run's defaults are a readable few (default_rows says which)
+row_labels = [label(m) for m in models]
+ctx = f"{run.name if run else ''}|{','.join(l2s) if run else ''}|{floor if run else ''}|{','.join(row_labels)}"
+if st.session_state.get("_pr_ctx") != ctx or not isinstance(st.session_state.get("pr_show"), list):
+    # the first view keeps rows named by a shared URL (those this run still offers)
+    from_link = "_pr_ctx" not in st.session_state and isinstance(st.session_state.get("pr_show"), list)
+    st.session_state["_pr_ctx"] = ctx
+    kept = [r for r in st.session_state["pr_show"] if r in row_labels] if from_link else []
+    st.session_state["pr_show"] = kept or [label(m) for m in default_rows(models, group=lambda m: m.name)]
+else:
+    st.session_state["pr_show"] = [r for r in st.session_state["pr_show"] if r in row_labels]
+shown = st.multiselect("Rows (model · language)", row_labels, key="pr_show",
+                       help="A run of many systems starts with its references, floors and first systems; add any other here.")
+if len(shown) < len(row_labels):
+    st.caption(f"{len(shown)} of {len(row_labels)} rows shown; the others are in the picker above.")
+models = [m for m in models if label(m) in shown]
+if not models:
+    st.info("Pick at least one row.", icon=":material/info:")
+    stop()
 
 
 def _wilson(row) -> pd.Series:

@@ -131,6 +131,41 @@ def test_probing_offers_only_masked_lms_and_says_why(fake_root, tmp_path, monkey
     assert split_probeable([enc, floor], mlm=False) == ([enc], [floor])
 
 
+def test_default_rows_keep_references_floors_and_the_first_systems():
+    from types import SimpleNamespace as NS
+
+    from xlviz.ui.choices import default_rows
+
+    small = [NS(role=r) for r in ("reference", "transferred", "floor")]
+    assert default_rows(small) == small
+    big = [NS(role="reference")] + [NS(role="transferred") for _ in range(24)] + [NS(role="floor"), NS(role="model")]
+    got = default_rows(big, limit=6)
+    assert len(got) == 6 and got[0] is big[0] and big[-1] in got and big[-2] in got
+    assert got[1:4] == big[1:4], "then the run's first systems, in its order"
+    # a system probed in two languages is one choice; references and floors never crowd out every system
+    rows = [NS(name=n, role=r, lang=lang) for n, r in [("L1", "reference")] for lang in ("en",)]
+    rows += [NS(name=n, role=r, lang=lang) for lang in ("svo", "sov")
+             for n, r in [("mono-l2", "reference"), ("mono-l2-sup", "reference"), ("floor", "floor")]
+             + [(f"t{i}", "transferred") for i in range(20)]]
+    got = default_rows(rows, limit=4, group=lambda m: m.name)
+    assert sorted({m.name for m in got}) == ["L1", "floor", "mono-l2", "mono-l2-sup", "t0", "t1"]
+    assert {m.lang for m in got if m.name == "t0"} == {"svo", "sov"}
+    keys = [f"run:r:s{i}" for i in range(20)] + ["run:r:floor"]  # the Alignment page's system keys
+    assert default_rows(keys, always=lambda k: k.endswith(":floor")) == keys[:5] + ["run:r:floor"]
+
+
+def test_probing_rows_picker_limits_what_is_probed(app):
+    at = _page(app, "probing")
+    pick = at.multiselect(key="pr_show")
+    offered = list(pick.options)
+    assert len(offered) >= 2 and list(pick.value) == offered, "a small run shows every row"
+    pick.set_value(offered[:1]).run()
+    assert not at.exception
+    grid = next(d.value for d in at.dataframe if d.value.index.name == "model · language")
+    assert list(grid.index) == offered[:1]
+    assert any(f"1 of {len(offered)} rows shown" in str(c.value) for c in at.caption)
+
+
 # --- lines that can be told apart ---------------------------------------------------------------
 
 def _look(trace) -> tuple:

@@ -132,6 +132,16 @@ def test_probing_view_lives_in_the_url(root, monkeypatch):
     assert at.number_input(key="pr_wic_n").value == 20 and at.number_input(key="pr_wic_folds").value == 2
     assert at.slider(key="pr_wic_layer").value == 1 and at.radio(key="pr_wic_filter").value == "wrong"
     assert not any("floor" in o for o in at.selectbox(key="pr_wic_drill").options)
+    # the rows picked go into the URL and come back in a fresh session
+    rows = list(at.multiselect(key="pr_show").options)
+    at.multiselect(key="pr_show").set_value(rows[:1]).run()
+    shared = json.loads(at.query_params["pr_show"][0] if isinstance(at.query_params["pr_show"], list) else at.query_params["pr_show"])
+    assert shared == rows[:1]
+    at3 = _app(root, monkeypatch, query={"pr_run": "an-run", "pr_l2s": json.dumps([L2]), "pr_floor": "false",
+                                         "pr_probe": "Word in context", "pr_show": json.dumps(rows[:1])})
+    _page(at3, "probing")
+    assert at3.multiselect(key="pr_show").value == rows[:1]
+    at.multiselect(key="pr_show").set_value(rows).run()
     # a change goes back into the URL
     at.slider(key="pr_wic_layer").set_value(0).run()
     at.segmented_control(key="pr_probe").set_value("Agreement").run()

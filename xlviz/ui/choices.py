@@ -268,6 +268,25 @@ def split_probeable(models: list, *, mlm: bool = True) -> tuple[list, list]:
     return ok, refused
 
 
+def default_rows(items: list, limit: int = 6, always=None, group=None, least: int = 2) -> list:
+    """The rows a view shows before the user picks: all of a small run; of a large one (an
+    every-system run has 26 systems) the references, floors and models picked in the sidebar
+    plus the run's first other systems, at least ``least`` of them and ``limit`` systems in all
+    where the fixed ones leave room, in the run's order. A bar chart of 26 groups cannot be read;
+    the others stay one click away in the picker. ``group``: the system of a row (a system
+    probed in two languages is two rows, one choice; default: each row its own); ``always``:
+    which rows are kept whatever the limit (default: by their ``role``)."""
+    group = group or id
+    always = always or (lambda m: getattr(m, "role", None) in ("reference", "floor", "model"))
+    groups = list(dict.fromkeys(group(m) for m in items))
+    if len(groups) <= limit + 2:
+        return list(items)
+    fixed = list(dict.fromkeys(group(m) for m in items if always(m)))
+    others = [g for g in groups if g not in fixed]
+    chosen = set(fixed) | set(others[:max(least, limit - len(fixed))])
+    return [m for m in items if group(m) in chosen]
+
+
 def cached_hub_config(repo_id: str) -> tuple[dict | None, str]:
     """(config, "") of a hub model whose config and safetensors weights are in the local
     Hugging Face cache, else (None, why not). The app runs offline: a hub id it cannot load
