@@ -9,7 +9,8 @@
 
 The paper's probing direction: the model trained on L1 and transferred into L2, probed in L2, next to
 the floor (untrained L2 embeddings), with the L1 model on L1 as reference; every system of a bench
-run is probed (a run with ``mono-l2`` adds a model trained on L2 directly). Results as grids (model · language × category or
+run can be probed (a large run opens on its references, floors and first systems; a run with
+``mono-l2`` adds a model trained on L2 directly). Results as grids (model · language × category or
 layer), with a drill-down to single pairs and CSV export. Numbers come from ``xlviz.analysis`` (as
 ``xlviz analyse agreement|wic|probing``). Opens preset to a run with ``?run=NAME&l2=L2``.
 """
@@ -111,7 +112,7 @@ english = [m for m in sel.models if m.covers("en") and not m.qa and not (run and
 for m in english:
     ref = m.ref_for("en")
     models.append(ProbeModel(m.name, "en", ModelSpec(ref.path, ref.tokenizer), "model"))
-st.caption("L2 is probed in every system of the run (its encoders), next to the L1 model on L1; a run trained with "
+st.caption("L2 can be probed in every system of the run (its encoders; pick them under Rows), next to the L1 model on L1; a run trained with "
            "`--methods mono-l2` adds a model trained on L2 directly, the reference the paper probes against. English "
            "models picked in the sidebar are probed on English data.")
 models, no_head = split_probeable(models, mlm=probe == AGREEMENT)
