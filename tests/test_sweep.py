@@ -152,6 +152,28 @@ def test_report_over_the_sweep(swept, capsys):
     assert sorted({x for t in fig.data for x in t.x}) == [0, 5]
 
 
+def test_ratio_figure_draws_one_line_per_system_and_other_setting():
+    """A grid over grammars and another setting (names shared or not): two lines per system,
+    told apart by dash, never one zigzag through both settings' points at one distance."""
+    from xlviz.transfer.sweep_report import ratio_figure
+
+    rows = [{"setting": f"languages={lang}, shared_names={sh}", "series": f"shared_names={sh}", "system": s,
+             "language": lang, "distance": d, "n": 3, "ratio": r, "ratio_low": r - 0.05, "ratio_high": r + 0.05,
+             "em_ratio": r / 2, "em_ratio_low": None, "em_ratio_high": None}
+            for s in ("joint", "floor") for sh in ("false", "true") for lang, d, r in (("svo", 0, 0.3), ("tr", 5, 0.1))]
+    fig = ratio_figure(rows)
+    lines = [t for t in fig.data if t.mode == "lines+markers"]
+    assert len(lines) == 8, "2 systems x 2 settings x (F1, EM)"
+    assert all(sorted(t.x) == [0, 5] for t in lines), "one point per distance on a line"
+    legend = {t.name: (t.line.color, t.line.dash) for t in lines if t.showlegend}
+    assert set(legend) == {"joint · shared_names=false", "joint · shared_names=true", "floor · shared_names=false",
+                           "floor · shared_names=true"}
+    assert len(set(legend.values())) == 4 and legend["joint · shared_names=false"][0] == legend["joint · shared_names=true"][0]
+    # a grid of grammars and seeds only: one line per system, named by the system alone
+    plain = ratio_figure([dict(r, series="") for r in rows if r["series"].endswith("false")])
+    assert {t.name for t in plain.data if t.showlegend} == {"joint", "floor"}
+
+
 @pytest.mark.slow
 def test_another_grid_in_the_same_folder_is_refused(swept, capsys):
     from xlviz.cli import main

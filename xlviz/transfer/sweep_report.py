@@ -36,6 +36,14 @@ def _setting(cell: Cell) -> str:
     return setting_label(cell)
 
 
+def _series(cell: Cell) -> str:
+    """The cell's settings but its seed and grammar: what tells two lines of one system apart
+    in a figure against typological distance (``shared_names=true``); "" when only the grammar
+    and seed vary."""
+    return ", ".join(f"{k.split('.')[-1]}={_show(v)}" for k, v in cell.overrides.items()
+                     if k not in SEED_KEYS and k != "world.languages")
+
+
 def _show(value: object) -> str:
     if isinstance(value, list) and all(isinstance(v, dict) and "code" in v for v in value):
         return "+".join(str(v["code"]) for v in value)
@@ -63,7 +71,8 @@ def sweep_rows(folder: str | Path, *, paragraphs: bool = True) -> list[dict]:
     """One row per (setting, system, language): ``n`` seeds with results, and for ``f1``,
     ``exact_match``, ``ratio`` (L2 F1 over the same model's L1 F1) and ``em_ratio`` the mean,
     ``*_low`` and ``*_high`` (None with one seed); ``distance`` is the language's typological
-    distance from English (L1 rows: 0). With ``paragraphs``, ``f1_sp_low``/``_high`` and
+    distance from English (L1 rows: 0); ``series`` the cell's settings but its seed and grammar
+    (one line of a figure). With ``paragraphs``, ``f1_sp_low``/``_high`` and
     ``exact_match_sp_low``/``_high``: the seeds-then-paragraphs interval from the cells' kept
     predictions. ``excluded``: ``[(cell, reason)]`` of rows left out as degenerate (a ratio is
     also left out when the same system's English row is degenerate)."""
@@ -79,7 +88,8 @@ def sweep_rows(folder: str | Path, *, paragraphs: bool = True) -> list[dict]:
         for r in rows:
             key = (_setting(cell), r["system"], r["language"])
             if key not in groups:
-                groups[key] = {"setting": key[0], "system": key[1], "language": key[2], "transfer": r.get("setting") or "zero-shot",
+                groups[key] = {"setting": key[0], "series": _series(cell), "system": key[1], "language": key[2],
+                               "transfer": r.get("setting") or "zero-shot",
                                "distance": 0 if key[2] == L1 else _distance(cell, key[2]), "values": {}, "cells": [],
                                "dirs": [], "excluded": []}
                 order.append(key)
@@ -104,7 +114,7 @@ def sweep_rows(folder: str | Path, *, paragraphs: bool = True) -> list[dict]:
     out = []
     for key in order:
         g = groups[key]
-        row = {k: g[k] for k in ("setting", "system", "language", "transfer", "distance", "excluded")}
+        row = {k: g[k] for k in ("setting", "series", "system", "language", "transfer", "distance", "excluded")}
         row["n"] = len(g["cells"])
         for metric in ("f1", "exact_match", "ratio", "em_ratio"):
             values = g["values"].get(metric)
@@ -250,35 +260,42 @@ def sweep_table(folder: str | Path) -> str:
 
 
 def ratio_figure(rows: list[dict], systems: list[str] | None = None):
-    """Plotly: L2/L1 ratio against typological distance, one line per system with its interval
-    band, F1 (left) beside EM (right: the floor's F1 is mostly partial credit). ``rows`` from
-    :func:`sweep_rows`."""
+    """Plotly: L2/L1 ratio against typological distance, one line per system and ``series`` (the
+    grid's other settings, e.g. ``shared_names=true``) with its interval band, F1 (left) beside
+    EM (right: the floor's F1 is mostly partial credit). Colour = system, dash = the other
+    settings: a sweep over grammars and another setting would otherwise join two settings'
+    points at one distance into one zigzag line. ``rows`` from :func:`sweep_rows`."""
     import plotly.graph_objects as go
     from plotly.colors import qualitative
     from plotly.subplots import make_subplots
 
     pts = [r for r in rows if r["language"] != L1 and r.get("distance") is not None]
     names = systems or sorted({r["system"] for r in pts})
+    series = list(dict.fromkeys(r.get("series", "") for r in pts))
+    dashes = ("solid", "dash", "dot", "dashdot", "longdash", "longdashdot")
     fig = make_subplots(rows=1, cols=2, subplot_titles=("F1 L2/L1", "EM L2/L1"), shared_yaxes=True)
     for i, system in enumerate(names):
         color = qualitative.Plotly[i % len(qualitative.Plotly)]
-        mine = sorted((r for r in pts if r["system"] == system), key=lambda r: (r["distance"], r["setting"]))
-        for col, metric in ((1, "ratio"), (2, "em_ratio")):
-            have = [r for r in mine if metric in r]
-            if not have:
-                continue
-            x = [r["distance"] for r in have]
-            banded = [r for r in have if r.get(f"{metric}_low") is not None]
-            if banded:
-                fig.add_trace(go.Scatter(x=[r["distance"] for r in banded] + [r["distance"] for r in reversed(banded)],
-                                         y=[r[f"{metric}_high"] for r in banded] + [r[f"{metric}_low"] for r in reversed(banded)],
-                                         mode="lines", fill="toself", fillcolor=color, opacity=0.15, line={"width": 0}, hoverinfo="skip",
-                                         showlegend=False, legendgroup=system), row=1, col=col)
-            fig.add_trace(go.Scatter(x=x, y=[r[metric] for r in have], mode="lines+markers", name=system, legendgroup=system,
-                                     showlegend=col == 1, line={"color": color},
-                                     text=[f"{r['setting']} ({r['language']}, {r['n']} seeds)" for r in have],
-                                     hovertemplate="%{text}<br>distance %{x}: %{y:.2f}<extra>" + system + "</extra>"),
-                          row=1, col=col)
+        for j, ser in enumerate(series):
+            mine = sorted((r for r in pts if r["system"] == system and r.get("series", "") == ser),
+                          key=lambda r: (r["distance"], r["setting"]))
+            name = f"{system} · {ser}" if ser else system
+            for col, metric in ((1, "ratio"), (2, "em_ratio")):
+                have = [r for r in mine if metric in r]
+                if not have:
+                    continue
+                x = [r["distance"] for r in have]
+                banded = [r for r in have if r.get(f"{metric}_low") is not None]
+                if banded:
+                    fig.add_trace(go.Scatter(x=[r["distance"] for r in banded] + [r["distance"] for r in reversed(banded)],
+                                             y=[r[f"{metric}_high"] for r in banded] + [r[f"{metric}_low"] for r in reversed(banded)],
+                                             mode="lines", fill="toself", fillcolor=color, opacity=0.15 if len(series) == 1 else 0.08,
+                                             line={"width": 0}, hoverinfo="skip", showlegend=False, legendgroup=name), row=1, col=col)
+                fig.add_trace(go.Scatter(x=x, y=[r[metric] for r in have], mode="lines+markers", name=name, legendgroup=name,
+                                         showlegend=col == 1, line={"color": color, "dash": dashes[j % len(dashes)]},
+                                         text=[f"{r['setting']} ({r['language']}, {r['n']} seeds)" for r in have],
+                                         hovertemplate="%{text}<br>distance %{x}: %{y:.2f}<extra>" + name + "</extra>"),
+                              row=1, col=col)
     fig.update_xaxes(title_text="typological distance from English (features that differ)", dtick=1)
     fig.update_yaxes(title_text="L2/L1", row=1, col=1)
     return fig
