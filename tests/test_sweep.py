@@ -210,6 +210,9 @@ def test_grid_parsing_and_cells(tmp_path):
     assert cells[3].config["world"]["languages"] == [{"code": "tr", "order": "tr", "script": "latin"}]
     # cells differing only in their L2s share a group (their English stages); seeds do not
     assert cells[0].group() == cells[2].group() == cells[4].group() != cells[1].group()
+    # names spelled as in English change only the L2s: shared too; the English corpus's size is not
+    named = make_cells(parse_grid(["world.shared_names=false,true", "world.corpus_documents=100,200"]), args, None, build_config)
+    assert named[0].group() == named[2].group() != named[1].group()
     file = tmp_path / "grid.json"
     file.write_text(json.dumps({"world.languages": ["svo,sov", [{"code": "tr", "order": "tr"}]], "world.preference": [1.0, 2.0]}))
     grid = parse_grid(None, str(file))

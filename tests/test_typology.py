@@ -52,14 +52,15 @@ def test_english_side_does_not_depend_on_the_l2s():
     """What lets a sweep over grammars share its English pre-training (and keeps the comparison
     controlled): the English corpus, QA sets and parallel-pair English side are the same
     whichever L2s the world has."""
-    def english(langs):
-        w = World(WorldConfig.from_dict({**SMALL, "languages": langs}))
+    def english(langs, **settings):
+        w = World(WorldConfig.from_dict({**SMALL, **settings, "languages": langs}))
         return json.dumps([w.corpus("en"), w.qa("train"), w.qa("dev"), w.qa("test"),
                            [p["src"] for p in w.parallel_pairs(w.l2s[0])]])
     base = english(["svo"])
     assert base == english([{"code": "svo"}, {"code": "sov", "order": "sov", "script": "cyrillic"}])
     assert base == english([{"code": "tr", "order": "tr"}])
     assert base == english([{"code": "cy", "order": "cy"}, {"code": "x", "features": {"determiner": "after"}}])
+    assert base == english(["svo"], shared_names=True)  # names spelled as in English: an L2 setting only
 
 
 @pytest.fixture(scope="module")

@@ -51,7 +51,9 @@ SWEEP_FILE = RUN_SWEEP_FILE
 # mapping moves only the L2's vectors; tests/test_sweep.py compares the bytes).
 SHARED_STAGES = re.compile(r"^(s1_pretrain|s1_clwe|s3_clwe|s3_finetune(-[A-Za-z0-9_+-]+)?)$")
 # Settings a shared stage does not read (the rest must be equal for cells to share).
-NOT_SHARED_KEYS = ("name", "methods", "world.languages")
+# ``world.shared_names`` spells the L2s' names as English does: it changes only the L2 lexicons
+# (tests/test_typology.py::test_english_side_does_not_depend_on_the_l2s).
+NOT_SHARED_KEYS = ("name", "methods", "world.languages", "world.shared_names")
 BACKENDS = ("local", "debug", "slurm")
 
 
