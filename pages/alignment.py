@@ -21,7 +21,7 @@ from xlviz.ui.colours import label_colours, system_colours
 from xlviz.ui.common import NA, guard, plotly, refused_warning
 from xlviz.ui.sidebar import current, page_setup
 from xlviz.views import figures as vf
-from xlviz.ui.state import keep, url_state, write_url
+from xlviz.ui.state import keep, picks_in_context, url_state, write_url
 from xlviz.ui.text import md_join, md_text
 from xlviz.ui.tables import ALIGNMENT_RULES, number_config
 
@@ -165,15 +165,7 @@ if not defaults:
 # an every-system run overlays 26 lines: its floor and first systems by default, the rest in the picker
 defaults = default_rows(defaults, always=lambda k: k.endswith(":floor"))
 
-ctx = f"{psource.name}|{run.name if run else ''}|{data.lang_a}|{data.lang_b}"
-if st.session_state.get("_al_ctx") != ctx or "al_systems" not in st.session_state:
-    # the first view keeps systems named by a shared URL (those this data still offers)
-    from_url = "_al_ctx" not in st.session_state and isinstance(st.session_state.get("al_systems"), list)
-    st.session_state["_al_ctx"] = ctx
-    kept = [k for k in st.session_state["al_systems"] if k in options] if from_url else []
-    st.session_state["al_systems"] = kept or defaults
-else:
-    st.session_state["al_systems"] = [k for k in st.session_state["al_systems"] if k in options]
+picks_in_context("al_systems", f"{psource.name}|{run.name if run else ''}|{data.lang_a}|{data.lang_b}", options, defaults)
 
 
 

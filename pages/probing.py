@@ -24,7 +24,7 @@ from xlviz.ui.choices import default_rows, split_probeable
 from xlviz.ui.colours import label_colours, system_colours
 from xlviz.ui.common import NA, guard, plotly, refused_warning, shared_data_dir
 from xlviz.ui.sidebar import current, page_setup
-from xlviz.ui.state import url_state, write_url
+from xlviz.ui.state import picks_in_context, url_state, write_url
 from xlviz.ui.text import md_text
 
 page_setup()
@@ -135,16 +135,8 @@ with st.expander("Rows: role and direction", expanded=False):
                                for m in all_models]),
                  hide_index=True, width="stretch", key="pr_rows", placeholder=NA)
 # which rows to probe and draw: a large run's defaults are a readable few (default_rows says which)
-row_labels = [label(m) for m in models]
-ctx = f"{run.name if run else ''}|{','.join(l2s) if run else ''}|{floor if run else ''}|{','.join(row_labels)}"
-if st.session_state.get("_pr_ctx") != ctx or not isinstance(st.session_state.get("pr_show"), list):
-    # the first view keeps rows named by a shared URL (those this run still offers)
-    from_link = "_pr_ctx" not in st.session_state and isinstance(st.session_state.get("pr_show"), list)
-    st.session_state["_pr_ctx"] = ctx
-    kept = [r for r in st.session_state["pr_show"] if r in row_labels] if from_link else []
-    st.session_state["pr_show"] = kept or [label(m) for m in default_rows(models, group=lambda m: m.name)]
-else:
-    st.session_state["pr_show"] = [r for r in st.session_state["pr_show"] if r in row_labels]
+row_labels = [label(m) for m in models]  # they name the run, languages and floor: the picks' context
+picks_in_context("pr_show", "|".join(row_labels), row_labels, [label(m) for m in default_rows(models, group=lambda m: m.name)])
 shown = st.multiselect("Rows (model · language)", row_labels, key="pr_show",
                        help="A run of many systems starts with its references, floors and first systems; add any other here.")
 if len(shown) < len(row_labels):

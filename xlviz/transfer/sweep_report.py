@@ -26,10 +26,13 @@ SEED_KEYS = ("seed", "world.seed")
 L1 = "en"
 
 
+def _label(cell: Cell, skip: tuple[str, ...]) -> str:
+    return ", ".join(f"{k.split('.')[-1]}={_show(v)}" for k, v in cell.overrides.items() if k not in skip)
+
+
 def setting_label(cell: Cell, *, seed: bool = False) -> str:
     """The cell's label, without its seed unless ``seed``: ``languages=tr``."""
-    parts = [f"{k.split('.')[-1]}={_show(v)}" for k, v in cell.overrides.items() if seed or k not in SEED_KEYS]
-    return ", ".join(parts) or "all"
+    return _label(cell, () if seed else SEED_KEYS) or "all"
 
 
 def _setting(cell: Cell) -> str:
@@ -40,8 +43,7 @@ def _series(cell: Cell) -> str:
     """The cell's settings but its seed and grammar: what tells two lines of one system apart
     in a figure against typological distance (``shared_names=true``); "" when only the grammar
     and seed vary."""
-    return ", ".join(f"{k.split('.')[-1]}={_show(v)}" for k, v in cell.overrides.items()
-                     if k not in SEED_KEYS and k != "world.languages")
+    return _label(cell, SEED_KEYS + ("world.languages",))
 
 
 def _show(value: object) -> str:

@@ -27,6 +27,21 @@ def keep(*keys: str) -> None:
             st.session_state[k] = st.session_state[SHADOW + k]
 
 
+def picks_in_context(key: str, ctx: str, options: Iterable, defaults: Iterable) -> None:
+    """Call before the multiselect ``key``: keep its picks within ``options``, and reset them to
+    ``defaults`` when its context (the run, the languages, the rows offered) changes. The first
+    view of a session keeps the picks a shared URL names, those still offered."""
+    mark, options = f"_{key}_ctx", list(options)
+    picked = st.session_state.get(key)
+    if st.session_state.get(mark) != ctx or not isinstance(picked, list):
+        from_url = mark not in st.session_state and isinstance(picked, list)
+        st.session_state[mark] = ctx
+        kept = [k for k in picked if k in options] if from_url else []
+        st.session_state[key] = kept or list(defaults)
+    else:
+        st.session_state[key] = [k for k in picked if k in options]
+
+
 def _encode(value) -> str:
     """Plain text for strings (readable URLs) unless they would read back as another type."""
     if isinstance(value, str) and not isinstance(_decode(value), (int, float, bool, list, dict, type(None))):
