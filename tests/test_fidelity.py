@@ -201,3 +201,43 @@ def test_joint_batches_follow_the_smoothed_language_weights():
     assert TransferConfig().language_alpha == 0.7 and TransferConfig().to_dict()["language_alpha"] == 0.7
     with pytest.raises(Exception, match="language_alpha"):
         TransferConfig.from_dict({"language_alpha": 1.5})
+
+
+# --------------------------------------------------------------------------- random replacement
+def test_the_random_share_reaches_one_language_and_joint_pretraining(tiny_run, monkeypatch):
+    """``mlm_random_share: 0`` (Dufter & Schuetze's no-random) reaches the masking of a
+    one-language MLM stage (MONOTRANS's step 1, ``train_mlm``) and of a joint model's
+    pre-training: every target the model sees is [MASK] or itself. At the default 0.1 the
+    same stages show random tokens, so the spy can tell the two apart."""
+    import xlviz.methods.common as common
+    import xlviz.methods.joint as joint
+    from xlviz.training.mlm import mask_tokens
+
+    def spied(seen):
+        def spy(ids, **kw):
+            inputs, labels = mask_tokens(ids, **kw)
+            seen.append((ids, inputs, labels, kw["mask_id"], kw.get("random_share")))
+            return inputs, labels
+        return spy
+
+    def others(seen) -> int:
+        """Targets shown as a token other than [MASK] and themselves."""
+        return sum(int(((inp != ids) & (inp != mask) & (lab != -100)).sum()) for ids, inp, lab, mask, _ in seen)
+
+    l2 = tiny_run.world.l2s[0]
+    joint.vocab_stage("jointpair-joint", l2).execute(tiny_run)
+    tok = tiny_run.tokenizer("en")
+    for share in (0.1, 0.0):
+        monkeypatch.setattr(tiny_run.cfg, "mlm_random_share", share)
+        one, pair = [], []
+        monkeypatch.setattr(common, "mask_tokens", spied(one))
+        monkeypatch.setattr(joint, "mask_tokens", spied(pair))
+        model = BertForMaskedLM(bert_config(len(tok), "tiny", max_position_embeddings=common.max_length(tiny_run)))
+        common.train_mlm(tiny_run, model, "en", "s1_pretrain", 3, 1e-3)
+        stage = joint.pretrain_stage("jointpair-joint", l2)
+        stage.train(tiny_run, stage.build(tiny_run))
+        assert one and pair and {s[-1] for s in one + pair} == {share}
+        if share:
+            assert others(one) > 0 and others(pair) > 0, "BERT's 10% random tokens must show at the default"
+        else:
+            assert others(one) == 0 and others(pair) == 0

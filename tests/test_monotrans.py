@@ -236,6 +236,35 @@ def test_masking_proportions():
     assert torch.equal(labels[chosen], ids[chosen])
 
 
+def test_no_random_masking_picks_the_same_targets_and_shows_mask_or_the_token():
+    """``random_share=0`` (Dufter & Schuetze's no-random): the same generator picks the same
+    targets as BERT's 80/10/10; the targets that 80/10/10 shows as a random token become
+    [MASK], the unchanged ones stay unchanged, and no other position moves."""
+    ids = torch.randint(N_SPECIAL, 100, (200, 100), generator=torch.Generator().manual_seed(0))
+    bert, bert_labels = mask_tokens(ids, mask_id=4, vocab_size=100, generator=torch.Generator().manual_seed(1))
+    none, none_labels = mask_tokens(ids, mask_id=4, vocab_size=100, generator=torch.Generator().manual_seed(1), random_share=0.0)
+    assert torch.equal(bert_labels, none_labels)
+    chosen = none_labels != -100
+    assert torch.equal(none[~chosen], ids[~chosen])
+    shown = none[chosen]
+    assert ((shown == 4) | (shown == ids[chosen])).all(), "a target is [MASK] or itself, never another token"
+    assert abs((shown == 4).float().mean().item() - 0.9) < 0.02
+    random_at_bert = chosen & (bert != 4) & (bert != ids)
+    assert random_at_bert.any() and (none[random_at_bert] == 4).all()
+    g = torch.Generator().manual_seed(1)
+    torch.rand(ids.shape, generator=g)  # the targets' draw
+    roll = torch.rand(ids.shape, generator=g)  # [MASK] / random / unchanged
+    kept = chosen & (roll >= 0.9)
+    assert kept.any() and torch.equal(none[kept], ids[kept]) and torch.equal(bert[kept], ids[kept])
+    assert (none[chosen & (roll < 0.9)] == 4).all()
+    # the default share is BERT's, byte for byte
+    again, _ = mask_tokens(ids, mask_id=4, vocab_size=100, generator=torch.Generator().manual_seed(1), random_share=0.1)
+    assert torch.equal(again, bert)
+    # a larger share: 50% [MASK], 40% random, 10% unchanged
+    more, _ = mask_tokens(ids, mask_id=4, vocab_size=100, generator=torch.Generator().manual_seed(1), random_share=0.4)
+    assert abs((more[chosen] == 4).float().mean().item() - 0.5) < 0.02
+
+
 def loss_and_grads(loss_fn, model):
     model.zero_grad()
     loss = loss_fn()

@@ -141,6 +141,10 @@ def test_bad_configs_name_the_field(tmp_path, capsys):
     for bad in (0, 1, 1.5, True, "0.15"):
         with pytest.raises(XlvizError, match="mlm_probability"):
             TransferConfig.from_dict({"mlm_probability": bad})
+    for bad in (-0.1, 0.95, True, "0"):
+        with pytest.raises(XlvizError, match="mlm_random_share"):
+            TransferConfig.from_dict({"mlm_random_share": bad})
+    assert TransferConfig.from_dict({"mlm_random_share": 0}).mlm_random_share == 0
     with pytest.raises(XlvizError, match="noise_std"):
         TransferConfig.from_dict({"noise_std": -0.1})
     with pytest.raises(XlvizError, match="l2_init_std"):

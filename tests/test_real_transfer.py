@@ -108,6 +108,12 @@ def test_masking_never_targets_or_inserts_special_tokens():
     changed = targets & (inputs != ids) & (inputs != 49)
     assert changed.any() and not torch.isin(inputs[changed], special).any()
     assert torch.equal(inputs[~targets], ids[~targets])
+    # no random tokens: every target is [MASK] or itself, and the targets are the same
+    none, none_labels = mask_for_mlm(ids, mask_id=49, special=special, allowed=allowed, prob=0.5,
+                                     generator=torch.Generator().manual_seed(1), random_share=0.0)
+    assert torch.equal(none_labels, labels)
+    assert ((none[targets] == 49) | (none[targets] == ids[targets])).all()
+    assert (none[changed] == 49).all()
 
 
 def test_feature_batches_shard_and_cover_each_epoch():

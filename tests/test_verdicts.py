@@ -135,6 +135,8 @@ def test_plateau_loss_by_hand():
     assert plateau_loss(4.0, mask=0.8, random=0.0) == pytest.approx(3.2)  # every visible target is itself
     assert mlm_verdict(5.4, 5.9, 3.4)["plateau_loss"] == pytest.approx(plateau_loss(5.9), abs=1e-4)
     assert "frequencies ends near 5.449" in mlm_verdict(5.4, 5.9, 3.4)["reason"]
+    # masked without random tokens (90% [MASK], 10% unchanged): 0.9 H
+    assert mlm_verdict(5.4, 5.9, 3.4, random_share=0.0)["plateau_loss"] == pytest.approx(0.9 * 5.9, abs=1e-4)
 
 
 def test_first_words_baseline_is_the_best_k():

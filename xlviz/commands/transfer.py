@@ -70,7 +70,8 @@ DATA_LISTS = {"--l1-corpus": "l1_corpus", "--l2-corpus": "l2_corpus", "--qa-eval
 # flag -> (config field, type): settings of every run and of retrieval (each method's own
 # options get their flags from its options dataclass: add_method_options)
 RUN_OPTIONS = {"--init-model": ("init_model", str), "--tokenizer": ("tokenizer", str),
-               "--mlm-probability": ("mlm_probability", float), "--pretrain-lr": ("pretrain_lr", float),
+               "--mlm-probability": ("mlm_probability", float), "--mlm-random-share": ("mlm_random_share", float),
+               "--pretrain-lr": ("pretrain_lr", float),
                "--transfer-lr": ("transfer_lr", float), "--finetune-lr": ("finetune_lr", float),
                "--qa-max-length": ("qa_max_length", int), "--doc-stride": ("doc_stride", int),
                "--eval-pooling": ("eval_pooling", str), "--eval-max-length": ("eval_max_length", int),

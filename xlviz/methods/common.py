@@ -137,7 +137,8 @@ def train_mlm(ctx: Context, model, lang: str, stage: str, steps: int, lr: float,
 
     def batches():
         for ids in blocks:
-            inputs, labels = mask_tokens(ids, mask_id=tok.mask_token_id, vocab_size=vocab, prob=cfg.mlm_probability, generator=gen)
+            inputs, labels = mask_tokens(ids, mask_id=tok.mask_token_id, vocab_size=vocab, prob=cfg.mlm_probability, generator=gen,
+                                          random_share=cfg.mlm_random_share)
             yield {"input_ids": inputs, "labels": labels}
 
     loop, on_log = ctx.loop(stage, steps, lr, pretraining=pretraining)

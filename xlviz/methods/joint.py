@@ -284,7 +284,8 @@ def pretrain_stage(system: str, l2: str | None) -> Stage:
 
         def batches():
             for _, ids in joint_blocks(ctx, reader):
-                inputs, labels = mask_tokens(ids, mask_id=mask_id, vocab_size=reader.size, prob=cfg.mlm_probability, generator=gen)
+                inputs, labels = mask_tokens(ids, mask_id=mask_id, vocab_size=reader.size, prob=cfg.mlm_probability, generator=gen,
+                                              random_share=cfg.mlm_random_share)
                 yield {"input_ids": inputs, "labels": labels}
 
         loop, on_log = ctx.loop(name, cfg.pretrain_steps, cfg.pretrain_lr, pretraining="joint")

@@ -206,6 +206,7 @@ def align_stage(l2: str | None, objective: str) -> Stage:
                              f"batch ({cfg.ppa_batch_size}) at most as large", field="ppa_queue_size")
         sp = Specials.of(rd.toks[run_l1(ctx)], rd.size)
         batches = pair_batches(pairs, cfg.ppa_batch_size, sp, objective=cfg.ppa_objective, prob=cfg.mlm_probability, seed=cfg.seed,
+                               random_share=cfg.mlm_random_share,
                                rank=ctx.acc.process_index, world_size=ctx.acc.num_processes)
         loop, on_log = ctx.loop(name, cfg.ppa_steps, cfg.ppa_lr)
         aligned = train(PPALoss(model), batches, loop, ctx.acc, on_log=on_log, desc=name).ppa.model

@@ -114,7 +114,8 @@ def pretrain(ctx: Context, model: VecoForMaskedLM, l2: str, stage: str, steps: i
     pairs = [(reader.to_joint(l1, a), reader.to_joint(l2, b)) for a, b in zip(src, tgt)]
     tok = reader.toks[l1]
     batches = pretrain_batches(mono, pairs, pair_batch, mask_id=tok.mask_token_id,
-                               vocab_size=reader.size, prob=cfg.mlm_probability, seed=cfg.seed * 31 + rank)
+                               vocab_size=reader.size, prob=cfg.mlm_probability, seed=cfg.seed * 31 + rank,
+                               random_share=cfg.mlm_random_share)
     loop, on_log = ctx.loop(stage, steps, lr, pretraining="joint")
     if loop.monitor is not None:  # judged per language, as the pair models are
         loop.monitor.id_groups = language_groups(reader, ctx)

@@ -60,7 +60,7 @@ def pretrain_stage(system: str, l2: str) -> Stage:
         def batches():
             for lang, ids in joint_blocks(ctx, reader, mode="alternate"):
                 inputs, labels = mask_tokens(ids, mask_id=reader.toks[lang].mask_token_id, vocab_size=reader.size,
-                                             prob=cfg.mlm_probability, generator=gen)
+                                             prob=cfg.mlm_probability, generator=gen, random_share=cfg.mlm_random_share)
                 yield {"input_ids": inputs, "labels": labels, "language": torch.tensor(index[lang])}
 
         loop, on_log = ctx.loop(name, cfg.pretrain_steps, cfg.pretrain_lr, pretraining="joint")

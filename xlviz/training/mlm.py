@@ -143,20 +143,24 @@ def mlm_batches(
 
 def mask_tokens(
     input_ids: torch.Tensor, *, mask_id: int, vocab_size: int, n_special: int = 5, prob: float = 0.15, generator: torch.Generator | None = None,
-    candidates: torch.Tensor | None = None,
+    candidates: torch.Tensor | None = None, random_share: float = 0.1,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """BERT masking: ``prob`` of the non-special tokens become targets; of those 80% -> [MASK],
     10% -> a random token, 10% unchanged. Returns (inputs, labels with -100 elsewhere).
     ``candidates`` (bool, the shape of the ids) says which positions may be masked, for
-    vocabularies whose special tokens are not the first ``n_special`` ids."""
+    vocabularies whose special tokens are not the first ``n_special`` ids. ``random_share`` is the
+    random token's share (``mlm_random_share``); the unchanged share stays 10%, the rest are
+    [MASK]. The generator draws the same numbers at any share, so two shares at one seed pick
+    the same targets."""
     ids = input_ids.clone()
     labels = input_ids.clone()
     candidates = ids >= n_special if candidates is None else candidates
     chosen = (torch.rand(ids.shape, generator=generator) < prob) & candidates
     labels[~chosen] = -100
     roll = torch.rand(ids.shape, generator=generator)
-    ids[chosen & (roll < 0.8)] = mask_id
-    rand_pos = chosen & (roll >= 0.8) & (roll < 0.9)
+    shown = 0.9 - random_share  # [MASK] below it, a random token up to 0.9, unchanged above
+    ids[chosen & (roll < shown)] = mask_id
+    rand_pos = chosen & (roll >= shown) & (roll < 0.9)
     ids[rand_pos] = torch.randint(n_special, vocab_size, ids.shape, generator=generator)[rand_pos]
     return ids, labels
 

@@ -78,6 +78,7 @@ def mlm_inputs(
     vocab: DisjointVocab | None = None,
     vocab_size: int | None = None,
     prob: float = 0.15,
+    random_share: float = 0.1,
     seed: int = 0,
 ) -> Iterator[dict[str, torch.Tensor]]:
     """``loop.train`` batches ``{"input_ids", "labels", "language"}`` (language: the index in
@@ -94,10 +95,10 @@ def mlm_inputs(
             if lang is None:
                 raise XlvizError("mixed batches cannot be masked per language; map the blocks to the joint space and pass vocab_size",
                                  field="mode")
-            inputs, labels = mask_tokens(ids, mask_id=mask_id, vocab_size=vocab.sizes[lang], prob=prob, generator=generator)
+            inputs, labels = mask_tokens(ids, mask_id=mask_id, vocab_size=vocab.sizes[lang], prob=prob, generator=generator, random_share=random_share)
             inputs, labels = vocab.to_joint(lang, inputs), vocab.to_joint(lang, labels)
         else:
-            inputs, labels = mask_tokens(ids, mask_id=mask_id, vocab_size=vocab_size, prob=prob, generator=generator)
+            inputs, labels = mask_tokens(ids, mask_id=mask_id, vocab_size=vocab_size, prob=prob, generator=generator, random_share=random_share)
         yield {"input_ids": inputs, "labels": labels, "language": torch.tensor(-1 if lang is None else languages.index(lang))}
 
 

@@ -147,16 +147,19 @@ def tlm_rows(first: Sequence[Sequence[int]], second: Sequence[Sequence[int]], sp
     return [[sp.cls, *a, sp.sep, *b, sp.sep] for a, b in zip(first, second)]
 
 
-def masked(rows: Sequence[Sequence[int]], sp: Specials, prob: float, generator: torch.Generator) -> dict[str, torch.Tensor]:
+def masked(rows: Sequence[Sequence[int]], sp: Specials, prob: float, generator: torch.Generator,
+           random_share: float = 0.1) -> dict[str, torch.Tensor]:
     """Padded rows masked 80/10/10 at ``prob`` of their non-special tokens."""
     ids, mask = pad(rows, sp.pad)
     candidates = ~torch.isin(ids, torch.tensor(sp.special)) & mask.bool()
-    inputs, labels = mask_tokens(ids, mask_id=sp.mask, vocab_size=sp.vocab_size, prob=prob, generator=generator, candidates=candidates)
+    inputs, labels = mask_tokens(ids, mask_id=sp.mask, vocab_size=sp.vocab_size, prob=prob, generator=generator, candidates=candidates,
+                                 random_share=random_share)
     return {"word_input_ids": inputs, "word_attention_mask": mask, "word_labels": labels}
 
 
 def pair_batches(pairs: Sequence[tuple[Sequence[int], Sequence[int]]], batch_size: int, sp: Specials, *, objective: str = "moco+tlm",
-                 prob: float = 0.15, seed: int = 0, rank: int = 0, world_size: int = 1) -> Iterator[dict[str, torch.Tensor]]:
+                 prob: float = 0.15, seed: int = 0, rank: int = 0, world_size: int = 1,
+                 random_share: float = 0.1) -> Iterator[dict[str, torch.Tensor]]:
     """Endless PPA batches of ``batch_size`` pairs (this process's share of each epoch's
     shuffle). Each pair's sides are swapped with probability 1/2 (random input shuffling); the
     first side is the query view, the second the key view, and the same order concatenates
@@ -180,9 +183,9 @@ def pair_batches(pairs: Sequence[tuple[Sequence[int], Sequence[int]]], batch_siz
                 batch["input_ids"], batch["attention_mask"] = pad([[sp.cls, *a, sp.sep] for a in first], sp.pad)
                 batch["key_input_ids"], batch["key_attention_mask"] = pad([[sp.cls, *b, sp.sep] for b in second], sp.pad)
             if word == "tlm":
-                batch.update(masked(tlm_rows(first, second, sp), sp, prob, mask_gen))
+                batch.update(masked(tlm_rows(first, second, sp), sp, prob, mask_gen, random_share))
             elif word == "mlm":
-                batch.update(masked([[sp.cls, *s, sp.sep] for s in (*first, *second)], sp, prob, mask_gen))
+                batch.update(masked([[sp.cls, *s, sp.sep] for s in (*first, *second)], sp, prob, mask_gen, random_share))
             if not use_moco:  # forward's first argument: the word-level input stands in
                 batch["input_ids"], batch["attention_mask"] = batch["word_input_ids"], batch["word_attention_mask"]
             yield batch

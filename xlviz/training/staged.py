@@ -404,7 +404,8 @@ class StagedRun:
         if monitor is None or not monitor.mlm or not monitor.targets or monitor.final_loss() is None:
             return
         margin = getattr(self.cfg, "verdict_mlm_margin", MLM_MARGIN)
-        record = mlm_verdict(monitor.final_loss(), monitor.unigram_entropy(), monitor.bigram_entropy(), margin)
+        record = mlm_verdict(monitor.final_loss(), monitor.unigram_entropy(), monitor.bigram_entropy(), margin,
+                             random_share=getattr(self.cfg, "mlm_random_share", 0.1))
         if not self.judged_mlm(stage):
             record.update(verdict=UNJUDGED, reason=record["reason"] + "; recorded, not judged")
         self.add_verdict(stage, record)

@@ -24,6 +24,7 @@ def masked_lm_batches(
     special_ids: Sequence[int],
     seed: int,
     prob: float = 0.15,
+    random_share: float = 0.1,
 ) -> Iterator[dict]:
     """This process's micro-batches of a stream of global MLM batches.
 
@@ -48,7 +49,8 @@ def masked_lm_batches(
                 return
         ids = torch.tensor(rows, dtype=torch.long)
         g = torch.Generator().manual_seed(seed * 1_000_003 + step)
-        inputs, labels = mask_for_mlm(ids, mask_id=mask_id, special=special, allowed=allowed, prob=prob, generator=g)
+        inputs, labels = mask_for_mlm(ids, mask_id=mask_id, special=special, allowed=allowed, prob=prob, generator=g,
+                                      random_share=random_share)
         denominator = (labels != -100).sum().clamp(min=1).float() / (world_size * grad_accum)
         for k in range(grad_accum):
             lo = (k * world_size + rank) * m
@@ -58,16 +60,18 @@ def masked_lm_batches(
 
 def mask_for_mlm(
     ids: torch.Tensor, *, mask_id: int, special: torch.Tensor, allowed: torch.Tensor, prob: float = 0.15,
-    generator: torch.Generator | None = None,
+    generator: torch.Generator | None = None, random_share: float = 0.1,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """BERT masking for any vocabulary layout: ``prob`` of the non-special tokens become
-    targets; 80% -> mask, 10% -> a random non-special token, 10% unchanged."""
+    targets; 80% -> mask, 10% -> a random non-special token, 10% unchanged (``random_share``: the
+    random share, as :func:`xlviz.training.mlm.mask_tokens`)."""
     inputs, labels = ids.clone(), ids.clone()
     chosen = (torch.rand(ids.shape, generator=generator) < prob) & ~torch.isin(ids, special)
     labels[~chosen] = -100
     roll = torch.rand(ids.shape, generator=generator)
-    inputs[chosen & (roll < 0.8)] = mask_id
-    rand_pos = chosen & (roll >= 0.8) & (roll < 0.9)
+    shown = 0.9 - random_share
+    inputs[chosen & (roll < shown)] = mask_id
+    rand_pos = chosen & (roll >= shown) & (roll < 0.9)
     random_ids = allowed[torch.randint(len(allowed), ids.shape, generator=generator)]
     inputs[rand_pos] = random_ids[rand_pos]
     return inputs, labels

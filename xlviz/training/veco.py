@@ -66,14 +66,15 @@ class VecoPretraining(nn.Module):
         return loss
 
 
-def _mask(ids: torch.Tensor, attention: torch.Tensor, *, mask_id: int, vocab_size: int, prob: float, gen: torch.Generator):
-    inputs, labels = mask_tokens(ids, mask_id=mask_id, vocab_size=vocab_size, prob=prob, generator=gen)
+def _mask(ids: torch.Tensor, attention: torch.Tensor, *, mask_id: int, vocab_size: int, prob: float, gen: torch.Generator,
+          random_share: float = 0.1):
+    inputs, labels = mask_tokens(ids, mask_id=mask_id, vocab_size=vocab_size, prob=prob, generator=gen, random_share=random_share)
     labels[attention == 0] = -100  # padding ([PAD] is special, never chosen; kept explicit)
     return inputs, labels
 
 
 def pretrain_batches(mono: Iterator[torch.Tensor], pairs: Sequence[tuple[list[int], list[int]]], pair_batch: int, *,
-                     mask_id: int, vocab_size: int, prob: float, seed: int) -> Iterator[dict]:
+                     mask_id: int, vocab_size: int, prob: float, seed: int, random_share: float = 0.1) -> Iterator[dict]:
     """Endless batches, monolingual and parallel in turn. ``mono`` yields [2 * pair_batch, 2 *
     block - 2] blocks (``[CLS] a b [SEP]``, joint ids), cut here into segments ``[CLS] a [SEP]``
     and ``[CLS] b [SEP]``; ``pairs`` are (x, y) joint ids with [CLS] ... [SEP] each."""
@@ -100,11 +101,11 @@ def pretrain_batches(mono: Iterator[torch.Tensor], pairs: Sequence[tuple[list[in
             x, xm = pad_rows([pairs[i][0] for i in take])
             y, ym = pad_rows([pairs[i][1] for i in take])
             tlm = pad_rows([pairs[i][0] + pairs[i][1][1:] for i in take])  # [CLS] x [SEP] y [SEP]
-        xi, xl = _mask(x, xm, mask_id=mask_id, vocab_size=vocab_size, prob=prob, gen=gen)
-        yi, yl = _mask(y, ym, mask_id=mask_id, vocab_size=vocab_size, prob=prob, gen=gen)
+        xi, xl = _mask(x, xm, mask_id=mask_id, vocab_size=vocab_size, prob=prob, gen=gen, random_share=random_share)
+        yi, yl = _mask(y, ym, mask_id=mask_id, vocab_size=vocab_size, prob=prob, gen=gen, random_share=random_share)
         batch = {"input_ids": xi, "attention_mask": xm, "labels": xl, "pair_input_ids": yi, "pair_attention_mask": ym, "pair_labels": yl}
         if tlm is not None:
-            ti, tl = _mask(tlm[0], tlm[1], mask_id=mask_id, vocab_size=vocab_size, prob=prob, gen=gen)
+            ti, tl = _mask(tlm[0], tlm[1], mask_id=mask_id, vocab_size=vocab_size, prob=prob, gen=gen, random_share=random_share)
             batch.update(tlm_input_ids=ti, tlm_attention_mask=tlm[1], tlm_labels=tl)
         step += 1
         yield batch

@@ -147,14 +147,14 @@ def plateau_loss(unigram: float, mask: float = 0.8, random: float = 0.1) -> floa
     return mask * unigram + (1 - mask) * (h + (1 - p) * unigram)
 
 
-def mlm_verdict(loss: float, unigram: float, bigram: float, margin: float = MLM_MARGIN) -> dict:
+def mlm_verdict(loss: float, unigram: float, bigram: float, margin: float = MLM_MARGIN, random_share: float = 0.1) -> dict:
     """The verdict of a masked-LM stage: ``ok`` when ``loss`` is at least ``margin`` nats below
     the unigram entropy, else ``degenerate`` (a non-finite loss is degenerate)."""
     ok = math.isfinite(loss) and math.isfinite(unigram) and loss <= unigram - margin
     verdict = OK if ok else DEGENERATE
     gap = unigram - loss
     where = f"{gap:.3f} nats below" if gap >= 0 else f"{-gap:.3f} nats above"
-    plateau = plateau_loss(unigram)
+    plateau = plateau_loss(unigram, mask=0.9 - random_share, random=random_share)
     reason = (f"final MLM loss {loss:.3f}, {where} the unigram entropy {unigram:.3f} of its targets "
               f"(must end at most at {unigram - margin:.3f}, {margin:g} nats below it; a model predicting only "
               f"frequencies ends near {plateau:.3f}; bigram entropy {bigram:.3f})")

@@ -86,6 +86,10 @@ class TransferSettings:
     # plateau (loss ~3.6) only with many short sequences per step (docs/world.md).
     mlm_batch_size: int = 128
     mlm_probability: float = 0.15  # BERT's share of masked tokens
+    # Share of the masked targets shown as a random token (BERT's 10%; drawn from the model's
+    # whole vocabulary, every language's on a joint model). The unchanged share stays 10%, the
+    # rest are [MASK]: 0 is Dufter & Schuetze's `no-random` (90% [MASK], 10% unchanged).
+    mlm_random_share: float = 0.1
     # Share of MLM batches (steps 1 and 2, every masked-LM stage) of full-length blocks
     # (max(block_size, qa_max_length) tokens, as many tokens per batch as a short one), spread
     # evenly, so that every position QA inputs reach is trained (the paper trains at full length
@@ -226,6 +230,10 @@ class TransferSettings:
                 raise XlvizError(f"must be a positive number, got {v!r}", path=path, field=name)
         if isinstance(self.mlm_probability, bool) or not isinstance(self.mlm_probability, (int, float)) or not 0 < self.mlm_probability < 1:
             raise XlvizError(f"must be a number in (0, 1), got {self.mlm_probability!r}", path=path, field="mlm_probability")
+        if isinstance(self.mlm_random_share, bool) or not isinstance(self.mlm_random_share, (int, float)) \
+                or not 0 <= self.mlm_random_share <= 0.9:
+            raise XlvizError(f"must be a number in [0, 0.9] (the unchanged share is 0.1), got {self.mlm_random_share!r}",
+                             path=path, field="mlm_random_share")
         if isinstance(self.long_block_share, bool) or not isinstance(self.long_block_share, (int, float)) or not 0 <= self.long_block_share <= 1:
             raise XlvizError(f"must be a number in [0, 1], got {self.long_block_share!r}", path=path, field="long_block_share")
         for name in ("warmup_ratio", "pretrain_warmup_ratio", "joint_warmup_ratio", "l2_body_warmup_ratio", "adam_beta2"):
