@@ -17,6 +17,11 @@ process; the cold column includes loading them, the warm one does not.
 
 Targets: every page ≤ 2 s warm, Alignment ≤ 5 s cold, on a quiet machine. The table prints the
 1-minute load average before and after: on a shared machine the numbers are upper bounds.
+
+The baseline, timed the same way in the same rounds: a Streamlit script that draws one heading
+and one line of text (``BASELINE``), served and opened like the app. It is what this browser,
+this Streamlit and this machine take for a page that does nothing, so each page's time is also
+printed as its excess over the baseline (the app's own share) and as a ratio to it.
 """
 
 from __future__ import annotations
@@ -38,6 +43,8 @@ ELEMENTS = "() => document.querySelectorAll('[data-testid=stMain] [data-testid=s
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run"]
 CONTEXT = {"viewport": {"width": 1500, "height": 1000}}
 PHASES: list[tuple[str, float, float]] = []  # (url, load event s, first heading s) of every page timed
+# The page that does nothing: a heading and a line, no imports beyond Streamlit.
+BASELINE = 'import streamlit as st\n\nst.title("Baseline")\nst.write("A page that draws one heading and one line.")\n'
 
 
 def _free_port() -> int:
@@ -49,11 +56,11 @@ def _free_port() -> int:
 class Server:
     """``streamlit run app.py`` on a free port, as the README starts it; stopped by its own pid."""
 
-    def __init__(self, root: Path):
+    def __init__(self, root: Path, script: str = "app.py"):
         self.port = _free_port()
         env = dict(os.environ, XLVIZ_CHECKPOINTS=str(root), PYTHONPATH=str(REPO))
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless", "true", "--server.port", str(self.port)],
+            [sys.executable, "-m", "streamlit", "run", script, "--server.headless", "true", "--server.port", str(self.port)],
             cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
         for _ in range(600):
             try:
@@ -106,11 +113,14 @@ def main() -> int:
     ap.add_argument("--repeat", type=int, default=3)
     ap.add_argument("--pages", default=",".join(PAGES))
     ap.add_argument("--quiet-s", type=float, default=2.0)
+    ap.add_argument("--no-baseline", action="store_true", help="skip the page that does nothing")
     args = ap.parse_args()
     from playwright.sync_api import sync_playwright
 
-    pages = [p for p in args.pages.split(",") if p]
+    pages = ([] if args.no_baseline else ["baseline"]) + [p for p in args.pages.split(",") if p]
     tmp = tempfile.TemporaryDirectory()
+    baseline = Path(tmp.name) / "baseline.py"
+    baseline.write_text(BASELINE)
     root = Path(args.checkpoints).resolve() if args.checkpoints else Path(tmp.name) / "checkpoints"
     if not args.checkpoints:
         sys.path.insert(0, str(REPO))
@@ -123,9 +133,9 @@ def main() -> int:
         browser = pw.chromium.launch(executable_path="/usr/bin/chromium", args=CHROMIUM_ARGS)
         for r in range(args.repeat):
             for page in pages:
-                server = Server(root)
+                server = Server(root, str(baseline) if page == "baseline" else "app.py")
                 try:
-                    url = f"{server.url}/{'' if page == 'home' else page}"
+                    url = f"{server.url}/{'' if page in ('home', 'baseline') else page}"
                     # cold: a new browser profile (nothing cached) on a server just started
                     ctx = browser.new_context(**CONTEXT)
                     cold = time_page(ctx, url, args.quiet_s)
@@ -154,6 +164,13 @@ def main() -> int:
         c, w, f = times[page]["cold"], times[page]["warm"], times[page]["fresh"]
         print(f"{page:<12}{statistics.median(c):>10.2f}{statistics.median(w):>10.2f}{statistics.median(f):>23.2f}   "
               f"{' '.join(f'{x:.1f}' for x in c)} / {' '.join(f'{x:.1f}' for x in w)}")
+    if "baseline" in times and len(pages) > 1:
+        base = {k: statistics.median(v) for k, v in times["baseline"].items()}
+        print(f"\nagainst the baseline (a page that does nothing: cold {base['cold']:.2f} s, warm {base['warm']:.2f} s, "
+              f"warm, empty cache {base['fresh']:.2f} s): the page's excess in seconds (ratio)")
+        for page in pages[1:]:
+            m = {k: statistics.median(v) for k, v in times[page].items()}
+            print(f"{page:<12}" + "".join(f"{m[k] - base[k]:>+9.2f} ({m[k] / base[k]:.1f}x)" for k in ("cold", "warm", "fresh")))
     return 0
 
 
