@@ -31,7 +31,7 @@ POOLINGS = {"mean": "mean of all tokens", "mean_no_special": "mean without speci
 PAGE = "alignment"
 
 # the view lives in the URL (bookmark, share, reload): data, systems, pooling and the projection
-URL_KEYS = ("al_source", "al_run", "al_l2", "al_systems", "al_pooling", "al_center", "al_max_len",
+URL_KEYS = ("al_source", "al_run", "al_l2", "al_systems", "al_pooling", "al_center", "al_max_len", "al_tab",
             "al_proj_system", "al_proj_layer", "al_proj_method", "al_proj_level",
             "al_pj_on", "al_pj_systems", "al_pj_layer", "al_pj_method", "al_pj_n", "al_pj_query", "al_pj_point",
             "al_pj_among", "al_pj_k")
@@ -257,22 +257,30 @@ if not rows:
 colours = label_colours([s.name for s in systems], system_colours())
 ab, ba = vf.direction_labels(data.lang_a, data.lang_b)
 long_ret = vf.retrieval_long(rows, data.lang_a, data.lang_b)
-tabs = st.tabs(["Retrieval", "CKA"] + (["Word translation"] if words_on else []) + ["Table"])
-with tabs[0]:
-    if long_ret:
-        plotly(vf.retrieval_figure(long_ret, colours), key="al_fig_retrieval")
-        st.caption(f"Chance is 1/{len(data)} = {100 / len(data):.2f}%. Different hidden sizes cannot be compared by cosine "
-                   "(no retrieval for such systems; CKA still works).")
-        for group in ua.coinciding(vectors):
-            st.caption(f"{md_join(group, ' and ')} read the sentences with the same encoder (identical vectors): their lines "
-                       "coincide on every chart, and the one drawn last hides the others.")
-    else:
-        st.info("The chosen systems read the two languages with vectors of different sizes: no cosine retrieval.")
-with tabs[1]:
-    plotly(vf.cka_figure(rows, colours), key="al_fig_cka")
-    st.caption("1 = the same representation up to rotation and scale; computed on the paired sentences.")
-if words_on:
-    with tabs[2]:
+# Only the open tab is drawn (switching tabs reruns the script): a chart costs the browser a few tenths
+# of a second, the largest share of this page once its vectors are stored (docs/results.md, "How fast
+# do the pages open?"). The open tab is part of the view's URL.
+TABS = ["Retrieval", "CKA"] + (["Word translation"] if words_on else []) + ["Table"]
+if st.session_state.get("al_tab") not in TABS:
+    st.session_state.pop("al_tab", None)
+tabs = dict(zip(TABS, st.tabs(TABS, key="al_tab", on_change="rerun")))
+if tabs["Retrieval"].open:
+    with tabs["Retrieval"]:
+        if long_ret:
+            plotly(vf.retrieval_figure(long_ret, colours), key="al_fig_retrieval")
+            st.caption(f"Chance is 1/{len(data)} = {100 / len(data):.2f}%. Different hidden sizes cannot be compared by "
+                       "cosine (no retrieval for such systems; CKA still works).")
+            for group in ua.coinciding(vectors):
+                st.caption(f"{md_join(group, ' and ')} read the sentences with the same encoder (identical vectors): their "
+                           "lines coincide on every chart, and the one drawn last hides the others.")
+        else:
+            st.info("The chosen systems read the two languages with vectors of different sizes: no cosine retrieval.")
+if tabs["CKA"].open:
+    with tabs["CKA"]:
+        plotly(vf.cka_figure(rows, colours), key="al_fig_cka")
+        st.caption("1 = the same representation up to rotation and scale; computed on the paired sentences.")
+if words_on and tabs["Word translation"].open:
+    with tabs["Word translation"]:
         long_wt = [{"system": r["system"], "layer": r["layer"], "direction": d, "accuracy": r[k]}
                    for r in rows for d, k in ((ab, "word_translation_a_to_b"), (ba, "word_translation_b_to_a"))
                    if r.get(k) is not None]
@@ -281,11 +289,12 @@ if words_on:
         n_words = next((r.get("n_words") for r in rows if r.get("n_words")), None)
         st.caption(f"Contextual vectors of each word averaged per word type; {n_words} source word types with a gold "
                    "translation among the target words.")
-with tabs[-1]:
-    df = pd.DataFrame(rows)
-    st.dataframe(df, hide_index=True, key="al_table", placeholder=NA, column_config=number_config(df, ALIGNMENT_RULES))
-    st.download_button("Download alignment table (CSV)", ua.csv_bytes(rows), file_name="xlviz-alignment.csv",
-                       mime="text/csv", icon=":material/download:", key="al_dl")
+if tabs["Table"].open:
+    with tabs["Table"]:
+        df = pd.DataFrame(rows)
+        st.dataframe(df, hide_index=True, key="al_table", placeholder=NA, column_config=number_config(df, ALIGNMENT_RULES))
+        st.download_button("Download alignment table (CSV)", ua.csv_bytes(rows), file_name="xlviz-alignment.csv",
+                           mime="text/csv", icon=":material/download:", key="al_dl")
 
 # --- projection -----------------------------------------------------------------------------------------
 st.subheader("Projection")

@@ -51,6 +51,25 @@ def _charts(at) -> list[str]:
     return [e.key for e in at.get("plotly_chart")]
 
 
+def _tab(at, label: str) -> AppTest:
+    """Open one of the Alignment page's result tabs (only the open one is drawn)."""
+    at.session_state["al_tab"] = label
+    return at.run()
+
+
+def _tabs(at) -> list[str]:
+    return [t.label for t in at.tabs]
+
+
+def _every_tab_charts(at) -> set[str]:
+    """The charts of every result tab, each opened in turn; Retrieval is open again after."""
+    seen = set()
+    for label in _tabs(at):
+        seen |= set(_charts(_tab(at, label)))
+    _tab(at, "Retrieval")
+    return seen | set(_charts(at))
+
+
 def _frames(at, column: str) -> list:
     """Data frames shown on the page that have ``column`` (AppTest does not keep a dataframe's key)."""
     return [d.value for d in at.dataframe if column in d.value.columns]
@@ -67,8 +86,11 @@ def test_alignment_page_world_transferred_vs_floor(fake_root, monkeypatch):
     assert at.segmented_control(key="al_source").value == "Run's parallel pairs"
     assert at.selectbox(key="al_run").value == "demo-run" and at.selectbox(key="al_l2").value == L2
     assert at.multiselect(key="al_systems").value == ["run:demo-run:transferred", "run:demo-run:floor"]
-    assert {"al_fig_retrieval", "al_fig_cka", "al_fig_words", "al_fig_proj", "al_fig_posthoc"} <= set(_charts(at))
-    table = _frames(at, "cka")[0]
+    assert _tabs(at) == ["Retrieval", "CKA", "Word translation", "Table"]
+    assert {"al_fig_retrieval", "al_fig_proj", "al_fig_posthoc"} <= set(_charts(at))
+    assert not {"al_fig_cka", "al_fig_words"} & set(_charts(at)), "only the open tab is drawn"
+    assert {"al_fig_retrieval", "al_fig_cka", "al_fig_words", "al_fig_proj", "al_fig_posthoc"} <= _every_tab_charts(at)
+    table = _frames(_tab(at, "Table"), "cka")[0]
     assert len(table) == 2 * 3 and set(table["system"]) == {"demo-run · transferred", "demo-run · floor"}
     assert table["retrieval_a_to_b"].between(0, 1).all() and table["word_translation_a_to_b"].between(0, 1).all()
     # the page shows the package's numbers
@@ -88,7 +110,7 @@ def test_alignment_widgets(fake_root, monkeypatch):
     at.number_input(key="al_limit_world").set_value(8).run()
     assert "8 pairs" in _texts(at.caption)
     at.multiselect(key="al_systems").set_value(["run:demo-run:floor"]).run()
-    assert set(_frames(at, "cka")[0]["system"]) == {"demo-run · floor"}
+    assert set(_frames(_tab(at, "Table"), "cka")[0]["system"]) == {"demo-run · floor"}
     at.toggle(key="al_center").set_value(True).run()
     at.selectbox(key="al_pooling").set_value("cls").run()
     assert not at.exception
@@ -101,7 +123,7 @@ def test_alignment_widgets(fake_root, monkeypatch):
     at.slider(key="al_train_frac").set_value(0.75).run()
     assert "Map fitted on 6 pairs, retrieval on the other 2" in _texts(at.caption)
     at.toggle(key="al_words").set_value(False).run()
-    assert "al_fig_words" not in _charts(at)
+    assert "Word translation" not in _tabs(at) and "al_fig_words" not in _every_tab_charts(at)
     at.multiselect(key="al_systems").set_value([]).run()
     assert "Pick at least one system" in _texts(at.info)
 
@@ -134,7 +156,7 @@ def test_alignment_corpus_run(fake_root, monkeypatch):
     at = _page(_app(fake_root, monkeypatch), "alignment", {"run": "corpus-run", "l2": L2})
     assert at.multiselect(key="al_systems").value == ["run:corpus-run:transferred", "run:corpus-run:floor"]
     assert "corpus-run parallel pairs (en-sov): 12 pairs" in _texts(at.caption)
-    assert "al_fig_retrieval" in _charts(at) and "al_fig_words" not in _charts(at)  # no dictionary
+    assert "al_fig_retrieval" in _charts(at) and "Word translation" not in _tabs(at)  # no dictionary
     assert at.toggle(key="al_words").proto.disabled
 
 
@@ -260,6 +282,7 @@ def test_alignment_real_data_with_a_custom_system(fake_root, monkeypatch, shared
     at.button(key="al_custom_add").click().run()
     assert not at.exception, [e.message for e in at.exception]
     assert len(at.multiselect(key="al_systems").value) == 1
-    table = _frames(at, "cka")[0]
+    table = _frames(_tab(at, "Table"), "cka")[0]
     assert len(table) == 3 and set(table["lang_b"]) == {"de"}
-    assert "al_fig_retrieval" in _charts(at) and "al_fig_words" not in _charts(at)  # no gold dictionary for PUD
+    _tab(at, "Retrieval")
+    assert "al_fig_retrieval" in _charts(at) and "Word translation" not in _tabs(at)  # no gold dictionary for PUD

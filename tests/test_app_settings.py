@@ -165,8 +165,12 @@ def test_alignment_charts_use_the_app_wide_system_colours(root, monkeypatch):
     at.number_input(key="al_limit_world").set_value(8).run()
     app_wide = system_colours(root)
     seen: dict[str, set[str]] = {}
-    charts = [e for e in at.get("plotly_chart") if e.key in ("al_fig_retrieval", "al_fig_cka", "al_fig_words", "al_fig_posthoc")]
-    assert len(charts) == 4
+    charts = []
+    for tab in ("Retrieval", "CKA", "Word translation"):  # only the open tab is drawn
+        at.session_state["al_tab"] = tab
+        at.run()
+        charts += [e for e in at.get("plotly_chart") if e.key in ("al_fig_retrieval", "al_fig_cka", "al_fig_words", "al_fig_posthoc")]
+    assert {c.key for c in charts} == {"al_fig_retrieval", "al_fig_cka", "al_fig_words", "al_fig_posthoc"}
     for chart in charts:
         for trace in json.loads(chart.proto.spec)["data"]:
             system = trace["legendgroup"].split(",")[0].strip()

@@ -216,6 +216,16 @@ def test_populated_walk(server, page):
     page.locator(".js-plotly-plot").first.wait_for(timeout=120_000)
     wait_idle(page)
     shot(page, "walk-alignment")
+    # only the open result tab is drawn: another tab draws its own chart and goes into the URL
+    page.get_by_role("tab", name="CKA").click()
+    wait_idle(page)
+    assert_no_exception(page)
+    assert "al_tab=CKA" in page.url
+    assert page.get_by_text("1 = the same representation up to rotation and scale").count() == 1
+    page.get_by_role("tab", name="Table").click()
+    wait_idle(page)
+    assert page.get_by_role("button", name="Download alignment table (CSV)").count() == 1
+    shot(page, "walk-alignment-table")
 
     _nav(page, "Probing")
     assert_no_exception(page)

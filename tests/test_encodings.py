@@ -187,6 +187,8 @@ at = AppTest.from_file(sys.argv[1], default_timeout=300)
 at.switch_page("pages/alignment.py")  # the server's first page: nothing imported before
 at.run()
 assert not at.exception, [e.message for e in at.exception]
+at.session_state["al_tab"] = "Table"  # only the open tab is drawn
+at.run()
 table = next(d.value for d in at.dataframe if "cka" in d.value.columns)
 model_code = sorted(m for m in sys.modules if m == "torch" or (m.startswith("transformers.models.") and ".modeling_" in m))
 print(json.dumps({"modules": model_code, "rows": table.to_dict("records")}))
@@ -232,7 +234,11 @@ def test_every_view_of_the_page_works_on_stored_vectors(stored_run, monkeypatch)
     at = AppTest.from_file(str(REPO / "app.py"), default_timeout=300)
     at.switch_page("pages/alignment.py").run()
     assert not at.exception, [e.message for e in at.exception]
-    assert {"al_fig_retrieval", "al_fig_cka", "al_fig_words", "al_fig_proj", "al_fig_posthoc"} <= {e.key for e in at.get("plotly_chart")}
+    drawn = set()
+    for tab in ("CKA", "Word translation", "Retrieval"):  # only the open tab is drawn
+        at.session_state["al_tab"] = tab
+        drawn |= {e.key for e in at.run().get("plotly_chart")}
+    assert {"al_fig_retrieval", "al_fig_cka", "al_fig_words", "al_fig_proj", "al_fig_posthoc"} <= drawn
     at.radio(key="al_proj_level").set_value("words").run()
     at.toggle(key="al_pj_on").set_value(True).run()
     at.toggle(key="al_center").set_value(True).run()

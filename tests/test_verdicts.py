@@ -641,3 +641,20 @@ def test_shared_vocabulary_ids_go_to_the_language_that_uses_them_most():
     groups = language_groups(reader, SimpleNamespace(world=SimpleNamespace(corpus=corpora.__getitem__)))
     # a: en only; b: 1/3 of en's tokens, 1/2 of xx's -> xx; c: xx; specials and unseen ids: -1
     assert groups.tolist() == [-1, -1, -1, -1, -1, 0, 1, 1, -1]
+
+
+def test_reading_verdicts_and_the_method_registry_imports_no_torch():
+    """The pages judge a run's encoders by its verdicts and list the method registry's stages;
+    neither may import torch (2.4 s of a cold Alignment page, docs/results.md, "How fast do the
+    pages open?"). Only a training loop fills a StageMonitor."""
+    import subprocess
+    import sys
+
+    code = ("import sys\n"
+            "from xlviz.training.verdicts import degenerate_encoder_stages, mlm_verdict\n"
+            "import xlviz.methods.base, xlviz.analysis.reports\n"
+            "assert degenerate_encoder_stages(['s1'], {'s1': mlm_verdict(4.5, 4.0, 1.8)}) == ['s1']\n"
+            "print('torch' in sys.modules)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.strip() == "False"

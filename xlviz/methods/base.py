@@ -21,9 +21,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Collection, Protocol
+from typing import TYPE_CHECKING, Any, Callable, Collection, Protocol
 
-from torch import nn
+if TYPE_CHECKING:  # annotations only: the pages read the registry and must not import torch (1 s cold)
+    from torch import nn
 
 PHASES = {"data": 0, "pretrain": 1, "transfer": 2, "finetune": 3}
 

@@ -23,9 +23,10 @@ hand-computed values.
 from __future__ import annotations
 
 import math
-from typing import Iterable, Mapping
+from typing import TYPE_CHECKING, Iterable, Mapping
 
-import torch
+if TYPE_CHECKING:  # the pages read verdicts (xlviz.analysis.reports) and must not import torch (2.4 s cold)
+    import torch
 
 OK, DEGENERATE, UNJUDGED = "ok", "degenerate", "unjudged"
 # batches of a plain masked-LM loss (``denominator``: a streamed batch's share of its global batch's
@@ -80,6 +81,8 @@ class StageMonitor:
         self.targets = 0
 
     def batch(self, batch: Mapping[str, torch.Tensor]) -> None:
+        import torch  # only training fills a monitor
+
         ids, labels = batch.get("input_ids"), batch.get("labels")
         if PAIR_KEYS <= set(batch) and not set(batch) - MLM_KEYS - PAIR_KEYS - TLM_KEYS:  # VECO: both sentences
             self.batch({"input_ids": ids, "labels": labels})
@@ -110,6 +113,8 @@ class StageMonitor:
 
     @staticmethod
     def _add(table: dict, a: torch.Tensor, b: torch.Tensor) -> None:
+        import torch
+
         pairs, counts = torch.unique(torch.stack([a.long(), b.long()], 1), dim=0, return_counts=True)
         for (x, y), c in zip(pairs.tolist(), counts.tolist()):
             table[(x, y)] = table.get((x, y), 0) + c
