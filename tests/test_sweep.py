@@ -174,6 +174,29 @@ def test_ratio_figure_draws_one_line_per_system_and_other_setting():
     assert {t.name for t in plain.data if t.showlegend} == {"joint", "floor"}
 
 
+def test_ratio_figure_at_one_distance_draws_error_bars_side_by_side():
+    """A grid over another setting on one grammar (e.g. mlm_random_share=0.1,0 on svo): no band
+    can be drawn at one distance, so each point carries its interval as an error bar, and the
+    four lines sit side by side around the distance instead of on top of each other."""
+    from xlviz.transfer.sweep_report import ratio_figure
+
+    rows = [{"setting": f"languages=svo, share={sh}", "series": f"share={sh}", "system": s, "language": "svo",
+             "distance": 0, "n": 3, "ratio": r, "ratio_low": r - 0.04, "ratio_high": r + 0.06,
+             "em_ratio": r / 2, "em_ratio_low": r / 2 - 0.01, "em_ratio_high": r / 2 + 0.02}
+            for s, r in (("joint", 0.24), ("floor", 0.16)) for sh in ("0.1", "0")]
+    fig = ratio_figure(rows)
+    points = [t for t in fig.data if t.mode == "lines+markers"]
+    assert len(points) == 8 and not [t for t in fig.data if t.fill == "toself"], "no band at one distance"
+    f1 = [t for t in points if t.xaxis == "x"]
+    assert len({t.x[0] for t in f1}) == 4 and all(-0.5 < t.x[0] < 0.5 for t in f1), "dodged around distance 0"
+    bar = next(t for t in f1 if t.name == "joint · share=0.1").error_y
+    assert list(bar.array) == pytest.approx([0.06]) and list(bar.arrayminus) == pytest.approx([0.04])
+    em = next(t for t in points if t.xaxis == "x2" and t.name == "floor · share=0").error_y
+    assert list(em.array) == pytest.approx([0.02]) and list(em.arrayminus) == pytest.approx([0.01])
+    # a sweep over grammars keeps its bands and its exact distances
+    assert all(t.error_y.array is None for t in ratio_figure([dict(r, distance=d) for r in rows for d in (0, 5)]).data)
+
+
 @pytest.mark.slow
 def test_another_grid_in_the_same_folder_is_refused(swept, capsys):
     from xlviz.cli import main

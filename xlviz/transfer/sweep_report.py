@@ -266,7 +266,9 @@ def ratio_figure(rows: list[dict], systems: list[str] | None = None):
     grid's other settings, e.g. ``shared_names=true``) with its interval band, F1 (left) beside
     EM (right: the floor's F1 is mostly partial credit). Colour = system, dash = the other
     settings: a sweep over grammars and another setting would otherwise join two settings'
-    points at one distance into one zigzag line. ``rows`` from :func:`sweep_rows`."""
+    points at one distance into one zigzag line. A sweep at one distance only (a grid over
+    another setting, one grammar) has no band to draw: its points carry error bars instead,
+    dodged sideways so that no two systems' bars overlap. ``rows`` from :func:`sweep_rows`."""
     import plotly.graph_objects as go
     from plotly.colors import qualitative
     from plotly.subplots import make_subplots
@@ -275,6 +277,8 @@ def ratio_figure(rows: list[dict], systems: list[str] | None = None):
     names = systems or sorted({r["system"] for r in pts})
     series = list(dict.fromkeys(r.get("series", "") for r in pts))
     dashes = ("solid", "dash", "dot", "dashdot", "longdash", "longdashdot")
+    one_x = len({r["distance"] for r in pts}) == 1
+    n_lines = len(names) * len(series)
     fig = make_subplots(rows=1, cols=2, subplot_titles=("F1 L2/L1", "EM L2/L1"), shared_yaxes=True)
     for i, system in enumerate(names):
         color = qualitative.Plotly[i % len(qualitative.Plotly)]
@@ -288,7 +292,14 @@ def ratio_figure(rows: list[dict], systems: list[str] | None = None):
                     continue
                 x = [r["distance"] for r in have]
                 banded = [r for r in have if r.get(f"{metric}_low") is not None]
-                if banded:
+                bars = {}
+                if one_x:  # no band at one distance: error bars, each line dodged by its index
+                    x = [v + 0.3 * ((i * len(series) + j) / max(1, n_lines - 1) - 0.5) if n_lines > 1 else v for v in x]
+                    if len(banded) == len(have):
+                        bars = {"error_y": {"type": "data", "symmetric": False, "color": color,
+                                            "array": [r[f"{metric}_high"] - r[metric] for r in have],
+                                            "arrayminus": [r[metric] - r[f"{metric}_low"] for r in have]}}
+                elif banded:
                     fig.add_trace(go.Scatter(x=[r["distance"] for r in banded] + [r["distance"] for r in reversed(banded)],
                                              y=[r[f"{metric}_high"] for r in banded] + [r[f"{metric}_low"] for r in reversed(banded)],
                                              mode="lines", fill="toself", fillcolor=color, opacity=0.15 if len(series) == 1 else 0.08,
@@ -296,9 +307,12 @@ def ratio_figure(rows: list[dict], systems: list[str] | None = None):
                 fig.add_trace(go.Scatter(x=x, y=[r[metric] for r in have], mode="lines+markers", name=name, legendgroup=name,
                                          showlegend=col == 1, line={"color": color, "dash": dashes[j % len(dashes)]},
                                          text=[f"{r['setting']} ({r['language']}, {r['n']} seeds)" for r in have],
-                                         hovertemplate="%{text}<br>distance %{x}: %{y:.2f}<extra>" + name + "</extra>"),
+                                         hovertemplate="%{text}<br>%{y:.2f}<extra>" + name + "</extra>", **bars),
                               row=1, col=col)
     fig.update_xaxes(title_text="typological distance from English (features that differ)", dtick=1)
+    if one_x:
+        d = pts[0]["distance"] if pts else 0
+        fig.update_xaxes(range=[d - 0.5, d + 0.5], tickvals=[d])
     fig.update_yaxes(title_text="L2/L1", row=1, col=1)
     return fig
 
