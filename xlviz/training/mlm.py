@@ -23,6 +23,7 @@ from transformers.models.bert.modeling_bert import eager_attention_forward
 
 from xlviz.errors import XlvizError
 from xlviz.training.loop import BF16_ATTENTION
+from xlviz.training.streamed import replaced_positions
 
 
 def iter_blocks(
@@ -158,9 +159,8 @@ def mask_tokens(
     chosen = (torch.rand(ids.shape, generator=generator) < prob) & candidates
     labels[~chosen] = -100
     roll = torch.rand(ids.shape, generator=generator)
-    shown = 0.9 - random_share  # [MASK] below it, a random token up to 0.9, unchanged above
-    ids[chosen & (roll < shown)] = mask_id
-    rand_pos = chosen & (roll >= shown) & (roll < 0.9)
+    mask_pos, rand_pos = replaced_positions(chosen, roll, random_share)
+    ids[mask_pos] = mask_id
     ids[rand_pos] = torch.randint(n_special, vocab_size, ids.shape, generator=generator)[rand_pos]
     return ids, labels
 

@@ -149,7 +149,8 @@ def tlm_rows(first: Sequence[Sequence[int]], second: Sequence[Sequence[int]], sp
 
 def masked(rows: Sequence[Sequence[int]], sp: Specials, prob: float, generator: torch.Generator,
            random_share: float = 0.1) -> dict[str, torch.Tensor]:
-    """Padded rows masked 80/10/10 at ``prob`` of their non-special tokens."""
+    """Padded rows masked BERT's way (80/10/10 at the default ``random_share``) at ``prob`` of their
+    non-special tokens."""
     ids, mask = pad(rows, sp.pad)
     candidates = ~torch.isin(ids, torch.tensor(sp.special)) & mask.bool()
     inputs, labels = mask_tokens(ids, mask_id=sp.mask, vocab_size=sp.vocab_size, prob=prob, generator=generator, candidates=candidates,

@@ -58,6 +58,15 @@ def masked_lm_batches(
         step += 1
 
 
+def replaced_positions(chosen: torch.Tensor, roll: torch.Tensor, random_share: float = 0.1) -> tuple[torch.Tensor, torch.Tensor]:
+    """(where to show [MASK], where a random token) among the ``chosen`` targets, from one uniform
+    ``roll`` per position: [MASK] below ``0.9 - random_share``, a random token up to 0.9, the top
+    tenth unchanged (BERT's 80/10/10 at the default; ``mlm_random_share``). Every masking of
+    the project splits its targets here."""
+    shown = 0.9 - random_share
+    return chosen & (roll < shown), chosen & (roll >= shown) & (roll < 0.9)
+
+
 def mask_for_mlm(
     ids: torch.Tensor, *, mask_id: int, special: torch.Tensor, allowed: torch.Tensor, prob: float = 0.15,
     generator: torch.Generator | None = None, random_share: float = 0.1,
@@ -69,12 +78,11 @@ def mask_for_mlm(
     chosen = (torch.rand(ids.shape, generator=generator) < prob) & ~torch.isin(ids, special)
     labels[~chosen] = -100
     roll = torch.rand(ids.shape, generator=generator)
-    shown = 0.9 - random_share
-    inputs[chosen & (roll < shown)] = mask_id
-    rand_pos = chosen & (roll >= shown) & (roll < 0.9)
+    mask_pos, rand_pos = replaced_positions(chosen, roll, random_share)
+    inputs[mask_pos] = mask_id
     random_ids = allowed[torch.randint(len(allowed), ids.shape, generator=generator)]
     inputs[rand_pos] = random_ids[rand_pos]
     return inputs, labels
 
 
-__all__ = ["masked_lm_batches", "mask_for_mlm"]
+__all__ = ["masked_lm_batches", "mask_for_mlm", "replaced_positions"]
