@@ -72,6 +72,27 @@ def test_a_premise_the_source_cannot_meet_is_one_line_naming_methods(tmp_path, c
     assert not run_dir.exists(), "nothing is written before the config is valid"
 
 
+def test_a_pretrained_start_refuses_systems_that_pretrain_from_scratch(tmp_path, capsys):
+    """With init_model, only systems that start from the L1 model run: a joint model, CLWE,
+    Wu, VECO or PPA would train its own body here and be read as one built on the given model."""
+    ok = TransferConfig.from_dict({"source": "multi30k", "init_model": "models/minilm", "methods": ["monotrans", "floor"]})
+    assert ok.methods == ["monotrans", "floor"]
+    scratch = [s.replace("-K", "-2") for m in methods().values() for s in m.systems  # Wu's systems are one per K
+               if "corpus" in m.runs_on(s) and not m.starts_from_l1_model(s)]
+    assert {"jointpair-disjoint", "jointpair-joint", "clwe", "wu-shared-top-2", "veco", "ppa"} <= set(scratch)
+    for system in scratch:
+        with pytest.raises(XlvizError, match=f"'{system}' pre-trains its own model from scratch") as e:
+            TransferConfig.from_dict({"source": "multi30k", "init_model": "models/minilm", "methods": ["monotrans", system]})
+        assert e.value.field == "methods" and "['monotrans', 'floor']" in str(e.value)
+        TransferConfig.from_dict({"source": "multi30k", "methods": ["monotrans", system]})  # without init_model: accepted
+    run_dir = tmp_path / "run"
+    argv = ["transfer", "--source", "multi30k", "--init-model", "models/minilm", "--systems", "monotrans,clwe", "--run-dir", str(run_dir)]
+    assert cli(argv) == 2
+    err = capsys.readouterr().err
+    assert "'clwe' pre-trains its own model from scratch" in err and "Traceback" not in err and len(err.strip().splitlines()) == 1
+    assert not run_dir.exists(), "nothing is written before the config is valid"
+
+
 def test_multi30k_source_defaults_and_the_world_default():
     cfg = TransferConfig.from_dict({"source": "multi30k"})
     assert cfg.methods == ["monotrans", "floor"] and cfg.vocab_size == 8000 and cfg.mixed_precision == "no"

@@ -184,6 +184,13 @@ class Method:
         fine-tuning stage does not touch the encoder)."""
         return self.row_stages(ctx, system, pair or lang)
 
+    def starts_from_l1_model(self, system: str) -> bool:
+        """Whether ``system`` starts from the run's L1 model (step 1, or the run's ``init_model``
+        in its place). Systems that pre-train their own model from scratch (the joint models,
+        CLWE's body, VECO, PPA's base) would ignore a pre-trained starting model, so a run with
+        ``init_model`` refuses them rather than label a model trained here as one built on it."""
+        return False
+
     def own_l1_model(self, ctx: Context, system: str, lang: str) -> tuple[nn.Module, Any] | None:
         """For systems with one model per L2 (pair models): the L1 QA model of the model that
         scores ``lang``, so its L2/L1 ratio compares one model with itself; None otherwise."""

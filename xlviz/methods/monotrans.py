@@ -222,6 +222,9 @@ class Monotrans(Method):
     def runs_on(self, system: str) -> tuple[str, ...]:
         return ("world", "corpus") if VARIANTS[system].corpus else ("world",)
 
+    def starts_from_l1_model(self, system: str) -> bool:
+        return True  # every variant transfers (or, the floor, keeps) the L1 model's body
+
     def corpus_qa(self, system: str) -> bool:
         return VARIANTS[system].corpus
 

@@ -331,6 +331,11 @@ class TransferSettings:
                 runnable = [s for m in _all_methods() for s in m.systems if src.kind in m.runs_on(s)]
                 raise XlvizError(f"system {system!r} has no stages for {src.kind} sources such as {src.name} yet; "
                                  f"there choose from {runnable}", path=path, field="methods")
+            if self.init_model and not method.starts_from_l1_model(system):
+                starting = [s for m in _all_methods() for s in m.systems if src.kind in m.runs_on(s) and m.starts_from_l1_model(s)]
+                raise XlvizError(f"system {system!r} pre-trains its own model from scratch and would not start from init_model "
+                                 f"{self.init_model!r}; with init_model choose from {starting}, and run {system!r} in a config "
+                                 "without it", path=path, field="methods")
             if src.kind == "corpus" and "qa" in scored and not method.corpus_qa(system):
                 qa_systems = [s for m in _all_methods() for s in m.systems if m.corpus_qa(s)]
                 raise XlvizError(f"system {system!r} is not fine-tuned for QA on {src.kind} sources yet (there only {qa_systems} "
