@@ -234,3 +234,26 @@ def test_the_run_stores_the_alignment_pages_encodings(finished_run):
     # one file per distinct encoder and texts (the English side of both L2s is one set of sentences):
     # systems sharing an encoder share its file, and nothing else is stored
     assert len(list((finished_run.path / "encodings").iterdir())) == len(keys) < 2 * 2 * 3
+
+
+def test_a_resume_scores_a_task_added_after_the_scoring_stages_ran(tmp_path):
+    """A done stage is skipped on resume, so a per-system task added to config.json would be
+    left out in silence: the s4 stages run again for it, and only then."""
+    config = write_config(tmp_path / "c.json", methods=["floor"], tasks=["qa"])
+    run_dir = tmp_path / "run"
+    assert cli(["transfer", "--config", str(config), "--run-dir", str(run_dir)]) == 0
+    run = Run(run_dir)
+    assert run.status()["tasks_scored"] == ["qa"]
+    assert all(r["tasks"] == ["qa"] and "word_translation_per_layer" not in r for r in run.results())
+    cfg = run.config()
+    cfg["tasks"] = ["qa", "word-translation"]
+    run.write_config(cfg)
+    assert cli(["transfer", "--resume", str(run_dir)]) == 0
+    log = (run_dir / "log.txt").read_text()
+    assert "task(s) word-translation added since the scoring stages ran: s4_floor run again" in log
+    assert log.count("stage 4/4: s4_floor") == 2 and log.count("s1_pretrain done") == 1, "only the scoring stage runs again"
+    svo = [r for r in run.results() if r["language"] != "en"]
+    assert svo and all("word-translation" in r["tasks"] and "word_translation_per_layer" in r for r in svo)
+    assert run.status()["tasks_scored"] == ["qa", "word-translation"]
+    assert cli(["transfer", "--resume", str(run_dir)]) == 0  # nothing added: nothing runs again
+    assert (run_dir / "log.txt").read_text().count("s4_floor done") == 2

@@ -454,6 +454,13 @@ class Run:
         return {k: float(v) for k, v in raw.items() if isinstance(k, str) and isinstance(v, (int, float)) and not isinstance(v, bool)} \
             if isinstance(raw, dict) else {}
 
+    def unmark_stages(self, stages: list[str]) -> None:
+        """Forget that ``stages`` are done, so that a resume runs them again (the scoring stages,
+        when a run's task list grew after they ran)."""
+        drop = set(stages)
+        status = self.status()
+        self.update_status(stages_done=[s for s in status.get("stages_done", []) if s not in drop])
+
     def stage_done(self, stage: str) -> bool:
         return stage in self.status().get("stages_done", [])
 

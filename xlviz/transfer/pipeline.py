@@ -134,10 +134,42 @@ class Pipeline(StagedRun):
         the per-system tasks (a corpus run without QA data has none)."""
         train = [n for n, s in self._stages.items() if s.phase != "finetune"]
         finetune = [n for n, s in self._stages.items() if s.phase == "finetune"]
-        per_system = [t for t in self.task_names if t not in {x.name for x in self._task_stages().values()}]
+        per_system = self.per_system_tasks()
         # a corpus run's s4 stages also export each system's encoders (the pages open every system)
         scored = [f"s4_{system}" for system in self.cfg.systems] if per_system or self.source_kind == "corpus" else []
         return train + list(self._task_stages()) + finetune + scored
+
+    def per_system_tasks(self) -> list[str]:
+        """The run's tasks scored inside each system's ``s4_`` stage (no stage of their own)."""
+        own = {t.name for t in self._task_stages().values()}
+        return [t for t in self.task_names if t not in own]
+
+    def run_all(self) -> list[dict]:
+        if self.main and self.run.exists():
+            self.rescore_added_tasks()
+        rows = super().run_all()
+        if self.main:
+            self.run.update_status(tasks_scored=list(self.task_names))
+        return rows
+
+    def rescore_added_tasks(self) -> None:
+        """A resume whose ``tasks`` (edited in config.json) name a per-system task the done
+        ``s4_`` stages did not score runs those stages again: a done stage is skipped, so the
+        added task would otherwise be left out in silence (a task with its own stage just runs).
+        The tasks scored are recorded in status.json (``tasks_scored``); a run written before
+        that record is judged by the tasks its result rows hold."""
+        status = self.run.status()
+        scored = status.get("tasks_scored")
+        if scored is None:
+            rows = [r for r in self.run.results() if "tasks" in r]
+            # rows written before they named their tasks: nothing to compare with, leave the run as it is
+            scored = sorted({t for r in rows for t in r["tasks"]}) if rows else list(self.task_names)
+        added = [t for t in self.per_system_tasks() if t not in scored]
+        redo = [f"s4_{system}" for system in self.cfg.systems if self.run.stage_done(f"s4_{system}")]
+        if added and redo:
+            self.run.unmark_stages(redo)
+            self._log(f"task(s) {', '.join(added)} added since the scoring stages ran: {', '.join(redo)} run again")
+        self.run.update_status(tasks_scored=list(self.task_names))
 
     @functools.cached_property
     def _lists(self) -> dict[str, list[Stage]]:
