@@ -412,3 +412,62 @@ def test_runs_form_offers_the_registered_sources_and_starts_a_multi30k_run(plugi
     argv = calls[0]
     assert argv[argv.index("--source") + 1] == "multi30k" and "--languages" not in argv
     assert argv[argv.index("--methods") + 1] == "monotrans,floor"
+
+
+def test_corpus_qa_rows_carry_paragraph_bootstrap_intervals(tmp_path, monkeypatch):
+    """QA on a corpus source (XQuAD files) reports EM and F1 with the paragraph-clustered
+    bootstrap interval a world run's rows carry (the models are stubs: only the scoring runs)."""
+    import xlviz.data.vocabulary as vocabulary
+    import xlviz.models.loading as loading
+    import xlviz.models.monotrans as monotrans
+    import xlviz.transfer.qa as tqa
+    from xlviz.evaluation.squad_metric import evaluate_squad
+    from xlviz.methods import stream
+    from xlviz.transfer.pipeline import Pipeline
+    from xlviz.transfer.tasks import qa as qa_task
+
+    def squad(lang):  # 2 articles x 3 paragraphs x 2 questions
+        data = []
+        for a in range(2):
+            paras = []
+            for p in range(3):
+                text = f"the answer is word{a}{p} here"
+                paras.append({"context": text, "qas": [{"id": f"{lang}-{a}-{p}-{q}", "question": "which?",
+                                                        "answers": [{"text": f"word{a}{p}", "answer_start": text.index("word")}]}
+                                                       for q in range(2)]})
+            data.append({"title": f"t{a}", "paragraphs": paras})
+        return {"version": "1.1", "data": data}
+
+    for lang in ("en", "de"):
+        (tmp_path / f"xquad.{lang}.json").write_text(json.dumps(squad(lang)))
+    (tmp_path / "l1.txt").write_text("a b c\n")
+    cfg = TransferConfig.from_dict({"source": "files", "methods": ["monotrans"], "data": {
+        "l1": "en", "l2": "de", "l1_corpus": [str(tmp_path / "l1.txt")], "l2_corpus": [str(tmp_path / "l1.txt")],
+        "qa_train": str(tmp_path / "xquad.en.json"), "qa_eval": [str(tmp_path / "xquad.en.json"), str(tmp_path / "xquad.de.json")]}})
+    pipe = Pipeline(cfg, tmp_path / "run")
+    pipe.run.path.mkdir()
+
+    class Stub:
+        def to(self, device):
+            return self
+
+    monkeypatch.setattr(loading, "load_model", lambda *a, **k: (Stub(), "tok"))
+    monkeypatch.setattr(stream, "load_l1", lambda ctx: ("l1", "tok"))
+    monkeypatch.setattr(stream, "l2_model", lambda ctx, system, l1, tok: ("l2", "tok"))
+    monkeypatch.setattr(monotrans, "zero_shot_model", lambda *a, **k: Stub())
+    monkeypatch.setattr(vocabulary, "special_row_map", lambda *a, **k: {})
+    monkeypatch.setattr(qa_task, "qa_data", lambda ctx: ({}, set()))  # nothing held out for training
+    monkeypatch.setattr(pipe, "save_artefact", lambda *a, **k: None)
+
+    def evaluate(model, tok, data, *, language=None, **kw):  # right on article 0's paragraphs, wrong on article 1's
+        preds = {q["id"]: (f"word{q['id'][3:6].replace('-', '')}" if q["id"][3] == "0" else "nothing")
+                 for a in data["data"] for p in a["paragraphs"] for q in p["qas"]}
+        return {**evaluate_squad(data["data"], preds, language=language), "n_questions": len(preds)}, preds
+
+    monkeypatch.setattr(tqa, "evaluate_qa", evaluate)
+    rows = qa_task.score_corpus(pipe, "monotrans")
+    assert [r["language"] for r in rows] == ["en", "de"]
+    for r in rows:
+        assert r["exact_match"] == pytest.approx(50.0) and r["n_questions"] == 12 and r["n_paragraphs"] == 6
+        assert r["ci_method"] == "paragraph bootstrap" and 0 <= r["exact_match_ci_low"] < 50 < r["exact_match_ci_high"] <= 100
+        assert r["f1_ci_low"] <= r["f1"] <= r["f1_ci_high"]

@@ -69,7 +69,8 @@ def score_corpus(ctx, system: str) -> list[dict]:
     its predictions; returns the rows."""
     from xlviz.data.sources.files import shared_path
     from xlviz.data.squad import read_squad_json
-    from xlviz.evaluation.squad_metric import mlqa_languages
+    from xlviz.evaluation.squad_metric import mlqa_languages, per_question_scores
+    from xlviz.evaluation.uncertainty import paragraph_ids, score_intervals
     from xlviz.methods import stream
     from xlviz.models.loading import load_model
     from xlviz.models.monotrans import zero_shot_model
@@ -101,12 +102,16 @@ def score_corpus(ctx, system: str) -> list[dict]:
                                     doc_stride=cfg.doc_stride, batch_size=64, language=lang if lang in mlqa_languages() else None)
         model.to("cpu")
         if ctx.main:
+            # questions share paragraphs: the interval resamples whole paragraphs, as on the world
+            norm = lang if lang in mlqa_languages() else None
+            scores.update(score_intervals(per_question_scores(test["data"], preds, language=norm), paragraph_ids(test)))
             ctx.write_predictions(system, lang, preds, setting="zero-shot")
             ctx.save_artefact(model, tok, "export", system, lang, role="qa", setting="zero-shot")
             rows.append({"system": system, "language": lang, "exact_match": round(scores["exact_match"], 4),
                          "f1": round(scores["f1"], 4), "n_questions": scores["n_questions"],
                          **{k: (round(v, 4) if isinstance(v, float) else v) for k, v in scores.items()
-                            if k in ("exact_match_v11", "f1_v11", "normalisation")}})
+                            if k in ("exact_match_v11", "f1_v11", "normalisation") or "_ci_" in k
+                            or k in ("ci_method", "ci_level", "n_paragraphs", "n_resamples")}})
             ctx.log(f"  {system} {lang}: EM {scores['exact_match']:.1f} F1 {scores['f1']:.1f} ({scores['n_questions']} questions)")
     return rows
 
