@@ -165,7 +165,8 @@ class Pipeline(StagedRun):
             # rows written before they named their tasks: nothing to compare with, leave the run as it is
             scored = sorted({t for r in rows for t in r["tasks"]}) if rows else list(self.task_names)
         added = [t for t in self.per_system_tasks() if t not in scored]
-        redo = [f"s4_{system}" for system in self.cfg.systems if self.run.stage_done(f"s4_{system}")]
+        done = set(status.get("stages_done", []))
+        redo = [f"s4_{system}" for system in self.cfg.systems if f"s4_{system}" in done]
         if added and redo:
             self.run.unmark_stages(redo)
             self._log(f"task(s) {', '.join(added)} added since the scoring stages ran: {', '.join(redo)} run again")
