@@ -41,14 +41,15 @@ def tiny(**kw) -> WorldConfig:
 # --------------------------------------------------------------------------- defaults
 def test_defaults_leave_every_byte_of_the_world(tmp_path):
     plain = saved_hash(World(tiny()), tmp_path / "plain")
-    explicit = saved_hash(World(tiny(numeral_share=0.0, date_share=0.0, loanword_share=0.0)), tmp_path / "explicit")
+    explicit = saved_hash(World(tiny(numeral_share=0.0, date_share=0.0, loanword_share=0.0, qa_paraphrase=0.0)),
+                          tmp_path / "explicit")
     assert plain == explicit == BEFORE
     on = saved_hash(World(tiny(numeral_share=0.2)), tmp_path / "on")
     assert on != BEFORE
 
 
 def test_settings_at_default_stay_out_of_world_json_and_run_configs():
-    for key in ("numeral_share", "date_share", "loanword_share"):
+    for key in ("numeral_share", "date_share", "loanword_share", "qa_paraphrase"):
         assert key not in WorldConfig().to_dict()
         assert key not in TransferConfig().to_dict()["world"]
     cfg = TransferConfig.from_dict({"world": {"loanword_share": 0.3, "date_share": 0.1}})
@@ -56,7 +57,7 @@ def test_settings_at_default_stay_out_of_world_json_and_run_configs():
     assert WorldConfig.from_dict(cfg.to_dict()["world"]).loanword_share == 0.3  # round trip
 
 
-@pytest.mark.parametrize("key", ["numeral_share", "date_share", "loanword_share"])
+@pytest.mark.parametrize("key", ["numeral_share", "date_share", "loanword_share", "qa_paraphrase"])
 @pytest.mark.parametrize("value", [1.5, -0.1, "x", True, float("nan")])
 def test_bad_shares_name_their_field(key, value):
     with pytest.raises(XlvizError) as e:
@@ -204,3 +205,26 @@ def test_qa_lexical_overlap_hand_counted():
     assert e.value.field == "window"
     with pytest.raises(XlvizError):
         qa_lexical_overlap({"data": [{"paragraphs": [{"context": "x", "qas": [{"answers": [{"answer_start": 9}]}]}]}]})
+
+
+# --------------------------------------------------------------------------- paraphrased questions
+def test_paraphrased_questions_name_other_phrases_by_class_and_stay_answerable():
+    pytest.importorskip("nltk")
+    plain, half, full = (World(tiny(qa_paraphrase=s)) for s in (0.0, 0.5, 1.0))
+    flags = [q.paraphrase for facts in half._paragraphs("train", 10) for _, qs in facts for q in qs]
+    assert 0.25 < sum(flags) / len(flags) < 0.75  # about half (35 questions)
+    assert not any(q.paraphrase for facts in plain._paragraphs("train", 10) for _, qs in facts for q in qs)
+    en = full.qa("test")
+    questions = [q["question"] for a in en["data"] for p in a["paragraphs"] for q in p["qas"]]
+    assert any(re.search(r"\b(animal|person|people|thing|place)s?\b", q) for q in questions)
+    # same ids, contexts and answers as without paraphrase: only the questions' wording differs
+    base = plain.qa("test")
+    for a0, a1 in zip(base["data"], en["data"]):
+        for p0, p1 in zip(a0["paragraphs"], a1["paragraphs"]):
+            assert p0["context"] == p1["context"]
+            assert [(q["id"], q["answers"]) for q in p0["qas"]] == [(q["id"], q["answers"]) for q in p1["qas"]]
+    assert mean_share(qa_lexical_overlap(en)) < mean_share(qa_lexical_overlap(base)) - 0.2
+    # every L2 renders the class nouns with its own words, and the dictionary lists them
+    rows = {(r["lemma"], r["pos"]): r["tr"] for r in full.dictionary("tr")}
+    assert rows[("animal", "noun.pl")] == full.lang["tr"].lexicon.noun("animal", "pl")
+    assert ("animal", "noun.sg") not in {(r["lemma"], r["pos"]) for r in plain.dictionary("tr")}

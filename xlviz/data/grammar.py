@@ -12,7 +12,7 @@ import hashlib
 from dataclasses import dataclass, field
 from functools import cached_property
 
-from xlviz.data.lexicon import DATE_PREPOSITION, NAMES, L2Lexicon, english_3sg, english_plural, noun_class, surface_lemma
+from xlviz.data.lexicon import DATE_PREPOSITION, HYPERNYMS, NAMES, L2Lexicon, english_3sg, english_plural, noun_class, surface_lemma
 from xlviz.data.typology import PRESETS, Grammar, grammar_of
 
 ORDERS = tuple(PRESETS)  # the named grammars (xlviz.data.typology); any feature set is allowed too
@@ -65,6 +65,10 @@ class Clause:
 class Question:
     clause: Clause
     target: str  # "subj" | "obj" | "loc"
+    # Worded unlike its statement (world setting ``qa_paraphrase``): every noun phrase it does
+    # not ask about names its head by its class ("the big animal", "a place"), without its
+    # modifier, as real questions paraphrase their answer's sentence.
+    paraphrase: bool = field(default=False, repr=False)
 
 
 Word = tuple[str, str]  # (surface form, slot)
@@ -182,7 +186,7 @@ class Language:
         return words + [(".", "punct")]
 
     def render_question(self, q: Question) -> list[Word]:
-        c = q.clause
+        c = paraphrased(q) if q.paraphrase else q.clause
         g = self.grammar
         wh_lemma = {"subj": c.subj.wh, "obj": c.obj.wh, "loc": "where"}[q.target]
         wh = [(self.fn(wh_lemma), "wh")]
@@ -208,6 +212,25 @@ class Language:
                 parts[q.target] = []
                 words = wh + self._clause_order(parts["subj"], verb, parts["obj"], parts["loc"], time)
         return words + [("?", "punct")]
+
+
+def _general(np: NP) -> NP:
+    """The noun phrase named by its class noun ("the big dog" -> "the big animal"); a name
+    stays a name."""
+    if np.is_name:
+        return np
+    return NP(HYPERNYMS[noun_class(np.head)], np.number, np.det, np.adjs, None, count=np.count)
+
+
+def paraphrased(q: Question) -> Clause:
+    """The clause a paraphrased question renders: the asked phrase as it is (its wh word comes
+    from it), the others by their class nouns; the verb stays, so the question still picks
+    one fact of its paragraph (no two facts of a paragraph share a verb)."""
+    c = q.clause
+    subj = c.subj if q.target == "subj" else _general(c.subj)
+    obj = c.obj if q.target == "obj" else _general(c.obj)
+    loc = c.loc if q.target == "loc" or c.loc is None else PP(c.loc.prep, _general(c.loc.np))
+    return Clause(subj, c.verb, obj, loc, when=c.when)
 
 
 def join_words(words: list[str]) -> tuple[str, list[tuple[int, int]]]:

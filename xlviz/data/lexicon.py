@@ -26,6 +26,11 @@ FUNCTION = ["the", "a", "does", "do", "who", "what", "where"]
 # The preposition of a date ("on 1999-05-12", world setting ``date_share``). Its L2 stem is
 # drawn after every other lemma's, so adding it left every other stem as it was.
 DATE_PREPOSITION = "on"
+# Class nouns a paraphrased question uses for the noun phrases it does not ask about ("what
+# does the big animal see?" of "the big dog sees the ball": world setting ``qa_paraphrase``),
+# by noun_class; stems drawn after DATE_PREPOSITION's, for the same reason.
+HYPERNYMS = {"animal": "animal", "person": "person", "place": "place", "food": "thing", "text": "thing", "tool": "thing",
+             "thing": "thing"}
 
 # Homonyms: one English form, two senses, two different L2 words. Sense 1 is an animal that
 # can act as a subject; sense 2 is a thing that only appears as an object.
@@ -64,6 +69,8 @@ def surface_lemma(lemma: str) -> str:
 def english_plural(word: str) -> str:
     if word == "child":
         return "children"
+    if word == "person":
+        return "people"
     if word.endswith(("s", "x", "ch", "sh")):
         return word + "es"
     return word + "s"
@@ -142,7 +149,7 @@ class L2Lexicon:
         rng = random.Random(f"lexicon-{seed}")
         used: set[str] = set(NAMES) if shared_names else set()
         stems: dict[str, str] = {}
-        for lemma in all_lemmas() + [DATE_PREPOSITION]:
+        for lemma in all_lemmas() + [DATE_PREPOSITION] + list(dict.fromkeys(HYPERNYMS.values())):
             short = lemma in FUNCTION or lemma in PREPOSITIONS or lemma == DATE_PREPOSITION
             while True:
                 n_syll = 1 if short else rng.choice([2, 2, 3])

@@ -9,6 +9,7 @@ pairs. It is the offline stand-in for Wikipedia + SQuAD + XQuAD in Artetxe et al
 
 from __future__ import annotations
 
+import hashlib
 import json
 import random
 from dataclasses import asdict, dataclass, field
@@ -17,7 +18,7 @@ from pathlib import Path
 
 from xlviz.data.grammar import NP, PP, Clause, Language, Question, Word, constituent_span, join_words, word_alignment
 from xlviz.data.lexicon import (
-    ADJECTIVES, ANIMALS, DATE_PREPOSITION, FOOD, HOMONYMS, NAMES, PEOPLE, PLACES, PREPOSITIONS, SCRIPTS, TEXT, THINGS, TOOLS, VERBS,
+    ADJECTIVES, ANIMALS, DATE_PREPOSITION, FOOD, HYPERNYMS, HOMONYMS, NAMES, PEOPLE, PLACES, PREPOSITIONS, SCRIPTS, TEXT, THINGS, TOOLS, VERBS,
     L2Lexicon, english_3sg, english_plural, surface_lemma,
 )
 from xlviz.data.typology import grammar_of, normal_form
@@ -41,10 +42,11 @@ WORLD_RANGES: dict[str, tuple[float, float]] = {
     "numeral_share": (0.0, 1.0),
     "date_share": (0.0, 1.0),
     "loanword_share": (0.0, 1.0),
+    "qa_paraphrase": (0.0, 1.0),
 }
-# Shared surface material, added after worlds were saved and runs recorded: left out of
-# ``WorldConfig.to_dict`` at these defaults, so a world or run without them keeps every byte.
-SHARED_MATERIAL_DEFAULTS = {"numeral_share": 0.0, "date_share": 0.0, "loanword_share": 0.0}
+# Settings added after worlds were saved and runs recorded: left out of ``WorldConfig.to_dict``
+# at these defaults, so a world or run without them keeps every byte.
+LATER_DEFAULTS = {"numeral_share": 0.0, "date_share": 0.0, "loanword_share": 0.0, "qa_paraphrase": 0.0}
 
 
 @dataclass(frozen=True)
@@ -90,6 +92,11 @@ class WorldConfig:
     numeral_share: float = 0.0
     date_share: float = 0.0
     loanword_share: float = 0.0
+    # Share of questions (of the QA sets, and of the corpora's question-answer exchanges) worded
+    # unlike their statement: the noun phrases they do not ask about named by their class
+    # ("who sees the red thing?" of "anna sees the red ball."; grammar.paraphrased). Real
+    # SQuAD questions mostly paraphrase the answer's sentence; the world's repeat it (docs/world.md).
+    qa_paraphrase: float = 0.0
     # Facts (sentences) per QA paragraph, inclusive range. Small models learn to match a
     # question to its sentence among two or three quickly; with more they stall on type
     # heuristics for thousands of steps (docs/world.md has the measurements).
@@ -127,7 +134,7 @@ class WorldConfig:
         """Every setting, except the shared-material ones at their defaults (so world.json and a
         run's config.json keep the bytes they had before those settings existed)."""
         d = asdict(self)
-        for key, default in SHARED_MATERIAL_DEFAULTS.items():
+        for key, default in LATER_DEFAULTS.items():
             if d[key] == default:
                 del d[key]
         return d
@@ -206,7 +213,8 @@ class Sampler:
     choices follow per-word skewed distributions fixed by ``seed`` (the same in every language)."""
 
     def __init__(self, rng: random.Random, habits: dict[str, dict] | None = None, habit_share: float = 0.0,
-                 preference: float = 0.0, seed: int = 0, numeral_share: float = 0.0, date_share: float = 0.0):
+                 preference: float = 0.0, seed: int = 0, numeral_share: float = 0.0, date_share: float = 0.0,
+                 paraphrase_share: float = 0.0, paraphrase_seed: int = 0):
         self.rng = rng
         self.habits = habits or {}
         self.habit_share = habit_share
@@ -215,6 +223,8 @@ class Sampler:
         # at 0 no extra draw is made: the stream, and every clause, stays as it was
         self.numeral_share = numeral_share
         self.date_share = date_share
+        self.paraphrase_share = paraphrase_share
+        self.paraphrase_seed = paraphrase_seed
         self._weights: dict[tuple, list[float]] = {}
 
     def pick(self, pool: list[str], key: str = "") -> str:
@@ -288,7 +298,17 @@ class Sampler:
 
     def question(self, clause: Clause) -> Question:
         targets = ["subj", "obj"] + (["loc"] if clause.loc else [])
-        return Question(clause, self.rng.choice(targets))
+        target = self.rng.choice(targets)
+        return Question(clause, target, paraphrase=self.paraphrased(clause, target))
+
+    def paraphrased(self, clause: Clause, target: str) -> bool:
+        """Whether the question about ``target`` of ``clause`` is paraphrased: a fixed function of
+        the question and the seed, drawn from no stream, so a world with paraphrases holds the
+        same facts, questions and answers as one without (only the wording differs)."""
+        if not self.paraphrase_share:
+            return False
+        h = hashlib.blake2b(f"{self.paraphrase_seed}|paraphrase|{clause!r}|{clause.when}|{target}".encode(), digest_size=4)
+        return int.from_bytes(h.digest(), "big") / 2**32 < self.paraphrase_share
 
 
 @dataclass
@@ -347,7 +367,8 @@ class World:
     def _material(self) -> dict[str, float]:
         """Numerals and dates, for the samplers of the corpora, the QA sets and the parallel
         pairs (the agreement and sense pairs, built to test one word, have none)."""
-        return {"numeral_share": float(self.config.numeral_share), "date_share": float(self.config.date_share)}
+        return {"numeral_share": float(self.config.numeral_share), "date_share": float(self.config.date_share),
+                "paraphrase_share": float(self.config.qa_paraphrase), "paraphrase_seed": self.config.seed}
 
     @property
     def l2s(self) -> list[str]:
@@ -421,7 +442,7 @@ class World:
                 used |= {c.subj.head, c.obj.head, c.verb} | ({c.loc.np.head} if c.loc else set())
                 targets = ["subj", "obj"] + (["loc"] if c.loc else [])
                 k = 1 if s.rng.random() < 0.6 else 2
-                facts.append((c, [Question(c, t) for t in s.rng.sample(targets, k)]))
+                facts.append((c, [Question(c, t, paraphrase=s.paraphrased(c, t)) for t in s.rng.sample(targets, k)]))
             paras.append(facts)
         return paras
 
@@ -577,6 +598,11 @@ class World:
             rows.append({"en": lemma, l2: b.fn(lemma), "lemma": lemma, "pos": "function" if lemma not in ADJECTIVES else "adj"})
         if self.config.date_share > 0:  # the dates' preposition, where the texts use it
             rows.append({"en": DATE_PREPOSITION, l2: b.fn(DATE_PREPOSITION), "lemma": DATE_PREPOSITION, "pos": "function"})
+        if self.config.qa_paraphrase > 0:  # the class nouns of paraphrased questions
+            for lemma in dict.fromkeys(HYPERNYMS.values()):
+                for number in ("sg", "pl"):
+                    np = NP(lemma, number)
+                    rows.append({"en": a.noun(np), l2: b.noun(np), "lemma": lemma, "pos": f"noun.{number}"})
         return rows
 
     def agreement_pairs(self, lang: str, n: int | None = None) -> list[dict]:
