@@ -10,6 +10,11 @@ Prints, as one JSON object:
   (vocabularies learned as a run's world stage learns them: ``--vocab-size``).
 
     python bench/realism_overlap.py --world '{"loanword_share": 0.3}' --languages tr,step1
+    python bench/realism_overlap.py --sweep SWEEP     # the subword shares of every cell of a sweep
+
+With ``--sweep``, one row per cell and L2 (the cell's world and vocabulary settings, read from
+its config.json through xlviz.runs; the vocabularies are relearned, the same bytes the cell's
+world stage learned), as a markdown table to put beside ``xlviz report SWEEP``.
 """
 
 from __future__ import annotations
@@ -39,6 +44,25 @@ def qa_rows(squad: dict, window: int, path: str | None = None) -> dict:
             f"window_{window}": interval(qa_lexical_overlap(squad, window=window, path=path))}
 
 
+def sweep_table(folder: str) -> str:
+    """Markdown: cell, L2, shared subword types (all / 2+ characters) and the L2 corpus's
+    tokens whose type English's vocabulary has (all / 2+ characters)."""
+    from xlviz.runs import Run, sweep_cells
+    from xlviz.transfer.config import TransferConfig
+
+    lines = ["| cell | L2 | shared types | shared types (2+ chars) | L2 tokens shared | L2 tokens shared (2+ chars) |",
+             "|---|---|---|---|---|---|"]
+    for cell in sweep_cells(folder):
+        cfg = TransferConfig.from_dict({k: v for k, v in Run(cell).config().items() if k != "versions"},
+                                       path=str(cell / "config.json"))
+        world = World(cfg.world)
+        for l2 in world.l2s:
+            o = world_subword_overlap(world, l2, vocab_size=cfg.vocab_size, algorithm=cfg.tokenizer)
+            lines.append(f"| {cell.name} | {l2} | {o.type_share:.3f} | {o.type_share_long:.3f} | {o.token_share_b:.3f} | "
+                         f"{o.token_share_b_long:.3f} |")
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--world", default="{}", help="world settings as JSON (WorldConfig keys)")
@@ -47,7 +71,11 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--window", type=int, default=5)
     ap.add_argument("--xquad", default=None, help="XQuAD's English file (default: xquad/xquad.en.json of the shared data folder)")
     ap.add_argument("--no-subwords", action="store_true")
+    ap.add_argument("--sweep", help="a sweep folder: print the subword shares of its cells instead")
     a = ap.parse_args(argv)
+    if a.sweep:
+        print(sweep_table(a.sweep))
+        return 0
     t0 = time.time()
     cfg = WorldConfig.from_dict({**json.loads(a.world), "languages": parse_languages(a.languages)})
     world = World(cfg)

@@ -228,3 +228,25 @@ def test_paraphrased_questions_name_other_phrases_by_class_and_stay_answerable()
     rows = {(r["lemma"], r["pos"]): r["tr"] for r in full.dictionary("tr")}
     assert rows[("animal", "noun.pl")] == full.lang["tr"].lexicon.noun("animal", "pl")
     assert ("animal", "noun.sg") not in {(r["lemma"], r["pos"]) for r in plain.dictionary("tr")}
+
+
+def test_loanwords_leave_the_english_side_alone():
+    """What lets a sweep over ``world.loanword_share`` share MONOTRANS's English stages."""
+    from xlviz.transfer.sweep import NOT_SHARED_KEYS
+
+    assert "world.loanword_share" in NOT_SHARED_KEYS
+    plain, loans = World(tiny()), World(tiny(loanword_share=0.7))
+    assert plain.corpus("en") == loans.corpus("en")
+    for split in ("train", "dev", "test"):
+        assert plain.qa(split) == loans.qa(split)
+    assert plain.corpus("tr") != loans.corpus("tr")
+    # and a sweep over it runs one English body per seed
+    import argparse
+
+    from xlviz.commands.transfer import build_config
+    from xlviz.transfer.sweep import make_cells, parse_grid
+
+    args = argparse.Namespace(methods="monotrans", languages="tr", seed=None)
+    cells = make_cells(parse_grid(["world.loanword_share=0,0.3", "world.date_share=0,0.2"]), args, None, build_config)
+    assert "loanword_share" not in cells[0].config["world"] and cells[2].config["world"]["loanword_share"] == 0.3
+    assert cells[0].group() == cells[2].group() != cells[1].group()
