@@ -45,21 +45,25 @@ def qa_rows(squad: dict, window: int, path: str | None = None) -> dict:
 
 
 def sweep_table(folder: str) -> str:
-    """Markdown: cell, L2, shared subword types (all / 2+ characters) and the L2 corpus's
-    tokens whose type English's vocabulary has (all / 2+ characters)."""
+    """Markdown: cell, L2, shared subword types (all / 2+ characters), the L2 corpus's tokens
+    whose type English's vocabulary has (all / 2+ characters), and each system's word
+    translation at the embedding layer (the cell's ``word-translation`` task, where it ran)."""
     from xlviz.runs import Run, sweep_cells
     from xlviz.transfer.config import TransferConfig
 
-    lines = ["| cell | L2 | shared types | shared types (2+ chars) | L2 tokens shared | L2 tokens shared (2+ chars) |",
-             "|---|---|---|---|---|---|"]
+    lines = ["| cell | L2 | shared types | shared types (2+ chars) | L2 tokens shared | L2 tokens shared (2+ chars) "
+             "| word translation at the embeddings (%) |", "|---|---|---|---|---|---|---|"]
     for cell in sweep_cells(folder):
-        cfg = TransferConfig.from_dict({k: v for k, v in Run(cell).config().items() if k != "versions"},
-                                       path=str(cell / "config.json"))
+        run = Run(cell)
+        cfg = TransferConfig.from_dict({k: v for k, v in run.config().items() if k != "versions"}, path=str(cell / "config.json"))
         world = World(cfg.world)
         for l2 in world.l2s:
             o = world_subword_overlap(world, l2, vocab_size=cfg.vocab_size, algorithm=cfg.tokenizer)
+            # layer 0 of the word-translation task (the embedding layer), per system, where scored
+            wt = ", ".join(f"{r['system']} {r['word_translation_per_layer'][0]}" for r in run.results()
+                           if r["language"] == l2 and (r.get("word_translation_per_layer") or [None])[0] is not None) or "—"
             lines.append(f"| {cell.name} | {l2} | {o.type_share:.3f} | {o.type_share_long:.3f} | {o.token_share_b:.3f} | "
-                         f"{o.token_share_b_long:.3f} |")
+                         f"{o.token_share_b_long:.3f} | {wt} |")
     return "\n".join(lines)
 
 
