@@ -89,7 +89,7 @@ def combined_intervals(run_dirs: list[Path], runs: list[list[dict]], metric: str
         dirs = [d for d, rows in zip(run_dirs, runs) if _live(rows, system, lang)]
         per_seed = per_seed_scores(dirs, system, lang, metric)
         if len(per_seed) >= 2:
-            out[(system, lang)] = seeds_paragraphs_interval(per_seed)
+            out[(system, lang)] = _seeds_paragraphs(per_seed)
     return out
 
 
