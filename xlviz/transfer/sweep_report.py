@@ -133,7 +133,7 @@ def sweep_rows(folder: str | Path, *, paragraphs: bool = True) -> list[dict]:
 
             for metric in ("f1", "exact_match"):
                 iv = seeds_paragraphs_interval(g["dirs"], key[1], key[2], metric)
-                if iv is not None:
+                if iv is not None and iv.n_seeds == row["n"]:  # not a subset of the seeds passed off as all of them
                     row[f"{metric}_sp_low"], row[f"{metric}_sp_high"] = iv.low, iv.high
         out.append(row)
     return out
@@ -185,6 +185,10 @@ def paired_differences(folder: str | Path, a: str, b: str, metric: str = "ratio"
         d["seeds_needed"] = seeds_for_power(d["difference"], d["sd"]) if d["sd"] is not None else None
         d["family"] = len(adjusted)
     return out
+
+
+def _p(value: float | None) -> str:
+    return "—" if value is None else ("<0.001" if value < 0.001 else f"{value:.3f}")
 
 
 def _cell(row: dict, metric: str, fmt: str) -> str:
@@ -269,8 +273,7 @@ def sweep_table(folder: str | Path) -> str:
                 continue
             for d in paired_differences(folder, other, "floor"):
                 iv = f" [{d['low']:+.2f}, {d['high']:+.2f}]" if d["low"] is not None else ""
-                p = "—" if d["p"] is None else f"{d['p']:.3f}"
-                ph = "—" if d["p_holm"] is None else f"{d['p_holm']:.3f}"
+                p, ph = _p(d["p"]), _p(d["p_holm"])
                 lines.append(f"| {d['setting']} | {d['language']} | {other}: {d['difference']:+.2f}{iv} | {p} | {ph} | "
                              f"{verdict_text(d['verdict'], other, 'floor', d['n'])} | {d['n']} | "
                              f"{'—' if d['seeds_needed'] is None else d['seeds_needed']} |")
