@@ -180,3 +180,26 @@ def test_report_json_inputs_are_untouched(tmp_path):
     assert cli(["report", *runs, "--compare", "A", "B"]) == 0
     after = {p: p.read_bytes() for r in runs for p in sorted(__import__("pathlib").Path(r).rglob("*")) if p.is_file()}
     assert before == after and json.loads((tmp_path / "s0" / "results.json").read_text())[0]["system"] == "A"
+
+
+def test_report_compare_over_a_sweep_is_one_family(tmp_path, capsys):
+    """A sweep folder of two settings x three seeds: one table per setting, Holm over every
+    row of both (4 comparisons)."""
+    from xlviz.io import atomic_write_json
+
+    cells = []
+    for pref in (1, 2):
+        for seed in range(3):
+            name = f"{len(cells):03d}-preference-{pref}_seed-{seed}"
+            cells.append({"name": name, "overrides": {"world.preference": pref, "seed": seed},
+                          "config": {"seed": seed, "world": {"preference": pref}}})
+            a, b = (RIGHT, WRONG) if seed < 2 or pref == 2 else (WRONG, RIGHT)
+            _run(tmp_path / name, [{"system": s, "language": "sov", "exact_match": 0.0, "f1": 0.0} for s in ("A", "B")],
+                 {"A": a, "B": b})
+    atomic_write_json(tmp_path / "sweep" / "sweep.json", {"cells": cells})
+    assert cli(["report", str(tmp_path), "--compare", "A", "B"]) == 0
+    out = capsys.readouterr().out
+    assert "cell: preference=1 (3 seeds)" in out and "cell: preference=2 (3 seeds)" in out
+    assert out.count("Holm-adjusted over the 4 comparisons of every cell printed") == 2
+    # preference=2: A right on every question in all three seeds: +100 with zero spread -> p 0, a verdict
+    assert "| sov | F1 | +100.0 | [+100.0, +100.0] | <0.001 | <0.001 | 0.250 (min 0.250: cannot reach 0.05) | A better | 3 |" in out
