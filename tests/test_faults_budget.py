@@ -146,8 +146,10 @@ def test_memory_estimate_by_hand():
     assert memory.bert_params(100, 64, 2, 256, 32) == emb + 2 * layer + head
     b = memory.Batch("x", rows=8, length=32)
     tokens = 8 * 32
-    per_layer = 16 * tokens * 64 + 3 * tokens * 256 + 4 * 8 * 2 * 32 ** 2
-    assert memory.batch_bytes(b, 64, 2, 2, 256, 100) == 4 * (2 * per_layer + 3 * tokens * 100)
+    per_layer = 16 * tokens * 64 + 3 * tokens * 256
+    scores = 4 * 8 * 2 * 32 ** 2  # eager attention: rows x heads x length^2, four tensors of them
+    assert memory.batch_bytes(b, 64, 2, 2, 256, 100, eager=False) == 4 * (2 * per_layer + 3 * tokens * 100)
+    assert memory.batch_bytes(b, 64, 2, 2, 256, 100, eager=True) == 4 * (2 * (per_layer + scores) + 3 * tokens * 100)
 
 
 def _config(**kw):
@@ -168,8 +170,9 @@ def test_block_size_8192_refused_in_one_line_before_the_run_folder(tmp_path, mon
     line = one_line(capsys)
     assert "cfg.json" in line and "'block_size'" in line and "128 x 8192" in line and "16.0 GB available" in line, line
     assert list(out.iterdir()) == []  # no run folder made
-    need, worst = memory.estimate(_config(block_size=8192))
-    assert need > 100 * 2**30 and worst.length == 8192
+    for eager in (False, True):  # refused whichever attention the machine trains with
+        need, worst = memory.estimate(_config(block_size=8192), eager=eager)
+        assert need > 16 * 2**30 and worst.length == 8192
 
 
 def test_memory_check_uses_the_injected_machine(monkeypatch):
@@ -177,15 +180,105 @@ def test_memory_check_uses_the_injected_machine(monkeypatch):
     from xlviz.training.memory import check_memory, estimate
 
     cfg = _config(model_size="tiny", workers=1)
-    need, _ = estimate(cfg)
-    assert check_memory(cfg, available=int(need / 0.9) + 1) == need  # just fits
+    need, _ = estimate(cfg, eager=False)
+    assert check_memory(cfg, available=int(need / 0.9) + 1, eager=False) == need  # just fits
     with pytest.raises(XlvizError) as e:
-        check_memory(cfg, available=int(need / 0.9) - 1)
+        check_memory(cfg, available=int(need / 0.9) - 1, eager=False)
     assert e.value.field in ("block_size", "batch_size")
     with pytest.raises(XlvizError) as e:  # two workers train at once: twice the memory
-        check_memory(_config(model_size="tiny", workers=2), available=int(need / 0.9) + 1)
+        check_memory(_config(model_size="tiny", workers=2), available=int(need / 0.9) + 1, eager=False)
     assert "2 workers" in str(e.value)
     monkeypatch.setattr(memory, "available_bytes", lambda: None)  # memory unknown (no /proc, no psutil): not refused
-    assert check_memory(_config(block_size=8192, workers=1)) == estimate(_config(block_size=8192))[0]
+    assert check_memory(_config(block_size=8192, workers=1), eager=True) == estimate(_config(block_size=8192), eager=True)[0]
     for d in ({}, {"source": "multi30k"}, {"model_size": "medium"}):  # every default fits a 4 GB machine
-        check_memory(_config(**d, workers=1), available=4 * 2**30)
+        for eager in (False, True):
+            check_memory(_config(**d, workers=1), available=4 * 2**30, eager=eager)
+
+
+# --------------------------------------------------------------------------- a run's cost follows its budget
+TINY_MULTI30K = {"source": "multi30k", "methods": ["jointpair-disjoint", "clwe"], "model_size": "tiny", "pretrain_steps": 30,
+                 "transfer_steps": 10, "finetune_steps": 10, "workers": 1}
+
+
+def test_budget_rule_by_hand():
+    from xlviz.methods.budget import budget_lines, budget_tokens, sample_lines
+
+    cfg = _config(**TINY_MULTI30K)  # the corpus defaults: 64 blocks of 64 tokens a step
+    assert budget_tokens(cfg) == 30 * 64 * 64
+    assert budget_lines(cfg) == 30 * 64 * 64 // 16 == 7680
+    assert sample_lines(cfg, cfg.data["tokenizer_lines"]) == 7680 < 145_000
+    assert sample_lines(_config(**{**TINY_MULTI30K, "pretrain_steps": 1, "transfer_steps": 1}), 145_000) == 5_000  # the floor
+
+
+def test_budget_inactive_at_default_budgets():
+    """The corpus sources' default runs read exactly the lines they read before the rule."""
+    from xlviz.methods.budget import sample_lines
+
+    for d in ({"source": "multi30k"}, {"source": "multi30k", "methods": ["jointpair-disjoint", "clwe"]},
+              {"source": "files", "data": {"l1_corpus": ["a"], "l2_corpus": ["b"]}}):
+        cfg = _config(**d)
+        assert sample_lines(cfg, cfg.data["tokenizer_lines"]) == cfg.data["tokenizer_lines"], d
+
+
+class _Ctx:
+    """What :func:`xlviz.methods.common.corpus_sample` reads of a run: its config and source."""
+
+    def __init__(self, cfg, data, kind):
+        self.cfg, self.data, self.source_kind, self.world = cfg, data, kind, None
+
+
+def test_corpus_sample_reads_only_the_budget(tmp_path):
+    """CLWE's skip-gram and the joint vocabularies learn on corpus_sample: a tiny run reads its
+    budget of lines, not the whole corpus; the generated world is never capped."""
+    from xlviz.data.sources.files import CorpusData
+    from xlviz.methods.common import corpus_sample
+
+    for lang in ("en", "de"):
+        (tmp_path / f"{lang}.txt").write_text("".join(f"{lang} line {i} .\n" for i in range(20_000)))
+    d = {**TINY_MULTI30K, "source": "files",
+         "data": {"l1_corpus": [str(tmp_path / "en.txt")], "l2_corpus": [str(tmp_path / "de.txt")], "tokenizer_lines": 100_000}}
+    cfg = _config(**d)
+    ctx = _Ctx(cfg, CorpusData(cfg.source_options()), "corpus")
+    lines = corpus_sample(ctx, "de")
+    assert len(lines) == 7680 and lines[0] == "de line 0 ." and lines[-1] == "de line 7679 ."
+    big = _config(**{**d, "pretrain_steps": 1000})  # 1000 x 64 x 64 / 16 = 256,000 > the corpus: all of it
+    assert len(corpus_sample(_Ctx(big, CorpusData(big.source_options()), "corpus"), "de")) == 20_000
+
+    class World:
+        def corpus(self, lang):
+            return [f"{lang} doc {i}" for i in range(50_000)]
+
+    world_ctx = _Ctx(_config(model_size="tiny", pretrain_steps=1, transfer_steps=1), None, "world")
+    world_ctx.world = World()
+    assert len(corpus_sample(world_ctx, "svo")) == 50_000
+
+
+def test_tiny_vocabularies_learned_on_the_budget(tmp_path):
+    """The corpus source's vocabulary stage learns on the budget's lines and says so."""
+    from xlviz.data.sources.files import CorpusData
+    from xlviz.methods import stream
+
+    for lang in ("en", "de"):
+        (tmp_path / f"{lang}.txt").write_text("".join(f"{lang} w{i % 300} w{i % 7} .\n" for i in range(12_000)))
+    cfg = _config(**{**TINY_MULTI30K, "source": "files", "vocab_size": 120, "pretrain_steps": 10, "transfer_steps": 10,
+                     "mlm_batch_size": 8, "block_size": 16,
+                     "data": {"l1_corpus": [str(tmp_path / "en.txt")], "l2_corpus": [str(tmp_path / "de.txt")]}})
+    read: dict[str, int] = {}
+    data = CorpusData(cfg.source_options())
+    texts = data.texts
+    data.texts = lambda lang, max_lines: (read.__setitem__(lang, max_lines), texts(lang, max_lines))[1]
+    logs: list[str] = []
+
+    class Ctx(_Ctx):
+        main = True
+
+        def log(self, text):
+            logs.append(text)
+
+        def path(self, *parts):
+            return tmp_path.joinpath("run", *parts)
+
+    stream.stage_vocabularies(Ctx(cfg, data, "corpus"))
+    assert read == {"en": 5_000, "de": 5_000}  # 10 x 8 x 16 / 16 = 80 lines: the floor of 5,000
+    assert any("first 5000 lines" in line and "budget" in line for line in logs), logs
+    assert (tmp_path / "run" / "world" / "tokenizers" / "de" / "tokenizer.json").is_file()

@@ -9,7 +9,8 @@
 4. zero-shot: the mapped L2 vectors plugged in for the L1 ones.
 
 On a corpus source (text files) the same stages read the corpora through the source (skip-gram
-on each language's first ``tokenizer_lines`` lines, masked LM on the L1 corpus streamed as
+on each language's first ``tokenizer_lines`` lines, at most the run's budget of them:
+:mod:`xlviz.methods.budget`; masked LM on the L1 corpus streamed as
 MONOTRANS's step 1 reads it); without QA fine-tuning there, the run's tasks (sentence retrieval
 per layer) score its L1 and L2 encoders.
 
@@ -61,7 +62,7 @@ def run_vectors(ctx: Context) -> None:
 
 
 VECTORS = Stage("clwe_vectors", "data", run=run_vectors, note="skip-gram vectors per language (on a corpus source its first "
-                "tokenizer_lines lines); L2 mapped into L1's space",
+                "tokenizer_lines lines, capped by the run's budget); L2 mapped into L1's space",
                 needs=("world",))
 
 

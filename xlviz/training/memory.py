@@ -2,38 +2,43 @@
 one line before anything is trained when the machine does not have it.
 
 Why: every size setting has a documented range (:mod:`xlviz.limits`), but the ranges multiply:
-``{"block_size": 8192}`` alone is within range, yet with the default batch of 128 blocks eager
-attention keeps ``batch x heads x block^2`` scores per layer, and step 1 grew to 21.7 GB
+``{"block_size": 8192}`` alone is within range, yet the default batch of 128 blocks is a
+million tokens a step, whose activations and vocabulary logits outgrow any workstation (with
+eager attention, ``batch x heads x block^2`` scores per layer on top): step 1 grew to 21.7 GB
 resident until the kernel's out-of-memory killer ended it (no error line, ``status.json``
 left "running"). Estimating first costs microseconds and names the settings to lower.
 
-The model (one training process, float32 weights and activations, eager attention, AdamW):
+The model (one training process, float32 weights and activations, AdamW):
 
 - weights, gradients and AdamW's two moments: ``4 x params x 4`` bytes (a BERT of the run's
   size, vocabulary and position count, its MLM head included);
 - activations kept for the backward pass, per layer, for the largest micro-batch of any
   stage (masked-LM short blocks, masked-LM long blocks, QA windows):
-  ``ACT_PER_TOKEN x tokens x hidden`` + ``FF_PER_TOKEN x tokens x intermediate`` +
-  ``ATTN_PER_SCORE x batch x heads x length^2`` floats, plus the vocabulary logits
-  (all positions, though the loss reads only the masked ones) and their gradient;
-- the process itself: torch, transformers and the data (``BASE_BYTES``).
+  ``ACT_PER_TOKEN x tokens x hidden + FF_PER_TOKEN x tokens x intermediate`` floats, plus,
+  where attention is eager (bf16 on a CPU: :class:`xlviz.training.loop.Bf16Weights`),
+  ``ATTN_PER_SCORE x rows x heads x length^2`` (float32 and GPU runs use SDPA kernels, which
+  keep no score matrix), plus the vocabulary logits at every position (the loss reads only
+  the masked ones) and their gradient;
+- the process itself: torch, transformers, the data and tokenizers (``BASE_BYTES``).
 
-Calibration (peak RSS from ``/usr/bin/time -v`` of one masked-LM training on the generated
-world, 2 steps, float32, one worker; tests/test_faults_budget.py keeps the formula honest
-against hand-computed values, not against this machine):
+Calibration: peak RSS (``/usr/bin/time -v``, maximum resident set size) of ``xlviz transfer
+--methods monotrans --pretrain-steps 2 --workers 1 --mixed-precision no --stop-after
+s1_pretrain`` on the generated world, against :func:`estimate` (GiB):
 
 =====================================  ============  ==========
 config                                 measured RSS  estimate
 =====================================  ============  ==========
-tiny, batch 128 x block 24 (default)   0.52 GB       0.79 GB
-tiny, batch 64 x block 512             0.98 GB       1.40 GB
-small, batch 32 x block 1024           2.6 GB        3.7 GB
+tiny, batch 128 x block 24 (default)   0.49          0.64
+tiny, batch 64 x block 512             0.75          1.17
+small, batch 32 x block 512            1.03          1.55
 =====================================  ============  ==========
 
-So the estimate is conservative by roughly 1.4x (it counts float32 everywhere, logits at
-every position and every activation kept); a run refused here would have needed at least
-about ``estimate / 1.5`` bytes. bf16 runs need less than estimated; workers running stages at
-once each need their own share (counted: ``workers`` processes).
+So the estimate is conservative: 1.3-1.6x the measured peak in total, 2-3x on the part above
+the process's base (it counts every activation as kept and logits at every position). A run
+refused here would have needed at least about ``estimate / 1.6``. The eager-attention term
+could not be measured on a CPU without native bf16 and is an upper bound from the tensor
+shapes. bf16 runs keep activations in half the bytes counted here; workers running stages
+at once each need their own share (counted: ``workers`` processes).
 """
 
 from __future__ import annotations
@@ -81,24 +86,41 @@ def batches_of(cfg) -> list[Batch]:
     return out
 
 
-def batch_bytes(b: Batch, hidden: int, layers: int, heads: int, intermediate: int, vocab: int) -> int:
-    """Activation bytes one training step of ``b`` keeps for its backward pass."""
+def batch_bytes(b: Batch, hidden: int, layers: int, heads: int, intermediate: int, vocab: int, *, eager: bool = True) -> int:
+    """Activation bytes one training step of ``b`` keeps for its backward pass (``eager``:
+    attention materialises its ``rows x heads x length^2`` scores; SDPA's kernels do not)."""
     tokens = b.rows * b.length
-    per_layer = ACT_PER_TOKEN * tokens * hidden + FF_PER_TOKEN * tokens * intermediate + ATTN_PER_SCORE * b.rows * heads * b.length ** 2
+    per_layer = ACT_PER_TOKEN * tokens * hidden + FF_PER_TOKEN * tokens * intermediate
+    if eager:
+        per_layer += ATTN_PER_SCORE * b.rows * heads * b.length ** 2
     return FLOAT * (layers * per_layer + LOGITS_PER_TOKEN * tokens * vocab)
 
 
-def estimate(cfg) -> tuple[int, Batch]:
+def eager_attention(cfg) -> bool:
+    """Whether the run trains with eager attention: bf16 on a CPU (:class:`xlviz.training.loop.Bf16Weights`
+    switches models to it); float32 and GPU runs use PyTorch's SDPA kernels."""
+    from xlviz.training.loop import resolve_mixed_precision
+
+    import torch
+
+    return resolve_mixed_precision(cfg.mixed_precision) == "bf16" and not torch.cuda.is_available()
+
+
+def estimate(cfg, *, eager: bool | None = None) -> tuple[int, Batch]:
     """(bytes one training process needs at its peak, the batch that sets it) for a transfer
-    config (the run's model size, vocabulary, block and batch sizes)."""
+    config (the run's model size, vocabulary, block and batch sizes); ``eager``: whether
+    attention is eager (default: as the run will train, :func:`eager_attention`)."""
     from xlviz.models.monotrans import MODEL_SIZES
+
+    if eager is None:
+        eager = eager_attention(cfg)
 
     layers, hidden, heads, intermediate = MODEL_SIZES[cfg.model_size]
     vocab = max(int(cfg.vocab_size), int(getattr(cfg, "joint_vocab_size", 0) or 0))
     positions = max(int(cfg.block_size), int(cfg.qa_max_length), int(getattr(cfg, "eval_max_length", 0) or 0))
     state = 4 * FLOAT * bert_params(vocab, hidden, layers, intermediate, positions)
-    worst = max(batches_of(cfg), key=lambda b: batch_bytes(b, hidden, layers, heads, intermediate, vocab))
-    return BASE_BYTES + state + batch_bytes(worst, hidden, layers, heads, intermediate, vocab), worst
+    worst = max(batches_of(cfg), key=lambda b: batch_bytes(b, hidden, layers, heads, intermediate, vocab, eager=eager))
+    return BASE_BYTES + state + batch_bytes(worst, hidden, layers, heads, intermediate, vocab, eager=eager), worst
 
 
 def available_bytes() -> int | None:
@@ -122,12 +144,13 @@ def _gb(n: float) -> str:
     return f"{n / 2**30:.1f} GB"
 
 
-def check_memory(cfg, *, available: int | None = None, processes: int | None = None, path: str | os.PathLike | None = None) -> int:
+def check_memory(cfg, *, available: int | None = None, processes: int | None = None, eager: bool | None = None,
+                 path: str | os.PathLike | None = None) -> int:
     """Refuse (one :class:`XlvizError` naming the largest batch's settings) a config whose
     estimated peak (:func:`estimate`, times ``processes`` training at once: the run's
     ``workers``) exceeds :data:`HEADROOM` of ``available`` bytes (default: what the machine has
     now, :func:`available_bytes`; unknown: not checked). Returns the estimate."""
-    need, worst = estimate(cfg)
+    need, worst = estimate(cfg, eager=eager)
     if processes is None:
         workers = int(getattr(cfg, "workers", 1) or 0)
         processes = workers if workers > 0 else min(4, os.cpu_count() or 1)
