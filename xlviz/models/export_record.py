@@ -52,11 +52,23 @@ def tokenizer_fingerprint(tokenizer) -> dict[str, Any]:
     return {"vocab_size": len(tokenizer), "special_ids": special_ids(tokenizer), "vocab_sha256": vocab_digest(tokenizer)}
 
 
+def embedding_rows(model) -> int | None:
+    """Rows of the model's token embedding matrix, None when it exposes none."""
+    try:
+        emb = model.get_input_embeddings()
+    except (AttributeError, NotImplementedError):
+        return None
+    rows = getattr(emb, "num_embeddings", None)
+    return int(rows) if isinstance(rows, int) else None
+
+
 def make_record(model, tokenizer, *, kind: str, system: str | None, language: str | None, run: str | None) -> dict:
     """The record of a folder about to be saved (no timestamp or path: the same run writes the
     same bytes)."""
-    rec: dict[str, Any] = {"format": RECORD_FORMAT, "kind": kind, "system": system, "language": language, "run": run,
-                           "embedding_rows": int(model.get_input_embeddings().num_embeddings)}
+    rec: dict[str, Any] = {"format": RECORD_FORMAT, "kind": kind, "system": system, "language": language, "run": run}
+    rows = embedding_rows(model)
+    if rows is not None:  # a wrapper without input embeddings of its own (VECO's paired QA model) records none
+        rec["embedding_rows"] = rows
     if tokenizer is not None:
         rec["tokenizer"] = {"language": language, **tokenizer_fingerprint(tokenizer)}
     return rec
@@ -124,8 +136,8 @@ def check_record(folder: str | os.PathLike, model, tokenizer, *, tokenizer_path=
         raise XlvizError(f"this model reads {rec['language']!r} (system {rec.get('system')}, run {rec.get('run')}), "
                          f"but {language!r} was asked for", path=path, field="language")
     rows = rec.get("embedding_rows")
-    actual_rows = model.get_input_embeddings().num_embeddings
-    if isinstance(rows, int) and rows != actual_rows:
+    actual_rows = embedding_rows(model)
+    if isinstance(rows, int) and actual_rows is not None and rows != actual_rows:
         raise XlvizError(f"records {rows} embedding rows but the weights have {actual_rows}: the weights are not the ones "
                          "this record was saved with", path=path, field="embedding_rows")
     tok = rec.get("tokenizer")
