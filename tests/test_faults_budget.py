@@ -177,22 +177,43 @@ def test_block_size_8192_refused_in_one_line_before_the_run_folder(tmp_path, mon
 
 def test_memory_check_uses_the_injected_machine(monkeypatch):
     from xlviz.training import memory
-    from xlviz.training.memory import check_memory, estimate
+    from xlviz.training.memory import FLOOR_BYTES, check_memory, estimate
 
-    cfg = _config(model_size="tiny", workers=1)
+    big = {"model_size": "small", "block_size": 512, "mlm_batch_size": 64}
+    cfg = _config(**big, workers=1)
     need, _ = estimate(cfg, eager=False)
+    assert need > FLOOR_BYTES
     assert check_memory(cfg, available=int(need / 0.9) + 1, eager=False) == need  # just fits
     with pytest.raises(XlvizError) as e:
         check_memory(cfg, available=int(need / 0.9) - 1, eager=False)
-    assert e.value.field in ("block_size", "batch_size")
+    assert e.value.field == "block_size" and "64 x 512" in str(e.value)
     with pytest.raises(XlvizError) as e:  # two workers train at once: twice the memory
-        check_memory(_config(model_size="tiny", workers=2), available=int(need / 0.9) + 1, eager=False)
+        check_memory(_config(**big, workers=2), available=int(need / 0.9) + 1, eager=False)
     assert "2 workers" in str(e.value)
+    tiny = _config(model_size="tiny", workers=1)  # below the floor: never refused, whatever the machine says
+    assert estimate(tiny, eager=True)[0] < FLOOR_BYTES
+    check_memory(tiny, available=2**20, eager=True)
     monkeypatch.setattr(memory, "available_bytes", lambda: None)  # memory unknown (no /proc, no psutil): not refused
     assert check_memory(_config(block_size=8192, workers=1), eager=True) == estimate(_config(block_size=8192), eager=True)[0]
     for d in ({}, {"source": "multi30k"}, {"model_size": "medium"}):  # every default fits a 4 GB machine
         for eager in (False, True):
             check_memory(_config(**d, workers=1), available=4 * 2**30, eager=eager)
+
+
+def test_runs_form_refuses_what_would_not_fit(monkeypatch):
+    """The app's Runs form builds its config as the CLI does: refused there, nothing started."""
+    import argparse
+
+    from xlviz.commands.transfer import build_config
+    from xlviz.training import memory
+
+    monkeypatch.setattr(memory, "available_bytes", lambda: 8 * 2**30)
+    args = argparse.Namespace(block_size=8192, model_size="small", workers=1)
+    with pytest.raises(XlvizError) as e:
+        build_config(args)
+    assert e.value.field == "block_size" and "8.0 GB available" in str(e.value)
+    args.block_size = 64
+    assert build_config(args).block_size == 64
 
 
 # --------------------------------------------------------------------------- a run's cost follows its budget

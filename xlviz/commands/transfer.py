@@ -185,7 +185,9 @@ def build_config(args: argparse.Namespace, base: dict | None = None):
         world.setdefault("seed", d["seed"])
     if world:
         d["world"] = world
-    return TransferConfig.from_dict(d, path=getattr(args, "config", None))
+    cfg = TransferConfig.from_dict(d, path=getattr(args, "config", None))
+    check_resources(cfg, getattr(args, "config", None))  # the app's Runs form builds its runs here too
+    return cfg
 
 
 def check_resources(cfg, path=None) -> None:

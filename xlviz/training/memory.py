@@ -55,6 +55,10 @@ FF_PER_TOKEN = 3  # intermediate-sized tensors per token and layer (the up-proje
 ATTN_PER_SCORE = 4  # batch x heads x length^2 tensors per layer (scores, softmax, its gradient, the mask broadcast)
 LOGITS_PER_TOKEN = 3  # vocabulary-sized tensors per token (logits, log-softmax, gradient)
 HEADROOM = 0.9  # refuse when the estimate exceeds this share of the available memory
+# Runs estimated below this are never refused: the process with a tiny model (what tests and
+# the demo run) needs about this much anyway, and a momentary dip in available memory on a
+# busy machine must not stop them; the check is for configs that would take gigabytes.
+FLOOR_BYTES = 2 * 2**30
 
 
 @dataclass(frozen=True)
@@ -149,7 +153,8 @@ def check_memory(cfg, *, available: int | None = None, processes: int | None = N
     """Refuse (one :class:`XlvizError` naming the largest batch's settings) a config whose
     estimated peak (:func:`estimate`, times ``processes`` training at once: the run's
     ``workers``) exceeds :data:`HEADROOM` of ``available`` bytes (default: what the machine has
-    now, :func:`available_bytes`; unknown: not checked). Returns the estimate."""
+    now, :func:`available_bytes`; unknown: not checked); an estimate below :data:`FLOOR_BYTES`
+    is never refused. Returns the estimate."""
     need, worst = estimate(cfg, eager=eager)
     if processes is None:
         workers = int(getattr(cfg, "workers", 1) or 0)
@@ -157,7 +162,7 @@ def check_memory(cfg, *, available: int | None = None, processes: int | None = N
     total = need * max(1, processes)
     if available is None:
         available = available_bytes()
-    if available is not None and total > HEADROOM * available:
+    if available is not None and total > max(FLOOR_BYTES, HEADROOM * available):
         field = "block_size" if "block" in worst.what else "batch_size"
         who = f"{processes} workers x {_gb(need)}" if processes > 1 else _gb(need)
         raise XlvizError(
