@@ -303,3 +303,48 @@ def test_tiny_vocabularies_learned_on_the_budget(tmp_path):
     assert read == {"en": 5_000, "de": 5_000}  # 10 x 8 x 16 / 16 = 80 lines: the floor of 5,000
     assert any("first 5000 lines" in line and "budget" in line for line in logs), logs
     assert (tmp_path / "run" / "world" / "tokenizers" / "de" / "tokenizer.json").is_file()
+
+
+def test_clwe_mapping_follows_the_budget():
+    """VecMap's self-learning (iterations x cutoff^2) is capped on a tiny corpus run and left
+    at VecMap's own limits at default budgets."""
+    from xlviz.methods.budget import clwe_mapping
+
+    assert clwe_mapping(_config(**TINY_MULTI30K)) == {"vocab_cutoff": 7680 // 4, "max_iterations": 100}
+    assert clwe_mapping(_config(**{**TINY_MULTI30K, "pretrain_steps": 400})) == {"max_iterations": 400}  # 400 x 64 x 64 / 16 / 4 words
+    assert clwe_mapping(_config(source="multi30k", methods=["clwe"])) == {}
+
+
+@pytest.mark.parametrize("kind", ["corpus", "world"])
+def test_clwe_stage_passes_the_budget_to_the_mapping(kind, tmp_path, monkeypatch):
+    from types import SimpleNamespace
+
+    from xlviz.methods import clwe
+
+    seen = {}
+
+    class Stop(Exception):
+        pass
+
+    def matrices(toks, corpora, l1, l2, dim, **kw):
+        seen.update(kw["mapping"])
+        raise Stop
+
+    monkeypatch.setattr(clwe, "clwe_matrices", matrices)
+    monkeypatch.setattr(clwe, "new_bert", lambda ctx, lang: SimpleNamespace(config=SimpleNamespace(hidden_size=8)))
+    monkeypatch.setattr(clwe, "corpus_sample", lambda ctx, lang: ["x"])
+    monkeypatch.setattr(clwe, "run_l1", lambda ctx: "en")
+    monkeypatch.setattr(clwe, "run_l2s", lambda ctx: ["de"])
+    monkeypatch.setattr(clwe, "run_languages", lambda ctx: ["en", "de"])
+    cfg = _config(**TINY_MULTI30K) if kind == "corpus" else _config(model_size="tiny", methods=["clwe"], pretrain_steps=30,
+                                                                         transfer_steps=10)
+    logs: list[str] = []
+    ctx = SimpleNamespace(main=True, cfg=cfg, source_kind=kind, tokenizer=lambda lang: None, log=logs.append,
+                          path=lambda *p: tmp_path.joinpath(*p))
+    with pytest.raises(Stop):
+        clwe.run_vectors(ctx)
+    if kind == "corpus":
+        assert seen == {"stochastic_initial": 0.1, "vocab_cutoff": 1920, "max_iterations": 100}
+        assert any("budget" in line for line in logs)
+    else:  # the generated world: VecMap's loop as before, whatever the steps
+        assert seen == {"stochastic_initial": 0.1}
