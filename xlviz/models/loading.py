@@ -275,6 +275,42 @@ def check_tokenizer_fits(model, tokenizer, path: str | os.PathLike | None, task:
         )
 
 
+def _run_tokenizer_digests(folder: Path) -> dict[str, str]:
+    """``{language: vocabulary digest}`` of the tokenizers of the run holding ``folder`` (its
+    ``world/tokenizers/<lang>``): to name the language of a tokenizer that is the wrong one."""
+    from xlviz.models.export_record import vocab_digest
+
+    run = _run_root(folder.resolve())
+    root = run / "world" / "tokenizers" if run is not None else None
+    if root is None or not root.is_dir() or root.is_symlink():
+        return {}
+    out = {}
+    for sub in sorted(root.iterdir())[:64]:
+        if sub.is_dir() and not sub.is_symlink() and _has_tokenizer(sub):
+            try:
+                out[sub.name] = vocab_digest(_load_tokenizer(sub, True))
+            except XlvizError:
+                continue
+    return out
+
+
+def check_provenance(folder: Path, model, tokenizer, tokenizer_path, language: str | None = None) -> None:
+    """The loaded tokenizer is the one ``folder`` was saved with, and the model reads
+    ``language`` (when given), by the folder's ``xlviz.json``; without one, ``language`` is
+    compared with the run's manifest entry for the folder, if it is a run's artefact."""
+    from xlviz.models.export_record import check_record
+
+    folder = Path(folder)
+    if check_record(folder, model, tokenizer, tokenizer_path=tokenizer_path, language=language,
+                    run_tokenizers=lambda: _run_tokenizer_digests(folder)) is not None or language is None:
+        return
+    found = _run_artefact(folder.resolve())
+    recorded = found[1].language if found is not None else None
+    if recorded is not None and recorded != language:
+        raise XlvizError(f"this model reads {recorded!r} (the run's manifest, {found[1].path}), but {language!r} was asked for",
+                         path=found[0].path / "manifest.json", field="language")
+
+
 # --------------------------------------------------------------------------- loading
 @contextlib.contextmanager
 def _quiet_transformers():
@@ -333,6 +369,7 @@ def load_model(
     *,
     tokenizer: Any = None,
     new_head: str | None = None,
+    language: str | None = None,
 ):
     """Load ``(model, tokenizer)`` for ``task`` ("base", "mlm" or "qa") in eval mode.
 
@@ -345,6 +382,12 @@ def load_model(
     (randomly) initialised: "error", "warn" or "ok". The default refuses for "mlm" (predictions
     would be noise) and warns for "qa" (normal before fine-tuning). The keys that were newly
     initialised are kept in ``model.xlviz_new_weights``.
+
+    A folder xlviz saved carries ``xlviz.json`` (:mod:`xlviz.models.export_record`): the
+    tokenizer must be the one it was saved with (size, special ids, vocabulary) and, when
+    ``language`` is given, the model must read that language; a folder without the record is
+    checked only as far as it can be (the tokenizer fits the embeddings; ``language`` against
+    the run's manifest entry).
     """
     if task not in TASKS:
         raise XlvizError(f"task must be one of {', '.join(TASKS)}, not '{task}'", field="task")
@@ -383,6 +426,8 @@ def load_model(
     else:
         tok, tok_where = tokenizer, getattr(tokenizer, "name_or_path", "the given tokenizer")
     check_tokenizer_fits(model, tok, where, task=task, tokenizer_path=tok_where)
+    if source != "hub id":
+        check_provenance(where, model, tok, tok_where, language)
 
     model.to(dev)
     model.eval()
