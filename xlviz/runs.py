@@ -46,7 +46,7 @@ from typing import Any, Iterator
 from xlviz import confined, limits
 from xlviz.errors import XlvizError
 from xlviz.io import append_jsonl, append_line, atomic_write_json, confine_writes, parse_jsonl, remove_orphans
-from xlviz.names import check_name, check_stage
+from xlviz.names import check_name, check_stage, check_text
 
 LOCK_FILE = ".writer.lock"
 NOTES_FILE = "notes.json"
@@ -65,9 +65,10 @@ STATES = ("pending", "running", "completed", "failed", "cancelled")
 
 
 def checkpoints_root(out: str | os.PathLike | None = None) -> Path:
-    """Where runs go: ``--out`` if given, else ``$XLVIZ_CHECKPOINTS``, else ``./checkpoints``."""
+    """Where runs go: ``--out`` if given, else ``$XLVIZ_CHECKPOINTS``, else ``./checkpoints``. An
+    ``--out`` with a newline or other control character is refused before any folder is made."""
     if out:
-        return Path(out)
+        return Path(check_text(out, field="--out"))
     return Path(os.environ.get(ENV_CHECKPOINTS, "checkpoints"))
 
 

@@ -1,31 +1,79 @@
 """``xlviz report RUN [RUN ...]``: the results of finished runs as a table, every score with its
 95% interval; several runs of the same systems (seeds) as mean ± standard deviation with
 intervals over seeds; one table per setting (zero-shot, translate-train, translate-test).
-``--compare A B``: A − B on the same questions per language, with interval and p-value."""
+``--compare A B``: A − B on the same questions per language, with interval and p-value.
+
+What is averaged is checked first (:mod:`xlviz.transfer.report_inputs`): several runs must be
+distinct folders of one configuration that differ only in the seed (``--allow-different-settings``
+shows runs of other settings together, listing what differs under the table); every score is
+a percentage with EM at most F1; a row's verdict comes from its run's ``verdicts.json``; and
+pairs in which a system's row is degenerate are left out of ``--compare``."""
 
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
+
+from xlviz.errors import XlvizError
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("report", help="results of one run, or mean ± sd over several runs (seeds), as a table",
-                       description=__doc__.splitlines()[0])
+                       description=" ".join(__doc__.split("\n\n")[0].split()))
     p.add_argument("runs", nargs="+", metavar="RUN", help="run folders (results.json), or one sweep folder (xlviz sweep)")
     p.add_argument("--compare", nargs=2, metavar=("SYSTEM_A", "SYSTEM_B"),
                    help="paired difference A − B per language (interval and p-value; over seeds when several runs)")
+    p.add_argument("--allow-different-settings", dest="allow_different_settings", action="store_true",
+                   help="show runs whose settings differ in more than the seed together, the differences listed under "
+                        "the table (default: refused, since seeds are runs of one configuration)")
     p.set_defaults(handler=run)
 
 
+def compare_checked(folders: list[Path], results: list[list[dict]], a: str, b: str) -> tuple[list[dict], list[str]]:
+    """``compare_systems`` on the pairs of rows that are results: per language, only the runs
+    where neither system's row is degenerate (verdicts from verdicts.json); returns the table's
+    rows and one line per language left out. Refused when no language keeps a pair."""
+    from xlviz.training.verdicts import degenerate_reason, is_degenerate
+    from xlviz.transfer.uncertainty import compare_systems
+
+    def row(rows: list[dict], system: str, lang: str) -> dict | None:
+        return next((r for r in rows if r.get("system") == system and r.get("language") == lang), None)
+
+    if not any(is_degenerate(r) for rows in results for r in rows if r.get("system") in (a, b)):
+        return compare_systems(folders, results, a, b), []
+    langs = list(dict.fromkeys(r["language"] for rows in results for r in rows if r.get("system") == a))
+    out: list[dict] = []
+    notes: list[str] = []
+    first_error: XlvizError | None = None
+    for lang in langs:
+        keep = [i for i, rows in enumerate(results)
+                if (ra := row(rows, a, lang)) and (rb := row(rows, b, lang)) and not is_degenerate(ra) and not is_degenerate(rb)]
+        dropped = [i for i, rows in enumerate(results) if i not in keep and (row(rows, a, lang) or row(rows, b, lang))]
+        for i in dropped:
+            bad = [r for r in (row(results[i], a, lang), row(results[i], b, lang)) if r is not None and is_degenerate(r)]
+            if bad:
+                notes.append(f"left out: {lang} of run {i + 1} ({folders[i]}): {bad[0]['system']} is degenerate "
+                             f"({degenerate_reason(bad[0])}), no result to compare")
+        if not keep:
+            continue
+        try:
+            out += compare_systems([folders[i] for i in keep], [[r for r in results[i] if r.get("language") == lang] for i in keep], a, b)
+        except XlvizError as e:
+            first_error = first_error or e
+    if not out:
+        if first_error is not None:
+            raise first_error
+        raise XlvizError(f"no language has rows of both {a} and {b} that are results: every pair holds a degenerate row "
+                         "(verdicts.json), and differences of rows that are no results are not shown", field="compare")
+    return out, notes
+
+
 def run(args: argparse.Namespace) -> int:
-    from pathlib import Path
-
-    from xlviz.errors import XlvizError
     from xlviz.runs import Run
-    from xlviz.transfer.report import check_score_rows, compare_table, results_table, seeds_table
-    from xlviz.transfer.uncertainty import combined_intervals, compare_systems, fill_intervals
-
+    from xlviz.transfer.report import compare_table, results_table, seeds_table
+    from xlviz.transfer.report_inputs import check_seed_runs, checked_results
     from xlviz.transfer.sweep import Sweep
+    from xlviz.transfer.uncertainty import combined_intervals, fill_intervals
 
     if len(args.runs) == 1 and Sweep(args.runs[0]).exists():  # a sweep folder: means and intervals over seeds
         from xlviz.transfer.sweep_report import setting_label, sweep_table
@@ -36,31 +84,35 @@ def run(args: argparse.Namespace) -> int:
         sweep = Sweep(args.runs[0])  # --compare: one paired table per grid cell, over its seeds
         groups: dict[str, list[tuple[Path, list[dict]]]] = {}
         for cell in sweep.cells():
-            run = sweep.cell_run(cell)
-            rows = run.results()
-            if rows:
-                groups.setdefault(setting_label(cell), []).append((run.path, check_score_rows(rows, run.results_path)))
+            cell_run = sweep.cell_run(cell)
+            if cell_run.results():
+                groups.setdefault(setting_label(cell), []).append((cell_run.path, checked_results(cell_run)))
         if not groups:
             raise XlvizError("no cell of the sweep has results yet", path=args.runs[0])
         for label, cells in groups.items():
             paths, rows = [p for p, _ in cells], [r for _, r in cells]
             print(f"cell: {label} ({len(paths)} seed{'s' if len(paths) > 1 else ''})\n")
-            print(compare_table(compare_systems(paths, rows, *args.compare), *args.compare))
-            print()
+            table, notes = compare_checked(paths, rows, *args.compare)
+            print(compare_table(table, *args.compare))
+            print("\n".join(notes) + "\n" if notes else "")
         return 0
-    results, folders = [], []
-    for folder in args.runs:
-        r = Run(Path(folder))
-        rows = r.results()
-        if not rows:
-            raise XlvizError("no results yet (the run has not scored any system)", path=r.results_path)
-        results.append(check_score_rows(rows, r.results_path))
-        folders.append(r.path)
+    runs = [Run(Path(folder)) for folder in args.runs]
+    labels = check_seed_runs(runs, allow_different=getattr(args, "allow_different_settings", False))
+    results = [checked_results(r) for r in runs]
+    folders = [r.path for r in runs]
     if getattr(args, "compare", None):
-        print(compare_table(compare_systems(folders, results, *args.compare), *args.compare))
-        return 0
-    if len(results) == 1:
+        table, notes = compare_checked(folders, results, *args.compare)
+        print(compare_table(table, *args.compare))
+    elif len(results) == 1:
         print(results_table(fill_intervals(folders[0], results[0])))
+        notes = []
     else:
         print(seeds_table(results, combined=combined_intervals(folders, results)))
+        notes = []
+    for line in notes:
+        print(line)
+    if labels:
+        print("\nNot seeds of one configuration (--allow-different-settings):")
+        for line in labels:
+            print(f"- {line}")
     return 0

@@ -10,7 +10,7 @@ from dataclasses import asdict, dataclass, field, fields, make_dataclass
 from pathlib import Path
 
 from xlviz.data.world import WorldConfig
-from xlviz.errors import XlvizError
+from xlviz.errors import XlvizError, shown_keys
 from xlviz.models.monotrans import MODEL_SIZES
 from xlviz.names import check_config
 
@@ -197,7 +197,7 @@ class TransferSettings:
         known = {f.name for f in fields(cls)}
         unknown = sorted(set(d) - known)
         if unknown:
-            raise XlvizError(f"unknown setting(s) {unknown}; known: {sorted(known)}", path=path, field=unknown[0])
+            raise XlvizError(f"unknown setting(s) {shown_keys(unknown)}; known: {sorted(known)}", path=path, field=unknown[0])
         world = d.pop("world", None)
         cfg = cls(**d)
         if isinstance(world, WorldConfig):
