@@ -177,7 +177,7 @@ def build_config(args: argparse.Namespace, base: dict | None = None):
                 d.setdefault("data", {})[key] = getattr(args, key)
             else:
                 world[key] = getattr(args, key)
-    if getattr(args, "languages", None):
+    if getattr(args, "languages", None) is not None:  # '' is refused, not read as "the default languages"
         from xlviz.data.typology import parse_languages
 
         world["languages"] = parse_languages(args.languages)
