@@ -200,6 +200,9 @@ def open_pipeline(pipeline_cls, args: argparse.Namespace, build, what: str):
         base = read_json_object(args.config, what=what) if args.config else None
         cfg = build(args, base)
         root = checkpoints_root(args.out)
+        check = getattr(cfg, "check_files", None)
+        if check is not None:  # before the run folder is made: a missing corpus leaves no failed run behind
+            check()
         pipeline = pipeline_cls(cfg, explicit_run_dir(args.run_dir, root, cfg.to_dict()) if args.run_dir else new_run_path(root, cfg.name))
     if pipeline.main:
         print(f"run folder: {pipeline.run.path}", flush=True)

@@ -286,6 +286,15 @@ class TransferSettings:
         except TypeError as e:
             raise XlvizError(f"bad data options: {e}", path=path, field="data") from None
 
+    def check_files(self) -> None:
+        """The files the source's options name exist and read as text (a corpus source's
+        ``check_files``): called before a run folder is made, so a missing or wrong file leaves
+        no empty failed run behind. Not part of :meth:`validate`: a finished run's config stays
+        readable after its input files move."""
+        check = getattr(self.source_options(), "check_files", None)
+        if check is not None:
+            check()
+
     def offers(self) -> frozenset[str]:
         """What the run's source offers with its options and ``init_model``."""
         from xlviz.data.sources import source_of

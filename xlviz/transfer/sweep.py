@@ -169,6 +169,7 @@ def make_cells(grid: list[tuple[str, list]], args: argparse.Namespace, base: dic
         if getattr(args, flag, None) is not None:
             raise XlvizError(f"{key!r} is both in the grid and given as a flag; give it once", field="--grid")
     cells = []
+    checked: set[str] = set()
     for i, combo in enumerate(itertools.product(*[values for _, values in grid])):
         d = json.loads(json.dumps(base or {}))
         overrides = {}
@@ -176,6 +177,10 @@ def make_cells(grid: list[tuple[str, list]], args: argparse.Namespace, base: dic
             _set(d, key, value)
             overrides[key] = value
         cfg = build(args, d)
+        data = json.dumps(getattr(cfg, "data", None), sort_keys=True, default=str)
+        if data not in checked and hasattr(cfg, "check_files"):  # before the sweep folder is made
+            cfg.check_files()
+            checked.add(data)
         slug = "_".join(f"{key.split('.')[-1]}-{_slug(value)}" for key, value in overrides.items())
         name = f"{i:03d}-{slug}"[:64].rstrip("-_")
         check_name(name, field="--grid", what="cell name")
