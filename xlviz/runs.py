@@ -34,6 +34,7 @@ from __future__ import annotations
 import contextlib
 import datetime as _dt
 import json
+import math
 import os
 import platform
 import signal
@@ -591,6 +592,8 @@ def metric_row_problem(row: object) -> str | None:
         value = row.get(key)
         if key in row and (isinstance(value, bool) or not isinstance(value, (int, float))):
             return f"field '{key}' must be a number, got {str(value)[:40]}"
+        if key in row and not math.isfinite(value):  # 1e400 reads as inf: a chart cannot draw it
+            return f"field '{key}' must be a finite number, got {value}"
     return None
 
 
