@@ -161,7 +161,23 @@ def test_report_refuses_an_unknown_setting(tmp_path, capsys):
     one_line_error(capsys, "results.json", "[0].setting", "nonsense")
 
 
-CASES["silent misreads"] += ["compare with every pair degenerate"]
+CASES["silent misreads"] += ["sweep cell row edited to ok", "compare with every pair degenerate"]
+
+
+def test_report_of_a_sweep_refuses_a_cell_row_that_hides_its_verdict(tmp_path, capsys):
+    from tests.sweep_fixtures import make_sweep
+    from xlviz.runs import Run
+
+    folder = make_sweep(tmp_path)
+    assert cli(["report", str(folder)]) == 0
+    capsys.readouterr()
+    cell = Run(sorted(p for p in folder.iterdir() if (p / "results.json").exists())[0])
+    rows = cell.results()
+    rows[0] = {**rows[0], "verdict": "ok", "degenerate_stages": ["s1_pretrain"]}
+    cell.results_path.write_text(json.dumps(rows))
+    cell.verdicts_path.write_text(json.dumps(DEGENERATE))
+    assert cli(["report", str(folder)]) == 2
+    one_line_error(capsys, "results.json", "[0].verdict", "s1_pretrain")
 
 
 def test_report_compare_shows_no_difference_of_degenerate_rows(tmp_path, capsys):
@@ -365,5 +381,5 @@ def test_report_help_ends_with_a_whole_sentence(capsys):
 
 def test_the_count_of_cases_tried():
     """Every case above, by group (the closing note's table): each is handled (its test passes)."""
-    assert {k: len(v) for k, v in CASES.items()} == {"silent misreads": 21, "inputs refused before anything is made": 16,
+    assert {k: len(v) for k, v in CASES.items()} == {"silent misreads": 22, "inputs refused before anything is made": 16,
                                                       "one line": 5}

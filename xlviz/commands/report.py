@@ -68,6 +68,25 @@ def compare_checked(folders: list[Path], results: list[list[dict]], a: str, b: s
     return out, notes
 
 
+def check_sweep_cells(sweep) -> None:
+    """The sweep table reads its cells' rows itself: refuse a cell whose scores are not
+    percentages or whose row verdicts disagree with its verdicts.json (a degenerate row edited
+    to "ok" would be averaged as a result), naming the file and row."""
+    from xlviz.training.verdicts import is_degenerate
+    from xlviz.transfer.report_inputs import checked_results
+
+    for cell in sweep.cells():
+        cell_run = sweep.cell_run(cell)
+        rows = cell_run.results()
+        if not rows:
+            continue
+        for i, (raw, checked) in enumerate(zip(rows, checked_results(cell_run))):
+            if is_degenerate(checked) and not is_degenerate(raw):
+                raise XlvizError(f"row {i} ({raw['system']} {raw['language']}) says {raw.get('verdict')!r} but depends on "
+                                 f"degenerate stage(s) {', '.join(checked['degenerate_stages'])} (verdicts.json): it is no "
+                                 "result", path=cell_run.results_path, field=f"[{i}].verdict")
+
+
 def run(args: argparse.Namespace) -> int:
     from xlviz.runs import Run
     from xlviz.transfer.report import compare_table, results_table, seeds_table
@@ -79,6 +98,7 @@ def run(args: argparse.Namespace) -> int:
         from xlviz.transfer.sweep_report import setting_label, sweep_table
 
         if not getattr(args, "compare", None):
+            check_sweep_cells(Sweep(args.runs[0]))
             print(sweep_table(args.runs[0]))
             return 0
         sweep = Sweep(args.runs[0])  # --compare: one paired table per grid cell, over its seeds
