@@ -177,7 +177,7 @@ def build_config(args: argparse.Namespace, base: dict | None = None):
                 d.setdefault("data", {})[key] = getattr(args, key)
             else:
                 world[key] = getattr(args, key)
-    if getattr(args, "languages", None):
+    if getattr(args, "languages", None) is not None:  # '' is refused, not read as "the default languages"
         from xlviz.data.typology import parse_languages
 
         world["languages"] = parse_languages(args.languages)
@@ -213,6 +213,9 @@ def open_pipeline(pipeline_cls, args: argparse.Namespace, build, what: str):
         cfg = build(args, base)
         check_resources(cfg, args.config)  # before the run folder is made
         root = checkpoints_root(args.out)
+        check = getattr(cfg, "check_files", None)
+        if check is not None:  # before the run folder is made: a missing corpus leaves no failed run behind
+            check()
         pipeline = pipeline_cls(cfg, explicit_run_dir(args.run_dir, root, cfg.to_dict()) if args.run_dir else new_run_path(root, cfg.name))
     if pipeline.main:
         print(f"run folder: {pipeline.run.path}", flush=True)

@@ -124,7 +124,39 @@ def _check_folder(folder: Path) -> dict:
     if not isinstance(config, dict):
         raise XlvizError("expected a JSON object", path=cfg_path)
     _check_model_type(config.get("model_type"), cfg_path)
+    _check_config_fields(config, cfg_path)
     return config
+
+
+# Sizes a model config.json gives, each a whole number in this range: checked before transformers
+# builds the model ("hidden_size": 1e308 ended in a traceback; a huge integer would exhaust memory).
+CONFIG_SIZES: dict[str, tuple[int, int]] = {
+    "hidden_size": (1, 65_536), "num_hidden_layers": (1, 256), "num_attention_heads": (1, 1024),
+    "intermediate_size": (1, 262_144), "vocab_size": (1, 4_000_000), "max_position_embeddings": (1, 1_000_000),
+    "type_vocab_size": (0, 1024), "embedding_size": (1, 65_536),
+    "dim": (1, 65_536), "n_layers": (1, 256), "n_heads": (1, 1024), "hidden_dim": (1, 262_144),  # DistilBERT's names
+}
+ACTIVATION_FIELDS = ("hidden_act", "activation")  # DistilBERT: "activation"
+
+
+def _check_config_fields(config: dict, cfg_path: Path) -> None:
+    """The sizes and activation of a model's config.json, each refused in one line naming the
+    field and the file: a size that is not a whole number in :data:`CONFIG_SIZES`'s range, an
+    activation transformers does not know (it failed as a bare ``'nope'``)."""
+    from transformers.activations import ACT2FN
+
+    from xlviz.errors import shown
+
+    for key, (low, high) in CONFIG_SIZES.items():
+        if key not in config:
+            continue
+        value = config[key]
+        if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+            raise XlvizError(f"must be a whole number from {low} to {high:,}, got {shown(value, 40)}", path=cfg_path, field=key)
+    for key in ACTIVATION_FIELDS:
+        if key in config and (not isinstance(config[key], str) or config[key] not in ACT2FN):
+            raise XlvizError(f"unknown activation {shown(config[key], 40)}; transformers knows {', '.join(sorted(ACT2FN))}",
+                             path=cfg_path, field=key)
 
 
 def _check_model_type(model_type: Any, where: Path | str) -> None:
@@ -480,6 +512,9 @@ def _load_weights(where, task: str, attn_implementation: str, local_only: bool, 
     except Exception as e:  # safetensors raises its own error type on a damaged file
         if type(e).__name__ == "SafetensorError":
             raise XlvizError(f"corrupt safetensors file: {e}", path=where) from None
+        if type(e).__name__.startswith("StrictDataclass"):  # a config value of the wrong type (huggingface_hub's check)
+            lines = [line.strip() for line in str(e).splitlines() if line.strip()]
+            raise XlvizError(f"bad model config: {' '.join(lines[:2]) or type(e).__name__}", path=Path(str(where)) / "config.json") from None
         raise
     return model, info
 

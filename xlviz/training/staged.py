@@ -31,7 +31,7 @@ import numpy as np
 import torch
 from accelerate.utils import DataLoaderConfiguration
 
-from xlviz.errors import XlvizError
+from xlviz.errors import XlvizError, shown_keys
 from xlviz.io import atomic_dir
 from xlviz.names import check_config
 from xlviz.runs import Run, now_iso, package_versions
@@ -56,7 +56,7 @@ class ConfigMixin:
         known = {f.name for f in fields(cls)}
         unknown = sorted(set(d) - known)
         if unknown:
-            raise XlvizError(f"unknown setting(s) {unknown}; known: {sorted(known)}", path=path, field=unknown[0])
+            raise XlvizError(f"unknown setting(s) {shown_keys(unknown)}; known: {sorted(known)}", path=path, field=unknown[0])
         try:
             cfg = cls(**d)
         except TypeError as e:
