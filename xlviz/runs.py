@@ -549,9 +549,9 @@ def check_tags(value: object, *, path: str | os.PathLike | None = None) -> list[
 # tags or resumes a folder applies (a home folder, a model folder or a link is never taken for one)
 MODEL_WEIGHTS = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin", "pytorch_model.bin.index.json",
                  "tf_model.h5", "flax_model.msgpack")
-# the files only xlviz writes into a run folder: one of them says xlviz made it (config.json
-# alone does not: a model folder, or any tool's folder, has one)
-RUN_MARKS = ("status.json", "manifest.json", LOCK_FILE, "job.json")
+# the records xlviz writes into a run folder: one of them (or a config.json that is not a model's)
+# says xlviz made it; a folder with neither (``~/Documents``) is no run
+RUN_MARKS = ("config.json", "status.json", "manifest.json", LOCK_FILE, "job.json")
 
 
 def model_folder_problem(path: str | os.PathLike) -> str | None:
@@ -574,15 +574,10 @@ def model_folder_problem(path: str | os.PathLike) -> str | None:
 
 
 def _made_by_xlviz(path: Path) -> bool:
-    """A run's own record is there (status, manifest, writer lock, the app's job record), or
-    its ``config.json`` carries the package versions xlviz records (``versions.xlviz``)."""
-    if any(os.path.lexists(path / name) for name in RUN_MARKS):
-        return True
-    try:
-        cfg = confined.read_json(path / "config.json", root=path, max_bytes=limits.RUN_JSON_MAX_BYTES, what="config")
-    except XlvizError:
-        return False
-    return isinstance(cfg, dict) and isinstance(cfg.get("versions"), dict) and "xlviz" in cfg["versions"]
+    """One of xlviz's run records is there (:data:`RUN_MARKS`). A ``config.json`` counts once
+    :func:`model_folder_problem` has ruled out a model's; one that cannot be read (a FIFO,
+    torn JSON) still marks a run, shown as unreadable so it can be deleted."""
+    return any(os.path.lexists(path / name) for name in RUN_MARKS)
 
 
 def _same(a: str | os.PathLike, b: str | os.PathLike) -> bool:
@@ -592,15 +587,15 @@ def _same(a: str | os.PathLike, b: str | os.PathLike) -> bool:
 def check_run_folder(path: str | os.PathLike) -> Path:
     """``path`` if it is a run folder xlviz made, else an XlvizError naming why not: a real
     folder (never a link), not a model folder (:func:`model_folder_problem`), holding one of
-    xlviz's own records (:data:`RUN_MARKS`) or a config with xlviz's versions. What it is, not
-    where it is: :func:`run_kind` adds where (resume needs only that it lies in the root)."""
+    xlviz's run records (:data:`RUN_MARKS`). What it is, not where it is: :func:`run_kind`
+    adds where (resume needs only that it lies in the root)."""
     import stat as _stat
 
     path = Path(path)
     try:
         st_ = os.lstat(path)
     except FileNotFoundError:
-        raise XlvizError("no such run", path=path, field="run") from None
+        raise XlvizError("not a run folder: no such folder", path=path, field="run") from None
     except OSError as e:
         raise XlvizError(f"cannot read it: {e.strerror or e}", path=path, field="run") from None
     if _stat.S_ISLNK(st_.st_mode):
@@ -611,7 +606,7 @@ def check_run_folder(path: str | os.PathLike) -> Path:
     if problem:
         raise XlvizError(f"{problem}; xlviz manages only the runs it made", path=path, field="run")
     if not _made_by_xlviz(path):
-        raise XlvizError("is not a run made by xlviz (no status.json, manifest.json, writer lock or job record); "
+        raise XlvizError("is not a run made by xlviz (no config.json, status.json, manifest.json or job record); "
                          "refusing to touch it", path=path, field="run")
     return path
 
