@@ -290,7 +290,7 @@ def test_item13_a_killed_cell_job_is_failed_not_running_in_the_sweep_error_line(
     assert main(["sweep", "--out", str(root / "sw"), "--grid", "seed=0,1", "--methods", "floor", "--backend", "debug"]) == 2
     err = _one_line_error(capsys)
     assert "2 of 2 cells did not complete" in err, err
-    assert ": running" not in err and err.count("failed (the process ended without finishing (killed?") == 2, err
+    assert ": running" not in err and err.count("failed (the process ended without finishing: killed?)") == 2, err
 
 
 def test_item13_finished_jobs_started_by_the_app_are_reaped(tmp_path, monkeypatch):

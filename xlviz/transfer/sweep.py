@@ -341,7 +341,7 @@ class Sweep:
             return "pending"
         status = run.live_status()
         state = str(status.get("state", "pending"))
-        return f"{state} ({status['error']})" if status.get("killed") else state
+        return f"{state} (the process ended without finishing: killed?)" if status.get("killed") else state
 
     def _run_jobs(self, cells: list[Cell], backend: str, parallel: int, slurm: dict | None, states: dict) -> None:
         if not cells:
