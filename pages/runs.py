@@ -10,7 +10,7 @@ import streamlit as st
 
 from xlviz import jobs
 from xlviz.errors import XlvizError
-from xlviz.runs import NOTE_MAX, Run, checkpoints_root
+from xlviz.runs import KILLED, NOTE_MAX, Run, checkpoints_root
 from xlviz.ui import runs_view
 from xlviz.ui.choices import run_languages
 from xlviz.ui.colours import system_colours
@@ -205,8 +205,9 @@ def live_view(path) -> None:
                        "that depend on it are no results.", icon=":material/warning:")
         st.dataframe(verdicts, hide_index=True, width="stretch", key=f"verdicts_{run.name}")
     if state == "failed":
-        st.error("The run failed: " + (md_text(status["error"]) if status.get("error") else "see the log below"),
-                 icon=":material/error:")
+        # status.json still says running though the process is gone (killed by the system): say so
+        error = KILLED if status.get("state") == "running" else status.get("error")
+        st.error("The run failed: " + (md_text(error) if error else "see the log below"), icon=":material/error:")
     elif state == "stopped":
         st.warning("The run's process is gone (killed, or the machine restarted). Resume goes on from the last "
                    "finished stage.", icon=":material/pause_circle:")

@@ -377,9 +377,9 @@ def test_pid_reuse_does_not_show_a_dead_run_as_running(tmp_path):
     run.write_config({"name": "r"})
     # a live pid (this test's parent) with another start time: a reused pid
     atomic_write_json(run.status_path, {"state": "running", "pid": os.getppid(), "pid_start": 1})
-    assert jobs.effective_state(run.path) == "stopped"
+    assert jobs.effective_state(run.path) == "failed"  # its process is gone: killed, not running
     run.lock_path.write_text(f"{os.getppid()} 1\n")
-    assert run.writer_pid() is None and jobs.effective_state(run.path) == "stopped"
+    assert run.writer_pid() is None and jobs.effective_state(run.path) == "failed"
 
 
 def test_new_run_folders_are_distinct_even_in_the_same_second(tmp_path):
@@ -690,7 +690,7 @@ def test_cancel_refuses_a_process_the_run_did_not_start(arena, foreign):
         run = _running_run(root / name)
         (run.path / file).write_text(text)
         assert not jobs.is_alive(run.path) and run.writer_pid() is None, name  # a claim, not the run's process
-        assert jobs.effective_state(run.path) == "stopped", name
+        assert jobs.effective_state(run.path) == "failed", name  # not running: its writer is gone
         with pytest.raises(XlvizError, match=f"refusing to cancel: process {pid} named in {file}"):
             jobs.cancel(run.path, grace_s=0.5)
         refused += 1

@@ -376,7 +376,7 @@ def test_report_help_ends_with_a_whole_sentence(capsys):
     with pytest.raises(SystemExit):
         cli(["report", "--help"])
     text = " ".join(capsys.readouterr().out.split())
-    assert "every score with its 95% interval;" in text and "with interval and p-value." in text
+    assert "every score with its 95% interval;" in text and "the seeds a difference needs." in text
 
 
 def test_the_count_of_cases_tried():

@@ -87,7 +87,7 @@ def test_job_is_found_alive_after_an_app_restart_and_stopped_after_a_kill(tmp_pa
     os.killpg(pid, signal.SIGKILL)
     # nobody reaps it here (it was started by "another" app process): zombies count as dead
     assert _wait(lambda: not jobs.is_alive(run_dir))
-    assert jobs.effective_state(run_dir) == "stopped"
+    assert jobs.effective_state(run_dir) == "failed"  # status.json says running, its process is gone: killed
     try:
         os.waitpid(pid, 0)
     except ChildProcessError:
@@ -143,4 +143,4 @@ def test_effective_state_of_terminal_runs(tmp_path):
     from xlviz.io import atomic_write_json
 
     atomic_write_json(run.status_path, status)
-    assert jobs.effective_state(run.path) == "stopped"
+    assert jobs.effective_state(run.path) == "failed"  # its process is gone without writing its end

@@ -156,7 +156,9 @@ def test_cli_runs_delete_archive_note_tag(tmp_path, capsys):
     assert main(["runs", "delete", "c1", *out]) == 2, "delete needs --yes"
     assert "--yes" in capsys.readouterr().err and (root / "c1").exists()
     assert main(["runs", "delete", "c1", "--yes", *out]) == 0 and not (root / "c1").exists()
-    assert main(["runs", "archive", str(root / "c2")]) == 0 and (root / ".archive" / "c2" / "config.json").exists()
+    # a path names a run only in the checkpoints root (--out, else $XLVIZ_CHECKPOINTS): never another folder's
+    assert main(["runs", "archive", str(root / "c2")]) == 2 and (root / "c2").exists()
+    assert main(["runs", "archive", str(root / "c2"), *out]) == 0 and (root / ".archive" / "c2" / "config.json").exists()
     assert main(["runs", "delete", "../x", "--yes", *out]) == 2
     assert main(["runs", "tag", "c2", "bad/tag", *out]) == 2
 

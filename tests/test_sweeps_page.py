@@ -169,7 +169,7 @@ def test_a_bad_grid_is_one_line(sweep_root, monkeypatch, grid, message):
 
 def test_sweep_states_for_the_app(sweep_root, tmp_path):
     """A sweep the app started is listed before it records its grid; a job that ended before
-    that is failed (or cancelled); a cell whose process is gone is stopped, and so is the sweep."""
+    that is failed (or cancelled); a cell whose process is gone is failed (killed), and so is the sweep."""
     import shutil
 
     from xlviz.io import atomic_write_json
@@ -190,8 +190,9 @@ def test_sweep_states_for_the_app(sweep_root, tmp_path):
     cell.update_status(state="running")
     cell.lock_path.write_text("999999999 1\n")  # its writer died
     summary = sweeps_view.sweep_summary(folder)
-    assert [c.state for c in summary.cells] == ["completed", "stopped", "completed", "completed"]
-    assert sweeps_view.state(summary) == "stopped"
+    assert [c.state for c in summary.cells] == ["completed", "failed", "completed", "completed"]
+    assert "killed?" in summary.cells[1].problem  # why: status.json says running, its writer is gone
+    assert sweeps_view.state(summary) == "failed"
     assert set(sweeps_view.all_sweeps(root)) == {early, folder}
 
 

@@ -28,8 +28,8 @@ from typing import Iterator, Sequence
 from xlviz import confined, limits
 from xlviz.errors import XlvizError
 from xlviz.io import append_line, atomic_write_json, read_json
-from xlviz.runs import (Run, archive_run_folder, checkpoints_root, delete_run_folder, now_iso, process_alive, process_cmdline,
-                         process_start_ticks, run_folder)
+from xlviz.runs import (SWEEP_RECORD, Run, archive_run_folder, check_run_folder, checkpoints_root, delete_run_folder, now_iso,
+                         process_alive, process_cmdline, process_start_ticks, run_folder, run_kind, sweep_cells)
 
 JOB_FILE = "job.json"
 OUTPUT_FILE = "job-output.txt"
@@ -48,6 +48,18 @@ JOB_RUN_ENV = "XLVIZ_JOB_RUN"
 
 def _proc_start_ticks(pid: int) -> int | None:
     return process_start_ticks(pid)
+
+
+def reap() -> list[int]:
+    """Collect every finished job this process started (``Popen.poll``: ``waitpid`` with
+    ``WNOHANG``), so none stays a zombie while the app runs; returns their pids. Only this
+    process's own children are waited for, as only they can be."""
+    done = []
+    for pid, child in list(_CHILDREN.items()):
+        if child.poll() is not None:
+            _CHILDREN.pop(pid, None)
+            done.append(pid)
+    return done
 
 
 @contextlib.contextmanager
@@ -104,6 +116,7 @@ def job_pid(run_dir: str | os.PathLike, info: dict | None = None) -> int | None:
     start time (a record without one counts as not alive), runs the recorded command line,
     leads its own process group, and was started with ``XLVIZ_JOB_RUN`` naming this very run
     folder; so a foreign pid (or another run's job) is never taken for this run's job."""
+    reap()
     info = job_info(run_dir) if info is None else info
     if not info:
         return None
@@ -302,6 +315,7 @@ def resume(run_dir: str | os.PathLike) -> int:
     """Restart a stopped run where it left off: ``xlviz transfer --resume RUN_DIR``; a run
     stopped before it wrote its config starts its recorded command again (:func:`restart_argv`)."""
     run_dir = check_in_root(Path(run_dir))
+    check_run_folder(run_dir)  # never a model folder, a link or a folder xlviz did not make
     run = Run(run_dir)
     if not run.exists():
         argv = restart_argv(run_dir)
@@ -338,36 +352,60 @@ def can_resume(run_dir: str | os.PathLike) -> bool:
     """Whether the app offers Resume: a stopped, failed or cancelled run with a config, or one
     stopped before writing it whose command can be started again."""
     run = Run(Path(run_dir))
+    try:
+        check_run_folder(run_dir)
+    except XlvizError:
+        return False
     if effective_state(run_dir) not in ("stopped", "failed", "cancelled"):
         return False
     return run.exists() or restart_argv(run_dir) is not None
 
 
-def _idle_folder(root: str | os.PathLike | None, name: str) -> Path:
-    """The run folder ``name`` (:func:`xlviz.runs.run_folder`), refused while a job or a
-    terminal process writes it: cancel it first."""
-    path = run_folder(root, name)
+def _busy(path: Path) -> str | None:
+    """Why the run or sweep folder ``path`` is running (None: it is not): a job the app
+    started, or a process holding its writer lock; for a sweep, its own process (the writer
+    of ``<sweep>/sweep``, or the app's job there) or any cell's."""
+    if run_kind(path, path.parent) == "sweep":
+        record = path / SWEEP_RECORD
+        if is_alive(record) or Run(record).writer_pid() is not None:
+            return "the sweep is still running; cancel it first"
+        for cell in sweep_cells(path):
+            if is_alive(cell) or Run(cell).writer_pid() is not None:
+                return f"the sweep's cell {cell.name} is still running; cancel the sweep first"
+        return None
     if is_alive(path) or Run(path).writer_pid() is not None:
-        raise XlvizError("the run is still running; cancel it first", path=path, field="run")
+        return "the run is still running; cancel it first"
+    return None
+
+
+def _idle_folder(root: str | os.PathLike | None, name: str) -> Path:
+    """The run or sweep folder ``name`` (:func:`xlviz.runs.run_folder`), refused while a job
+    or a terminal process writes it (a sweep: while any of its cells does) and for a single
+    cell of a sweep (deleted or archived with its sweep)."""
+    path = run_folder(root, name, sweeps=True)
+    if path.parent != checkpoints_root(root):
+        raise XlvizError("is a cell of a sweep; delete or archive the whole sweep", path=path, field="run")
+    if (why := _busy(path)) is not None:
+        raise XlvizError(why, path=path, field="run")
     return path
 
 
 def delete_run(root: str | os.PathLike | None, name: str) -> None:
-    """Delete run ``name`` for good (it must not be running). Only a real folder directly
-    inside the checkpoints root; never through a link."""
+    """Delete run (or sweep) ``name`` for good (it must not be running): only what
+    :func:`xlviz.runs.run_kind` takes for one, directly in the checkpoints root; never through a link."""
     path = _idle_folder(root, name)
     with _START_LOCK:  # no start for this folder in this process meanwhile
-        if is_alive(path):
-            raise XlvizError("the run is still running; cancel it first", path=path, field="run")
+        if (why := _busy(path)) is not None:
+            raise XlvizError(why, path=path, field="run")
         delete_run_folder(path)
 
 
 def archive_run(root: str | os.PathLike | None, name: str) -> Path:
-    """Move run ``name`` (not running) into ``<root>/.archive/``; returns where it went."""
+    """Move run (or sweep) ``name`` (not running) into ``<root>/.archive/``; returns where it went."""
     path = _idle_folder(root, name)
     with _START_LOCK:
-        if is_alive(path):
-            raise XlvizError("the run is still running; cancel it first", path=path, field="run")
+        if (why := _busy(path)) is not None:
+            raise XlvizError(why, path=path, field="run")
         return archive_run_folder(path)
 
 
@@ -390,7 +428,9 @@ def effective_state(run_dir: str | os.PathLike) -> str:
     """The run's state as the app should show it.
 
     ``status.json`` says ``running`` until the run itself writes otherwise; if its process is
-    gone (killed, machine restarted) the run is ``stopped`` and can be resumed. A folder the app
+    gone (killed by the system, machine restarted) the run is ``failed`` (the reason:
+    :data:`xlviz.runs.KILLED`) and can be resumed; a ``pending`` one whose process is gone is
+    ``stopped``. A folder the app
     just created whose job has not written its config yet is ``starting``. A run started from a
     terminal (no ``job.json``) counts as alive while the pid in its ``status.json`` is.
     """
@@ -417,7 +457,11 @@ def effective_state(run_dir: str | os.PathLike) -> str:
         alive = isinstance(pid, int) and pid != os.getpid() and process_alive(pid, status.get("pid_start"), require_start=True)
     if alive:
         return "completed" if state == "completed" else "running"
-    if state in ("running", "pending"):
+    if state == "running":
+        # its process is gone without writing its end (the out-of-memory killer, SIGKILL, a
+        # restart): failed, with xlviz.runs.KILLED as the reason (Run.live_status); resumable
+        return "failed"
+    if state == "pending":
         return "stopped"
     return state
 

@@ -63,6 +63,9 @@ ENV_CHECKPOINTS = "XLVIZ_CHECKPOINTS"
 SWEEP_RECORD = "sweep"
 SWEEP_FILE = "sweep.json"
 STATES = ("pending", "running", "completed", "failed", "cancelled")
+# The error a reader shows for a run whose status.json says "running" though its process is gone.
+KILLED = ("the process ended without finishing (killed? out of memory, or the machine restarted); "
+          "resume continues from the last finished stage")
 
 
 def checkpoints_root(out: str | os.PathLike | None = None) -> Path:
@@ -375,6 +378,34 @@ class Run:
         finally:
             os.close(fd)
 
+    def writer_gone(self) -> bool:
+        """Whether the process that took this run's writer lock has ended: ``.writer.lock`` is a
+        regular file in the run and no process holds its ``flock`` (the OS drops it when the
+        holder dies, however it dies: the out-of-memory killer, SIGKILL, a power cut). False
+        when it cannot be told (no lock file, no ``/proc/locks``)."""
+        if not os.path.exists("/proc/locks"):
+            return False
+        try:
+            fd = os.open(self.lock_path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOFOLLOW", 0))
+        except OSError:
+            return False
+        try:
+            import stat as _stat
+
+            return _stat.S_ISREG(os.fstat(fd).st_mode) and not flock_holders(fd)
+        finally:
+            os.close(fd)
+
+    def live_status(self) -> dict:
+        """:meth:`status` as a reader should show it: a run whose ``status.json`` still says
+        ``running`` while its writer is gone (:meth:`writer_gone`: killed by the system, say)
+        is ``failed`` with :data:`KILLED` as its error. Derived at each read, never written
+        (the writer itself reads :meth:`status`, which stays what the file says)."""
+        status = self.status()
+        if status.get("state") == "running" and self.writer_gone():
+            return {**status, "state": "failed", "error": KILLED, "killed": True}
+        return status
+
     def log_tail(self, n: int = 40) -> str:
         """The last ``n`` lines of ``log.txt`` (at most its last bytes, see xlviz.limits); a
         log that cannot be read safely (a symlink, a FIFO) gives one line saying why."""
@@ -516,27 +547,119 @@ def check_tags(value: object, *, path: str | os.PathLike | None = None) -> list[
     return tags
 
 
-def run_folder(root: str | os.PathLike | None, name: object) -> Path:
-    """The run folder ``name`` directly inside the checkpoints ``root``, checked for deleting or
-    moving it: one path component (no '/', no '..', no leading '.'), a real folder (never a
-    symlink, which would point the removal elsewhere), its parent the root itself."""
-    root = checkpoints_root(root)
-    if (not isinstance(name, str) or not name or name.startswith(".") or "/" in name or "\\" in name
-            or any(c < " " for c in name)):
-        raise XlvizError(f"not a run name: {one_line(name)!r}", path=root, field="run")
-    path = root / name
-    try:
-        st = os.lstat(path)
-    except FileNotFoundError:
-        raise XlvizError("no such run", path=path, field="run") from None
+# --- what is a run: the one rule every command and page that lists, deletes, archives, notes,
+# tags or resumes a folder applies (a home folder, a model folder or a link is never taken for one)
+MODEL_WEIGHTS = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin", "pytorch_model.bin.index.json",
+                 "tf_model.h5", "flax_model.msgpack")
+# the records xlviz writes into a run folder: one of them (or a config.json that is not a model's)
+# says xlviz made it; a folder with neither (``~/Documents``) is no run
+RUN_MARKS = ("config.json", "status.json", "manifest.json", LOCK_FILE, "job.json")
+
+
+def model_folder_problem(path: str | os.PathLike) -> str | None:
+    """Why ``path`` is a model folder (its weights, or a ``config.json`` with a ``model_type``
+    or ``architectures``: a Hugging Face model's), else None. A run keeps its models in
+    sub-folders, never weights or a model config at its top."""
+    path = Path(path)
+    for name in MODEL_WEIGHTS:
+        if os.path.lexists(path / name):
+            return f"is a model folder (it holds {name}), not a run"
+    if os.path.lexists(path / "config.json"):
+        try:
+            cfg = confined.read_json(path / "config.json", root=path, max_bytes=limits.RUN_JSON_MAX_BYTES, what="config")
+        except XlvizError:
+            return None
+        if isinstance(cfg, dict) and ("model_type" in cfg or "architectures" in cfg):
+            kind = one_line(cfg.get("model_type", "model"))[:40]
+            return f"is a model folder (its config.json is a {kind} model's), not a run"
+    return None
+
+
+def _made_by_xlviz(path: Path) -> bool:
+    """One of xlviz's run records is there (:data:`RUN_MARKS`). A ``config.json`` counts once
+    :func:`model_folder_problem` has ruled out a model's; one that cannot be read (a FIFO,
+    torn JSON) still marks a run, shown as unreadable so it can be deleted."""
+    return any(os.path.lexists(path / name) for name in RUN_MARKS)
+
+
+def _same(a: str | os.PathLike, b: str | os.PathLike) -> bool:
+    return os.path.realpath(a) == os.path.realpath(b)
+
+
+def check_run_folder(path: str | os.PathLike) -> Path:
+    """``path`` if it is a run folder xlviz made, else an XlvizError naming why not: a real
+    folder (never a link), not a model folder (:func:`model_folder_problem`), holding one of
+    xlviz's run records (:data:`RUN_MARKS`). What it is, not where it is: :func:`run_kind`
+    adds where (resume needs only that it lies in the root)."""
     import stat as _stat
 
-    if _stat.S_ISLNK(st.st_mode):
+    path = Path(path)
+    try:
+        st_ = os.lstat(path)
+    except FileNotFoundError:
+        raise XlvizError("not a run folder: no such folder", path=path, field="run") from None
+    except OSError as e:
+        raise XlvizError(f"cannot read it: {e.strerror or e}", path=path, field="run") from None
+    if _stat.S_ISLNK(st_.st_mode):
         raise XlvizError("is a symbolic link, not a run folder; remove it by hand", path=path, field="run")
-    if not _stat.S_ISDIR(st.st_mode):
+    if not _stat.S_ISDIR(st_.st_mode):
         raise XlvizError("is not a folder", path=path, field="run")
-    if path.resolve().parent != root.resolve():
-        raise XlvizError("is not inside the checkpoints root", path=path, field="run")
+    problem = model_folder_problem(path)
+    if problem:
+        raise XlvizError(f"{problem}; xlviz manages only the runs it made", path=path, field="run")
+    if not _made_by_xlviz(path):
+        raise XlvizError("is not a run made by xlviz (no config.json, status.json, manifest.json or job record); "
+                         "refusing to touch it", path=path, field="run")
+    return path
+
+
+def run_kind(path: str | os.PathLike, root: str | os.PathLike | None) -> str:
+    """``"run"``, ``"cell"`` (a run in a sweep folder) or ``"sweep"`` (a sweep folder) for a
+    folder xlviz may list, delete, archive, note or tag, else an XlvizError naming why not.
+    The rule: directly in the checkpoints ``root`` (a cell: in a sweep folder there, itself a
+    real folder), no dot-name, and :func:`check_run_folder` (a real folder xlviz made, not a
+    link or a model folder); a sweep folder holds ``sweep/sweep.json``."""
+    root = checkpoints_root(root)
+    path = Path(path)
+    if os.path.islink(path):
+        check_run_folder(path)  # the link's own line
+    if path.name.startswith(".") or path.name in ("", "..") or any(c < " " for c in path.name):
+        raise XlvizError("is not a run folder (a hidden or odd name)", path=path, field="run")
+    parent = path.parent
+    if _same(parent, root):
+        kind = "run"
+    elif (_same(parent.parent, root) and not parent.is_symlink() and not parent.name.startswith(".")
+          and is_sweep_folder(parent) and path.name != SWEEP_RECORD):
+        kind = "cell"
+    else:
+        raise XlvizError(f"is not directly in the checkpoints root {os.path.realpath(root)} (nor a sweep's cell there); "
+                         "refusing to touch it", path=path, field="run")
+    if kind == "run" and path.is_dir() and is_sweep_folder(path) and not (path / "config.json").exists():
+        return "sweep"
+    check_run_folder(path)
+    return kind
+
+
+def is_run(path: str | os.PathLike, root: str | os.PathLike | None) -> bool:
+    """Whether :func:`run_kind` takes ``path`` for a run or a sweep's cell (what listings show)."""
+    try:
+        return run_kind(path, root) in ("run", "cell")
+    except XlvizError:
+        return False
+
+
+def run_folder(root: str | os.PathLike | None, name: object, *, sweeps: bool = False) -> Path:
+    """The run folder ``name`` in the checkpoints ``root`` (``<sweep>/<cell>`` for a sweep's
+    cell; with ``sweeps``, a sweep folder too), checked by :func:`run_kind`: a name (no '..',
+    no leading '.'), a real folder made by xlviz, never a link or a model folder."""
+    root = checkpoints_root(root)
+    parts = name.split("/") if isinstance(name, str) else []
+    if (not parts or len(parts) > 2 or any(not p or p.startswith(".") or "\\" in p or any(c < " " for c in p) for p in parts)):
+        raise XlvizError(f"not a run name: {one_line(name)!r}", path=root, field="run")
+    path = root.joinpath(*parts)
+    kind = run_kind(path, root)
+    if kind == "sweep" and not sweeps:
+        raise XlvizError("is a sweep folder; name one of its cells (<sweep>/<cell>)", path=path, field="run")
     return path
 
 
@@ -614,8 +737,9 @@ def sweep_cells(folder: str | os.PathLike) -> list[Path]:
 
 def list_runs(root: str | os.PathLike | None = None) -> list[Run]:
     """All run folders under the checkpoints root, newest first, the cells of its sweep folders
-    (``<root>/<sweep>/<cell>``, named ``<sweep>/<cell>``) among them. A folder that resolves
-    outside the root (a symlink to elsewhere) is skipped: nothing outside is read or resumed."""
+    (``<root>/<sweep>/<cell>``, named ``<sweep>/<cell>``) among them. Only what :func:`run_kind`
+    takes for a run: a link (to elsewhere or not), a model folder or a folder xlviz did not
+    make is skipped, so nothing outside is read, resumed or deleted from a listing."""
     root = checkpoints_root(root)
     if not root.exists():
         return []
@@ -627,7 +751,8 @@ def list_runs(root: str | os.PathLike | None = None) -> list[Run]:
             folders.append(p)
         elif is_sweep_folder(p):
             folders += sweep_cells(p)
-    runs = [Run(p) for p in folders if confined.inside(root, p) and os.path.realpath(p) != os.path.realpath(root)]
+    # the one rule (run_kind): no link, no model folder, nothing xlviz did not make
+    runs = [Run(p) for p in folders if is_run(p, root)]
 
     def mtime(run: Run) -> float:
         try:
@@ -698,6 +823,10 @@ def resume_dir(run_dir: str | os.PathLike, root: str | os.PathLike) -> Path:
     if not confined.inside(root, text) or os.path.realpath(text) == os.path.realpath(root):
         raise XlvizError(f"resolves to {os.path.realpath(text)}, outside the checkpoints root {os.path.realpath(root)}; "
                          "pass --out (or set XLVIZ_CHECKPOINTS) to the folder that holds the run", path=text, field="--resume")
+    try:  # a model folder, a link, a folder xlviz did not make: nothing is written into it
+        check_run_folder(text)
+    except XlvizError as e:
+        raise XlvizError(e.message, path=text, field="--resume") from None
     return Path(text)
 
 

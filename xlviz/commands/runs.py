@@ -1,8 +1,10 @@
 """``xlviz runs delete|archive|note|tag|dependencies RUN``: manage run folders as the app's Runs page does.
 
 A RUN is a run's name under the checkpoints root (``--out``, else ``$XLVIZ_CHECKPOINTS``,
-else ``./checkpoints``) or a path to it; either way the folder must sit directly in that root,
-be a real folder (never a link) and not be running. ``delete`` removes it for good (``--yes``
+else ``./checkpoints``), ``<sweep>/<cell>``, or a path to it; either way the folder must sit
+directly in that root (a cell: in a sweep folder there), be a real folder (never a link) that
+xlviz made (never a model folder) and, to be deleted or archived, not be running (a sweep: none
+of its cells). ``delete`` and ``archive`` take a whole sweep folder too, never one of its cells. ``delete`` removes it for good (``--yes``
 confirms), ``archive`` moves it into ``<root>/.archive/``; ``note`` and ``tag`` edit its
 ``notes.json`` (printed when given nothing to set). ``dependencies`` records which stages each
 model of a run written before they were recorded comes from, so the probes judge each model by
@@ -37,16 +39,34 @@ def register(sub: argparse._SubParsersAction) -> None:
 
 
 def _locate(run: str, out: str | None):
-    """(root, name) of RUN: a bare name is looked up under the root; a path's folder is taken
-    as the root unless --out names one (then it must be that root's child)."""
+    """(root, name) of RUN under the checkpoints root (``--out``, else ``$XLVIZ_CHECKPOINTS``,
+    else ``./checkpoints``): a bare name, ``<sweep>/<cell>``, or a path whose folder is that
+    root (a cell's: a sweep folder in it). A path anywhere else is refused, never read as the
+    run of that name in the root; ``--out`` that is not the path's folder is an error."""
+    import os
     from pathlib import Path
 
-    from xlviz.runs import checkpoints_root
+    from xlviz.errors import XlvizError
+    from xlviz.runs import checkpoints_root, is_sweep_folder
 
+    root = checkpoints_root(out)
     path = Path(run)
-    if len(path.parts) > 1:
-        return (checkpoints_root(out) if out else path.parent), path.name
-    return checkpoints_root(out), run
+    if len(path.parts) == 1 and not path.is_absolute():
+        return root, run
+    if (len(path.parts) == 2 and not path.is_absolute() and ".." not in path.parts
+            and is_sweep_folder(root / path.parts[0])):
+        return root, run  # <sweep>/<cell>, the cell's run name
+    parent = path.parent
+    real_root = os.path.realpath(root)
+    if os.path.realpath(parent) == real_root:
+        return root, path.name
+    if os.path.realpath(parent.parent) == real_root and not parent.is_symlink() and is_sweep_folder(parent):
+        return root, f"{parent.name}/{path.name}"
+    if out:
+        raise XlvizError(f"lies in {os.path.realpath(parent)}, not in the checkpoints root {real_root} given by --out; "
+                         "name the run alone, or give --out the folder that holds it", path=run, field="--out")
+    raise XlvizError(f"lies outside the checkpoints root {real_root} ($XLVIZ_CHECKPOINTS, else ./checkpoints); "
+                     "give --out the folder that holds it", path=run, field="run")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -58,7 +78,7 @@ def run(args: argparse.Namespace) -> int:
     if args.action == "delete":
         if not args.yes:
             raise XlvizError("deleting a run cannot be undone: add --yes to confirm (or archive it)", field="--yes")
-        path = run_folder(root, name)
+        path = run_folder(root, name, sweeps=True)
         jobs.delete_run(root, name)
         print(f"deleted {path}")
     elif args.action == "archive":

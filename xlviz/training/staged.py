@@ -128,6 +128,14 @@ class StagedRun:
         names, _ = self.trackers()
         return {"log_with": names, "project_dir": str(self.run.path)} if names else {}
 
+    def check_trackers(self) -> None:
+        """Refuse, before the run writes anything, a tracker folder that would carry the
+        trackers' files out of the run (:func:`xlviz.training.tracking.check_tracker_folder`)."""
+        if self.main and self.trackers()[0]:
+            from xlviz.training.tracking import check_tracker_folder
+
+            check_tracker_folder(self.run.path)
+
     def record_metric(self, metric: dict) -> None:
         """One metrics row: to ``metrics.jsonl`` and to the run's trackers (same values). Called
         only by the process that writes the run (stage workers send their rows to it)."""
@@ -144,7 +152,7 @@ class StagedRun:
                 self.run.log(f"trackers stopped: {type(e).__name__}: {e}")
 
     def _start_tracking(self) -> None:
-        from xlviz.training.tracking import PROJECT, flat_config
+        from xlviz.training.tracking import PROJECT, check_tracker_folder, flat_config
 
         names, missing = self.trackers()
         self._tracking = False
@@ -152,6 +160,7 @@ class StagedRun:
             self.run.log(f"tracker(s) {', '.join(missing)} not installed here: skipped (metrics.jsonl has every value)")
         if not names or not self.main:
             return
+        check_tracker_folder(self.run.path)  # a linked tensorboard/ fails the run, never written through
         try:
             self.acc.init_trackers(PROJECT, config=flat_config(self.cfg.to_dict()))
             self._tracking = True
@@ -450,6 +459,7 @@ class StagedRun:
     def run_all(self) -> list[dict]:
         plan = self.stages()
         if self.main:
+            self.check_trackers()
             self.run.path.mkdir(parents=True, exist_ok=True)
             if not self.run.exists():
                 self.run.write_config(self.config_record())

@@ -11,6 +11,9 @@ line in the run's log, never a failed run.
 
 from __future__ import annotations
 
+import os
+from pathlib import Path
+
 from xlviz.errors import XlvizError, bounded
 
 # what ``log_with`` accepts: accelerate's tracker names, "all" (every installed one) and "none"
@@ -66,3 +69,37 @@ def scalars(metric: dict) -> dict[str, float]:
     stage = metric.get("stage", "run")
     return {f"{stage}/{k}": float(v) for k, v in metric.items()
             if k not in ("stage", "step") and isinstance(v, (int, float)) and not isinstance(v, bool)}
+
+
+# what check_tracker_folder walks at most: a run's tensorboard/ holds a few event files and an
+# hparams folder per start, never thousands
+TRACKER_ENTRIES_MAX = 10_000
+
+
+def check_tracker_folder(run_path: str | os.PathLike) -> None:
+    """Refuse a run whose tracker folder (``<run>/tensorboard``, where TensorBoard writes its
+    event files and accelerate ``hparams.yml``) would carry the trackers' writes out of the run:
+    the folder, or anything in it, a symbolic link, or the folder not a folder. The trackers
+    write with plain ``open`` (no ``O_NOFOLLOW``), so this is checked before they start, as the
+    confined writer (:func:`xlviz.io.check_write`) checks ``predictions/`` and ``export/``."""
+    from xlviz.io import check_write
+
+    folder = Path(run_path) / PROJECT
+    if not os.path.lexists(folder):
+        return
+    if folder.is_symlink():
+        raise XlvizError("is a symbolic link; the trackers write only inside the run folder (remove the link, "
+                         "or run with --log-with none)", path=folder, field="log_with")
+    if not folder.is_dir():
+        raise XlvizError("is not a folder; the trackers write their event files there", path=folder, field="log_with")
+    check_write(folder, root=run_path)
+    seen = 0
+    for top, dirs, files in os.walk(folder, followlinks=False):
+        for name in dirs + files:
+            seen += 1
+            p = Path(top) / name
+            if p.is_symlink():
+                raise XlvizError("is a symbolic link; the trackers write only inside the run folder", path=p, field="log_with")
+        if seen > TRACKER_ENTRIES_MAX:
+            raise XlvizError(f"holds more than {TRACKER_ENTRIES_MAX:,} entries; not a tracker folder", path=folder,
+                             field="log_with")

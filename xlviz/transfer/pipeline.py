@@ -145,6 +145,7 @@ class Pipeline(StagedRun):
         return [t for t in self.task_names if t not in own]
 
     def run_all(self) -> list[dict]:
+        self.check_trackers()  # before the rescoring below writes status.json
         if self.main and self.run.exists():
             self.rescore_added_tasks()
         rows = super().run_all()

@@ -38,7 +38,7 @@ from xlviz.errors import XlvizError, bounded
 from xlviz.io import atomic_dir, atomic_write_json, read_json
 from xlviz.names import check_name
 from xlviz.runs import SWEEP_FILE as RUN_SWEEP_FILE
-from xlviz.runs import SWEEP_RECORD, Run, artefacts, differing_settings, is_sweep_folder, now_iso
+from xlviz.runs import KILLED, SWEEP_RECORD, Run, artefacts, differing_settings, is_sweep_folder, now_iso
 
 # <sweep>/sweep: the sweep's own record (not a run folder: no config.json); xlviz.runs lists
 # the cells of a folder holding <sweep>/sweep/sweep.json as runs
@@ -349,8 +349,14 @@ class Sweep:
         return states
 
     def state(self, cell: Cell) -> str:
+        """The cell's state as its files say, read as a reader does (:meth:`Run.live_status`):
+        a cell whose job was killed mid-run is ``failed (<why>)``, never ``running``."""
         run = self.cell_run(cell)
-        return str(run.status().get("state", "pending")) if run.exists() else "pending"
+        if not run.exists():
+            return "pending"
+        status = run.live_status()
+        state = str(status.get("state", "pending"))
+        return f"{state} (the process ended without finishing: killed?)" if status.get("killed") else state
 
     def _run_jobs(self, cells: list[Cell], backend: str, parallel: int, slurm: dict | None, states: dict) -> None:
         if not cells:
@@ -392,9 +398,9 @@ class CellState:
     name: str  # folder under the sweep
     run: str  # its run name (``<sweep>/<cell>``), as every page lists it
     setting: str  # ``languages=tr, seed=1``
-    state: str  # pending | running | completed | failed | cancelled | stopped (its process is gone) | unreadable
+    state: str  # pending | running | completed | failed (also: its process is gone) | cancelled | unreadable
     stage: str = ""
-    problem: str = ""  # why the cell's files cannot be read
+    problem: str = ""  # why the cell's files cannot be read, or why it failed though status.json says running
 
 
 @dataclass
@@ -415,19 +421,20 @@ class SweepSummary:
 
 
 def cell_state(run: Run) -> tuple[str, str, str]:
-    """(state, stage, problem) of a cell's run folder: ``stopped`` when status.json says running
-    but no live process holds the cell's writer lock (a killed sweep: re-run it to continue)."""
+    """(state, stage, problem) of a cell's run folder: ``failed`` (with :data:`xlviz.runs.KILLED`
+    as its problem) when status.json says running but no process holds the cell's writer lock
+    any more (a killed sweep or cell job: re-run the sweep to continue)."""
     if not run.exists():
         return "pending", "", ""
     try:
-        status = run.status()
+        status = run.live_status()
     except XlvizError as e:
         return "unreadable", "", str(e)
     state = str(status.get("state", "pending"))
-    if state in ("running", "pending") and run.writer_pid() is None and run.lock_path.exists():
-        state = "stopped" if state == "running" else state
+    if state == "running" and run.writer_pid() is None and run.lock_path.exists():
+        state, status = "failed", {**status, "killed": True, "error": KILLED}  # a lock held by a process not its writer
     stage = status.get("stage") if isinstance(status.get("stage"), str) else ""
-    return state, stage, ""
+    return state, stage, str(status["error"]) if status.get("killed") else ""
 
 
 def sweep_summary(folder: str | Path) -> SweepSummary:

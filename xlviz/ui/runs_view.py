@@ -851,14 +851,15 @@ def no_runs_message(root=None) -> str:
 def all_runs(root=None) -> list[Run]:
     """Run folders, newest first, including ones the app just started whose job has not
     written ``config.json`` yet (``list_runs`` skips those)."""
-    from xlviz.runs import checkpoints_root
+    from xlviz.runs import checkpoints_root, is_run
 
     root = checkpoints_root(root)
     if not root.is_dir():
         return []
     out = []
     for p in root.iterdir():
-        if p.is_dir() and not p.name.startswith(".") and ((p / "config.json").exists() or (p / jobs.JOB_FILE).exists()):
+        if (p.is_dir() and not p.name.startswith(".") and ((p / "config.json").exists() or (p / jobs.JOB_FILE).exists())
+                and is_run(p, root)):  # the one rule: never a model folder or a link
             out.append(Run(p))
 
     def mtime(r: Run) -> float:
