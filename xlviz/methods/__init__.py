@@ -12,7 +12,7 @@ import importlib
 import pkgutil
 
 from xlviz.errors import XlvizError
-from xlviz.methods.base import SETTINGS, TRANSLATE_TEST, TRANSLATE_TRAIN, ZERO_SHOT, Method, Stage, setting_of
+from xlviz.methods.base import SETTINGS, TRANSLATE_TEST, TRANSLATE_TRAIN, ZERO_SHOT, Method, Stage, resources_of, setting_of
 
 _SKIP = {"base", "common", "options"}
 _METHODS: dict[str, Method] | None = None
@@ -91,5 +91,66 @@ def row_setting(row: dict) -> str:
         return setting_of(row)
 
 
-__all__ = ["Method", "Stage", "methods", "all_systems", "method_of", "aliases", "resolve", "row_setting", "SETTINGS",
+def row_resources(row: dict) -> dict | None:
+    """What a results row's system read beyond L1 QA labels (:func:`~xlviz.methods.base.resources_of`):
+    its ``resources`` field; rows written before rows carried it get one derived from the
+    row's own fields (``parallel_pairs``, ``l2_labels``, ``translate_test``,
+    ``wechsel_dictionary``) and its system's declaration, with ``"recorded": False`` and no
+    dictionary size (a WECHSEL row of that time read the whole gold dictionary); None when the
+    system is unknown and the row says nothing."""
+    value = row.get("resources")
+    if isinstance(value, dict):
+        return value
+    system = str(row.get("system"))
+    try:
+        declared = method_of(system).resources(system)
+    except XlvizError:
+        declared = None
+    if declared is None and not any(k in row for k in ("parallel_pairs", "l2_labels", "translate_test")):
+        return None
+    uses = {"parallel_pairs": row.get("parallel_pairs", (declared or {}).get("parallel_pairs", 0)),
+            "l2_labels": row.get("l2_labels", (declared or {}).get("l2_labels", False)),
+            "translate_test": row.get("translate_test", (declared or {}).get("test_time_translation", False))}
+    dictionary = (declared or {}).get("dictionary")
+    if row.get("wechsel_dictionary") in ("gold", "seed"):
+        size = row.get("wechsel_seed_size") if row.get("wechsel_dictionary") == "seed" else None
+        dictionary = {"size": size if isinstance(size, int) else None, "source": "gold", "split": "all"}
+    elif row.get("wechsel_dictionary") == "identical":
+        dictionary = {"size": None, "source": "induced", "split": "train"}
+    if dictionary is not None:
+        dictionary = {**dictionary, "size": None} if dictionary.get("source") == "induced" else dictionary
+    return {**resources_of(uses, dictionary), "recorded": False}
+
+
+def _count(n) -> str:
+    if not isinstance(n, int) or isinstance(n, bool):
+        return "?"
+    if n >= 1000:
+        return f"{n / 1000:.1f}".rstrip("0").rstrip(".") + "k"
+    return str(n)
+
+
+def resources_label(resources: dict | None) -> str:
+    """A short label for a row's ``resources``: ``pairs 10k · dict 2k gold · L2 labels ·
+    test-time translation``; ``L1 labels only`` when it read nothing more; ``not recorded``
+    without one. A dictionary that includes the held-out words scored by word translation says
+    ``(all)``; one a row did not record says so (``derived``)."""
+    if not isinstance(resources, dict):
+        return "not recorded"
+    parts = []
+    if resources.get("parallel_pairs"):
+        parts.append(f"pairs {_count(resources['parallel_pairs'])}")
+    d = resources.get("dictionary")
+    if isinstance(d, dict):
+        size = "" if d.get("size") is None else f"{_count(d.get('size'))} "
+        parts.append(f"dict {size}{d.get('source', '?')}" + (" (all)" if d.get("split") == "all" else ""))
+    if resources.get("l2_labels"):
+        parts.append("L2 labels")
+    if resources.get("test_time_translation"):
+        parts.append("test-time translation")
+    text = " · ".join(parts) or "L1 labels only"
+    return text + (" (derived)" if resources.get("recorded") is False else "")
+
+
+__all__ = ["Method", "Stage", "methods", "all_systems", "method_of", "aliases", "resolve", "row_setting", "row_resources", "resources_label", "resources_of", "SETTINGS",
            "ZERO_SHOT", "TRANSLATE_TRAIN", "TRANSLATE_TEST"]
