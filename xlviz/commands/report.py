@@ -22,7 +22,8 @@ def run(args: argparse.Namespace) -> int:
 
     from xlviz.errors import XlvizError
     from xlviz.runs import Run
-    from xlviz.transfer.report import check_score_rows, compare_table, results_table, seeds_table
+    from xlviz.transfer.report import (check_score_rows, compare_table, resources_line, resources_table, results_table,
+                                       seeds_table)
     from xlviz.transfer.uncertainty import combined_intervals, compare_systems, fill_intervals
 
     from xlviz.transfer.sweep import Sweep
@@ -32,6 +33,10 @@ def run(args: argparse.Namespace) -> int:
 
         if not getattr(args, "compare", None):
             print(sweep_table(args.runs[0]))
+            cells = [Sweep(args.runs[0]).cell_run(cell).results() for cell in Sweep(args.runs[0]).cells()]
+            if any(cells):
+                print()
+                print(resources_table([rows for rows in cells if rows]))
             return 0
         sweep = Sweep(args.runs[0])  # --compare: one paired table per grid cell, over its seeds
         groups: dict[str, list[tuple[Path, list[dict]]]] = {}
@@ -46,6 +51,7 @@ def run(args: argparse.Namespace) -> int:
             paths, rows = [p for p, _ in cells], [r for _, r in cells]
             print(f"cell: {label} ({len(paths)} seed{'s' if len(paths) > 1 else ''})\n")
             print(compare_table(compare_systems(paths, rows, *args.compare), *args.compare))
+            print(resources_line(rows, *args.compare))
             print()
         return 0
     results, folders = [], []
@@ -58,9 +64,12 @@ def run(args: argparse.Namespace) -> int:
         folders.append(r.path)
     if getattr(args, "compare", None):
         print(compare_table(compare_systems(folders, results, *args.compare), *args.compare))
+        print(resources_line(results, *args.compare))
         return 0
     if len(results) == 1:
         print(results_table(fill_intervals(folders[0], results[0])))
     else:
         print(seeds_table(results, combined=combined_intervals(folders, results)))
+        print()
+        print(resources_table(results))
     return 0

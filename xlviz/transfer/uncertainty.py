@@ -17,7 +17,7 @@ from pathlib import Path
 from xlviz.errors import XlvizError
 from xlviz.evaluation.uncertainty import (Interval, PairedTest, cluster_bootstrap, paired_test_seeds, paragraph_ids,
                                           score_intervals, two_level_bootstrap)
-from xlviz.methods import row_setting
+from xlviz.methods import resources_label, row_resources, row_setting
 
 _PART = re.compile(r"[A-Za-z0-9][A-Za-z0-9+@._-]{0,127}")
 
@@ -128,6 +128,9 @@ def compare_systems(run_dirs: list[Path], runs: list[list[dict]], a: str, b: str
     if settings[a] != settings[b]:
         raise XlvizError(f"{a} ({', '.join(sorted(settings[a]))}) and {b} ({', '.join(sorted(settings[b]))}) are in different "
                          "settings: their scores are not comparable", field="compare")
+    # what each side read beyond L1 labels: a comparison across resources is allowed, and labelled
+    resources = {name: " | ".join(dict.fromkeys(resources_label(row_resources(r)) for rows in runs for r in rows
+                                                 if r.get("system") == name)) for name in (a, b)}
     langs = list(dict.fromkeys(r["language"] for rows in runs for r in rows if r.get("system") == a))
     out = []
     for lang in langs:
@@ -142,7 +145,8 @@ def compare_systems(run_dirs: list[Path], runs: list[list[dict]], a: str, b: str
             continue
         for metric in ("f1", "exact_match"):
             test: PairedTest = paired_test_seeds([(getattr(x, metric), getattr(y, metric), x.paragraphs) for x, y in pairs])
-            out.append({"language": lang, "metric": metric, "setting": next(iter(settings[a])), **test.as_dict()})
+            out.append({"language": lang, "metric": metric, "setting": next(iter(settings[a])), **test.as_dict(),
+                        "resources": resources})
     if not out:
         raise XlvizError(f"no run kept the predictions of both {a} and {b} on a shared language", field="compare")
     return out
