@@ -187,6 +187,11 @@ class Wechsel(Method):
                 out["wechsel_seed_size"] = cfg.wechsel_seed_size
         return out
 
+    def needs(self, system: str, cfg=None) -> frozenset[str]:
+        """The default needs, and a bilingual dictionary unless it aligns on identical strings."""
+        extra = set() if getattr(cfg, "wechsel_dictionary", "gold") == "identical" else {"dictionary"}
+        return super().needs(system, cfg) | extra
+
     def dictionary(self, system: str, cfg=None, ctx: Context | None = None, lang: str | None = None) -> dict | None:
         """The gold dictionary's training part (``seed``: the entries drawn from it) or, for
         ``identical``, the strings both vocabularies share (induced, no external dictionary)."""
