@@ -249,3 +249,20 @@ def test_the_runs_page_tables_carry_the_label():
     (_, wide), = results_by_setting(long, ["en", "svo"])
     assert wide.loc["wechsel-only", "resources"] == "dict 126 gold"
     assert wide.loc["floor", "resources"] == "L1 labels only (derived)"
+
+
+def test_the_alignment_pages_score_a_runs_held_out_words(world, tmp_path):
+    """The Alignment page's word translation on a run's world reads the same held-out part as
+    the run's task (its seed and fraction from config.json); a world folder alone, the whole."""
+    from xlviz.analysis.reports import _scored_dictionary
+    from xlviz.errors import XlvizError
+
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "config.json").write_text(json.dumps({"seed": 4, "gold_dictionary_test_fraction": 0.3}))
+    assert _scored_dictionary(run, world, "svo") == gold_split(world, "svo", 0.3, 4)[1]
+    assert set(_scored_dictionary(None, world, "svo")) == _all_pairs(world)
+    (run / "config.json").write_text(json.dumps({"seed": 4, "gold_dictionary_test_fraction": 2}))
+    with pytest.raises(XlvizError, match="between 0 and 1") as bad:
+        _scored_dictionary(run, world, "svo")
+    assert bad.value.field == "gold_dictionary_test_fraction"

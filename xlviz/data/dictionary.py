@@ -117,6 +117,11 @@ def split_dictionary(entries: Sequence, test_fraction: float = 0.5, seed: int | 
     return [e for e in entries if e[0] not in test_words], [e for e in entries if e[0] in test_words]
 
 
+# The share of the gold dictionary's L1 words held out (the default of the run option
+# ``gold_dictionary_test_fraction``, declared with WECHSEL's options).
+GOLD_TEST_FRACTION = 0.2
+
+
 def gold_split(world, l2: str, test_fraction: float, seed: int) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
     """(training, held-out) (L1 word, L2 word) pairs of the generated world's gold dictionary
     for ``l2``, disjoint by L1 word (:func:`split_dictionary`, seeded by the run's ``seed`` and
@@ -127,4 +132,4 @@ def gold_split(world, l2: str, test_fraction: float, seed: int) -> tuple[list[tu
     return split_dictionary(pairs, test_fraction, seed=f"gold-dictionary-{seed}-{l2}")
 
 
-__all__ = ["WORD", "words", "Dictionary", "induce_dictionary", "split_dictionary", "gold_split"]
+__all__ = ["WORD", "words", "Dictionary", "induce_dictionary", "split_dictionary", "gold_split", "GOLD_TEST_FRACTION"]

@@ -36,7 +36,7 @@ import torch
 from safetensors.torch import load_file, save_file
 from transformers import BertForMaskedLM
 
-from xlviz.data.dictionary import gold_split
+from xlviz.data.dictionary import GOLD_TEST_FRACTION, gold_split
 from xlviz.io import atomic_dir, atomic_write_json
 from xlviz.methods import forgetting
 from xlviz.methods.base import Context, Method, Stage
@@ -88,7 +88,7 @@ class WechselOptions(MethodOptions):
     wechsel_seed_size: int = option(50, "entries of the seed dictionary", low=1)
     # Read by every system's word-translation score on the world, not only WECHSEL's: the
     # held-out part is what each system is scored on, so systems are compared on the same words.
-    gold_dictionary_test_fraction: float = option(0.2, "share of the world's gold dictionary's L1 words held out (seeded by the run's "
+    gold_dictionary_test_fraction: float = option(GOLD_TEST_FRACTION, "share of the world's gold dictionary's L1 words held out (seeded by the run's "
                                                   "seed): WECHSEL's fit never reads them and every word-translation score reads "
                                                   "only them", low=0, high=1, low_open=True, high_open=True)
     wechsel_neighbours: int = option(10, "k: nearest L1 subwords averaged for each L2 subword (the paper's 10)", low=1)
