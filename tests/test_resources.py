@@ -206,6 +206,9 @@ def test_labels_and_old_rows():
     assert resources_label(row_resources({"system": "veco-plugin", "parallel_pairs": 64, "l2_labels": True,
                                           "translate_test": True})) == "pairs 64 · L2 labels · test-time translation (derived)"
     assert row_resources({"system": "no-such-system", "f1": 1.0}) is None
+    # a hand-edited field: a label, never a traceback or free text from the file
+    assert resources_label({"parallel_pairs": "many", "dictionary": {"size": "x", "source": "<b>web</b>"}}) == "pairs ? · dict ? ?"
+    assert resources_label(row_resources({"system": "monotrans", "resources": "junk"})) == "L1 labels only (derived)"
     recorded = {"parallel_pairs": 0, "dictionary": None, "l2_labels": False, "test_time_translation": False}
     assert row_resources({"system": "monotrans", "resources": recorded}) is recorded
 

@@ -143,7 +143,8 @@ def resources_label(resources: dict | None) -> str:
     d = resources.get("dictionary")
     if isinstance(d, dict):
         size = "" if d.get("size") is None else f"{_count(d.get('size'))} "
-        parts.append(f"dict {size}{d.get('source', '?')}" + (" (all)" if d.get("split") == "all" else ""))
+        source = d.get("source") if d.get("source") in ("gold", "induced") else "?"  # a hand-edited file: no free text
+        parts.append(f"dict {size}{source}" + (" (all)" if d.get("split") == "all" else ""))
     if resources.get("l2_labels"):
         parts.append("L2 labels")
     if resources.get("test_time_translation"):
