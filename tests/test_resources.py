@@ -269,3 +269,40 @@ def test_the_alignment_pages_score_a_runs_held_out_words(world, tmp_path):
     with pytest.raises(XlvizError, match="between 0 and 1") as bad:
         _scored_dictionary(run, world, "svo")
     assert bad.value.field == "gold_dictionary_test_fraction"
+
+
+@pytest.fixture(scope="module")
+def app_root(tmp_path_factory) -> Path:
+    from tests.app_fixtures import make_run
+
+    root = tmp_path_factory.mktemp("resources") / "checkpoints"
+    make_run(root, "tt-run", translate_train=True)  # rows written before rows carried resources
+    return root
+
+
+def _page(root: Path, monkeypatch, name: str, models: list[str] | None = None):
+    from streamlit.testing.v1 import AppTest
+
+    monkeypatch.setenv("XLVIZ_CHECKPOINTS", str(root))
+    monkeypatch.delenv("XLVIZ_SHARED_DATA", raising=False)
+    at = AppTest.from_file(str(Path(__file__).resolve().parents[1] / "app.py"), default_timeout=180)
+    if models is not None:
+        at.session_state["xlviz_models"] = models
+    at.run()
+    at.switch_page(f"pages/{name}.py").run()
+    assert not at.exception, [e.message for e in at.exception]
+    return at
+
+
+def test_the_runs_and_xquad_pages_mark_each_row_by_its_resources(app_root, monkeypatch):
+    from tests.app_fixtures import PARALLEL, SUPERVISED
+
+    at = _page(app_root, monkeypatch, "runs")
+    at.selectbox(key="runs_live_select").set_value("tt-run").run()
+    zero, translate = [d.value for d in at.dataframe if "resources" in d.value.columns and "run" not in d.value.columns]
+    assert zero.loc[PARALLEL, "resources"] == "pairs 12 (derived)"
+    assert zero.loc["monotrans", "resources"] == "L1 labels only (derived)"
+    assert translate.loc[SUPERVISED, "resources"] == "L2 labels (derived)"
+    at = _page(app_root, monkeypatch, "xquad", models=["run:tt-run:export:monotrans", f"run:tt-run:export:{SUPERVISED}"])
+    matrices = [d.value for d in at.dataframe if "avg" in d.value.columns]
+    assert [m.loc[m.index[0], "resources"] for m in matrices] == ["L1 labels only (derived)"] * 2 + ["L2 labels (derived)"] * 2
