@@ -101,7 +101,8 @@ def results_table(rows: list[dict], l1: str = "en") -> str:
         lines += [head, "-" * len(head)]
         for r in sorted(part, key=lambda r: (r["system"], r["language"] != l1, r["language"])):
             if is_degenerate(r):  # no result: no number to read, compare or average
-                lines.append(f"{r['system']:<{w}} {r['language']:<9} {'degenerate':>23}  ({degenerate_reason(r)})")
+                lines.append(f"{r['system']:<{w}} {r['language']:<9} {'degenerate':>23}  ({degenerate_reason(r)})  "
+                             f"{resources_label(row_resources(r))}")
                 continue
             base = r.get("l1_f1") or l1_f1.get(r["system"])  # pair models: the L1 score of the same model
             ratio = "" if r["language"] == l1 or not base else f"{r['f1'] / base:.2f}"
