@@ -21,7 +21,7 @@ from safetensors.torch import load_file
 
 from xlviz.data.dictionary import gold_split
 from xlviz.data.world import LanguageSpec, WorldConfig, generate_world
-from xlviz.methods import method_of, resources_label, row_resources
+from xlviz.methods import combine_labels, method_of, resources_label, row_resources
 from xlviz.transfer.config import TransferConfig
 
 
@@ -238,6 +238,12 @@ def test_the_report_marks_rows_by_resources():
     differ = resources_line([_rows()], "wechsel-only", "monotrans")
     assert "wechsel-only: dict 126 gold; monotrans: L1 labels only" in differ and "not like for like" in differ
     assert "not like for like" not in resources_line([_rows()], "monotrans", "floor")
+    # each L2 and seed has its own split: one label with the size range, a valid table cell
+    other = [{**r, "resources": {**r["resources"], "dictionary": {**r["resources"]["dictionary"], "size": 131}}}
+             if r["system"] == "wechsel-only" else r for r in _rows()]
+    assert "| wechsel-only | dict 126-131 gold |" in resources_table([_rows(), other])
+    assert combine_labels(["pairs 2k", "L2 labels"]) == "pairs 2k; L2 labels"
+    assert combine_labels(["dict 900 gold", "dict 1.2k gold"]) == "dict 900-1.2k gold"
 
 
 def test_the_runs_page_tables_carry_the_label():

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import importlib
 import pkgutil
+import re
 
 from xlviz.errors import XlvizError
 from xlviz.methods.base import SETTINGS, TRANSLATE_TEST, TRANSLATE_TRAIN, ZERO_SHOT, Method, Stage, resources_of, setting_of
@@ -153,5 +154,22 @@ def resources_label(resources: dict | None) -> str:
     return text + (" (derived)" if resources.get("recorded") is False else "")
 
 
-__all__ = ["Method", "Stage", "methods", "all_systems", "method_of", "aliases", "resolve", "row_setting", "row_resources", "resources_label", "resources_of", "SETTINGS",
+_DICT_SIZE = re.compile(r"dict (\d+(?:\.\d+)?k?) ")
+
+
+def combine_labels(labels) -> str:
+    """One label for several rows of a system (languages, seeds): the label when they agree;
+    a size range when only the dictionary's size differs (``dict 124-127 gold``: each L2 and
+    seed has its own split); else the labels joined with "; "."""
+    unique = list(dict.fromkeys(labels))
+    if len(unique) <= 1:
+        return unique[0] if unique else "not recorded"
+    sizes = [m.group(1) for m in map(_DICT_SIZE.search, unique) if m]
+    if len(sizes) == len(unique) and len({_DICT_SIZE.sub("dict # ", label) for label in unique}) == 1:
+        value = lambda t: float(t[:-1]) * 1000 if t.endswith("k") else float(t)  # noqa: E731
+        return _DICT_SIZE.sub(f"dict {min(sizes, key=value)}-{max(sizes, key=value)} ", unique[0], count=1)
+    return "; ".join(unique)
+
+
+__all__ = ["Method", "Stage", "methods", "all_systems", "method_of", "aliases", "resolve", "row_setting", "row_resources", "resources_label", "combine_labels", "resources_of", "SETTINGS",
            "ZERO_SHOT", "TRANSLATE_TRAIN", "TRANSLATE_TEST"]

@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 
 from xlviz.errors import XlvizError
-from xlviz.methods import SETTINGS, resources_label, row_resources, row_setting
+from xlviz.methods import SETTINGS, combine_labels, resources_label, row_resources, row_setting
 from xlviz.training.verdicts import degenerate_reason, is_degenerate
 
 # Scores a row must carry (a number each), and those it may carry.
@@ -126,13 +126,13 @@ RESOURCES_NOTE = ("resources: what a system read beyond L1 QA labels (parallel p
 
 
 def system_resources(runs: list[list[dict]]) -> dict[str, str]:
-    """System -> its resources label over every row of ``runs`` (labels that differ between
-    rows, e.g. two dictionary sizes, joined with " | ")."""
+    """System -> its resources label over every row of ``runs`` (:func:`~xlviz.methods.combine_labels`:
+    a size range where each L2 and seed has its own dictionary split)."""
     out: dict[str, dict] = {}
     for rows in runs:
         for r in rows:
             out.setdefault(str(r.get("system")), {})[resources_label(row_resources(r))] = None
-    return {name: " | ".join(labels) for name, labels in out.items()}
+    return {name: combine_labels(labels) for name, labels in out.items()}
 
 
 def resources_table(runs: list[list[dict]]) -> str:

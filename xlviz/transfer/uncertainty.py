@@ -17,7 +17,7 @@ from pathlib import Path
 from xlviz.errors import XlvizError
 from xlviz.evaluation.uncertainty import (Interval, PairedTest, cluster_bootstrap, paired_test_seeds, paragraph_ids,
                                           score_intervals, two_level_bootstrap)
-from xlviz.methods import resources_label, row_resources, row_setting
+from xlviz.methods import combine_labels, resources_label, row_resources, row_setting
 
 _PART = re.compile(r"[A-Za-z0-9][A-Za-z0-9+@._-]{0,127}")
 
@@ -129,8 +129,8 @@ def compare_systems(run_dirs: list[Path], runs: list[list[dict]], a: str, b: str
         raise XlvizError(f"{a} ({', '.join(sorted(settings[a]))}) and {b} ({', '.join(sorted(settings[b]))}) are in different "
                          "settings: their scores are not comparable", field="compare")
     # what each side read beyond L1 labels: a comparison across resources is allowed, and labelled
-    resources = {name: " | ".join(dict.fromkeys(resources_label(row_resources(r)) for rows in runs for r in rows
-                                                 if r.get("system") == name)) for name in (a, b)}
+    resources = {name: combine_labels(resources_label(row_resources(r)) for rows in runs for r in rows
+                                      if r.get("system") == name) for name in (a, b)}
     langs = list(dict.fromkeys(r["language"] for rows in runs for r in rows if r.get("system") == a))
     out = []
     for lang in langs:

@@ -421,6 +421,13 @@ def resources_of(row: dict) -> str:
     return resources_label(row_resources(row))
 
 
+def combine_labels(labels) -> str:
+    """One resources label for several rows (:func:`xlviz.methods.combine_labels`)."""
+    from xlviz.methods import combine_labels as combine
+
+    return combine(list(labels))
+
+
 def with_interval(value, low, high) -> str:
     """``61.2 [55.0, 67.1]``: a score with its interval (``61.2`` alone when it has none)."""
     if not isinstance(value, (int, float)) or pd.isna(value):
@@ -501,8 +508,7 @@ def results_by_setting(table: pd.DataFrame, languages: list[str],
             wide = wide[[f"{l} · {names[m]}" for l in langs for m in metrics if f"{l} · {names[m]}" in wide.columns]]
         wide.insert(0, "parallel pairs", sub.groupby("system")["parallel_pairs"].max().reindex(wide.index).astype(int))
         if "resources" in sub:  # what each row read beyond L1 labels: rows of different resources are marked, not hidden
-            wide.insert(0, "resources", sub.groupby("system")["resources"].agg(lambda v: " | ".join(dict.fromkeys(v)))
-                        .reindex(wide.index))
+            wide.insert(0, "resources", sub.groupby("system")["resources"].agg(combine_labels).reindex(wide.index))
         wide.columns.name = None
         out.append((setting, wide))
     return out
@@ -560,7 +566,7 @@ def compare_table(long: pd.DataFrame) -> pd.DataFrame:
         pairs = long.groupby(keys)["parallel_pairs"].max()
         wide.insert(3, "parallel pairs", [int(pairs.get(tuple(r[k] for k in keys), 0)) for _, r in wide.iterrows()])
     if "resources" in long:
-        labels = long.groupby(keys)["resources"].agg(lambda v: " | ".join(dict.fromkeys(v)))
+        labels = long.groupby(keys)["resources"].agg(combine_labels)
         wide.insert(3, "resources", [labels.get(tuple(r[k] for k in keys), "not recorded") for _, r in wide.iterrows()])
     # L2/L1: how much of its L1 score a system keeps in each L2 (the paper's transfer ratio),
     # against the same run and system's L1 F1, or a pair model's own L1 F1 (``l1_f1``)
@@ -926,7 +932,7 @@ def export_resources(run_name: str | None, system: str | None, root=None) -> str
         rows = [r for r in Run(checkpoints_root(root) / run_name).results() if r.get("system") == system]
     except XlvizError:
         rows = []
-    return " | ".join(dict.fromkeys(resources_of(r) for r in rows)) or "not recorded"
+    return combine_labels(resources_of(r) for r in rows)
 
 
 def export_setting(run_name: str | None, system: str | None, root=None) -> tuple[str | None, int]:
