@@ -7,8 +7,8 @@ run: the model label without its run prefix (``L1 model``, ``monotrans-into-l1 (
 the language and the category (agreement) or layer (word in context).
 
 - Agreement: accuracy over the scored pairs; ``[seeds]`` is the Student-t interval over the
-  seeds' accuracies (cut to 0-100: with three seeds that disagree it reaches past the scale), ``[seeds×pairs]`` the two-level bootstrap (seeds resampled, then minimal
-  pairs within each drawn seed), coverage beside. A seed whose model the analysis refused
+  seeds' accuracies (cut to 0-100: with three seeds that disagree it reaches past the scale), ``[seeds+pairs]`` the t over seeds widened by
+  the shared test pairs' own sampling variance (``xlviz.evaluation.seeds.seeds_paragraphs_interval``), coverage beside. A seed whose model the analysis refused
   (built on a degenerate stage, listed under ``degenerate``) counts as "degenerate", not as a number.
 - Word in context: cross-validated accuracy per layer (mean over seeds [seeds]) and Spearman.
 
@@ -25,7 +25,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from xlviz.evaluation.uncertainty import seed_interval, two_level_bootstrap  # noqa: E402
+from xlviz.evaluation.seeds import seeds_paragraphs_interval  # noqa: E402
+from xlviz.evaluation.uncertainty import seed_interval  # noqa: E402
 
 
 def label(model: str) -> str:
@@ -49,10 +50,11 @@ def agreement_table(results: list[dict]) -> list[dict]:
         seeds = seed_interval(accs)
         runs = [([100.0 * bool(it["correct"]) for it in r["items"]], [it["id"] for it in r["items"]])  # the analysis's own verdict per pair
                 for r in rows if r["items"]]
-        both = two_level_bootstrap(runs) if len(runs) == len(rows) else None
+        # seeds + test pairs (a calibrated interval; docs/methods.md "Uncertainty"); all seeds' items, 2 seeds or more
+        both = seeds_paragraphs_interval(runs) if len(runs) == len(rows) >= 2 else None
         out.append({"model": model, "language": lang, "role": role, "seeds": len(rows), "accuracy": seeds.mean,
                     "seeds_low": max(0.0, seeds.low), "seeds_high": min(100.0, seeds.high), "per_seed": accs,
-                    "two_level_low": both.low if both else None, "two_level_high": both.high if both else None,
+                    "sp_low": max(0.0, both.low) if both else None, "sp_high": min(100.0, both.high) if both else None,
                     "coverage": min(100 * r["coverage"] for r in rows), "refused": refused.get((model, lang), 0)})
     return out
 
@@ -88,10 +90,10 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("results", nargs="+", help="JSON files written by `xlviz analyse probing --out`")
     args = p.parse_args(argv)
     results = [json.loads(Path(f).read_text()) for f in args.results]
-    print("| model | data | role | seeds | agreement (%) [seeds] | [seeds×pairs] | per seed | coverage |")
+    print("| model | data | role | seeds | agreement (%) [seeds] | [seeds+pairs] | per seed | coverage |")
     print("|---|---|---|---|---|---|---|---|")
     for r in agreement_table(results):
-        two = f"[{r['two_level_low']:.1f}, {r['two_level_high']:.1f}]" if r["two_level_low"] is not None else "—"
+        two = f"[{r['sp_low']:.1f}, {r['sp_high']:.1f}]" if r["sp_low"] is not None else "—"
         print(f"| {r['model']} | {r['language']} | {r['role']} | {r['seeds']} | {r['accuracy']:.1f} "
               f"[{r['seeds_low']:.1f}, {r['seeds_high']:.1f}] | {two} | "
               f"{', '.join([f'{a:.1f}' for a in r['per_seed']] + ['degenerate'] * r['refused'])} | "

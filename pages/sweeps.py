@@ -172,8 +172,9 @@ systems_all = list(dict.fromkeys(r["system"] for r in rows))
 if "sw_systems" in st.session_state:
     st.session_state["sw_systems"] = [s for s in st.session_state["sw_systems"] if s in systems_all] or systems_all
 picked = st.multiselect("Systems", systems_all, default=systems_all, key="sw_systems")
-st.caption("Mean over seeds [95% percentile-bootstrap interval over the seeds' values; none with one seed]; "
-           "[seeds×paragraphs]: two-level bootstrap, seeds resampled then test paragraphs (one seed: paragraphs). F1 L2/L1 "
+st.caption("Mean over seeds [95% Student-t interval over the seeds' values; none with one seed; 2 seeds: one degree "
+           "of freedom, wide]; [seeds+paragraphs]: the t widened by the test set's own paragraph-sampling variance "
+           "(one seed: paragraph bootstrap, test-set noise only). F1 L2/L1 "
            "divides by the same system's English F1 in the same cell; distance: typological features that differ from "
            "English (docs/typology.md). EM beside F1: the floor's F1 is mostly partial credit.")
 st.dataframe(sweeps_view.results_table(rows, picked), hide_index=True, width="stretch", key="sw_results", placeholder=NA)
@@ -208,8 +209,11 @@ else:
         if diff.empty:
             st.info("The two systems share no cell and L2.", icon=":material/info:")
         else:
-            st.caption("Paired by cell (same seed, world and English body), then the mean over seeds and its 95% "
-                       "bootstrap interval over the per-seed differences.")
+            st.caption("Paired by cell (same seed, world and English body): the mean of the per-seed differences, its "
+                       "95% t interval, the paired t p and the Holm-adjusted p over this table's rows (the verdict reads "
+                       "it), the exact sign-flip p over seeds (all 2^n patterns; cannot reach 0.05 below 6 seeds). A "
+                       "verdict needs 3 seeds or more; seeds for 80% power: what a difference of the observed size "
+                       "needs at the observed spread between seeds.")
             st.dataframe(diff, hide_index=True, width="stretch", key="sw_paired", placeholder=NA)
 
 # --- cells as runs ------------------------------------------------------------------------------

@@ -212,16 +212,22 @@ if not rows.empty:
     st.caption(f"[low, high]: 95% intervals resampling whole paragraphs (a context's questions go together; {qa.N_RESAMPLES} "
                "resamples, as in the run's results); each model is one seed, so the spread over training seeds is not in them.")
     with st.expander("Uncertainty: 95% paragraph bootstrap intervals" + (" and paired tests" if len(names) > 1 else "")):
-        st.caption(f"Each cell resampled by paragraph ({qa.N_RESAMPLES} bootstrap samples). With a few hundred questions, "
-                   "differences of a few points are often inside the intervals.")
-        cells = cell_intervals(rows)
+        from xlviz.evaluation.seeds import ONE_SEED_NOTE
+
+        dead = {n: sorted(d) for n, d in degenerate_of.items() if d}
+        st.caption(f"Each cell resampled by paragraph ({qa.N_RESAMPLES} bootstrap samples). {ONE_SEED_NOTE}: each model "
+                   "is one training seed (`xlviz report RUN... --compare A B` over seeds decides about methods). "
+                   "Degenerate cells are left out.")
+        cells = cell_intervals(rows, dead or None)
         st.dataframe(cells, hide_index=True, width="stretch", key="xq_ci", placeholder=NA,
                      column_config=number_config(cells, SCORE_RULES))
         if len(names) > 1:
-            st.caption("Two systems on the same questions: the F1 difference with its paired paragraph-bootstrap interval "
-                       "and a paired permutation test flipping whole paragraphs, and McNemar's exact test on exact match "
-                       "(which treats questions as independent). p < 0.05: unlikely to be noise.")
-            paired = paired_tests(rows)
+            st.caption("Two models of the same setting on the same questions (zero-shot, translate-train and "
+                       "translate-test are never paired): the F1 difference with its paired paragraph-bootstrap "
+                       "interval, and paired permutation tests flipping whole paragraphs for F1 and EM ('p from' says "
+                       "whether every sign pattern was enumerated or random patterns drawn); 'Holm': adjusted over every "
+                       f"p of this table. {ONE_SEED_NOTE}.")
+            paired = paired_tests(rows, {n: setting_of[n][0] for n in names}, dead or None)
             st.dataframe(paired, hide_index=True, width="stretch", key="xq_paired", placeholder=NA,
                          column_config=number_config(paired, SCORE_RULES))
     with st.expander("Per-question F1 (%) — sort a column to find where a system fails"):

@@ -35,7 +35,7 @@ def test_rows_of_different_runs_are_one_row_over_seeds():
     assert agr["seeds_low"] == pytest.approx(70.0 - 12.706 * 7.0711 / 2 ** 0.5, rel=1e-3)
     assert agr["seeds_high"] == 100.0
     assert agr["coverage"] == pytest.approx(80.0)
-    assert 0.0 <= agr["two_level_low"] <= 62.5 <= agr["two_level_high"] <= 100.0  # items: 3/4 and 2/4 right
+    assert 0.0 <= agr["sp_low"] <= 62.5 <= agr["sp_high"] <= 100.0  # items: 3/4 and 2/4 right
     (w,) = probing_seeds.wic_table(seeds)
     assert w["accuracy"] == pytest.approx(75.0) and w["per_seed"] == pytest.approx([70.0, 80.0]) and w["majority"] == pytest.approx(52.0)
 

@@ -97,13 +97,16 @@ def test_report_intervals_from_saved_predictions_and_compare(tmp_path, capsys):
     assert "8 paragraphs, 24 questions" in out
     assert cli(["report", str(tmp_path / "r"), "--compare", "good", "bad"]) == 0
     out = capsys.readouterr().out
-    # every paragraph favours good by 100: the exact sign-flip p is 2 / 2^8
-    assert "| sov | F1 | +100.0 | [+100.0, +100.0] | 0.008 | good better | 1 | 8 | 24 |" in out
+    # every paragraph favours good by 100: the exact sign-flip p over paragraphs is 2 / 2^8; one seed: no verdict
+    # about the method (Holm over F1 and EM: 0.0078 x 2)
+    assert ("| sov | F1 | +100.0 | [+100.0, +100.0] | 0.008 | 0.016 | — | 1 seed: test-set noise only, no verdict about "
+            "the method | 1 | — | 8 | 24 |") in out
+    assert "exact sign-flip over paragraphs (all 2^k patterns)" in out
     assert cli(["report", str(tmp_path / "r"), "--compare", "good", "half"]) == 0
     out = capsys.readouterr().out
     # good - half: +300 on the 4 even paragraphs, 0 on the odd ones; only the 2 x 16 of 256 sign patterns that
     # keep the 4 non-zero blocks together reach 1200 -> p = 1/8: four paragraphs cannot show it
-    assert "| sov | F1 | +50.0 |" in out and "| 0.125 | no difference shown |" in out
+    assert "| sov | F1 | +50.0 |" in out and "| 0.125 | 0.250 | — | 1 seed:" in out
     # systems of different settings are not compared
     assert cli(["report", str(tmp_path / "r"), "--compare", "good", "veco-plugin"]) == 2
     err = capsys.readouterr().err
@@ -118,6 +121,9 @@ def test_report_over_seeds_adds_the_seeds_by_paragraphs_interval(tmp_path, capsy
     assert cli(["report", str(tmp_path / "s0"), str(tmp_path / "s1")]) == 0
     out = capsys.readouterr().out
     # within a seed every paragraph scores alike: only the seed draw matters -> 0 / 50 / 100 at 1/4, 1/2, 1/4
-    assert "| m | zero-shot | 50.0 ± 70.7 [t -585.3, 685.3] [seeds×paragraphs 0.0, 100.0] | 2 |" in out
+    # the seeds share their questions: the test set's own variance is 0 (every question averages 50 over the seeds),
+    # so the seeds + paragraphs interval is the t over the two seeds: 50 ± 12.706 x 50
+    assert "| m | zero-shot | 50.0 ± 70.7 [t -585.3, 685.3] [seeds+paragraphs -585.3, 685.3] | 2 |" in out
     assert cli(["report", str(tmp_path / "s0"), str(tmp_path / "s1"), "--compare", "m", "m"]) == 0
-    assert "| sov | F1 | +0.0 | [+0.0, +0.0] | 1.000 | no difference shown | 2 | 8 | 24 |" in capsys.readouterr().out
+    assert ("| sov | F1 | +0.0 | [+0.0, +0.0] | 1.000 | 1.000 | 1.000 (min 0.500: cannot reach 0.05) | too few seeds for a "
+            "verdict (2; needs 3) | 2 | — | 8 | 24 |") in capsys.readouterr().out

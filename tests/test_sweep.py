@@ -302,7 +302,8 @@ def test_report_means_intervals_and_paired_differences(tmp_path):
     tr = rows[("languages=tr", "monotrans", "tr")]
     assert tr["n"] == 2 and tr["distance"] == 5
     assert tr["f1"] == pytest.approx(26.0) and tr["ratio"] == pytest.approx((40 / 80 + 12 / 60) / 2)
-    assert tr["ratio_low"] == pytest.approx(0.2) and tr["ratio_high"] == pytest.approx(0.5)  # two seeds: their values bound it
+    # two seeds: the t interval (1 df), 0.35 ± 12.706 x 0.15, not the two values' range
+    assert tr["ratio_low"] == pytest.approx(0.35 - 12.7062 * 0.15, abs=1e-3) and tr["ratio_high"] == pytest.approx(0.35 + 12.7062 * 0.15, abs=1e-3)
     assert tr["em_ratio"] == pytest.approx(((10 / 40) + (3 / 30)) / 2)
     # a pair model divides by its own English scores (l1_f1, l1_exact_match), not the system's en row
     pair = rows[("languages=tr", "pair", "tr")]
@@ -311,10 +312,13 @@ def test_report_means_intervals_and_paired_differences(tmp_path):
     assert rows[("languages=svo", "floor", "svo")]["distance"] == 0
     (d,) = [d for d in paired_differences(tmp_path, "monotrans", "floor") if d["language"] == "tr"]
     assert d["n"] == 2 and d["difference"] == pytest.approx(((40 - 8) / 80 + (12 - 6) / 60) / 2)
-    assert d["low"] == pytest.approx(0.1) and d["high"] == pytest.approx(0.4)
+    # per-seed differences 0.4, 0.1: 0.25 ± 12.706 x 0.15; two seeds: no verdict
+    assert d["low"] == pytest.approx(0.25 - 12.7062 * 0.15, abs=1e-3) and d["high"] == pytest.approx(0.25 + 12.7062 * 0.15, abs=1e-3)
+    assert d["verdict"] == "too_few"
     table = sweep_table(tmp_path)
-    assert "| languages=tr | monotrans | tr | zero-shot | 5 | 2 | 26.0 [12.0, 40.0] |" in table
-    assert "| languages=tr | tr | monotrans: +0.25 [+0.10, +0.40] | 2 |" in table
+    assert "| languages=tr | monotrans | tr | zero-shot | 5 | 2 | 26.0 [-151.9, 203.9] |" in table
+    assert "| languages=tr | tr | monotrans: +0.25 [-1.66, +2.16] |" in table
+    assert "too few seeds for a verdict (2; needs 3) | 2 |" in table
     assert "| — | — |" in table  # no kept predictions: no seeds-x-paragraphs interval
 
 

@@ -45,7 +45,7 @@ def _tables(at: AppTest) -> dict:
     for d in at.dataframe:
         cols = list(d.value.columns)
         name = ("sw_table" if "grid" in cols else "sw_cells" if "cell" in cols else "sw_results" if "EM L2/L1" in cols
-                else "sw_paired" if "95% interval" in cols else None)
+                else "sw_paired" if "95% t interval" in cols else None)
         out[name] = d.value
     return out
 

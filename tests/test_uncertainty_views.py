@@ -33,7 +33,8 @@ def test_xquad_intervals_resample_paragraphs():
     assert narrow["paragraphs"] == 10 and narrow["F1 high"] - narrow["F1 low"] <= wide["F1 high"] - wide["F1 low"]
     test = paired_tests(rows[rows["language"] == "en"]).iloc[0]
     # A - B = 100 on 3 of 5 paragraphs: the exact sign-flip p is 2 / 2^3 = 0.25 (five paragraphs cannot show it)
-    assert test["F1 A − B"] == 60.0 and test["paragraphs"] == 5 and test["p (paired permutation)"] == 0.25
+    assert test["F1 A − B"] == 60.0 and test["paragraphs"] == 5 and test["p F1"] == 0.25
+    assert test["p from"] == "exact sign-flip over paragraphs (all 2^k patterns)"
 
 
 def test_runs_page_tables_carry_intervals_and_keep_translate_test_apart(tmp_path):

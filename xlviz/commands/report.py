@@ -1,7 +1,8 @@
 """``xlviz report RUN [RUN ...]``: the results of finished runs as a table, every score with its
 95% interval; several runs of the same systems (seeds) as mean ± standard deviation with
 intervals over seeds; one table per setting (zero-shot, translate-train, translate-test).
-``--compare A B``: A − B on the same questions per language, with interval and p-value."""
+``--compare A B``: A − B on the same questions per language, with interval, raw and Holm-adjusted
+p-values, the verdict (seeds are the unit: 3 or more needed) and the seeds a difference needs."""
 
 from __future__ import annotations
 
@@ -24,7 +25,7 @@ def run(args: argparse.Namespace) -> int:
     from xlviz.runs import Run
     from xlviz.transfer.report import (check_score_rows, compare_table, resources_line, resources_table, results_table,
                                        seeds_table)
-    from xlviz.transfer.uncertainty import combined_intervals, compare_systems, fill_intervals
+    from xlviz.transfer.uncertainty import combined_intervals, compare_systems, family, fill_intervals
 
     from xlviz.transfer.sweep import Sweep
 
@@ -47,11 +48,17 @@ def run(args: argparse.Namespace) -> int:
                 groups.setdefault(setting_label(cell), []).append((run.path, check_score_rows(rows, run.results_path)))
         if not groups:
             raise XlvizError("no cell of the sweep has results yet", path=args.runs[0])
+        # every cell's languages and metrics are one family: Holm over all of them
+        tables = []
         for label, cells in groups.items():
             paths, rows = [p for p, _ in cells], [r for _, r in cells]
-            print(f"cell: {label} ({len(paths)} seed{'s' if len(paths) > 1 else ''})\n")
-            print(compare_table(compare_systems(paths, rows, *args.compare), *args.compare))
-            print(resources_line(rows, *args.compare))
+            tables.append((label, len(paths), compare_systems(paths, rows, *args.compare, adjust=False), rows))
+        everything = family([r for _, _, rows, _ in tables for r in rows])
+        adjusted = iter(everything)
+        for label, n, rows, results in tables:
+            print(f"cell: {label} ({n} seed{'s' if n > 1 else ''})\n")
+            print(compare_table([next(adjusted) for _ in rows], *args.compare, family_size=len(everything)))
+            print(resources_line(results, *args.compare))
             print()
         return 0
     results, folders = [], []

@@ -9,10 +9,10 @@ order.
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cached_property
 
-from xlviz.data.lexicon import NAMES, L2Lexicon, english_3sg, english_plural, noun_class, surface_lemma
+from xlviz.data.lexicon import DATE_PREPOSITION, HYPERNYMS, NAMES, L2Lexicon, english_3sg, english_plural, noun_class, surface_lemma
 from xlviz.data.typology import PRESETS, Grammar, grammar_of
 
 ORDERS = tuple(PRESETS)  # the named grammars (xlviz.data.typology); any feature set is allowed too
@@ -30,6 +30,10 @@ class NP:
     det: str | None = "the"
     adjs: tuple[str, ...] = ()
     mod: "PP | None" = None  # NP-internal modifier: "the dog near the cats"
+    # A cardinal numeral ("3 red apples"), written in digits in every language (world setting
+    # ``numeral_share``). Left out of the repr, which seeds English's marked orders
+    # (Language.variant), so that worlds without numerals keep every byte.
+    count: int | None = field(default=None, repr=False)
 
     @property
     def is_name(self) -> bool:
@@ -52,12 +56,19 @@ class Clause:
     verb: str
     obj: NP
     loc: PP | None = None
+    # A date adverbial ("on 1999-05-12"), the date written the same in every language (world
+    # setting ``date_share``); out of the repr for the reason NP.count is.
+    when: str | None = field(default=None, repr=False)
 
 
 @dataclass(frozen=True)
 class Question:
     clause: Clause
     target: str  # "subj" | "obj" | "loc"
+    # Worded unlike its statement (world setting ``qa_paraphrase``): every noun phrase it does
+    # not ask about names its head by its class ("the big animal", "a place"), without its
+    # modifier, as real questions paraphrase their answer's sentence.
+    paraphrase: bool = field(default=False, repr=False)
 
 
 Word = tuple[str, str]  # (surface form, slot)
@@ -117,6 +128,8 @@ class Language:
         adjs = [(self.fn(a), f"{slot}/adj{i}") for i, a in enumerate(np.adjs)]
         head = (self.noun(np), f"{slot}/head")
         core = adjs + [head] if g.adjective == "before" else [head] + adjs
+        if np.count is not None:  # numeral before the noun phrase in every grammar (WALS 89A's majority)
+            core = [(str(np.count), f"{slot}/num")] + core
         det: list[Word] = []
         if np.det and g.determiner != "none":
             word = self.fn(np.det)
@@ -134,16 +147,25 @@ class Language:
         inner = self.render_np(pp.np, f"{slot}/np")
         return inner + [prep] if self.grammar.adposition == "post" else [prep] + inner
 
+    def render_time(self, when: str | None) -> list[Word]:
+        """A date adverbial: the language's "on" as a pre- or postposition, the date as is."""
+        if when is None:
+            return []
+        prep, date = (self.fn(DATE_PREPOSITION), "time/prep"), (when, "time/date")
+        return [date, prep] if self.grammar.adposition == "post" else [prep, date]
+
     # --- clauses ---------------------------------------------------------------
-    def _clause_order(self, subj: list[Word], verb: list[Word], obj: list[Word], loc: list[Word]) -> list[Word]:
+    def _clause_order(self, subj: list[Word], verb: list[Word], obj: list[Word], loc: list[Word],
+                      time: list[Word] = ()) -> list[Word]:
         """The constituents in the grammar's word order (a location goes before the object in a
-        verb-final clause, after it otherwise)."""
-        order = self.grammar.word_order
+        verb-final clause, after it otherwise; a date right after the subject in a verb-final
+        clause, last otherwise)."""
+        order, time = self.grammar.word_order, list(time)
         if order == "sov":
-            return subj + loc + obj + verb
+            return subj + time + loc + obj + verb
         if order == "vso":
-            return verb + subj + obj + loc
-        return subj + verb + obj + loc
+            return verb + subj + obj + loc + time
+        return subj + verb + obj + loc + time
 
     def render_statement(self, c: Clause, verb_number: str | None = None) -> list[Word]:
         number = verb_number or c.subj.number
@@ -151,43 +173,64 @@ class Language:
         verb = [(self.verb(c.verb, number), "verb")]
         obj = self.render_np(c.obj, "obj")
         loc = self.render_pp(c.loc, "loc") if c.loc else []
+        time = self.render_time(c.when)
         variant = self.variant(c)
         if variant == "object-cleft":
-            words = [("it", "cleft"), ("is", "cleft")] + obj + [("that", "cleft")] + subj + verb + loc
+            words = [("it", "cleft"), ("is", "cleft")] + obj + [("that", "cleft")] + subj + verb + loc + time
         elif variant == "topicalised-object":
-            words = obj + [(",", "punct")] + subj + verb + loc
+            words = obj + [(",", "punct")] + subj + verb + loc + time
         elif variant == "fronted-location":
-            words = loc + [(",", "punct")] + subj + verb + obj
+            words = loc + [(",", "punct")] + subj + verb + obj + time
         else:
-            words = self._clause_order(subj, verb, obj, loc)
+            words = self._clause_order(subj, verb, obj, loc, time)
         return words + [(".", "punct")]
 
     def render_question(self, q: Question) -> list[Word]:
-        c = q.clause
+        c = paraphrased(q) if q.paraphrase else q.clause
         g = self.grammar
         wh_lemma = {"subj": c.subj.wh, "obj": c.obj.wh, "loc": "where"}[q.target]
         wh = [(self.fn(wh_lemma), "wh")]
         parts = {"subj": self.render_np(c.subj, "subj"), "obj": self.render_np(c.obj, "obj"),
                  "loc": self.render_pp(c.loc, "loc") if c.loc else []}
+        time = self.render_time(c.when)
         if g.word_order == "svo" and g.question == "fronted":
             # English order with do-support; an svo L2 mirrors it word by word
             subj, obj, loc = parts["subj"], parts["obj"], parts["loc"]
             aux = [(self.fn("does" if c.subj.number == "sg" else "do"), "aux")]
             if q.target == "subj":
-                words = wh + [(self.verb(c.verb, "sg"), "verb")] + obj + loc
+                words = wh + [(self.verb(c.verb, "sg"), "verb")] + obj + loc + time
             elif q.target == "obj":
-                words = wh + aux + subj + [(self.verb(c.verb, None), "verb")] + loc
+                words = wh + aux + subj + [(self.verb(c.verb, None), "verb")] + loc + time
             else:
-                words = wh + aux + subj + [(self.verb(c.verb, None), "verb")] + obj
+                words = wh + aux + subj + [(self.verb(c.verb, None), "verb")] + obj + time
         else:  # no auxiliary, the verb agrees; the wh word in the asked phrase's place, or first
             verb = [(self.verb(c.verb, "sg" if q.target == "subj" else c.subj.number), "verb")]
             if g.question == "in-situ":
                 parts[q.target] = wh
-                words = self._clause_order(parts["subj"], verb, parts["obj"], parts["loc"])
+                words = self._clause_order(parts["subj"], verb, parts["obj"], parts["loc"], time)
             else:
                 parts[q.target] = []
-                words = wh + self._clause_order(parts["subj"], verb, parts["obj"], parts["loc"])
+                words = wh + self._clause_order(parts["subj"], verb, parts["obj"], parts["loc"], time)
         return words + [("?", "punct")]
+
+
+def _general(np: NP) -> NP:
+    """The noun phrase named by its class noun ("the big dog" -> "the big animal"); a name
+    stays a name."""
+    if np.is_name:
+        return np
+    return NP(HYPERNYMS[noun_class(np.head)], np.number, np.det, np.adjs, None, count=np.count)
+
+
+def paraphrased(q: Question) -> Clause:
+    """The clause a paraphrased question renders: the asked phrase as it is (its wh word comes
+    from it), the others by their class nouns; the verb stays, so the question still picks
+    one fact of its paragraph (no two facts of a paragraph share a verb)."""
+    c = q.clause
+    subj = c.subj if q.target == "subj" else _general(c.subj)
+    obj = c.obj if q.target == "obj" else _general(c.obj)
+    loc = c.loc if q.target == "loc" or c.loc is None else PP(c.loc.prep, _general(c.loc.np))
+    return Clause(subj, c.verb, obj, loc, when=c.when)
 
 
 def join_words(words: list[str]) -> tuple[str, list[tuple[int, int]]]:

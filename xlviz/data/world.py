@@ -9,6 +9,7 @@ pairs. It is the offline stand-in for Wikipedia + SQuAD + XQuAD in Artetxe et al
 
 from __future__ import annotations
 
+import hashlib
 import json
 import random
 from dataclasses import asdict, dataclass, field
@@ -17,7 +18,7 @@ from pathlib import Path
 
 from xlviz.data.grammar import NP, PP, Clause, Language, Question, Word, constituent_span, join_words, word_alignment
 from xlviz.data.lexicon import (
-    ADJECTIVES, ANIMALS, FOOD, HOMONYMS, NAMES, PEOPLE, PLACES, PREPOSITIONS, SCRIPTS, TEXT, THINGS, TOOLS, VERBS,
+    ADJECTIVES, ANIMALS, DATE_PREPOSITION, FOOD, HYPERNYMS, HOMONYMS, NAMES, PEOPLE, PLACES, PREPOSITIONS, SCRIPTS, TEXT, THINGS, TOOLS, VERBS,
     L2Lexicon, english_3sg, english_plural, surface_lemma,
 )
 from xlviz.data.typology import grammar_of, normal_form
@@ -38,7 +39,14 @@ WORLD_RANGES: dict[str, tuple[float, float]] = {
     "habit_share": (0.0, 1.0),
     "l1_variety": (0.0, 1.0),
     "preference": (0.0, 20.0),
+    "numeral_share": (0.0, 1.0),
+    "date_share": (0.0, 1.0),
+    "loanword_share": (0.0, 1.0),
+    "qa_paraphrase": (0.0, 1.0),
 }
+# Settings added after worlds were saved and runs recorded: left out of ``WorldConfig.to_dict``
+# at these defaults, so a world or run without them keeps every byte.
+LATER_DEFAULTS = {"numeral_share": 0.0, "date_share": 0.0, "loanword_share": 0.0, "qa_paraphrase": 0.0}
 
 
 @dataclass(frozen=True)
@@ -75,6 +83,20 @@ class WorldConfig:
     # objects and locations before the verb as a verb-final L2 does. The L2s are unchanged;
     # English questions keep their order. 0 (default): every statement subject-verb-object.
     l1_variety: float = 0.0
+    # Shared surface material besides names (docs/world.md, "Which ingredient lifts verb-final
+    # transfer?"): the share of plural noun phrases counted with a numeral ("3 apples") and of
+    # clauses dated ("on 1999-05-12"), digits written the same in every language; and the share
+    # of the L2s' content lemmas borrowed from English (the English word lightly respelt in the
+    # L2's alphabet, with the L2's own plural and agreement suffixes: lexicon.respell). All 0
+    # by default, which leaves the world as it was, byte for byte.
+    numeral_share: float = 0.0
+    date_share: float = 0.0
+    loanword_share: float = 0.0
+    # Share of questions (of the QA sets, and of the corpora's question-answer exchanges) worded
+    # unlike their statement: the noun phrases they do not ask about named by their class
+    # ("who sees the red thing?" of "anna sees the red ball."; grammar.paraphrased). Real
+    # SQuAD questions mostly paraphrase the answer's sentence; the world's repeat it (docs/world.md).
+    qa_paraphrase: float = 0.0
     # Facts (sentences) per QA paragraph, inclusive range. Small models learn to match a
     # question to its sentence among two or three quickly; with more they stall on type
     # heuristics for thousands of steps (docs/world.md has the measurements).
@@ -109,7 +131,13 @@ class WorldConfig:
         return cfg
 
     def to_dict(self) -> dict:
-        return asdict(self)
+        """Every setting, except the shared-material ones at their defaults (so world.json and a
+        run's config.json keep the bytes they had before those settings existed)."""
+        d = asdict(self)
+        for key, default in LATER_DEFAULTS.items():
+            if d[key] == default:
+                del d[key]
+        return d
 
     def validate(self, *, path: str | None = None) -> None:
         for name, (lo, hi) in WORLD_RANGES.items():
@@ -185,12 +213,18 @@ class Sampler:
     choices follow per-word skewed distributions fixed by ``seed`` (the same in every language)."""
 
     def __init__(self, rng: random.Random, habits: dict[str, dict] | None = None, habit_share: float = 0.0,
-                 preference: float = 0.0, seed: int = 0):
+                 preference: float = 0.0, seed: int = 0, numeral_share: float = 0.0, date_share: float = 0.0,
+                 paraphrase_share: float = 0.0, paraphrase_seed: int = 0):
         self.rng = rng
         self.habits = habits or {}
         self.habit_share = habit_share
         self.preference = preference
         self.seed = seed
+        # at 0 no extra draw is made: the stream, and every clause, stays as it was
+        self.numeral_share = numeral_share
+        self.date_share = date_share
+        self.paraphrase_share = paraphrase_share
+        self.paraphrase_seed = paraphrase_seed
         self._weights: dict[tuple, list[float]] = {}
 
     def pick(self, pool: list[str], key: str = "") -> str:
@@ -226,7 +260,14 @@ class Sampler:
         mod = None
         if mod_share and r.random() < mod_share:
             mod = PP(self.pick(PREPOSITIONS, "mod/" + head), self.np(SUBJECT_NOUNS + PLACES, adj_max=1, key="modnp/" + head))
+        if self.numeral_share and number == "pl" and r.random() < self.numeral_share:
+            return NP(head, number, None, adjs, mod, count=r.randint(2, 20))  # "3 red apples", no article
         return NP(head, number, det, adjs, mod)
+
+    def date(self) -> str:
+        """A date as ISO 8601 writes it in every language (1950-2020; day 1-28 keeps it valid)."""
+        r = self.rng
+        return f"{r.randint(1950, 2020)}-{r.randint(1, 12):02d}-{r.randint(1, 28):02d}"
 
     def clause(self, *, loc_share: float = 0.6, mod_share: float = 0.0, avoid: set[str] = frozenset(), verbs: list[str] | None = None) -> Clause:
         r = self.rng
@@ -237,10 +278,11 @@ class Sampler:
             if habit:
                 verb = habit["verb"]
                 if not subj.is_name and r.random() < 0.5:
-                    subj = NP(subj.head, subj.number, subj.det, (habit["adj"],), subj.mod)
+                    subj = NP(subj.head, subj.number, subj.det, (habit["adj"],), subj.mod, count=subj.count)
             obj = self.np(SELECTS.get(verb, OBJECT_NOUNS), name_share=0.0 if verb in SELECTS else 0.1, adj_max=1, key="obj/" + verb)
             if habit:
-                obj = NP(habit["obj"], "sg", None) if habit["obj"] in NAMES else NP(habit["obj"], obj.number, obj.det or "the", obj.adjs)
+                obj = NP(habit["obj"], "sg", None) if habit["obj"] in NAMES else NP(
+                    habit["obj"], obj.number, obj.det if obj.count else obj.det or "the", obj.adjs, count=obj.count)
             if subj.head == obj.head or {subj.head, obj.head, verb} & avoid:
                 continue
             place = self.np(PLACES, adj_max=1, number="sg", key="place/" + verb)
@@ -249,12 +291,24 @@ class Sampler:
                 loc = PP(loc.prep, NP(habit["place"], "sg", loc.np.det, loc.np.adjs))
             if loc and loc.np.head in avoid:
                 loc = None
+            if self.date_share and r.random() < self.date_share:
+                return Clause(subj, verb, obj, loc, when=self.date())
             return Clause(subj, verb, obj, loc)
         raise RuntimeError("could not sample a clause under the constraints")
 
     def question(self, clause: Clause) -> Question:
         targets = ["subj", "obj"] + (["loc"] if clause.loc else [])
-        return Question(clause, self.rng.choice(targets))
+        target = self.rng.choice(targets)
+        return Question(clause, target, paraphrase=self.paraphrased(clause, target))
+
+    def paraphrased(self, clause: Clause, target: str) -> bool:
+        """Whether the question about ``target`` of ``clause`` is paraphrased: a fixed function of
+        the question and the seed, drawn from no stream, so a world with paraphrases holds the
+        same facts, questions and answers as one without (only the wording differs)."""
+        if not self.paraphrase_share:
+            return False
+        h = hashlib.blake2b(f"{self.paraphrase_seed}|paraphrase|{clause!r}|{clause.when}|{target}".encode(), digest_size=4)
+        return int.from_bytes(h.digest(), "big") / 2**32 < self.paraphrase_share
 
 
 @dataclass
@@ -305,8 +359,16 @@ class World:
         self.habits = make_habits(config.seed)
         self.lang: dict[str, Language] = {L1: Language(L1, variety=float(config.l1_variety), variety_seed=config.seed)}
         for i, spec in enumerate(config.languages):
-            lex = L2Lexicon.generate(config.seed * 1000 + i, spec.script, shared_names=config.shared_names)
+            lex = L2Lexicon.generate(config.seed * 1000 + i, spec.script, shared_names=config.shared_names,
+                                     loanword_share=float(config.loanword_share))
             self.lang[spec.code] = Language(spec.code, grammar_of(spec.order), lex)
+
+    @property
+    def _material(self) -> dict[str, float]:
+        """Numerals and dates, for the samplers of the corpora, the QA sets and the parallel
+        pairs (the agreement and sense pairs, built to test one word, have none)."""
+        return {"numeral_share": float(self.config.numeral_share), "date_share": float(self.config.date_share),
+                "paraphrase_share": float(self.config.qa_paraphrase), "paraphrase_seed": self.config.seed}
 
     @property
     def l2s(self) -> list[str]:
@@ -325,7 +387,8 @@ class World:
         """Documents of 3-7 statements; ``question_share`` of them end with one to three
         question-answer exchanges about their own statements, so that predicting a masked
         answer means finding it earlier in the document (reading, learned without labels)."""
-        s = Sampler(self._rng("corpus", lang), self.habits, self.config.habit_share, self.config.preference, self.config.seed)
+        s = Sampler(self._rng("corpus", lang), self.habits, self.config.habit_share, self.config.preference, self.config.seed,
+                    **self._material)
         docs = []
         for _ in range(self.config.corpus_documents):
             doc: list[Item] = []
@@ -369,7 +432,7 @@ class World:
 
     # --- QA ------------------------------------------------------------------------
     def _paragraphs(self, split: str, n: int) -> list[list[tuple[Clause, list[Question]]]]:
-        s = Sampler(self._rng("qa", split))
+        s = Sampler(self._rng("qa", split), **self._material)
         paras = []
         for _ in range(n):
             used: set[str] = set()
@@ -379,7 +442,7 @@ class World:
                 used |= {c.subj.head, c.obj.head, c.verb} | ({c.loc.np.head} if c.loc else set())
                 targets = ["subj", "obj"] + (["loc"] if c.loc else [])
                 k = 1 if s.rng.random() < 0.6 else 2
-                facts.append((c, [Question(c, t) for t in s.rng.sample(targets, k)]))
+                facts.append((c, [Question(c, t, paraphrase=s.paraphrased(c, t)) for t in s.rng.sample(targets, k)]))
             paras.append(facts)
         return paras
 
@@ -473,7 +536,8 @@ class World:
     def _parallel_items(self, key: str, n: int, forbidden: frozenset = frozenset()) -> list[Item]:
         """``n`` statements and questions; none whose clause or English text is ``forbidden``
         (a question can read the same from two clauses: "what does nina swing?")."""
-        s = Sampler(self._rng(key), self.habits, self.config.habit_share, self.config.preference, self.config.seed)
+        s = Sampler(self._rng(key), self.habits, self.config.habit_share, self.config.preference, self.config.seed,
+                    **self._material)
         items: list[Item] = []
         while len(items) < n:
             c = s.clause(mod_share=0.1)
@@ -532,6 +596,13 @@ class World:
                 rows.append({"en": a.verb(lemma, number), l2: b.verb(lemma, number), "lemma": lemma, "pos": f"verb.{number}"})
         for lemma in ADJECTIVES + PREPOSITIONS + ["the", "a", "who", "what", "where", "does", "do"]:
             rows.append({"en": lemma, l2: b.fn(lemma), "lemma": lemma, "pos": "function" if lemma not in ADJECTIVES else "adj"})
+        if self.config.date_share > 0:  # the dates' preposition, where the texts use it
+            rows.append({"en": DATE_PREPOSITION, l2: b.fn(DATE_PREPOSITION), "lemma": DATE_PREPOSITION, "pos": "function"})
+        if self.config.qa_paraphrase > 0:  # the class nouns of paraphrased questions
+            for lemma in dict.fromkeys(HYPERNYMS.values()):
+                for number in ("sg", "pl"):
+                    np = NP(lemma, number)
+                    rows.append({"en": a.noun(np), l2: b.noun(np), "lemma": lemma, "pos": f"noun.{number}"})
         return rows
 
     def agreement_pairs(self, lang: str, n: int | None = None) -> list[dict]:

@@ -45,6 +45,10 @@ MODEL_SIZES = {
     "tiny": (2, 64, 2, 256),
     "small": (4, 128, 4, 512),
     "medium": (6, 256, 4, 1024),
+    # the scale axis toward the paper's model (bench/realism_gpu.sh): GPU sizes, far too slow
+    # for the 2-core CPU budgets of the demo; "base" is BERT-base's shape
+    "large": (8, 512, 8, 2048),
+    "base": (12, 768, 12, 3072),
 }
 
 

@@ -216,7 +216,11 @@ class TransferSettings:
         return cls.from_dict(read_json(path, what="transfer config"), path=str(path))
 
     def to_dict(self) -> dict:
-        return asdict(self)
+        """Every setting; the world's as ``WorldConfig.to_dict`` writes them (runs recorded
+        before its shared-material settings existed keep their config.json)."""
+        d = asdict(self)
+        d["world"] = self.world.to_dict()
+        return d
 
     def validate(self, *, path: str | None = None) -> None:
         for name in ("vocab_size", "block_size", "qa_max_length", "doc_stride", "batch_size", "mlm_batch_size", "pretrain_steps",

@@ -176,7 +176,7 @@ def seeds_table(runs: list[list[dict]], l1: str = "en", combined: dict | None = 
     """Markdown tables of several runs of the same systems (seeds), one per setting: per system
     and language the mean F1 ± the sample standard deviation over the runs that have it, its
     95% t interval over those runs, the combined interval (seeds, then test paragraphs,
-    resampled: ``combined[(system, language)]``, when the runs kept their predictions) and the
+    the seeds + test-set interval ``combined[(system, language)]``, when the runs kept their predictions) and the
     mean L2/L1 ratio. A cell from one run says "1 seed". The setting line says how many
     translation pairs a system read (``parallel_pairs``)."""
     from xlviz.evaluation.uncertainty import seed_interval
@@ -222,39 +222,68 @@ def seeds_table(runs: list[list[dict]], l1: str = "en", combined: dict | None = 
                     cell = f"{m:.1f} (1 seed)"
                 both = (combined or {}).get((name, lang))
                 if both is not None and both.n_seeds == len(values):
-                    cell += f" [seeds×paragraphs {both.low:.1f}, {both.high:.1f}]"
+                    cell += f" [seeds+paragraphs {both.low:.1f}, {both.high:.1f}]"
                 if lang in s["ratio"]:
                     cell += f" ({_mean_sd(s['ratio'][lang])[0]:.2f})"
                 cells.append(cell)
             n = max(len(v) for v in s["f1"].values())
             lines.append(f"| {name} | {label} | " + " | ".join(cells) + f" | {n} |")
     lines.append(f"\nF1 mean ± sample standard deviation over runs; [t low, high]: 95% Student-t interval of the mean over "
-                 f"runs (seeds); [seeds×paragraphs low, high]: 95% two-level bootstrap (runs resampled, then test paragraphs "
-                 f"within each); in brackets the mean L2/{l1} ratio (a pair model over its own {l1} score).")
+                 f"runs (seeds) on this test set (2 runs: one degree of freedom, wide); [seeds+paragraphs low, high]: 95% "
+                 f"interval for the test distribution: the t over runs widened by the test set's own paragraph-sampling "
+                 f"variance when the runs share their test questions (Welch-Satterthwaite); in brackets the mean L2/{l1} "
+                 f"ratio (a pair model over its own {l1} score).")
     for i, r in excluded:
         lines.append(f"left out: {r['system']} {r['language']} of run {i + 1} ({degenerate_reason(r)}): not a result, "
                      "not in any mean, sd or ratio")
     return "\n".join(lines)
 
 
-def compare_table(rows: list[dict], a: str, b: str) -> str:
+def _p(value: float | None) -> str:
+    if value is None:
+        return "—"
+    return "<0.001" if value < 0.001 else f"{value:.3f}"
+
+
+def compare_table(rows: list[dict], a: str, b: str, family_size: int | None = None) -> str:
     """``xlviz report --compare A B``: per language and metric, A − B on the same questions with
-    its 95% interval and p-value, and whether the bench can say which is better (p < 0.05)."""
-    head = ["language", "metric", f"{a} − {b}", "95% CI", "p", "verdict", "seeds", "paragraphs", "questions"]
+    its 95% interval, the raw p and the Holm-adjusted p over the table's comparisons, the exact
+    sign-flip p over seeds beside it, the verdict (:func:`xlviz.evaluation.seeds.decide`, on the
+    Holm p) and how many seeds a difference of the observed size would need; the footer says
+    which procedure each row used. ``rows`` from :func:`xlviz.transfer.uncertainty.compare_systems`."""
+    from xlviz.evaluation.seeds import ALPHA, MIN_SEEDS_VERDICT, verdict_text
+
+    head = ["language", "metric", f"{a} − {b}", "95% CI", "p", "p Holm", "p sign-flip (exact)", "verdict", "seeds",
+            "seeds for 80% power", "paragraphs", "questions"]
     lines = [f"**{a}** against **{b}** ({rows[0]['setting']}), paired on the same test questions", "",
              "| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
+    procedures: dict[tuple[str, str, int], list[str]] = {}
     for r in rows:
-        if r["p_value"] < 0.05 and r["low"] > 0:
-            verdict = f"{a} better"
-        elif r["p_value"] < 0.05 and r["high"] < 0:
-            verdict = f"{b} better"
-        else:
-            verdict = "no difference shown"
         metric = "F1" if r["metric"] == "f1" else "EM"
+        flip = _p(r.get("p_sign_flip"))
+        if r.get("sign_flip_floor") is not None and r["sign_flip_floor"] >= ALPHA:
+            flip += f" (min {r['sign_flip_floor']:.3f}: cannot reach {ALPHA})"
+        need = r.get("seeds_needed")
         lines.append(f"| {r['language']} | {metric} | {r['difference']:+.1f} | [{r['low']:+.1f}, {r['high']:+.1f}] | "
-                     f"{r['p_value']:.3f} | {verdict} | {r['n_seeds']} | {r['n_paragraphs']} | {r['n_questions']} |")
-    one = rows[0]
-    lines.append(f"\nInterval: {one['method']} (B = {one['n_resamples']}); p: {one['p_method']} (two-sided, whole paragraphs"
-                 + (", per seed" if one["n_seeds"] > 1 else "") + ")." + (" 1 seed: says nothing about the spread over "
-                                                                          "training seeds." if one["n_seeds"] == 1 else ""))
+                     f"{_p(r['p_value'])} | {_p(r.get('p_holm'))} | {flip} | {verdict_text(r['verdict'], a, b, r['n_seeds'])} | "
+                     f"{r['n_seeds']} | {'—' if need is None else need} | {r['n_paragraphs']} | {r['n_questions']} |")
+        procedures.setdefault((r["method"], r["p_method"], r["n_resamples"]), []).append(f"{r['language']} {metric}")
+    lines.append("")
+    for (method, p_method, b_resamples), which in procedures.items():
+        how = f"{method}" + (f" (B = {b_resamples})" if b_resamples else "")
+        lines.append(f"{', '.join(which)}: interval {how}; p {p_method} (two-sided).")
+    scope = (f"the {len(rows)} comparisons of this table" if family_size in (None, len(rows))
+             else f"the {family_size} comparisons of every cell printed")
+    lines.append(f"p Holm: Holm-adjusted over {scope}; the verdict reads it. A verdict "
+                 f"needs {MIN_SEEDS_VERDICT} seeds or more and p Holm < {ALPHA} (paired t on the per-seed differences); "
+                 "the exact sign-flip p (all 2^n sign patterns of the per-seed differences) is a distribution-free check "
+                 "that needs 6 seeds to reach 0.05. Seeds for 80% power: paired t at the observed difference and "
+                 "between-seed sd.")
+    if any(r["n_seeds"] == 1 for r in rows):
+        lines.append("1 seed: the interval and p measure the test set's noise given the two trained models; they say "
+                     "nothing about the method.")
+    if any(r.get("excluded") for r in rows):
+        lines.append("Left out: " + ", ".join(f"{r['language']} {r['excluded']} run(s)" for r in rows
+                                              if r.get("excluded") and r["metric"] == "f1")
+                     + " whose row of either system is degenerate (no result).")
     return "\n".join(lines)

@@ -51,9 +51,11 @@ SWEEP_FILE = RUN_SWEEP_FILE
 # mapping moves only the L2's vectors; tests/test_sweep.py compares the bytes).
 SHARED_STAGES = re.compile(r"^(s1_pretrain|s1_clwe|s3_clwe|s3_finetune(-[A-Za-z0-9_+-]+)?)$")
 # Settings a shared stage does not read (the rest must be equal for cells to share).
-# ``world.shared_names`` spells the L2s' names as English does: it changes only the L2 lexicons
-# (tests/test_typology.py::test_english_side_does_not_depend_on_the_l2s).
-NOT_SHARED_KEYS = ("name", "methods", "world.languages", "world.shared_names")
+# ``world.shared_names`` spells the L2s' names as English does and ``world.loanword_share``
+# borrows English words into them: both change only the L2 lexicons
+# (tests/test_typology.py::test_english_side_does_not_depend_on_the_l2s,
+# tests/test_realism_axes.py::test_loanwords_leave_the_english_side_alone).
+NOT_SHARED_KEYS = ("name", "methods", "world.languages", "world.shared_names", "world.loanword_share")
 BACKENDS = ("local", "debug", "slurm")
 
 

@@ -2,14 +2,17 @@
 seeds of F1, EM and their L2/L1 ratios with a 95% interval, as a table and as plotly figures.
 
 Why: one run's ratio moves by several points with the seed (docs/world.md), so a sweep over
-grammars says something only as means with intervals over seeds. The interval is the
-percentile bootstrap over the seeds' values (``xlviz.evaluation.intervals``): with three seeds
-it is rough, and the table says how many seeds each mean has. Beside it, F1 and EM get the
-two-level interval (seeds resampled, then test paragraphs within each drawn seed,
-``xlviz.evaluation.uncertainty.two_level_bootstrap``; with one seed the paragraph bootstrap),
-from the predictions each cell kept: the test questions' own spread, which the seeds' values
-alone do not show. A row that depends on a degenerate stage (``xlviz.training.verdicts``) is no
-result: it is left out of every mean, ratio and paired difference, and counted as excluded.
+grammars says something only as means with intervals over seeds. The interval is the Student-t
+interval over the seeds' values (never a percentile bootstrap of two or three values, which
+cannot be wider than their range and covers ~75%): with two seeds it has one degree of freedom
+and is wide, and the table says how many seeds each mean has. Beside it, F1 and EM get the
+seeds + test-set interval (``xlviz.evaluation.seeds.seeds_paragraphs_interval``; with one seed
+the paragraph bootstrap), from the predictions each cell kept: the test questions' own spread,
+which the seeds' values alone do not show when the seeds share a world. Paired differences
+between systems are decided by ``xlviz.evaluation.seeds`` (t over per-seed differences, Holm
+over the table's comparisons, the verdict rule): the pages show what it returns. A row that
+depends on a degenerate stage (``xlviz.training.verdicts``) is no result: it is left out of
+every mean, ratio and paired difference, and counted as excluded.
 """
 
 from __future__ import annotations
@@ -18,7 +21,8 @@ import json
 from pathlib import Path
 
 from xlviz.errors import XlvizError
-from xlviz.evaluation.intervals import bootstrap_interval
+from xlviz.evaluation.seeds import compare_seeds, decide, holm, seeds_for_power
+from xlviz.evaluation.uncertainty import seed_interval
 from xlviz.training.verdicts import degenerate_reason, is_degenerate
 from xlviz.transfer.sweep import Cell, Sweep
 
@@ -62,11 +66,12 @@ def _distance(cell: Cell, lang: str) -> int | None:
 
 
 def _interval(values: list[float]) -> dict:
+    """The mean over seeds and its 95% Student-t interval (None with one seed)."""
     if len(values) < 2:
         v = values[0]
         return {"mean": v, "low": None, "high": None}
-    iv = bootstrap_interval(values)
-    return {"mean": iv["mean"], "low": iv["low"], "high": iv["high"]}
+    iv = seed_interval(values)
+    return {"mean": iv.mean, "low": iv.low, "high": iv.high}
 
 
 def sweep_rows(folder: str | Path, *, paragraphs: bool = True) -> list[dict]:
@@ -128,7 +133,7 @@ def sweep_rows(folder: str | Path, *, paragraphs: bool = True) -> list[dict]:
 
             for metric in ("f1", "exact_match"):
                 iv = seeds_paragraphs_interval(g["dirs"], key[1], key[2], metric)
-                if iv is not None:
+                if iv is not None and iv.n_seeds == row["n"]:  # not a subset of the seeds passed off as all of them
                     row[f"{metric}_sp_low"], row[f"{metric}_sp_high"] = iv.low, iv.high
         out.append(row)
     return out
@@ -136,8 +141,11 @@ def sweep_rows(folder: str | Path, *, paragraphs: bool = True) -> list[dict]:
 
 def paired_differences(folder: str | Path, a: str, b: str, metric: str = "ratio") -> list[dict]:
     """Per setting and L2: ``a`` minus ``b`` in ``metric`` (``f1``, ``exact_match``, ``ratio``),
-    paired by cell (the same seed, world and English body), its mean over seeds and 95%
-    bootstrap interval over the per-seed differences (None with one seed)."""
+    paired by cell (the same seed, world and English body): the mean of the per-seed
+    differences, its 95% t interval (None with one seed), the paired t ``p``, ``p_holm`` over
+    every row returned (one family), the exact sign-flip ``p_sign_flip`` and its floor, the
+    ``verdict`` code of :func:`xlviz.evaluation.seeds.decide` on ``p_holm`` and
+    ``seeds_needed`` for 80% power at the observed difference and between-seed sd."""
     sweep = Sweep(folder)
     if not sweep.exists():
         raise XlvizError("not a sweep folder (no sweep/sweep.json)", path=folder)
@@ -149,6 +157,8 @@ def paired_differences(folder: str | Path, a: str, b: str, metric: str = "ratio"
         for (system, lang), r in by.items():
             if system != a or lang == L1 or (b, lang) not in by:
                 continue
+            if (r.get("setting") or "zero-shot") != (by[(b, lang)].get("setting") or "zero-shot"):
+                continue  # rows of different settings are never paired
 
             def value(row: dict, sys: str) -> float | None:
                 if metric != "ratio":
@@ -161,10 +171,24 @@ def paired_differences(folder: str | Path, a: str, b: str, metric: str = "ratio"
                 diffs.setdefault((_setting(cell), lang), []).append(va - vb)
     out = []
     for (setting, lang), values in diffs.items():
-        iv = _interval(values)
-        out.append({"setting": setting, "language": lang, "a": a, "b": b, "metric": metric, "n": len(values),
-                    "difference": iv["mean"], "low": iv["low"], "high": iv["high"]})
+        c = compare_seeds(values)
+        many = c.n_seeds > 1
+        out.append({"setting": setting, "language": lang, "a": a, "b": b, "metric": metric, "n": c.n_seeds,
+                    "difference": c.difference, "low": c.low if many else None, "high": c.high if many else None,
+                    "p": c.p_value if many else None, "p_sign_flip": c.p_sign_flip if many else None,
+                    "sign_flip_floor": c.sign_flip_floor, "sd": c.sd if many else None})
+    adjusted = holm([d["p"] for d in out if d["p"] is not None])
+    it = iter(adjusted)
+    for d in out:
+        d["p_holm"] = next(it) if d["p"] is not None else None
+        d["verdict"] = decide(d["n"], d["p_holm"], d["difference"])
+        d["seeds_needed"] = seeds_for_power(d["difference"], d["sd"]) if d["sd"] is not None else None
+        d["family"] = len(adjusted)
     return out
+
+
+def _p(value: float | None) -> str:
+    return "—" if value is None else ("<0.001" if value < 0.001 else f"{value:.3f}")
 
 
 def _cell(row: dict, metric: str, fmt: str) -> str:
@@ -228,7 +252,7 @@ def sweep_table(folder: str | Path) -> str:
     and the stage time the sweep took beside its cells run alone."""
     rows = sweep_rows(folder)
     head = ["cell", "system", "language", "transfer", "distance", "seeds", "F1", "EM", "F1 L2/L1", "EM L2/L1",
-            "F1 [seeds×paragraphs]", "EM [seeds×paragraphs]"]
+            "F1 [seeds+paragraphs]", "EM [seeds+paragraphs]"]
     lines = ["| " + " | ".join(head) + " |", "|" + "---|" * len(head)]
     for r in sorted(rows, key=lambda r: (r["system"], r["distance"] if r["distance"] is not None else 99, r["setting"], r["language"])):
         lines.append(f"| {r['setting']} | {r['system']} | {r['language']} | {r['transfer']} | {'' if r['distance'] is None else r['distance']} | "
@@ -240,15 +264,24 @@ def sweep_table(folder: str | Path) -> str:
         lines += [f"- {line}" for line in excluded]
     systems = sorted({r["system"] for r in rows})
     if "floor" in systems and len(systems) > 1:  # what each system gains over the blind model, paired by cell
-        lines += ["", "| cell | language | system - floor (F1 L2/L1) | seeds |", "|---|---|---|---|"]
+        from xlviz.evaluation.seeds import verdict_text
+
+        lines += ["", "| cell | language | system - floor (F1 L2/L1) [95% t] | p | p Holm | verdict | seeds | "
+                      "seeds for 80% power |", "|---|---|---|---|---|---|---|---|"]
         for other in systems:
             if other == "floor":
                 continue
             for d in paired_differences(folder, other, "floor"):
                 iv = f" [{d['low']:+.2f}, {d['high']:+.2f}]" if d["low"] is not None else ""
-                lines.append(f"| {d['setting']} | {d['language']} | {other}: {d['difference']:+.2f}{iv} | {d['n']} |")
-    lines.append("\nMean over seeds [95% percentile-bootstrap interval over the seeds' values; none with one seed]; "
-                 "[seeds×paragraphs]: 95% two-level bootstrap (seeds resampled, then test paragraphs; one seed: paragraphs), "
+                p, ph = _p(d["p"]), _p(d["p_holm"])
+                lines.append(f"| {d['setting']} | {d['language']} | {other}: {d['difference']:+.2f}{iv} | {p} | {ph} | "
+                             f"{verdict_text(d['verdict'], other, 'floor', d['n'])} | {d['n']} | "
+                             f"{'—' if d['seeds_needed'] is None else d['seeds_needed']} |")
+        lines.append("Paired by cell; t over the per-seed differences; p Holm over each system's rows; a verdict needs "
+                     "3 seeds or more and p Holm < 0.05.")
+    lines.append("\nMean over seeds [95% Student-t interval over the seeds' values; none with one seed; 2 seeds: one "
+                 "degree of freedom, wide]; [seeds+paragraphs]: the t widened by the test set's paragraph-sampling "
+                 "variance when the seeds share their test questions (one seed: paragraph bootstrap), "
                  "from the predictions the cells kept. "
                  "cell: the grid's settings but the seed (all: the grid is seeds only). "
                  "Ratios divide by the same system's English score in the same cell; distance: typological features "

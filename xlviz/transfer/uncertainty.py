@@ -15,9 +15,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from xlviz.errors import XlvizError
-from xlviz.evaluation.uncertainty import (Interval, PairedTest, cluster_bootstrap, paired_test_seeds, paragraph_ids,
-                                          score_intervals, two_level_bootstrap)
+from xlviz.evaluation.seeds import ONE_SEED, compare_seeds, decide, holm, seeds_for_power
+from xlviz.evaluation.seeds import seeds_paragraphs_interval as _seeds_paragraphs
+from xlviz.evaluation.uncertainty import Interval, cluster_bootstrap, paired_test, paragraph_ids, score_intervals
 from xlviz.methods import combine_labels, resources_label, row_resources, row_setting
+from xlviz.training.verdicts import is_degenerate
 
 _PART = re.compile(r"[A-Za-z0-9][A-Za-z0-9+@._-]{0,127}")
 
@@ -78,15 +80,23 @@ def fill_intervals(run_dir: str | Path, rows: list[dict]) -> list[dict]:
 
 
 def combined_intervals(run_dirs: list[Path], runs: list[list[dict]], metric: str = "f1") -> dict[tuple[str, str], Interval]:
-    """(system, language) -> the two-level (seeds, then paragraphs) interval of ``metric`` over
-    every run that kept that system's predictions in that language (two runs or more)."""
+    """(system, language) -> the seeds + test-set interval of ``metric``
+    (:func:`xlviz.evaluation.seeds.seeds_paragraphs_interval`) over every run that kept that
+    system's predictions in that language and whose row there is a result (two runs or more)."""
     out: dict[tuple[str, str], Interval] = {}
     keys = dict.fromkeys((r["system"], r["language"]) for rows in runs for r in rows)
     for system, lang in keys:
-        per_seed = per_seed_scores(run_dirs, system, lang, metric)
+        dirs = [d for d, rows in zip(run_dirs, runs) if _live(rows, system, lang)]
+        per_seed = per_seed_scores(dirs, system, lang, metric)
         if len(per_seed) >= 2:
-            out[(system, lang)] = two_level_bootstrap(per_seed)
+            out[(system, lang)] = _seeds_paragraphs(per_seed)
     return out
+
+
+def _live(rows: list[dict], system: str, lang: str) -> dict | None:
+    """The run's row of ``system`` in ``lang`` when it is a result (not degenerate), else None."""
+    row = next((r for r in rows if r.get("system") == system and r.get("language") == lang), None)
+    return None if row is None or is_degenerate(row) else row
 
 
 def per_seed_scores(run_dirs: list[Path], system: str, lang: str, metric: str = "f1") -> list[tuple[list[float], list[str]]]:
@@ -104,20 +114,55 @@ def per_seed_scores(run_dirs: list[Path], system: str, lang: str, metric: str = 
 
 
 def seeds_paragraphs_interval(run_dirs: list[Path], system: str, lang: str, metric: str = "f1") -> Interval | None:
-    """The two-level (seeds, then paragraphs) interval of ``metric`` over the runs that kept
-    ``system``'s predictions in ``lang``; the paragraph bootstrap with one run; None with none."""
+    """The seeds + test-set interval of ``metric`` over the runs that kept ``system``'s
+    predictions in ``lang``; the paragraph bootstrap with one run (test-set noise only); None
+    with none. The caller passes only runs whose row is a result."""
     per_seed = per_seed_scores(run_dirs, system, lang, metric)
     if not per_seed:
         return None
-    return two_level_bootstrap(per_seed) if len(per_seed) > 1 else cluster_bootstrap(*per_seed[0])
+    return _seeds_paragraphs(per_seed) if len(per_seed) > 1 else cluster_bootstrap(*per_seed[0])
 
 
-def compare_systems(run_dirs: list[Path], runs: list[list[dict]], a: str, b: str) -> list[dict]:
-    """System ``a`` against ``b`` per language on the same questions, in every run that scored
-    both: one row per language and metric with the mean difference, its interval (paragraph
-    bootstrap; over several runs seeds then paragraphs) and the permutation p-value. Systems of
-    different settings are not compared."""
-    settings = {}
+def _comparison(pairs: list[tuple[QuestionScores, QuestionScores]], metric: str) -> dict:
+    """A − B of one language and metric: over seeds (one mean difference per seed) with two
+    or more, on the test paragraphs of the one seed otherwise."""
+    first = pairs[0][0]
+    base = {"n_questions": len(first.ids), "n_paragraphs": len(set(first.paragraphs)), "n_seeds": len(pairs)}
+    if len(pairs) == 1:
+        x, y = pairs[0]
+        t = paired_test(getattr(x, metric), getattr(y, metric), x.paragraphs)
+        return {**base, "difference": t.difference, "low": t.low, "high": t.high, "p_value": t.p_value,
+                "method": t.method, "p_method": t.p_method, "n_resamples": t.n_resamples, "p_sign_flip": None,
+                "sign_flip_floor": None, "sd": None, "verdict": ONE_SEED}
+    diffs = [sum(getattr(x, metric)) / len(x.ids) - sum(getattr(y, metric)) / len(y.ids) for x, y in pairs]
+    c = compare_seeds(diffs)
+    return {**base, "difference": c.difference, "low": c.low, "high": c.high, "p_value": c.p_value,
+            "method": "t over seeds (per-seed differences)", "p_method": c.p_method, "n_resamples": 0,
+            "p_sign_flip": c.p_sign_flip, "sign_flip_floor": c.sign_flip_floor, "sd": c.sd, "verdict": c.verdict}
+
+
+def family(rows: list[dict]) -> list[dict]:
+    """The rows of one comparison table as a family: each row's Holm-adjusted p over all of
+    them (``p_holm``), its verdict re-decided on that p (:func:`xlviz.evaluation.seeds.decide`),
+    and ``seeds_needed``: how many seeds a paired t test needs to detect a difference of the
+    observed size (80% power, alpha 0.05) given the observed between-seed sd."""
+    adjusted = holm([r["p_value"] for r in rows])
+    out = []
+    for r, p in zip(rows, adjusted):
+        need = seeds_for_power(r["difference"], r["sd"]) if r["n_seeds"] >= 2 and r["sd"] is not None else None
+        out.append({**r, "p_holm": p, "verdict": decide(r["n_seeds"], p, r["difference"]), "seeds_needed": need})
+    return out
+
+
+def compare_systems(run_dirs: list[Path], runs: list[list[dict]], a: str, b: str, *, adjust: bool = True) -> list[dict]:
+    """System ``a`` against ``b`` per language on the same questions: one row per language and
+    metric. A run enters a language only when both rows there are results (a degenerate row is
+    no result: ``excluded`` counts the runs left out) and kept both systems' predictions. Over
+    several runs the unit is the seed (:func:`xlviz.evaluation.seeds.compare_seeds`); one run
+    gives the paragraph-level test, which says nothing about the method. With ``adjust`` the
+    rows are one family (:func:`family`: Holm, verdict, seeds needed). Systems of different
+    settings are never paired."""
+    settings: dict[str, set] = {}
     for rows in runs:
         for r in rows:
             if r.get("system") in (a, b):
@@ -125,7 +170,7 @@ def compare_systems(run_dirs: list[Path], runs: list[list[dict]], a: str, b: str
     for name in (a, b):
         if name not in settings:
             raise XlvizError(f"no results row of system {name!r} in these runs", field="compare")
-    if settings[a] != settings[b]:
+    if settings[a] != settings[b] or len(settings[a]) > 1:
         raise XlvizError(f"{a} ({', '.join(sorted(settings[a]))}) and {b} ({', '.join(sorted(settings[b]))}) are in different "
                          "settings: their scores are not comparable", field="compare")
     # what each side read beyond L1 labels: a comparison across resources is allowed, and labelled
@@ -135,7 +180,12 @@ def compare_systems(run_dirs: list[Path], runs: list[list[dict]], a: str, b: str
     out = []
     for lang in langs:
         pairs: list[tuple[QuestionScores, QuestionScores]] = []
-        for d in run_dirs:
+        excluded = 0
+        for d, rows in zip(run_dirs, runs):
+            ra, rb = _live(rows, a, lang), _live(rows, b, lang)
+            if ra is None or rb is None:
+                excluded += any(r.get("system") in (a, b) and r.get("language") == lang and is_degenerate(r) for r in rows)
+                continue
             qa, qb = question_scores(d, a, lang), question_scores(d, b, lang)
             if qa is not None and qb is not None:
                 if qa.ids != qb.ids:
@@ -144,13 +194,13 @@ def compare_systems(run_dirs: list[Path], runs: list[list[dict]], a: str, b: str
         if not pairs:
             continue
         for metric in ("f1", "exact_match"):
-            test: PairedTest = paired_test_seeds([(getattr(x, metric), getattr(y, metric), x.paragraphs) for x, y in pairs])
-            out.append({"language": lang, "metric": metric, "setting": next(iter(settings[a])), **test.as_dict(),
-                        "resources": resources})
+            out.append({"language": lang, "metric": metric, "setting": next(iter(settings[a])), "excluded": excluded,
+                        **_comparison(pairs, metric), "resources": resources})
     if not out:
-        raise XlvizError(f"no run kept the predictions of both {a} and {b} on a shared language", field="compare")
-    return out
+        raise XlvizError(f"no run kept the predictions of both {a} and {b} as results on a shared language "
+                         "(degenerate rows are no result)", field="compare")
+    return family(out) if adjust else out
 
 
 __all__ = ["QuestionScores", "question_scores", "fill_intervals", "combined_intervals", "per_seed_scores",
-           "seeds_paragraphs_interval", "compare_systems"]
+           "seeds_paragraphs_interval", "compare_systems", "family"]

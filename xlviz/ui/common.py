@@ -477,14 +477,16 @@ def score_matrix_ci(rows, metric: str, models: list[str], languages: list[str]):
 
 
 @st.cache_data(show_spinner=False, max_entries=32)
-def cell_intervals(rows):
+def cell_intervals(rows, degenerate: dict | None = None):
+    """``degenerate``: ``{model: [languages]}`` whose rows are no result (left out)."""
     from xlviz.ui import qa
 
-    return qa.cell_intervals(rows)
+    return qa.cell_intervals(rows, degenerate=degenerate)
 
 
 @st.cache_data(show_spinner=False, max_entries=32)
-def paired_tests(rows):
+def paired_tests(rows, setting_of: dict | None = None, degenerate: dict | None = None):
+    """Pairs of one setting only; degenerate cells left out (:func:`xlviz.ui.qa.paired_tests`)."""
     from xlviz.ui import qa
 
-    return qa.paired_tests(rows)
+    return qa.paired_tests(rows, setting_of=setting_of, degenerate=degenerate)

@@ -277,13 +277,25 @@ def _clusters(g: pd.DataFrame) -> list:
     return [f"id:{i}" for i in g["id"]]
 
 
-def cell_intervals(rows: pd.DataFrame, n_resamples: int = N_RESAMPLES) -> pd.DataFrame:
+def _live(rows: pd.DataFrame, degenerate: Mapping[str, Iterable[str]] | None) -> pd.DataFrame:
+    """``rows`` without the (model, language) cells whose run row is degenerate (no result):
+    never in an interval, average or paired test."""
+    if not degenerate:
+        return rows
+    bad = {(m, l) for m, langs in degenerate.items() for l in langs}
+    keep = [(m, l) not in bad for m, l in zip(rows["model"], rows["language"])]
+    return rows[keep]
+
+
+def cell_intervals(rows: pd.DataFrame, n_resamples: int = N_RESAMPLES,
+                   degenerate: Mapping[str, Iterable[str]] | None = None) -> pd.DataFrame:
     """Per model × language: EM and F1 with 95% intervals resampling whole paragraphs (the
-    questions of one context go together)."""
+    questions of one context go together). Each model is one seed: the intervals are the test
+    set's noise only. ``degenerate``: ``{model: languages}`` whose rows are no result, left out."""
     from xlviz.evaluation.uncertainty import cluster_bootstrap
 
     out = []
-    for (model, lang), g in rows.groupby(["model", "language"], sort=False):
+    for (model, lang), g in _live(rows, degenerate).groupby(["model", "language"], sort=False):
         clusters = _clusters(g)
         em = cluster_bootstrap(g["exact_match"].to_numpy(), clusters, n_resamples=n_resamples)
         f1 = cluster_bootstrap(g["f1"].to_numpy(), clusters, n_resamples=n_resamples)
@@ -324,32 +336,49 @@ def score_matrix_ci(rows: pd.DataFrame, metric: str, models: list[str] | None = 
     return pd.DataFrame.from_dict(out, orient="index").reindex(columns=langs + ["avg"])
 
 
-def paired_tests(rows: pd.DataFrame, n_resamples: int = N_RESAMPLES) -> pd.DataFrame:
-    """Every pair of models on the same questions of one language: F1 difference with its
-    paired paragraph-bootstrap interval and its paired permutation p-value (signs of whole
-    paragraphs flipped), and McNemar's exact test on exact match."""
+PAIRED_COLUMNS = ["language", "A", "B", "setting", "n", "paragraphs", "F1 A − B", "low", "high", "p F1", "p F1 Holm",
+                  "EM A − B", "p EM", "p EM Holm", "p from", "seeds"]
+
+
+def paired_tests(rows: pd.DataFrame, n_resamples: int = N_RESAMPLES, *, setting_of: Mapping[str, str | None] | None = None,
+                 degenerate: Mapping[str, Iterable[str]] | None = None) -> pd.DataFrame:
+    """Every pair of models of one setting on the same questions of one language: the F1
+    difference with its paired paragraph-bootstrap interval and the paired permutation p
+    (signs of whole paragraphs flipped) of F1 and of EM, each with Holm's adjustment over the
+    whole table (every pair, language and metric: one family), and how the p was computed
+    (exact enumeration or Monte Carlo). Each model is one seed: "1 seed: test-set noise only,
+    no verdict about the method". Models of different settings (``setting_of``) are never
+    paired; degenerate cells (``degenerate``) never enter."""
     from itertools import combinations
 
-    from xlviz.evaluation.bootstrap import mcnemar_exact
+    from xlviz.evaluation.seeds import holm
     from xlviz.evaluation.uncertainty import paired_test
 
+    setting_of = setting_of or {}
     out = []
-    for lang, g in rows.groupby("language", sort=False):
+    for lang, g in _live(rows, degenerate).groupby("language", sort=False):
         wide_f1 = g.pivot_table(index="id", columns="model", values="f1", aggfunc="first")
         wide_em = g.pivot_table(index="id", columns="model", values="exact_match", aggfunc="first")
         para = dict(zip(g["id"], _clusters(g)))
         for a, b in combinations(list(dict.fromkeys(g["model"])), 2):
+            if setting_of.get(a) != setting_of.get(b):  # zero-shot against translate-test: not comparable
+                continue
             both = wide_f1[[a, b]].dropna()
             if both.empty:
                 continue
-            r = paired_test(both[a].to_numpy(), both[b].to_numpy(), [para[i] for i in both.index], n_resamples=n_resamples)
-            em = wide_em.loc[both.index, [a, b]] > 0
-            out.append({"language": lang, "A": a, "B": b, "n": r.n_questions, "paragraphs": r.n_paragraphs,
-                        "F1 A − B": r.difference, "low": r.low, "high": r.high, "p (paired permutation)": r.p_value,
-                        "p (McNemar, EM)": mcnemar_exact(int((em[a] & ~em[b]).sum()), int((~em[a] & em[b]).sum()))})
-    cols = ["language", "A", "B", "n", "paragraphs", "F1 A − B", "low", "high", "p (paired permutation)", "p (McNemar, EM)"]
-    return pd.DataFrame(out, columns=cols).round({"F1 A − B": 1, "low": 1, "high": 1, "p (paired permutation)": 3,
-                                                  "p (McNemar, EM)": 3})
+            clusters = [para[i] for i in both.index]
+            r = paired_test(both[a].to_numpy(), both[b].to_numpy(), clusters, n_resamples=n_resamples)
+            em = wide_em.loc[both.index, [a, b]]
+            e = paired_test(em[a].to_numpy(), em[b].to_numpy(), clusters, n_resamples=1)
+            how = r.p_method if r.p_method == e.p_method else f"F1: {r.p_method}; EM: {e.p_method}"
+            out.append({"language": lang, "A": a, "B": b, "setting": setting_of.get(a) or "unknown", "n": r.n_questions,
+                        "paragraphs": r.n_paragraphs, "F1 A − B": r.difference, "low": r.low, "high": r.high,
+                        "p F1": r.p_value, "EM A − B": e.difference, "p EM": e.p_value, "p from": how, "seeds": 1})
+    adjusted = holm([o["p F1"] for o in out] + [o["p EM"] for o in out])
+    for i, o in enumerate(out):
+        o["p F1 Holm"], o["p EM Holm"] = adjusted[i], adjusted[len(out) + i]
+    return pd.DataFrame(out, columns=PAIRED_COLUMNS).round({"F1 A − B": 1, "low": 1, "high": 1, "EM A − B": 1, "p F1": 4,
+                                                            "p F1 Holm": 4, "p EM": 4, "p EM Holm": 4})
 
 
 def question_table(rows: pd.DataFrame, examples: Mapping[str, list[QAExample]]) -> pd.DataFrame:

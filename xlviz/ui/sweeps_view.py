@@ -227,7 +227,7 @@ def _text(row: dict, metric: str, fmt: str) -> str | None:
 
 
 RESULT_COLUMNS = ["setting", "system", "language", "transfer", "distance", "seeds", "F1", "EM", "F1 L2/L1", "EM L2/L1",
-                  "F1 [seeds×paragraphs]", "EM [seeds×paragraphs]"]
+                  "F1 [seeds+paragraphs]", "EM [seeds+paragraphs]"]
 
 
 def _results_stamp(folder: Path) -> tuple:
@@ -279,19 +279,38 @@ def results_table(rows: list[dict], systems: list[str] | None = None) -> pd.Data
                           "transfer": r["transfer"], "distance": r["distance"],
                           "seeds": r["n"], "F1": _text(r, "f1", ".1f"), "EM": _text(r, "exact_match", ".1f"),
                           "F1 L2/L1": _text(r, "ratio", ".2f"), "EM L2/L1": _text(r, "em_ratio", ".2f"),
-                          "F1 [seeds×paragraphs]": _sp(r, "f1"), "EM [seeds×paragraphs]": _sp(r, "exact_match")} for r in keep],
+                          "F1 [seeds+paragraphs]": _sp(r, "f1"), "EM [seeds+paragraphs]": _sp(r, "exact_match")} for r in keep],
                         columns=RESULT_COLUMNS)
 
 
+PAIRED_COLUMNS = ["95% t interval", "p", "p Holm", "p sign-flip (exact)", "verdict", "seeds", "seeds for 80% power"]
+
+
 def paired_table(folder: str | Path, a: str, b: str, metric: str) -> pd.DataFrame:
-    """``a`` minus ``b`` per setting and L2, paired by cell, mean and 95% interval over seeds."""
+    """``a`` minus ``b`` per setting and L2, paired by cell, as
+    :func:`xlviz.transfer.sweep_report.paired_differences` decides it: the mean over seeds, its
+    t interval (with 2 seeds: labelled, one degree of freedom), raw and Holm-adjusted p, the
+    exact sign-flip p with its floor, the verdict text and the seeds 80% power would need. The
+    page adds nothing: it shows these columns."""
+    from xlviz.evaluation.seeds import ALPHA, verdict_text
     from xlviz.transfer.sweep_report import paired_differences
 
-    rows = paired_differences(folder, a, b, metric)
-    return pd.DataFrame([{"setting": d["setting"], "language": d["language"], f"{a} − {b}": f"{d['difference']:+.2f}",
-                          "95% interval": None if d["low"] is None else f"[{d['low']:+.2f}, {d['high']:+.2f}]",
-                          "excludes 0": None if d["low"] is None else bool(d["low"] > 0 or d["high"] < 0), "seeds": d["n"]}
-                         for d in rows], columns=["setting", "language", f"{a} − {b}", "95% interval", "excludes 0", "seeds"])
+    def p_text(value: float | None) -> str | None:
+        return None if value is None else ("<0.001" if value < 0.001 else f"{value:.3f}")
+
+    rows = []
+    for d in paired_differences(folder, a, b, metric):
+        interval = None
+        if d["low"] is not None:
+            interval = f"[{d['low']:+.2f}, {d['high']:+.2f}]" + (" (2 seeds: 1 df, wide)" if d["n"] == 2 else "")
+        flip = p_text(d["p_sign_flip"])
+        if flip is not None and d["sign_flip_floor"] >= ALPHA:
+            flip += f" (min {d['sign_flip_floor']:.3f})"
+        rows.append({"setting": d["setting"], "language": d["language"], f"{a} − {b}": f"{d['difference']:+.2f}",
+                     "95% t interval": interval, "p": p_text(d["p"]), "p Holm": p_text(d["p_holm"]), "p sign-flip (exact)": flip,
+                     "verdict": verdict_text(d["verdict"], a, b, d["n"]), "seeds": d["n"],
+                     "seeds for 80% power": d["seeds_needed"]})
+    return pd.DataFrame(rows, columns=["setting", "language", f"{a} − {b}", *PAIRED_COLUMNS])
 
 
 def cell_l2s(run_name: str, root: str | Path | None = None) -> list[str]:
