@@ -131,6 +131,7 @@ def test_xlviz_app_replaces_itself_with_streamlit(monkeypatch, tmp_path):
     monkeypatch.setattr(subprocess, "call", lambda *a, **k: pytest.fail("Streamlit started as a child process"))
     monkeypatch.setattr(subprocess, "Popen", lambda *a, **k: pytest.fail("Streamlit started as a child process"))
     monkeypatch.chdir(tmp_path)
+    (tmp_path / "runs").mkdir()  # an --out that is not a folder is refused before Streamlit starts
     with pytest.raises(SystemExit):
         cmd.handle(argparse.Namespace(port=8765, out=str(tmp_path / "runs"), headless=True))
     path, argv, env, cwd = calls[0]

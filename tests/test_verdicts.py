@@ -219,13 +219,22 @@ def test_planted_stage_is_degenerate_and_its_healthy_twin_ok(planted_run):
 
 
 @pytest.mark.slow
-def test_report_refuses_degenerate_rows(planted_run, capsys):
+def test_report_refuses_degenerate_rows(planted_run, capsys, tmp_path):
+    import shutil
+
     from xlviz.transfer.report import results_table
 
     table = results_table(planted_run.results())
     sov = next(line for line in table.splitlines() if " sov " in line)
     assert "degenerate" in sov and PLANTED in sov and not any(c.isdigit() for c in sov.split("(")[0].replace("jointpair", ""))
-    assert cli(["report", str(planted_run.path), str(planted_run.path)]) == 0
+    # a second seed with the same rows (the report refuses one run given twice, and one seed counted twice)
+    twin = tmp_path / "twin"
+    twin.mkdir()
+    for name in ("results.json", "verdicts.json", "manifest.json"):
+        if (planted_run.path / name).exists():
+            shutil.copy(planted_run.path / name, twin / name)
+    (twin / "config.json").write_text(json.dumps({**planted_run.config(), "seed": planted_run.config()["seed"] + 1}))
+    assert cli(["report", str(planted_run.path), str(twin)]) == 0
     out = capsys.readouterr().out
     head = [c.strip() for c in next(l for l in out.splitlines() if l.startswith("| system")).strip().strip("|").split("|")]
     cells = [c.strip() for c in next(l for l in out.splitlines() if l.startswith("| jointpair-disjoint")).strip().strip("|").split("|")]

@@ -84,8 +84,10 @@ def atomic_write_json(path: str | os.PathLike, obj: Any, *, root: str | os.PathL
 def folder_digest(folder: str | os.PathLike | None) -> str | None:
     """A digest of a folder's files (every file at its top level, names and bytes: a model's
     weights in any format or shards, config, tokenizer): two folders holding the same model (a
-    run exports the same English encoder once per system) get the same digest. None for a hub
-    id, an empty or unreadable folder."""
+    run exports the same English encoder once per system) get the same digest. The folder's
+    ``xlviz.json`` (which run and system saved it, :mod:`xlviz.models.export_record`) is left
+    out: it says where the model is, not what it is. None for a hub id, an empty or unreadable
+    folder."""
     import hashlib
 
     if not folder:
@@ -97,7 +99,7 @@ def folder_digest(folder: str | os.PathLike | None) -> str | None:
     found = False
     try:
         for f in sorted(folder.iterdir()):
-            if f.is_file():
+            if f.is_file() and f.name != "xlviz.json":
                 found = True
                 h.update(f.name.encode() + b"\0")
                 with open(f, "rb") as fh:

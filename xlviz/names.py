@@ -15,7 +15,7 @@ import os
 import re
 from pathlib import Path
 
-from xlviz.errors import XlvizError
+from xlviz.errors import XlvizError, shown_keys
 
 # A short identifier: letters, digits, '-' and '_', starting with a letter or digit.
 NAME_MAX = 64
@@ -106,7 +106,7 @@ def language_entries(langs: object, *, path: str | os.PathLike | None = None, ke
             raise XlvizError(f"each language must be an object or a code, got {_shown(entry)}", path=path, field=field)
         unknown = sorted(set(entry) - set(keys))
         if unknown:
-            raise XlvizError(f"unknown key(s) {unknown} in a language entry; known: {list(keys)}", path=path, field=f"{field}.{unknown[0]}")
+            raise XlvizError(f"unknown key(s) {shown_keys(unknown)} in a language entry; known: {list(keys)}", path=path, field=f"{field}.{unknown[0]}")
         if "code" not in entry:
             raise XlvizError("a language entry needs a 'code'", path=path, field=f"{field}.code")
         check_code(entry["code"], field=f"{field}.code", path=path)

@@ -34,6 +34,7 @@ from __future__ import annotations
 import contextlib
 import datetime as _dt
 import json
+import math
 import os
 import platform
 import signal
@@ -46,7 +47,7 @@ from typing import Any, Iterator
 from xlviz import confined, limits
 from xlviz.errors import XlvizError
 from xlviz.io import append_jsonl, append_line, atomic_write_json, confine_writes, parse_jsonl, remove_orphans
-from xlviz.names import check_name, check_stage
+from xlviz.names import check_name, check_stage, check_text
 
 LOCK_FILE = ".writer.lock"
 NOTES_FILE = "notes.json"
@@ -65,9 +66,10 @@ STATES = ("pending", "running", "completed", "failed", "cancelled")
 
 
 def checkpoints_root(out: str | os.PathLike | None = None) -> Path:
-    """Where runs go: ``--out`` if given, else ``$XLVIZ_CHECKPOINTS``, else ``./checkpoints``."""
+    """Where runs go: ``--out`` if given, else ``$XLVIZ_CHECKPOINTS``, else ``./checkpoints``. An
+    ``--out`` with a newline or other control character is refused before any folder is made."""
     if out:
-        return Path(out)
+        return Path(check_text(out, field="--out"))
     return Path(os.environ.get(ENV_CHECKPOINTS, "checkpoints"))
 
 
@@ -590,6 +592,8 @@ def metric_row_problem(row: object) -> str | None:
         value = row.get(key)
         if key in row and (isinstance(value, bool) or not isinstance(value, (int, float))):
             return f"field '{key}' must be a number, got {str(value)[:40]}"
+        if key in row and not math.isfinite(value):  # 1e400 reads as inf: a chart cannot draw it
+            return f"field '{key}' must be a finite number, got {value}"
     return None
 
 

@@ -18,7 +18,7 @@ import os
 import sys
 from pathlib import Path
 
-from xlviz.errors import XlvizError
+from xlviz.errors import XlvizError, bounded
 
 
 def app_path() -> Path:
@@ -56,9 +56,38 @@ def streamlit_argv(args: argparse.Namespace) -> list[str]:
     return argv
 
 
+def check_address(host: str | None, port: object) -> None:
+    """Refuse a port outside 1-65535 or an address that does not resolve, in one line, before
+    Streamlit starts (it ended in an OverflowError or a socket.gaierror traceback)."""
+    import socket
+
+    if isinstance(port, bool) or not isinstance(port, int) or not 1 <= port <= 65535:
+        raise XlvizError(f"must be a port from 1 to 65535, got {port!r}", field="--port")
+    address = host or DEFAULT_ADDRESS
+    try:
+        socket.getaddrinfo(address, port, type=socket.SOCK_STREAM)
+    except (OSError, UnicodeError) as e:  # socket.gaierror is an OSError; a label over 63 characters a UnicodeError
+        reason = getattr(e, "strerror", None) or str(e) or type(e).__name__
+        raise XlvizError(f"cannot listen on {bounded(repr(address))}: {reason}", field="--host") from None
+
+
+def check_root(out: str | None) -> None:
+    """An ``--out`` that is not an existing folder is refused before the app starts (it would
+    show an empty bench and start runs into a folder the user did not mean)."""
+    if out is None:
+        return
+    from xlviz.runs import checkpoints_root
+
+    root = checkpoints_root(out)
+    if not root.is_dir():
+        raise XlvizError("no such folder" if not root.exists() else "not a folder", path=root, field="--out")
+
+
 def handle(args: argparse.Namespace) -> int:
     from xlviz.runs import checkpoints_root
 
+    check_address(getattr(args, "host", None), args.port)
+    check_root(getattr(args, "out", None))
     env = dict(os.environ)
     # Absolute, so runs are found where the user expects although streamlit runs in the repo.
     env["XLVIZ_CHECKPOINTS"] = str(checkpoints_root(args.out).resolve())

@@ -26,15 +26,17 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--batch-size", type=int, default=32, help="windows per forward pass (default 32)")
     p.add_argument("--n-best", type=int, default=20, help="start/end candidates per window (default 20)")
     p.add_argument("--max-answer-length", type=int, default=30, help="longest answer in tokens (default 30)")
+    p.add_argument("--language", default=None, metavar="CODE",
+                   help="the language of --data: refused when the model folder's xlviz.json (or its run's manifest) says it reads another")
     p.add_argument("--device", default="auto", help="torch device, e.g. cpu or cuda (default: cuda if available)")
     p.set_defaults(handler=run)
 
 
-def _load(model_dir: Path, device: str):
+def _load(model_dir: Path, device: str, language: str | None = None):
     """The model and its tokenizer through :func:`xlviz.models.loading.load_model`, the one
     loading path of every command (safetensors checked, config and weights matched, tokenizer
-    required and fitting the embeddings); a folder without a fast tokenizer is refused rather
-    than predicting with the wrong vocabulary."""
+    required and fitting the embeddings, the one the export was saved with by its ``xlviz.json``);
+    a folder without a fast tokenizer is refused rather than predicting with the wrong vocabulary."""
     import torch
 
     from xlviz.errors import XlvizError
@@ -44,7 +46,7 @@ def _load(model_dir: Path, device: str):
         raise XlvizError("model folder not found", path=model_dir)
     if device == "auto":
         device = "cuda" if torch.cuda.is_available() else "cpu"
-    model, tokenizer = load_model(model_dir, task="qa", device=device, new_head="error")
+    model, tokenizer = load_model(model_dir, task="qa", device=device, new_head="error", language=language)
     if not getattr(tokenizer, "is_fast", False):
         raise XlvizError("the tokenizer is not a fast (tokenizers) one; QA offsets need tokenizer.json", path=model_dir)
     return model, tokenizer
@@ -79,7 +81,7 @@ def run(args: argparse.Namespace) -> int:
         if not 1 <= value <= hi:
             raise XlvizError(f"must be between 1 and {hi}, got {value}", field=flag)
     examples = load_squad(args.data)
-    model, tokenizer = _load(Path(args.model), args.device)
+    model, tokenizer = _load(Path(args.model), args.device, getattr(args, "language", None))
     max_length = window_length(model, args.max_length)
     doc_stride = args.doc_stride if args.doc_stride is not None else min(128, max_length // 3)
     if not 1 <= doc_stride < max_length:

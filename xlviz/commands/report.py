@@ -2,37 +2,65 @@
 95% interval; several runs of the same systems (seeds) as mean ± standard deviation with
 intervals over seeds; one table per setting (zero-shot, translate-train, translate-test).
 ``--compare A B``: A − B on the same questions per language, with interval, raw and Holm-adjusted
-p-values, the verdict (seeds are the unit: 3 or more needed) and the seeds a difference needs."""
+p-values, the verdict (seeds are the unit: 3 or more needed) and the seeds a difference needs.
+
+What is averaged is checked first (:mod:`xlviz.transfer.report_inputs`): several runs must be
+distinct folders of one configuration that differ only in the seed (``--allow-different-settings``
+shows runs of other settings together, listing what differs under the table); every score is
+a percentage with EM at most F1; a row's verdict comes from its run's ``verdicts.json``; and
+pairs in which a system's row is degenerate are left out of ``--compare``."""
 
 from __future__ import annotations
 
 import argparse
+from pathlib import Path
+
+from xlviz.errors import XlvizError
 
 
 def register(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser("report", help="results of one run, or mean ± sd over several runs (seeds), as a table",
-                       description=__doc__.splitlines()[0])
+                       description=" ".join(__doc__.split("\n\n")[0].split()))
     p.add_argument("runs", nargs="+", metavar="RUN", help="run folders (results.json), or one sweep folder (xlviz sweep)")
     p.add_argument("--compare", nargs=2, metavar=("SYSTEM_A", "SYSTEM_B"),
                    help="paired difference A − B per language (interval and p-value; over seeds when several runs)")
+    p.add_argument("--allow-different-settings", dest="allow_different_settings", action="store_true",
+                   help="show runs whose settings differ in more than the seed together, the differences listed under "
+                        "the table (default: refused, since seeds are runs of one configuration)")
     p.set_defaults(handler=run)
 
 
+def check_sweep_cells(sweep) -> None:
+    """The sweep table reads its cells' rows itself: refuse a cell whose scores are not
+    percentages or whose row verdicts disagree with its verdicts.json (a degenerate row edited
+    to "ok" would be averaged as a result), naming the file and row."""
+    from xlviz.training.verdicts import is_degenerate
+    from xlviz.transfer.report_inputs import checked_results
+
+    for cell in sweep.cells():
+        cell_run = sweep.cell_run(cell)
+        rows = cell_run.results()
+        if not rows:
+            continue
+        for i, (raw, checked) in enumerate(zip(rows, checked_results(cell_run))):
+            if is_degenerate(checked) and not is_degenerate(raw):
+                raise XlvizError(f"row {i} ({raw['system']} {raw['language']}) says {raw.get('verdict')!r} but depends on "
+                                 f"degenerate stage(s) {', '.join(checked['degenerate_stages'])} (verdicts.json): it is no "
+                                 "result", path=cell_run.results_path, field=f"[{i}].verdict")
+
+
 def run(args: argparse.Namespace) -> int:
-    from pathlib import Path
-
-    from xlviz.errors import XlvizError
     from xlviz.runs import Run
-    from xlviz.transfer.report import (check_score_rows, compare_table, resources_line, resources_table, results_table,
-                                       seeds_table)
-    from xlviz.transfer.uncertainty import combined_intervals, compare_systems, family, fill_intervals
-
+    from xlviz.transfer.report import compare_table, resources_line, resources_table, results_table, seeds_table
+    from xlviz.transfer.report_inputs import check_seed_runs, checked_results
     from xlviz.transfer.sweep import Sweep
+    from xlviz.transfer.uncertainty import combined_intervals, compare_systems, family, fill_intervals
 
     if len(args.runs) == 1 and Sweep(args.runs[0]).exists():  # a sweep folder: means and intervals over seeds
         from xlviz.transfer.sweep_report import setting_label, sweep_table
 
         if not getattr(args, "compare", None):
+            check_sweep_cells(Sweep(args.runs[0]))
             print(sweep_table(args.runs[0]))
             cells = [Sweep(args.runs[0]).cell_run(cell).results() for cell in Sweep(args.runs[0]).cells()]
             if any(cells):
@@ -42,10 +70,9 @@ def run(args: argparse.Namespace) -> int:
         sweep = Sweep(args.runs[0])  # --compare: one paired table per grid cell, over its seeds
         groups: dict[str, list[tuple[Path, list[dict]]]] = {}
         for cell in sweep.cells():
-            run = sweep.cell_run(cell)
-            rows = run.results()
-            if rows:
-                groups.setdefault(setting_label(cell), []).append((run.path, check_score_rows(rows, run.results_path)))
+            cell_run = sweep.cell_run(cell)
+            if cell_run.results():
+                groups.setdefault(setting_label(cell), []).append((cell_run.path, checked_results(cell_run)))
         if not groups:
             raise XlvizError("no cell of the sweep has results yet", path=args.runs[0])
         # every cell's languages and metrics are one family: Holm over all of them
@@ -61,22 +88,21 @@ def run(args: argparse.Namespace) -> int:
             print(resources_line(results, *args.compare))
             print()
         return 0
-    results, folders = [], []
-    for folder in args.runs:
-        r = Run(Path(folder))
-        rows = r.results()
-        if not rows:
-            raise XlvizError("no results yet (the run has not scored any system)", path=r.results_path)
-        results.append(check_score_rows(rows, r.results_path))
-        folders.append(r.path)
+    runs = [Run(Path(folder)) for folder in args.runs]
+    labels = check_seed_runs(runs, allow_different=getattr(args, "allow_different_settings", False))
+    results = [checked_results(r) for r in runs]
+    folders = [r.path for r in runs]
     if getattr(args, "compare", None):
         print(compare_table(compare_systems(folders, results, *args.compare), *args.compare))
         print(resources_line(results, *args.compare))
-        return 0
-    if len(results) == 1:
+    elif len(results) == 1:
         print(results_table(fill_intervals(folders[0], results[0])))
     else:
         print(seeds_table(results, combined=combined_intervals(folders, results)))
         print()
         print(resources_table(results))
+    if labels:
+        print("\nNot seeds of one configuration (--allow-different-settings):")
+        for line in labels:
+            print(f"- {line}")
     return 0

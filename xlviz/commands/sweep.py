@@ -22,6 +22,8 @@ def run(args: argparse.Namespace) -> int:
     if not args.out:
         raise XlvizError("give the sweep's folder with --out", field="--out")
     folder = check_text(args.out, field="--out")
+    if isinstance(args.parallel, bool) or not isinstance(args.parallel, int) or args.parallel < 1:
+        raise XlvizError(f"must be at least 1 (cells running at once), got {args.parallel!r}", field="--parallel")
     grid = parse_grid(args.grid, args.grid_file)
     base = read_json_object(args.config, what="transfer config") if args.config else None
     cells = make_cells(grid, args, base, build_config)

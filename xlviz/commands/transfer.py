@@ -177,7 +177,7 @@ def build_config(args: argparse.Namespace, base: dict | None = None):
                 d.setdefault("data", {})[key] = getattr(args, key)
             else:
                 world[key] = getattr(args, key)
-    if getattr(args, "languages", None):
+    if getattr(args, "languages", None) is not None:  # '' is refused, not read as "the default languages"
         from xlviz.data.typology import parse_languages
 
         world["languages"] = parse_languages(args.languages)
@@ -185,7 +185,18 @@ def build_config(args: argparse.Namespace, base: dict | None = None):
         world.setdefault("seed", d["seed"])
     if world:
         d["world"] = world
-    return TransferConfig.from_dict(d, path=getattr(args, "config", None))
+    cfg = TransferConfig.from_dict(d, path=getattr(args, "config", None))
+    check_resources(cfg, getattr(args, "config", None))  # the app's Runs form builds its runs here too
+    return cfg
+
+
+def check_resources(cfg, path=None) -> None:
+    """Refuse a run whose training would not fit in the machine's memory
+    (:func:`xlviz.training.memory.check_memory`), for configs with masked-LM settings."""
+    from xlviz.training.memory import check_memory
+
+    if all(hasattr(cfg, k) for k in ("model_size", "vocab_size", "block_size", "mlm_batch_size", "qa_max_length", "batch_size")):
+        check_memory(cfg, path=path)
 
 
 def open_pipeline(pipeline_cls, args: argparse.Namespace, build, what: str):
@@ -196,10 +207,15 @@ def open_pipeline(pipeline_cls, args: argparse.Namespace, build, what: str):
 
     if args.resume:
         pipeline = pipeline_cls.resume(resume_dir(args.resume, checkpoints_root(getattr(args, "out", None))))
+        check_resources(pipeline.cfg, pipeline.run.config_path)
     else:
         base = read_json_object(args.config, what=what) if args.config else None
         cfg = build(args, base)
+        check_resources(cfg, args.config)  # before the run folder is made
         root = checkpoints_root(args.out)
+        check = getattr(cfg, "check_files", None)
+        if check is not None:  # before the run folder is made: a missing corpus leaves no failed run behind
+            check()
         pipeline = pipeline_cls(cfg, explicit_run_dir(args.run_dir, root, cfg.to_dict()) if args.run_dir else new_run_path(root, cfg.name))
     if pipeline.main:
         print(f"run folder: {pipeline.run.path}", flush=True)

@@ -82,13 +82,69 @@ def _data_subdir(directory: str | os.PathLike | None, name: str) -> Path:
     return directory
 
 
+def file_kind(path: str | os.PathLike) -> str | None:
+    """What ``path`` is when it is not a regular file ("a folder", "a FIFO (named pipe)", "a
+    character device", ...), "missing" when nothing is there, else None. Corpora are read to
+    the end: a FIFO blocks the run and ``/dev/zero`` never ends, so both are named as what they
+    are rather than reported as a missing file."""
+    import stat
+
+    try:
+        mode = os.stat(path).st_mode
+    except FileNotFoundError:
+        return "a link to nothing" if os.path.islink(path) else "missing"
+    except OSError as e:
+        return f"unreadable ({e.strerror or e})"
+    if stat.S_ISREG(mode):
+        return None
+    for test, kind in ((stat.S_ISDIR, "a folder"), (stat.S_ISFIFO, "a FIFO (named pipe)"), (stat.S_ISCHR, "a character device"),
+                       (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket")):
+        if test(mode):
+            return kind
+    return "not a regular file"
+
+
 def _require_file(path: str | os.PathLike, what: str) -> Path:
     path = Path(path)
-    if not path.exists():
+    kind = file_kind(path)
+    if kind == "missing":
         raise XlvizError(f"{what} not found", path=path)
-    if not path.is_file():
-        raise XlvizError(f"{what} is not a file", path=path)
+    if kind is not None:
+        raise XlvizError(f"{what} is {kind}, not a regular file; not read", path=path)
     return path
+
+
+def _open_regular(path: Path):
+    """``path`` opened for reading in binary, refused unless it is a regular file: opened
+    without blocking and checked on the open descriptor, so a FIFO put in its place after a
+    check never blocks the reader."""
+    import stat
+
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise XlvizError(f"is {file_kind(path) or 'not a regular file'}, not a regular file; not read", path=path)
+        return os.fdopen(fd, "rb")
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+CHECK_BYTES = 1 << 16  # what check_text_file reads of each file before a run begins
+
+
+def check_text_file(path: str | os.PathLike, what: str = "corpus file") -> None:
+    """A quick look at a text input before anything is made: a regular file whose first
+    ``CHECK_BYTES`` (decompressed, for ``.gz``) are UTF-8 text without NUL bytes. The reader
+    checks the rest as it streams (:func:`_iter_raw_lines`)."""
+    path = _require_file(path, what)
+    lines = _iter_raw_lines(path)
+    read = 0
+    for _, line in lines:
+        read += len(line) + 1
+        if read >= CHECK_BYTES:
+            lines.close()
+            break
 
 
 MAX_LINE_BYTES = 1 << 20  # longer corpus lines are read in pieces (cut at a space) of at most this
@@ -159,7 +215,7 @@ def _iter_raw_lines(path: Path, *, split_long: bool = True) -> Iterator[tuple[in
     """
     lineno = 0
     try:
-        with (gzip.open(path, "rb") if path.name.endswith(".gz") else open(path, "rb")) as f:
+        with _open_regular(path) as raw_file, (gzip.open(raw_file, "rb") if path.name.endswith(".gz") else raw_file) as f:
             for raw, whole in _byte_lines(f):
                 if not whole and not split_long:
                     raise XlvizError(f"line {lineno + 1}: longer than {MAX_LINE_BYTES} bytes", path=path)
@@ -167,6 +223,8 @@ def _iter_raw_lines(path: Path, *, split_long: bool = True) -> Iterator[tuple[in
                     line = raw.decode("utf-8")
                 except UnicodeDecodeError as e:
                     raise XlvizError(f"line {lineno + 1}: not UTF-8 text ({e.reason} at byte {e.start})", path=path) from None
+                if "\x00" in line:  # binary data, not text: a NUL never belongs in a vocabulary
+                    raise XlvizError(f"line {lineno + 1}: contains a NUL byte (binary data, not text)", path=path)
                 if lineno == 0 and line.startswith("\ufeff"):
                     line = line[1:]
                 yield lineno + 1, line

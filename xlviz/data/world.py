@@ -22,7 +22,7 @@ from xlviz.data.lexicon import (
     L2Lexicon, english_3sg, english_plural, surface_lemma,
 )
 from xlviz.data.typology import grammar_of, normal_form
-from xlviz.errors import XlvizError
+from xlviz.errors import XlvizError, shown_keys
 from xlviz.io import atomic_write_json, atomic_write_text, read_json
 from xlviz.names import check_code, language_entries
 
@@ -117,7 +117,7 @@ class WorldConfig:
         known = {f for f in cls.__dataclass_fields__}
         unknown = set(d) - known
         if unknown:
-            raise XlvizError(f"unknown world setting(s) {sorted(unknown)}; known: {sorted(known)}", path=path, field="world")
+            raise XlvizError(f"unknown world setting(s) {shown_keys(sorted(unknown))}; known: {sorted(known)}", path=path, field="world")
         langs = d.pop("languages", None)
         if "qa_facts" in d:
             f = d["qa_facts"]

@@ -87,7 +87,10 @@ def _finite(values: Sequence[float], what: str) -> np.ndarray:
 
 def t_interval(values: Sequence[float], confidence: float = CONFIDENCE) -> tuple[float, float, float, float]:
     """(mean, low, high, two-sided p of "mean = 0") of a one-sample Student t over ``values``
-    (two or more). Zero spread: the interval is the point and p is 0 (a non-zero mean) or 1."""
+    (two or more). Zero spread (every seed the same value, as discrete scores on a small test set
+    can give): the t statistic is undefined, so the interval is the point and p falls back to the
+    exact sign-flip p of identical values, 2 / 2^n (0.25 at 3 seeds): a constant difference is
+    not evidence beyond what the seeds' signs show."""
     from scipy.stats import t
 
     x = _finite(values, "values")
@@ -98,7 +101,7 @@ def t_interval(values: Sequence[float], confidence: float = CONFIDENCE) -> tuple
     se = sd / math.sqrt(n)
     half = float(t.ppf(1 - (1 - confidence) / 2, n - 1)) * se
     if se == 0.0:
-        return m, m, m, (1.0 if m == 0.0 else 0.0)
+        return m, m, m, (1.0 if m == 0.0 else sign_flip_floor(n))
     p = float(2 * t.sf(abs(m) / se, n - 1))
     return m, m - half, m + half, min(1.0, p)
 

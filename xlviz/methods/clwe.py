@@ -9,7 +9,8 @@
 4. zero-shot: the mapped L2 vectors plugged in for the L1 ones.
 
 On a corpus source (text files) the same stages read the corpora through the source (skip-gram
-on each language's first ``tokenizer_lines`` lines, masked LM on the L1 corpus streamed as
+on each language's first ``tokenizer_lines`` lines, at most the run's budget of them:
+:mod:`xlviz.methods.budget`; masked LM on the L1 corpus streamed as
 MONOTRANS's step 1 reads it); without QA fine-tuning there, the run's tasks (sentence retrieval
 per layer) score its L1 and L2 encoders.
 
@@ -45,11 +46,19 @@ def run_vectors(ctx: Context) -> None:
     dim = new_bert(ctx, l1).config.hidden_size
     toks = {lang: ctx.tokenizer(lang) for lang in run_languages(ctx)}
     report = {"dim": dim, "init": cfg.clwe_init, "stochastic_initial": cfg.clwe_stochastic_initial, "languages": {}}
+    mapping = {"stochastic_initial": cfg.clwe_stochastic_initial}
+    if on_corpus(ctx):  # a corpus source: VecMap's loop follows the run's budget (the world's vocabularies are small)
+        from xlviz.methods.budget import clwe_mapping
+
+        capped = clwe_mapping(cfg)
+        if capped:
+            mapping.update(capped)
+            report["budget"] = capped
+            ctx.log(f"  mapping within the run's budget: {', '.join(f'{k} {v}' for k, v in capped.items())}")
     with atomic_dir(ctx.path("clwe")) as tmp:
         for lang in l2s:
             result = clwe_matrices(toks, {l1: corpus_sample(ctx, l1), lang: corpus_sample(ctx, lang)}, l1, lang, dim,
-                                   init=cfg.clwe_init, seed=cfg.seed,
-                                   mapping={"stochastic_initial": cfg.clwe_stochastic_initial})
+                                   init=cfg.clwe_init, seed=cfg.seed, mapping=mapping)
             if lang == l2s[0]:  # the L1 side is the same for every L2 (same corpus, seed, normalisation)
                 save_file({"embeddings": result.l1_rows}, str(tmp / f"{l1}.safetensors"))
             save_file({"embeddings": result.l2_rows}, str(tmp / f"{lang}.safetensors"))
@@ -63,7 +72,7 @@ def run_vectors(ctx: Context) -> None:
 
 
 VECTORS = Stage("clwe_vectors", "data", run=run_vectors, note="skip-gram vectors per language (on a corpus source its first "
-                "tokenizer_lines lines); L2 mapped into L1's space",
+                "tokenizer_lines lines, capped by the run's budget); L2 mapped into L1's space",
                 needs=("world",))
 
 

@@ -84,10 +84,13 @@ def corpus_texts(ctx: Context, lang: str) -> Callable[[], Iterable[str]]:
 
 
 def corpus_sample(ctx: Context, lang: str) -> list[str]:
-    """The lines of ``lang``'s corpus a vocabulary is learned on: the world's whole corpus, or
-    a corpus source's first ``tokenizer_lines`` (as MONOTRANS's vocabularies there)."""
+    """The lines of ``lang``'s corpus a vocabulary (or CLWE's skip-gram) is learned on: the
+    world's whole corpus, or a corpus source's first ``tokenizer_lines``, capped by the run's
+    budget (:func:`xlviz.methods.budget.sample_lines`, as MONOTRANS's vocabularies there)."""
     if on_corpus(ctx):
-        return list(ctx.data.texts(lang, ctx.data.o.tokenizer_lines)())
+        from xlviz.methods.budget import sample_lines
+
+        return list(ctx.data.texts(lang, sample_lines(ctx.cfg, ctx.data.o.tokenizer_lines))())
     return ctx.world.corpus(lang)
 
 

@@ -29,7 +29,7 @@ block stream; the joint vocabularies are learned on a sample with the same weigh
 
 On a corpus source (text files; ``corpus`` rows of :data:`VARIANTS`: the pair models) the same
 stages read the corpora through the source: vocabularies on each language's first
-``tokenizer_lines`` lines, pre-training on the corpora streamed (every block ``block_size``
+``tokenizer_lines`` lines (at most the run's budget of them, :mod:`xlviz.methods.budget`), pre-training on the corpora streamed (every block ``block_size``
 tokens, as MONOTRANS's step 1 there), no QA fine-tuning; the run's tasks (sentence retrieval per
 layer) score each language's slice of the model.
 

@@ -131,8 +131,13 @@ def stage_vocabularies(ctx: Context) -> None:
     """Learn one vocabulary per language on its own corpus; write the parallel pairs."""
     if not ctx.main:
         return
+    from xlviz.methods.budget import sample_lines
+
     cfg, data = ctx.cfg, ctx.data
     size = max_length(cfg)
+    lines = sample_lines(cfg, data.o.tokenizer_lines)
+    if lines < data.o.tokenizer_lines:
+        ctx.log(f"  vocabularies learned on the first {lines} lines of each corpus (the run's budget; tokenizer_lines {data.o.tokenizer_lines})")
     if cfg.init_model:
         from xlviz.models.loading import load_model
 
@@ -143,9 +148,9 @@ def stage_vocabularies(ctx: Context) -> None:
     else:
         from xlviz.data.tokenization import train_tokenizer
 
-        l1_tok = train_tokenizer(data.texts(data.l1, data.o.tokenizer_lines)(), cfg.vocab_size, algorithm=cfg.tokenizer,
+        l1_tok = train_tokenizer(data.texts(data.l1, lines)(), cfg.vocab_size, algorithm=cfg.tokenizer,
                                  lowercase=data.o.lowercase, model_max_length=size)
-    l2_tok = train_tokenizer_like(data.texts(data.l2, data.o.tokenizer_lines)(), data.o.l2_vocab_size or cfg.vocab_size, l1_tok,
+    l2_tok = train_tokenizer_like(data.texts(data.l2, lines)(), data.o.l2_vocab_size or cfg.vocab_size, l1_tok,
                                   algorithm=cfg.tokenizer, lowercase=data.o.lowercase,
                                   model_max_length=min(size, l1_tok.model_max_length or size))
     for lang, tok in ((data.l1, l1_tok), (data.l2, l2_tok)):

@@ -124,7 +124,39 @@ def _check_folder(folder: Path) -> dict:
     if not isinstance(config, dict):
         raise XlvizError("expected a JSON object", path=cfg_path)
     _check_model_type(config.get("model_type"), cfg_path)
+    _check_config_fields(config, cfg_path)
     return config
+
+
+# Sizes a model config.json gives, each a whole number in this range: checked before transformers
+# builds the model ("hidden_size": 1e308 ended in a traceback; a huge integer would exhaust memory).
+CONFIG_SIZES: dict[str, tuple[int, int]] = {
+    "hidden_size": (1, 65_536), "num_hidden_layers": (1, 256), "num_attention_heads": (1, 1024),
+    "intermediate_size": (1, 262_144), "vocab_size": (1, 4_000_000), "max_position_embeddings": (1, 1_000_000),
+    "type_vocab_size": (0, 1024), "embedding_size": (1, 65_536),
+    "dim": (1, 65_536), "n_layers": (1, 256), "n_heads": (1, 1024), "hidden_dim": (1, 262_144),  # DistilBERT's names
+}
+ACTIVATION_FIELDS = ("hidden_act", "activation")  # DistilBERT: "activation"
+
+
+def _check_config_fields(config: dict, cfg_path: Path) -> None:
+    """The sizes and activation of a model's config.json, each refused in one line naming the
+    field and the file: a size that is not a whole number in :data:`CONFIG_SIZES`'s range, an
+    activation transformers does not know (it failed as a bare ``'nope'``)."""
+    from transformers.activations import ACT2FN
+
+    from xlviz.errors import shown
+
+    for key, (low, high) in CONFIG_SIZES.items():
+        if key not in config:
+            continue
+        value = config[key]
+        if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+            raise XlvizError(f"must be a whole number from {low} to {high:,}, got {shown(value, 40)}", path=cfg_path, field=key)
+    for key in ACTIVATION_FIELDS:
+        if key in config and (not isinstance(config[key], str) or config[key] not in ACT2FN):
+            raise XlvizError(f"unknown activation {shown(config[key], 40)}; transformers knows {', '.join(sorted(ACT2FN))}",
+                             path=cfg_path, field=key)
 
 
 def _check_model_type(model_type: Any, where: Path | str) -> None:
@@ -275,6 +307,42 @@ def check_tokenizer_fits(model, tokenizer, path: str | os.PathLike | None, task:
         )
 
 
+def _run_tokenizer_digests(folder: Path) -> dict[str, str]:
+    """``{language: vocabulary digest}`` of the tokenizers of the run holding ``folder`` (its
+    ``world/tokenizers/<lang>``): to name the language of a tokenizer that is the wrong one."""
+    from xlviz.models.export_record import vocab_digest
+
+    run = _run_root(folder.resolve())
+    root = run / "world" / "tokenizers" if run is not None else None
+    if root is None or not root.is_dir() or root.is_symlink():
+        return {}
+    out = {}
+    for sub in sorted(root.iterdir())[:64]:
+        if sub.is_dir() and not sub.is_symlink() and _has_tokenizer(sub):
+            try:
+                out[sub.name] = vocab_digest(_load_tokenizer(sub, True))
+            except XlvizError:
+                continue
+    return out
+
+
+def check_provenance(folder: Path, model, tokenizer, tokenizer_path, language: str | None = None) -> None:
+    """The loaded tokenizer is the one ``folder`` was saved with, and the model reads
+    ``language`` (when given), by the folder's ``xlviz.json``; without one, ``language`` is
+    compared with the run's manifest entry for the folder, if it is a run's artefact."""
+    from xlviz.models.export_record import check_record
+
+    folder = Path(folder)
+    if check_record(folder, model, tokenizer, tokenizer_path=tokenizer_path, language=language,
+                    run_tokenizers=lambda: _run_tokenizer_digests(folder)) is not None or language is None:
+        return
+    found = _run_artefact(folder.resolve())
+    recorded = found[1].language if found is not None else None
+    if recorded is not None and recorded != language:
+        raise XlvizError(f"this model reads {recorded!r} (the run's manifest, {found[1].path}), but {language!r} was asked for",
+                         path=found[0].path / "manifest.json", field="language")
+
+
 # --------------------------------------------------------------------------- loading
 @contextlib.contextmanager
 def _quiet_transformers():
@@ -333,6 +401,7 @@ def load_model(
     *,
     tokenizer: Any = None,
     new_head: str | None = None,
+    language: str | None = None,
 ):
     """Load ``(model, tokenizer)`` for ``task`` ("base", "mlm" or "qa") in eval mode.
 
@@ -345,6 +414,12 @@ def load_model(
     (randomly) initialised: "error", "warn" or "ok". The default refuses for "mlm" (predictions
     would be noise) and warns for "qa" (normal before fine-tuning). The keys that were newly
     initialised are kept in ``model.xlviz_new_weights``.
+
+    A folder xlviz saved carries ``xlviz.json`` (:mod:`xlviz.models.export_record`): the
+    tokenizer must be the one it was saved with (size, special ids, vocabulary) and, when
+    ``language`` is given, the model must read that language; a folder without the record is
+    checked only as far as it can be (the tokenizer fits the embeddings; ``language`` against
+    the run's manifest entry).
     """
     if task not in TASKS:
         raise XlvizError(f"task must be one of {', '.join(TASKS)}, not '{task}'", field="task")
@@ -383,6 +458,8 @@ def load_model(
     else:
         tok, tok_where = tokenizer, getattr(tokenizer, "name_or_path", "the given tokenizer")
     check_tokenizer_fits(model, tok, where, task=task, tokenizer_path=tok_where)
+    if source != "hub id":
+        check_provenance(where, model, tok, tok_where, language)
 
     model.to(dev)
     model.eval()
@@ -435,6 +512,9 @@ def _load_weights(where, task: str, attn_implementation: str, local_only: bool, 
     except Exception as e:  # safetensors raises its own error type on a damaged file
         if type(e).__name__ == "SafetensorError":
             raise XlvizError(f"corrupt safetensors file: {e}", path=where) from None
+        if type(e).__name__.startswith("StrictDataclass"):  # a config value of the wrong type (huggingface_hub's check)
+            lines = [line.strip() for line in str(e).splitlines() if line.strip()]
+            raise XlvizError(f"bad model config: {' '.join(lines[:2]) or type(e).__name__}", path=Path(str(where)) / "config.json") from None
         raise
     return model, info
 

@@ -31,7 +31,7 @@ import numpy as np
 import torch
 from accelerate.utils import DataLoaderConfiguration
 
-from xlviz.errors import XlvizError
+from xlviz.errors import XlvizError, shown_keys
 from xlviz.io import atomic_dir
 from xlviz.names import check_config
 from xlviz.runs import Run, now_iso, package_versions
@@ -56,7 +56,7 @@ class ConfigMixin:
         known = {f.name for f in fields(cls)}
         unknown = sorted(set(d) - known)
         if unknown:
-            raise XlvizError(f"unknown setting(s) {unknown}; known: {sorted(known)}", path=path, field=unknown[0])
+            raise XlvizError(f"unknown setting(s) {shown_keys(unknown)}; known: {sorted(known)}", path=path, field=unknown[0])
         try:
             cfg = cls(**d)
         except TypeError as e:
@@ -298,17 +298,22 @@ class StagedRun:
         return cfg, on_log
 
     def save(self, model, stage_dir: Path, tokenizer=None, *, language: str | None = None, role: str | None = None,
-             variant: str | None = None) -> None:
+             variant: str | None = None, record: dict | None = None) -> None:
         """``save_pretrained`` (safetensors) into ``stage_dir`` atomically, main process only. A
         folder directly in the run (a stage's own) is recorded in the run's manifest as a
         ``stage`` entry with what it is (``language``, ``role``: pretrained / transferred /
-        finetuned, ``variant``), so readers never parse its name."""
+        finetuned, ``variant``), so readers never parse its name. ``record``: the
+        folder's ``xlviz.json`` (:mod:`xlviz.models.export_record`), written with it."""
         if not self.main:
             return
         with atomic_dir(stage_dir) as tmp:
             model.save_pretrained(tmp)
             if tokenizer is not None:
                 tokenizer.save_pretrained(tmp)
+            if record is not None:
+                from xlviz.models.export_record import write_record
+
+                write_record(tmp, record)
         if Path(stage_dir).parent == self.run.path:
             # a stage's weights come from itself and every stage it waits for
             deps = None if self._current is None else self.stage_dependencies(self._current)
@@ -338,11 +343,15 @@ class StagedRun:
     def save_artefact(self, model, tokenizer, kind: str, system: str, language: str, *, pair: str | None = None,
                       role: str | None = None, setting: str | None = None, depends_on: list[str] | None = None) -> Path:
         """Save an export or encoder where :func:`xlviz.runs.artefact_relpath` puts it and record it
-        (``depends_on``: the training stages its weights come from)."""
+        (``depends_on``: the training stages its weights come from), with an ``xlviz.json`` saying
+        which run, system and language it is and which tokenizer it was saved with (checked when
+        it is loaded, :func:`xlviz.models.loading.load_model`)."""
+        from xlviz.models.export_record import make_record
         from xlviz.runs import artefact_relpath
 
         folder = self.run.path.joinpath(*artefact_relpath(kind, system, language, pair=pair).split("/"))
-        self.save(model, folder, tokenizer)
+        record = make_record(model, tokenizer, kind=kind, system=system, language=language, run=self.run.path.name)
+        self.save(model, folder, tokenizer, record=record)
         self.record_artefact(kind, folder, system=system, language=language, pair=pair, role=role, setting=setting,
                              depends_on=depends_on)
         return folder

@@ -11,7 +11,7 @@ line in the run's log, never a failed run.
 
 from __future__ import annotations
 
-from xlviz.errors import XlvizError
+from xlviz.errors import XlvizError, bounded
 
 # what ``log_with`` accepts: accelerate's tracker names, "all" (every installed one) and "none"
 TRACKERS = ("tensorboard", "wandb", "mlflow", "aim", "comet_ml", "dvclive", "trackio", "swanlab")
@@ -23,8 +23,11 @@ def parse_log_with(value: object, *, path: str | None = None) -> list[str]:
     """``"tensorboard"``, ``"wandb,tensorboard"``, ``"all"`` or ``"none"`` as a list of names."""
     if not isinstance(value, str):
         raise XlvizError(f"must be a tracker name or a comma list of them, got {value!r}", path=path, field="log_with")
-    names = [n.strip().lower() for n in value.split(",") if n.strip()]
-    if not names or names == ["none"]:
+    names = [n.strip().lower() for n in value.split(",")]
+    if not all(names):  # "," or "tensorboard,": a typo, not a wish to turn every tracker off ("none" says that)
+        raise XlvizError(f"an empty tracker name in {bounded(repr(value), 40)}; give tracker names, 'all' or 'none'", path=path,
+                         field="log_with")
+    if names == ["none"]:
         return []
     bad = [n for n in names if n not in TRACKERS + ("all",)]
     if bad:

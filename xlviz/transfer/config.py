@@ -10,7 +10,7 @@ from dataclasses import asdict, dataclass, field, fields, make_dataclass
 from pathlib import Path
 
 from xlviz.data.world import WorldConfig
-from xlviz.errors import XlvizError
+from xlviz.errors import XlvizError, shown_keys
 from xlviz.models.monotrans import MODEL_SIZES
 from xlviz.names import check_config
 
@@ -197,7 +197,7 @@ class TransferSettings:
         known = {f.name for f in fields(cls)}
         unknown = sorted(set(d) - known)
         if unknown:
-            raise XlvizError(f"unknown setting(s) {unknown}; known: {sorted(known)}", path=path, field=unknown[0])
+            raise XlvizError(f"unknown setting(s) {shown_keys(unknown)}; known: {sorted(known)}", path=path, field=unknown[0])
         world = d.pop("world", None)
         cfg = cls(**d)
         if isinstance(world, WorldConfig):
@@ -289,6 +289,15 @@ class TransferSettings:
             return source_of(self.source).options(self.data, path=path)
         except TypeError as e:
             raise XlvizError(f"bad data options: {e}", path=path, field="data") from None
+
+    def check_files(self) -> None:
+        """The files the source's options name exist and read as text (a corpus source's
+        ``check_files``): called before a run folder is made, so a missing or wrong file leaves
+        no empty failed run behind. Not part of :meth:`validate`: a finished run's config stays
+        readable after its input files move."""
+        check = getattr(self.source_options(), "check_files", None)
+        if check is not None:
+            check()
 
     def offers(self) -> frozenset[str]:
         """What the run's source offers with its options and ``init_model``."""

@@ -14,14 +14,19 @@ from xlviz.training.verdicts import degenerate_reason, is_degenerate
 
 # Scores a row must carry (a number each), and those it may carry.
 SCORES = ("exact_match", "f1")
-OPTIONAL_SCORES = ("l1_f1", "l1_exact_match", "f1_v11")
+OPTIONAL_SCORES = ("l1_f1", "l1_exact_match", "f1_v11", "exact_match_v11")
+# (EM, F1) pairs of one model on one test set: an exact match is also a full F1 match, so EM <= F1
+EM_F1_PAIRS = (("exact_match", "f1"), ("l1_exact_match", "l1_f1"), ("exact_match_v11", "f1_v11"))
+# two decimals stored as four may round EM a hair above an equal F1
+EM_F1_SLACK = 1e-6
 
 
 def check_score_rows(rows: list[dict], path: object = None) -> list[dict]:
-    """``rows`` if every row's scores are finite numbers, else an XlvizError naming the row and
+    """``rows`` if every row's scores are percentages, else an XlvizError naming the row and
     field: a results.json edited by hand or written by another tool (``"f1": null``, ``"f1":
-    "12"``, a missing ``exact_match``) must not end the report in a format traceback or a
-    ``nan`` shown as a score."""
+    "12"``, a missing ``exact_match``, F1 1e308 or -5, EM 300, EM 90 beside F1 10, a ``setting``
+    no table knows) must not end the report in a format traceback, a ``nan`` shown as a score,
+    a number no test set can give, or a row filed under another setting."""
     for i, r in enumerate(rows):
         for key in SCORES + OPTIONAL_SCORES:
             if key not in r:
@@ -34,6 +39,17 @@ def check_score_rows(rows: list[dict], path: object = None) -> list[dict]:
             if isinstance(v, bool) or not isinstance(v, (int, float)) or not math.isfinite(v):
                 raise XlvizError(f"row {i} ({r.get('system')} {r.get('language')}): must be a finite number, got {str(v)[:40]!r}",
                                  path=path, field=f"[{i}].{key}")
+            if not 0 <= v <= 100:
+                raise XlvizError(f"row {i} ({r.get('system')} {r.get('language')}): must be a score from 0 to 100, got {v:g}",
+                                 path=path, field=f"[{i}].{key}")
+        for em, f1 in EM_F1_PAIRS:
+            if isinstance(r.get(em), (int, float)) and isinstance(r.get(f1), (int, float)) and r[em] > r[f1] + EM_F1_SLACK:
+                raise XlvizError(f"row {i} ({r.get('system')} {r.get('language')}): EM {r[em]:g} above F1 {r[f1]:g} "
+                                 "(an exact match is also a full F1 match, so EM never exceeds F1)", path=path, field=f"[{i}].{em}")
+        setting = r.get("setting")
+        if setting is not None and setting not in SETTINGS:
+            raise XlvizError(f"row {i} ({r.get('system')} {r.get('language')}): unknown setting {str(setting)[:40]!r}; "
+                             f"settings are {', '.join(SETTINGS)}", path=path, field=f"[{i}].setting")
         pairs = r.get("parallel_pairs")
         if pairs is not None and (isinstance(pairs, bool) or not isinstance(pairs, int) or pairs < 0):
             raise XlvizError(f"row {i}: must be a count of pairs, got {str(pairs)[:40]!r}", path=path, field=f"[{i}].parallel_pairs")

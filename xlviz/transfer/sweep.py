@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
-from xlviz.errors import XlvizError
+from xlviz.errors import XlvizError, bounded
 from xlviz.io import atomic_dir, atomic_write_json, read_json
 from xlviz.names import check_name
 from xlviz.runs import SWEEP_FILE as RUN_SWEEP_FILE
@@ -95,6 +95,12 @@ def parse_grid(items: list[str] | None, grid_file: str | None = None) -> list[tu
         if not eq or not key or not rest.strip():
             raise XlvizError(f"{item!r} is not KEY=V1,V2,...", field="--grid")
         grid.append((key, [parse_grid_value(key, v.strip()) for v in rest.split(",") if v.strip()]))
+    for key, values in grid:  # seed=0,0: both cells would run and the means count seed 0 twice
+        texts = [json.dumps(v, sort_keys=True) for v in values]
+        twice = next((v for v, t in zip(values, texts) if texts.count(t) > 1), None)
+        if twice is not None:
+            raise XlvizError(f"{key} lists the value {bounded(json.dumps(twice), 40)} twice: each value is one cell, so a "
+                             "repeated one would be run twice and counted twice in the means", field="--grid")
     keys = [k for k, _ in grid]
     dup = sorted({k for k in keys if keys.count(k) > 1})
     if dup:
@@ -165,6 +171,7 @@ def make_cells(grid: list[tuple[str, list]], args: argparse.Namespace, base: dic
         if getattr(args, flag, None) is not None:
             raise XlvizError(f"{key!r} is both in the grid and given as a flag; give it once", field="--grid")
     cells = []
+    checked: set[str] = set()
     for i, combo in enumerate(itertools.product(*[values for _, values in grid])):
         d = json.loads(json.dumps(base or {}))
         overrides = {}
@@ -172,6 +179,10 @@ def make_cells(grid: list[tuple[str, list]], args: argparse.Namespace, base: dic
             _set(d, key, value)
             overrides[key] = value
         cfg = build(args, d)
+        data = json.dumps(getattr(cfg, "data", None), sort_keys=True, default=str)
+        if data not in checked and hasattr(cfg, "check_files"):  # before the sweep folder is made
+            cfg.check_files()
+            checked.add(data)
         slug = "_".join(f"{key.split('.')[-1]}-{_slug(value)}" for key, value in overrides.items())
         name = f"{i:03d}-{slug}"[:64].rstrip("-_")
         check_name(name, field="--grid", what="cell name")
@@ -305,6 +316,8 @@ class Sweep:
         ``{cell: state}``."""
         if backend not in BACKENDS:
             raise XlvizError(f"unknown backend {backend!r}; choose from {list(BACKENDS)}", field="--backend")
+        if isinstance(parallel, bool) or not isinstance(parallel, int) or parallel < 1:
+            raise XlvizError(f"must be at least 1 (cells running at once), got {parallel!r}", field="--parallel")
         cells = self.cells()
         states = {c.name: self.state(c) for c in cells}
         t0 = time.time()

@@ -64,6 +64,16 @@ def _model(model: Any, tokenizer: str | os.PathLike | None = None, task: str = "
     return _load_cached(path, str(tokenizer) if tokenizer else None, task, _stamp(path))
 
 
+def _layer(layer: object, n: int, what: str = "the model") -> int:
+    """``layer`` as an index in ``range(n)`` (negative counts from the top), else one
+    XlvizError: a layer the model does not have is never wrapped around onto one it has."""
+    from xlviz.errors import XlvizError
+
+    if isinstance(layer, bool) or not isinstance(layer, int) or not -n <= layer < n:
+        raise XlvizError(f"no layer {layer!r}; {what} has layers 0 to {n - 1} (negative counts from the top)", field="layer")
+    return layer % n
+
+
 # --------------------------------------------------------------------------- attention
 def _attention(model, sentence_a, sentence_b, tokenizer, max_length: int):
     from xlviz.analysis.attention import attention_maps
@@ -83,7 +93,7 @@ def head_view(model: Any, sentence_a: str, sentence_b: str | None = None, *, lay
     from xlviz.ui.attention_view import head_view_html
 
     res = _attention(model, sentence_a, sentence_b, tokenizer, max_length)
-    layer = layer % res.n_layers
+    layer = _layer(layer, res.n_layers)
     sl = attention_slice(res, layers=[layer], heads=None if head is None else [head], hide_special=hide_special,
                          average_heads=head is None)
     return HTML(head_view_html(sl.attentions[0, 0], sl.tokens, sl.segment))
@@ -212,7 +222,7 @@ def projection(run: str | os.PathLike, l2: str, system: str | None = None, *, la
     mb, tb = _spec(chosen.b)
     ea = sentence_embeddings(ma, ta, data.src, pooling=pooling, max_length=max_length)
     eb = sentence_embeddings(mb, tb, data.tgt, pooling=pooling, max_length=max_length)
-    layer = layer % ea.shape[0]
+    layer = _layer(layer, min(ea.shape[0], eb.shape[0]), "these vectors (0: the embeddings)")
     pa, pb = ea[layer], eb[layer]
     pts = translation_projection(pa, pb, list(data.src), list(data.tgt), data.lang_a, data.lang_b, None, method=method.lower())
     label = "PCA" if method.lower() == "pca" else "UMAP"

@@ -18,7 +18,7 @@ import pkgutil
 from dataclasses import dataclass, field, fields
 from typing import Any
 
-from xlviz.errors import XlvizError
+from xlviz.errors import XlvizError, shown_keys
 
 # What a source may offer, and what a method may need.
 OFFERS = {
@@ -57,12 +57,12 @@ class Source:
         data = dict(data or {})
         if self.options_class is None:
             if data:
-                raise XlvizError(f"the {self.name} source takes no data options, got {sorted(data)}", path=path, field="data")
+                raise XlvizError(f"the {self.name} source takes no data options, got {shown_keys(sorted(data))}", path=path, field="data")
             return None
         known = {f.name for f in fields(self.options_class)}
         unknown = sorted(set(data) - known)
         if unknown:
-            raise XlvizError(f"unknown data option(s) {unknown} for the {self.name} source; known: {sorted(known)}",
+            raise XlvizError(f"unknown data option(s) {shown_keys(unknown)} for the {self.name} source; known: {sorted(known)}",
                              path=path, field=f"data.{unknown[0]}")
         opts = self.options_class(**data)
         check = getattr(opts, "validate", None)

@@ -11,13 +11,14 @@ Memory is bounded: corpora are streamed line by line and never held (:class:`Cor
 from __future__ import annotations
 
 import glob
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Iterator
 
-from xlviz.data.real import read_parallel_lines, read_text_corpus, shared_data_dir
+from xlviz.data.real import file_kind, read_parallel_lines, read_text_corpus, shared_data_dir
 from xlviz.data.sources import Source
-from xlviz.errors import XlvizError
+from xlviz.errors import XlvizError, bounded
 
 
 def shared_path(text: str, what: str) -> str:
@@ -37,9 +38,13 @@ def resolve_files(patterns: list[str] | str, what: str) -> list[Path]:
     files: list[Path] = []
     for pattern in patterns:
         text = str(Path(shared_path(str(pattern), what)).expanduser())
-        found = sorted(Path(p) for p in glob.glob(text)) if glob.has_magic(text) else ([Path(text)] if Path(text).is_file() else [])
+        found = sorted(Path(p) for p in glob.glob(text)) if glob.has_magic(text) else ([Path(text)] if os.path.lexists(text) else [])
         if not found:
-            raise XlvizError(f"no {what} file matches {pattern!r}", path=text, field=what)
+            raise XlvizError(f"no {what} file matches {bounded(repr(str(pattern)))}", path=text, field=what)
+        for f in found:  # a FIFO blocks the run, /dev/zero never ends: say what it is
+            kind = file_kind(f)
+            if kind is not None:
+                raise XlvizError(f"is {kind}, not a regular file ({what} files are plain or .gz text files)", path=f, field=what)
         files += [f for f in found if f not in files]
     if not files:
         raise XlvizError(f"no {what} files given", field=what)
@@ -112,6 +117,25 @@ class CorpusOptions:
             raise XlvizError(f"must be true or false, got {self.lowercase!r}", path=path, field="data.lowercase")
         if self.qa_train and not self.qa_eval:
             raise XlvizError("qa_train needs qa_eval files (L1 and/or L2 SQuAD-format files)", path=path, field="data.qa_eval")
+
+    def check_files(self, *, path: str | None = None) -> None:
+        """Every file these options name exists, is a regular file and starts as UTF-8 text
+        without NUL bytes (QA files: exist), so a typo or a wrong file is one line before a run
+        folder is made, not a failed run left behind (:func:`xlviz.data.real.check_text_file`)."""
+        from xlviz.data.real import check_text_file
+
+        for name in ("l1_corpus", "l2_corpus", "parallel", "parallel_train"):
+            patterns = getattr(self, name)
+            if not patterns:
+                continue
+            for f in resolve_files(patterns, name):
+                check_text_file(f, f"{name} file")
+        if self.qa_train:
+            resolve_files([self.qa_train], "qa_train")
+        for item in self.qa_eval:
+            target = shared_path(item, "qa_eval")
+            if not os.path.isdir(target):
+                resolve_files([item], "qa_eval")
 
     def offers(self) -> set[str]:
         out = {"l2_corpus"} | ({"l1_corpus"} if self.l1_corpus else set())
