@@ -218,7 +218,8 @@ center = c2.toggle("Centre each language", key="al_center",
                    "separates the two languages' clouds.")
 can_words = bool(data.has_words and data.dictionary)
 words_on = c3.toggle("Word translation", value=can_words, disabled=not can_words, key="al_words",
-                     help="Nearest word type in the other language vs. the gold dictionary (generated world only).")
+                     help="Nearest word type in the other language vs. the gold dictionary (generated world only; in a "
+                          "run, its held-out part: the words no dictionary method was fitted on).")
 max_length = c4.number_input("Max tokens", min_value=8, max_value=512, step=8, key="al_max_len")
 write_url(URL_KEYS)  # before the computation below, which may stop the page on an error
 words_on = bool(words_on and can_words)

@@ -177,6 +177,7 @@ if not rows.empty:
                    "as in the run's results; other languages use the official SQuAD v1.1 normalisation.")
     # zero-shot, translate-train (L2 QA labels) and translate-test (the test's gold translation) are never one table
     setting_of = {m.name: export_setting(m.run, m.system) for m in models}
+    resources_of = {m.name: runs_view.export_resources(m.run, m.system) for m in models}
     degenerate_of = {m.name: runs_view.export_degenerate(m.run, m.system)
                      for m in models}
     if any(degenerate_of.values()):  # names from disk go into a table (text), never into markdown
@@ -201,6 +202,8 @@ if not rows.empty:
                 continue
             if any(setting_of[n][1] for n in members):
                 matrix.insert(0, "parallel pairs", [setting_of[n][1] for n in matrix.index])
+            if any(resources_of[n] for n in members):  # what each run export read beyond L1 labels
+                matrix.insert(0, "resources", [resources_of[n] or "" for n in matrix.index])
             # a run export whose row depends on a degenerate stage: no result, shown as "degenerate"
             matrix = runs_view.with_degenerate(matrix, [(n, lang) for n in matrix.index for lang in degenerate_of.get(n, {})
                                                         if lang in matrix.columns])

@@ -308,7 +308,7 @@ def test_single_run_table_has_em_beside_f1(tmp_path):
 
     long = results_frame([_oracle_run(tmp_path)])
     wide = dict(results_by_setting(long, ["en", "sov"], ("exact_match", "f1")))[ZERO_SHOT]
-    assert list(wide.columns) == ["parallel pairs", "en · EM", "en · F1", "sov · EM", "sov · F1"]
+    assert list(wide.columns) == ["resources", "parallel pairs", "en · EM", "en · F1", "sov · EM", "sov · F1"]
     assert wide.loc["monotrans", "sov · EM"] == "20.0" and wide.loc["monotrans", "sov · F1"] == "30.0"
 
 

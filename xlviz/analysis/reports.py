@@ -469,15 +469,37 @@ def run_pairs(run_dir, l2: str, limit: int | None = None) -> ParallelData:
                         [[tuple(a) for a in r.get("alignment", [])] for r in rows] if words else None)
 
 
+def _scored_dictionary(run_dir, world, l2: str) -> list[tuple[str, str]]:
+    """The gold pairs word translation is scored on: in a run, the held-out part of its split
+    (:func:`xlviz.data.dictionary.gold_split` with the run's seed and
+    ``gold_dictionary_test_fraction``, as its ``word-translation`` task scores, so no page
+    scores a system on pairs it was fitted on); a world folder alone: the whole dictionary."""
+    from xlviz.data.dictionary import GOLD_TEST_FRACTION, gold_split
+    from xlviz.runs import Run
+
+    whole = [(r[world.l1], r[l2]) for r in world.dictionary(l2)]
+    if run_dir is None:
+        return whole
+    run = Run(Path(run_dir))
+    cfg = run.config() if run.config_path.is_file() else {}
+    seed, fraction = cfg.get("seed", 0), cfg.get("gold_dictionary_test_fraction", GOLD_TEST_FRACTION)
+    if not isinstance(seed, int) or isinstance(seed, bool):
+        raise XlvizError(f"must be an integer, got {seed!r:.40}", path=run.config_path, field="seed")
+    if not isinstance(fraction, (int, float)) or isinstance(fraction, bool) or not 0 < fraction < 1:
+        raise XlvizError(f"must be a number between 0 and 1, got {fraction!r:.40}", path=run.config_path,
+                         field="gold_dictionary_test_fraction")
+    return gold_split(world, l2, float(fraction), seed)[1]
+
+
 def world_data(run_dir=None, l2: str = "", limit: int | None = None, world_dir=None) -> ParallelData:
     """The generated world's parallel pairs L1-``l2`` (first ``limit``), with words, gold
-    alignment and dictionary."""
+    alignment and the dictionary word translation is scored on (:func:`_scored_dictionary`)."""
     world = _world_of(run_dir, world_dir)
     if l2 not in world.l2s:
         raise XlvizError(f"the world has no language '{l2}'; it has {', '.join(world.l2s)}", field="l2")
     n = min(limit, world.config.parallel_pairs) if limit else world.config.parallel_pairs
     pairs = world.parallel_pairs(l2, n=n)
-    gold = [(r[world.l1], r[l2]) for r in world.dictionary(l2)]
+    gold = _scored_dictionary(run_dir if world_dir is None else None, world, l2)
     return ParallelData(
         world.l1, l2, [p["src"] for p in pairs], [p["tgt"] for p in pairs], [p["id"] for p in pairs],
         f"generated world ({world.l1}-{l2})", [p["src_words"] for p in pairs], [p["tgt_words"] for p in pairs],

@@ -51,7 +51,7 @@ def check_sweep_cells(sweep) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from xlviz.runs import Run
-    from xlviz.transfer.report import compare_table, results_table, seeds_table
+    from xlviz.transfer.report import compare_table, resources_line, resources_table, results_table, seeds_table
     from xlviz.transfer.report_inputs import check_seed_runs, checked_results
     from xlviz.transfer.sweep import Sweep
     from xlviz.transfer.uncertainty import combined_intervals, compare_systems, family, fill_intervals
@@ -62,6 +62,10 @@ def run(args: argparse.Namespace) -> int:
         if not getattr(args, "compare", None):
             check_sweep_cells(Sweep(args.runs[0]))
             print(sweep_table(args.runs[0]))
+            cells = [Sweep(args.runs[0]).cell_run(cell).results() for cell in Sweep(args.runs[0]).cells()]
+            if any(cells):
+                print()
+                print(resources_table([rows for rows in cells if rows]))
             return 0
         sweep = Sweep(args.runs[0])  # --compare: one paired table per grid cell, over its seeds
         groups: dict[str, list[tuple[Path, list[dict]]]] = {}
@@ -75,12 +79,13 @@ def run(args: argparse.Namespace) -> int:
         tables = []
         for label, cells in groups.items():
             paths, rows = [p for p, _ in cells], [r for _, r in cells]
-            tables.append((label, len(paths), compare_systems(paths, rows, *args.compare, adjust=False)))
-        everything = family([r for _, _, rows in tables for r in rows])
+            tables.append((label, len(paths), compare_systems(paths, rows, *args.compare, adjust=False), rows))
+        everything = family([r for _, _, rows, _ in tables for r in rows])
         adjusted = iter(everything)
-        for label, n, rows in tables:
+        for label, n, rows, results in tables:
             print(f"cell: {label} ({n} seed{'s' if n > 1 else ''})\n")
             print(compare_table([next(adjusted) for _ in rows], *args.compare, family_size=len(everything)))
+            print(resources_line(results, *args.compare))
             print()
         return 0
     runs = [Run(Path(folder)) for folder in args.runs]
@@ -89,10 +94,13 @@ def run(args: argparse.Namespace) -> int:
     folders = [r.path for r in runs]
     if getattr(args, "compare", None):
         print(compare_table(compare_systems(folders, results, *args.compare), *args.compare))
+        print(resources_line(results, *args.compare))
     elif len(results) == 1:
         print(results_table(fill_intervals(folders[0], results[0])))
     else:
         print(seeds_table(results, combined=combined_intervals(folders, results)))
+        print()
+        print(resources_table(results))
     if labels:
         print("\nNot seeds of one configuration (--allow-different-settings):")
         for line in labels:

@@ -105,7 +105,7 @@ def induce_dictionary(pairs: Iterable[tuple[str, str]], *, min_count: int = 5, t
     return Dictionary(entries, settings)
 
 
-def split_dictionary(entries: Sequence, test_fraction: float = 0.5, seed: int = 0) -> tuple[list, list]:
+def split_dictionary(entries: Sequence, test_fraction: float = 0.5, seed: int | str = 0) -> tuple[list, list]:
     """(train, test) parts of dictionary entries (tuples starting ``(a_word, b_word, ...)``),
     disjoint by source word: the source words are shuffled with ``seed`` and the first
     ``round(test_fraction * n)`` of them go to the test part. Each part keeps the input order."""
@@ -117,4 +117,19 @@ def split_dictionary(entries: Sequence, test_fraction: float = 0.5, seed: int = 
     return [e for e in entries if e[0] not in test_words], [e for e in entries if e[0] in test_words]
 
 
-__all__ = ["WORD", "words", "Dictionary", "induce_dictionary", "split_dictionary"]
+# The share of the gold dictionary's L1 words held out (the default of the run option
+# ``gold_dictionary_test_fraction``, declared with WECHSEL's options).
+GOLD_TEST_FRACTION = 0.2
+
+
+def gold_split(world, l2: str, test_fraction: float, seed: int) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
+    """(training, held-out) (L1 word, L2 word) pairs of the generated world's gold dictionary
+    for ``l2``, disjoint by L1 word (:func:`split_dictionary`, seeded by the run's ``seed`` and
+    the language). A method fitted on a dictionary reads the training part only; every
+    system's word-translation score reads the held-out part only, so no score is measured on
+    pairs a system was fitted on and every system is scored on the same words."""
+    pairs = sorted({(r[world.l1], r[l2]) for r in world.dictionary(l2)})
+    return split_dictionary(pairs, test_fraction, seed=f"gold-dictionary-{seed}-{l2}")
+
+
+__all__ = ["WORD", "words", "Dictionary", "induce_dictionary", "split_dictionary", "gold_split", "GOLD_TEST_FRACTION"]

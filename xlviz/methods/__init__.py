@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import importlib
 import pkgutil
+import re
 
 from xlviz.errors import XlvizError
-from xlviz.methods.base import SETTINGS, TRANSLATE_TEST, TRANSLATE_TRAIN, ZERO_SHOT, Method, Stage, setting_of
+from xlviz.methods.base import SETTINGS, TRANSLATE_TEST, TRANSLATE_TRAIN, ZERO_SHOT, Method, Stage, resources_of, setting_of
 
 _SKIP = {"base", "common", "options"}
 _METHODS: dict[str, Method] | None = None
@@ -91,5 +92,84 @@ def row_setting(row: dict) -> str:
         return setting_of(row)
 
 
-__all__ = ["Method", "Stage", "methods", "all_systems", "method_of", "aliases", "resolve", "row_setting", "SETTINGS",
+def row_resources(row: dict) -> dict | None:
+    """What a results row's system read beyond L1 QA labels (:func:`~xlviz.methods.base.resources_of`):
+    its ``resources`` field; rows written before rows carried it get one derived from the
+    row's own fields (``parallel_pairs``, ``l2_labels``, ``translate_test``,
+    ``wechsel_dictionary``) and its system's declaration, with ``"recorded": False`` and no
+    dictionary size (a WECHSEL row of that time read the whole gold dictionary); None when the
+    system is unknown and the row says nothing."""
+    value = row.get("resources")
+    if isinstance(value, dict):
+        return value
+    system = str(row.get("system"))
+    try:
+        declared = method_of(system).resources(system)
+    except XlvizError:
+        declared = None
+    if declared is None and not any(k in row for k in ("parallel_pairs", "l2_labels", "translate_test")):
+        return None
+    uses = {"parallel_pairs": row.get("parallel_pairs", (declared or {}).get("parallel_pairs", 0)),
+            "l2_labels": row.get("l2_labels", (declared or {}).get("l2_labels", False)),
+            "translate_test": row.get("translate_test", (declared or {}).get("test_time_translation", False))}
+    dictionary = (declared or {}).get("dictionary")
+    if row.get("wechsel_dictionary") in ("gold", "seed"):
+        size = row.get("wechsel_seed_size") if row.get("wechsel_dictionary") == "seed" else None
+        dictionary = {"size": size if isinstance(size, int) else None, "source": "gold", "split": "all"}
+    elif row.get("wechsel_dictionary") == "identical":
+        dictionary = {"size": None, "source": "induced", "split": "train"}
+    if dictionary is not None:
+        dictionary = {**dictionary, "size": None} if dictionary.get("source") == "induced" else dictionary
+    return {**resources_of(uses, dictionary), "recorded": False}
+
+
+def _count(n) -> str:
+    if not isinstance(n, int) or isinstance(n, bool):
+        return "?"
+    if n >= 1000:
+        return f"{n / 1000:.1f}".rstrip("0").rstrip(".") + "k"
+    return str(n)
+
+
+def resources_label(resources: dict | None) -> str:
+    """A short label for a row's ``resources``: ``pairs 10k · dict 2k gold · L2 labels ·
+    test-time translation``; ``L1 labels only`` when it read nothing more; ``not recorded``
+    without one. A dictionary that includes the held-out words scored by word translation says
+    ``(all)``; one a row did not record says so (``derived``)."""
+    if not isinstance(resources, dict):
+        return "not recorded"
+    parts = []
+    if resources.get("parallel_pairs"):
+        parts.append(f"pairs {_count(resources['parallel_pairs'])}")
+    d = resources.get("dictionary")
+    if isinstance(d, dict):
+        size = "" if d.get("size") is None else f"{_count(d.get('size'))} "
+        source = d.get("source") if d.get("source") in ("gold", "induced") else "?"  # a hand-edited file: no free text
+        parts.append(f"dict {size}{source}" + (" (all)" if d.get("split") == "all" else ""))
+    if resources.get("l2_labels"):
+        parts.append("L2 labels")
+    if resources.get("test_time_translation"):
+        parts.append("test-time translation")
+    text = " · ".join(parts) or "L1 labels only"
+    return text + (" (derived)" if resources.get("recorded") is False else "")
+
+
+_DICT_SIZE = re.compile(r"dict (\d+(?:\.\d+)?k?) ")
+
+
+def combine_labels(labels) -> str:
+    """One label for several rows of a system (languages, seeds): the label when they agree;
+    a size range when only the dictionary's size differs (``dict 124-127 gold``: each L2 and
+    seed has its own split); else the labels joined with "; "."""
+    unique = list(dict.fromkeys(labels))
+    if len(unique) <= 1:
+        return unique[0] if unique else "not recorded"
+    sizes = [m.group(1) for m in map(_DICT_SIZE.search, unique) if m]
+    if len(sizes) == len(unique) and len({_DICT_SIZE.sub("dict # ", label) for label in unique}) == 1:
+        value = lambda t: float(t[:-1]) * 1000 if t.endswith("k") else float(t)  # noqa: E731
+        return _DICT_SIZE.sub(f"dict {min(sizes, key=value)}-{max(sizes, key=value)} ", unique[0], count=1)
+    return "; ".join(unique)
+
+
+__all__ = ["Method", "Stage", "methods", "all_systems", "method_of", "aliases", "resolve", "row_setting", "row_resources", "resources_label", "combine_labels", "resources_of", "SETTINGS",
            "ZERO_SHOT", "TRANSLATE_TRAIN", "TRANSLATE_TEST"]

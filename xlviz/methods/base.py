@@ -45,6 +45,17 @@ def setting_of(uses: dict) -> str:
     return ZERO_SHOT
 
 
+def resources_of(uses: dict, dictionary: dict | None = None) -> dict:
+    """What a system read beyond L1 QA labels, as result rows record it (``resources``):
+    ``parallel_pairs`` (translation pairs it trained on), ``dictionary`` (None, or ``{"size":
+    pairs or None when induced during training, "source": "gold" | "induced", "split": "train" |
+    "all"}``: "train" when the held-out part the word-translation task scores was never read),
+    ``l2_labels`` (QA labels in an L2) and ``test_time_translation`` (each test context's L1
+    translation read at test time)."""
+    return {"parallel_pairs": int(uses.get("parallel_pairs") or 0), "dictionary": dictionary,
+            "l2_labels": bool(uses.get("l2_labels")), "test_time_translation": bool(uses.get("translate_test"))}
+
+
 def on_corpus_config(cfg: Any) -> bool:
     """Whether a run config reads a corpus source (streamed text files) rather than the world."""
     name = getattr(cfg, "source", None)
@@ -204,6 +215,17 @@ class Method:
         parallel training corpus, the translate-train data and the test translations only to
         systems that declare them here (a missing ``translate_test`` is false)."""
         return {"parallel_pairs": 0, "l2_labels": False}
+
+    def dictionary(self, system: str, cfg: Any = None, ctx: Context | None = None, lang: str | None = None) -> dict | None:
+        """The bilingual dictionary ``system`` reads (see :func:`resources_of`; ``ctx``, the run,
+        gives its size for ``lang``, an L2, when the method can count it); None: none."""
+        return None
+
+    def resources(self, system: str, cfg: Any = None, ctx: Context | None = None, lang: str | None = None) -> dict:
+        """What ``system`` read beyond L1 QA labels (:func:`resources_of`), from what it declares
+        (:meth:`uses`, :meth:`dictionary`): the ``resources`` of its result rows, so a table can
+        say which rows read the same data."""
+        return resources_of(self.uses(system, cfg), self.dictionary(system, cfg, ctx, lang))
 
     def setting(self, system: str, cfg: Any = None) -> str:
         """zero-shot, translate-train or translate-test (:func:`setting_of` of ``uses``)."""

@@ -21,7 +21,9 @@ the L2's special rows are L1's. The front end is :func:`xlviz.models.clwe.clwe_m
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
+
 import torch
 from safetensors.torch import load_file, save_file
 from transformers import BertForMaskedLM, BertForQuestionAnswering
@@ -119,6 +121,18 @@ class Clwe(Method):
 
     def runs_on(self, system: str) -> tuple[str, ...]:
         return ("world", "corpus")
+
+    def dictionary(self, system: str, cfg=None, ctx: Context | None = None, lang: str | None = None) -> dict | None:
+        """No external dictionary: VecMap induces one from the two monolingual spaces (its final
+        size, when the mapping's report is there to read, else None)."""
+        size = None
+        if ctx is not None and lang is not None:
+            try:
+                held = json.loads(ctx.path(VECTORS.name, "mapping.json").read_text(encoding="utf-8"))
+                size = int(held["languages"][lang]["dictionary"])
+            except (OSError, ValueError, KeyError, TypeError):
+                size = None
+        return {"size": size, "source": "induced", "split": "train"}
 
     def describe(self, system: str) -> str:
         return "skip-gram vectors mapped with VecMap under a BERT trained on L1 over them (frozen); swap in the L2 vectors"

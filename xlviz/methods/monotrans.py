@@ -207,6 +207,18 @@ class Monotrans(Method):
         adapters = ctx.cfg.adapter_size if v.adapters else 0
         return zero_shot_model(qa, l2, l2_positions=v.pos, adapter_size=adapters, dictionary_rows=rows), tok
 
+    def dictionary(self, system: str, cfg=None, ctx: Context | None = None, lang: str | None = None) -> dict | None:
+        """The dictionary oracle reads the world's whole gold dictionary (held-out part included:
+        an upper bound, not a method)."""
+        if not VARIANTS[system].oracle:
+            return None
+        size = None
+        if ctx is not None and getattr(ctx, "world", None) is not None:
+            world = ctx.world
+            l2 = lang if lang in world.l2s else world.l2s[0]
+            size = len({(r[world.l1], r[l2]) for r in world.dictionary(l2)})
+        return {"size": size, "source": "gold", "split": "all"}
+
     def probe_role(self, system: str) -> str:
         return "transferred" if VARIANTS[system].step2 else "floor"
 

@@ -337,7 +337,8 @@ class Pipeline(StagedRun):
             row = {"system": system, "method": method.name, "language": lang, "setting": setting_of(uses),
                    "exact_match": round(scores["exact_match"], 4), "f1": round(scores["f1"], 4),
                    **{k: v for k, v in scores.items() if k not in ("exact_match", "f1")},
-                   "exact_match_v11": round(v11["exact_match"], 4), "f1_v11": round(v11["f1"], 4), **uses}
+                   "exact_match_v11": round(v11["exact_match"], 4), "f1_v11": round(v11["f1"], 4), **uses,
+                   "resources": method.resources(system, self.cfg, self, lang)}
             bad = degenerate_stages(method.row_stages(self, system, lang), verdicts)
             row["verdict"] = DEGENERATE if bad else OK
             if bad:  # no result: every table shows it as degenerate and leaves it out of ratios and means

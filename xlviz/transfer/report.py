@@ -9,7 +9,7 @@ from __future__ import annotations
 import math
 
 from xlviz.errors import XlvizError
-from xlviz.methods import SETTINGS, row_setting
+from xlviz.methods import SETTINGS, combine_labels, resources_label, row_resources, row_setting
 from xlviz.training.verdicts import degenerate_reason, is_degenerate
 
 # Scores a row must carry (a number each), and those it may carry.
@@ -108,7 +108,7 @@ def results_table(rows: list[dict], l1: str = "en") -> str:
     v11 = any("f1_v11" in r for r in rows)
     w = max([20] + [len(str(r["system"])) for r in rows])
     head = (f"{'system':<{w}} {'language':<9} {'EM':>6} {'EM 95% CI':>14} {'F1':>6} {'F1 95% CI':>14} {'F1 L2/L1':>9}"
-            + (f" {'F1 v1.1':>8}" if v11 else ""))
+            + (f" {'F1 v1.1':>8}" if v11 else "") + "  resources")
     lines = []
     groups = by_setting(rows)
     for setting, part in groups:
@@ -117,7 +117,8 @@ def results_table(rows: list[dict], l1: str = "en") -> str:
         lines += [head, "-" * len(head)]
         for r in sorted(part, key=lambda r: (r["system"], r["language"] != l1, r["language"])):
             if is_degenerate(r):  # no result: no number to read, compare or average
-                lines.append(f"{r['system']:<{w}} {r['language']:<9} {'degenerate':>23}  ({degenerate_reason(r)})")
+                lines.append(f"{r['system']:<{w}} {r['language']:<9} {'degenerate':>23}  ({degenerate_reason(r)})  "
+                             f"{resources_label(row_resources(r))}")
                 continue
             base = r.get("l1_f1") or l1_f1.get(r["system"])  # pair models: the L1 score of the same model
             ratio = "" if r["language"] == l1 or not base else f"{r['f1'] / base:.2f}"
@@ -125,13 +126,49 @@ def results_table(rows: list[dict], l1: str = "en") -> str:
                     f"{r['f1']:>6.1f} {ci_text(r, 'f1'):>14} {ratio:>9}")
             if v11:
                 line += f" {r['f1_v11']:>8.1f}" if "f1_v11" in r else f" {'':>8}"
-            lines.append(line)
+            lines.append(f"{line}  {resources_label(row_resources(r))}")
     lines.append(interval_note(rows))
+    lines.append(RESOURCES_NOTE)
     if v11:
         lines.append("EM/F1 strip each language's own articles (as MLQA does); F1 v1.1: English articles only.")
     if any(is_degenerate(r) for r in rows):
         lines.append("degenerate: the row's model failed to learn (its stage's verdict in verdicts.json); it is not a result.")
     return "\n".join(lines)
+
+
+RESOURCES_NOTE = ("resources: what a system read beyond L1 QA labels (parallel pairs, a bilingual dictionary: its size, gold "
+                  "or induced, \"(all)\" when it includes the held-out words word translation is scored on; L2 labels; "
+                  "test-time translation); \"(derived)\": a row written before rows recorded it.")
+
+
+def system_resources(runs: list[list[dict]]) -> dict[str, str]:
+    """System -> its resources label over every row of ``runs`` (:func:`~xlviz.methods.combine_labels`:
+    a size range where each L2 and seed has its own dictionary split)."""
+    out: dict[str, dict] = {}
+    for rows in runs:
+        for r in rows:
+            out.setdefault(str(r.get("system")), {})[resources_label(row_resources(r))] = None
+    return {name: combine_labels(labels) for name, labels in out.items()}
+
+
+def resources_table(runs: list[list[dict]]) -> str:
+    """A markdown table beside the seeds table: each system's resources label (what its rows
+    read beyond L1 QA labels), so rows that read different data are marked, not mixed silently."""
+    lines = ["| system | resources |", "|---|---|"]
+    lines += [f"| {name} | {label} |" for name, label in sorted(system_resources(runs).items())]
+    return "\n".join(lines + ["", RESOURCES_NOTE])
+
+
+def resources_line(runs: list[list[dict]], a: str, b: str) -> str:
+    """The line ``xlviz report --compare A B`` prints under its table: each system's resources
+    and, when they differ, that the difference includes what the extra resources give."""
+    labels = system_resources(runs)
+    la, lb = labels.get(a, "not recorded"), labels.get(b, "not recorded")
+    text = f"Resources: {a}: {la}; {b}: {lb}."
+    if la.replace(" (derived)", "") != lb.replace(" (derived)", ""):  # what was read, however it is known
+        text += (" Different resources: the difference is not like for like (it includes what the other data gave), "
+                 "a comparison of systems with their resources, not of methods alone.")
+    return text
 
 
 def _ratios(rows: list[dict], l1: str) -> dict[tuple[str, str], float]:

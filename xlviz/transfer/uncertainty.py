@@ -18,7 +18,7 @@ from xlviz.errors import XlvizError
 from xlviz.evaluation.seeds import ONE_SEED, compare_seeds, decide, holm, seeds_for_power
 from xlviz.evaluation.seeds import seeds_paragraphs_interval as _seeds_paragraphs
 from xlviz.evaluation.uncertainty import Interval, cluster_bootstrap, paired_test, paragraph_ids, score_intervals
-from xlviz.methods import row_setting
+from xlviz.methods import combine_labels, resources_label, row_resources, row_setting
 from xlviz.training.verdicts import is_degenerate
 
 _PART = re.compile(r"[A-Za-z0-9][A-Za-z0-9+@._-]{0,127}")
@@ -173,6 +173,9 @@ def compare_systems(run_dirs: list[Path], runs: list[list[dict]], a: str, b: str
     if settings[a] != settings[b] or len(settings[a]) > 1:
         raise XlvizError(f"{a} ({', '.join(sorted(settings[a]))}) and {b} ({', '.join(sorted(settings[b]))}) are in different "
                          "settings: their scores are not comparable", field="compare")
+    # what each side read beyond L1 labels: a comparison across resources is allowed, and labelled
+    resources = {name: combine_labels(resources_label(row_resources(r)) for rows in runs for r in rows
+                                      if r.get("system") == name) for name in (a, b)}
     langs = list(dict.fromkeys(r["language"] for rows in runs for r in rows if r.get("system") == a))
     out = []
     for lang in langs:
@@ -192,7 +195,7 @@ def compare_systems(run_dirs: list[Path], runs: list[list[dict]], a: str, b: str
             continue
         for metric in ("f1", "exact_match"):
             out.append({"language": lang, "metric": metric, "setting": next(iter(settings[a])), "excluded": excluded,
-                        **_comparison(pairs, metric)})
+                        **_comparison(pairs, metric), "resources": resources})
     if not out:
         raise XlvizError(f"no run kept the predictions of both {a} and {b} as results on a shared language "
                          "(degenerate rows are no result)", field="compare")

@@ -381,7 +381,8 @@ SETTINGS = (ZERO_SHOT, TRANSLATE_TRAIN, TRANSLATE_TEST)
 SETTING_NOTES = {ZERO_SHOT: "QA labels in L1 only", TRANSLATE_TRAIN: "trained on QA labels in the L2: a ceiling, not a transfer result",
                  TRANSLATE_TEST: "reads each L2 test context with its gold L1 translation: comparable with neither other setting"}
 CI_COLUMNS = ["exact_match_ci_low", "exact_match_ci_high", "f1_ci_low", "f1_ci_high", "n_paragraphs", "n_questions"]
-RESULT_COLUMNS = ["run", "setting", "system", "language", "exact_match", "f1", "parallel_pairs", "l1_f1", "l1", "verdict", *CI_COLUMNS]
+RESULT_COLUMNS = ["run", "setting", "system", "language", "exact_match", "f1", "parallel_pairs", "resources", "l1_f1", "l1", "verdict",
+                  *CI_COLUMNS]
 
 
 def with_degenerate(table: pd.DataFrame, cells: list[tuple[object, str]]) -> pd.DataFrame:
@@ -409,6 +410,22 @@ def setting_of(row: dict) -> str:
     from xlviz.methods import row_setting
 
     return SETTINGS[("zero-shot", "translate-train", "translate-test").index(row_setting(row))]
+
+
+def resources_of(row: dict) -> str:
+    """A result row's short resources label (``pairs 2k · dict 132 gold``): what its system read
+    beyond L1 QA labels, as the row records it (derived for rows written before they did, "not
+    recorded" when nothing says)."""
+    from xlviz.methods import resources_label, row_resources
+
+    return resources_label(row_resources(row))
+
+
+def combine_labels(labels) -> str:
+    """One resources label for several rows (:func:`xlviz.methods.combine_labels`)."""
+    from xlviz.methods import combine_labels as combine
+
+    return combine(list(labels))
 
 
 def with_interval(value, low, high) -> str:
@@ -439,8 +456,9 @@ def _best_l2_f1(results: list[dict], l1: str, *, l2_labels: bool, setting: str |
 def results_frame(runs: list[Run]) -> pd.DataFrame:
     """Long table of results rows of several runs: run, setting (zero-shot, translate-train or
     translate-test), system, language, exact_match, f1, the parallel pairs the system trained
-    on, a pair model's own L1 F1 (``l1_f1``), the run's L1 and the rows' 95% paragraph-bootstrap
-    intervals (None for rows written before rows carried them)."""
+    on, what it read beyond L1 labels (``resources``: :func:`resources_of`), a pair model's own
+    L1 F1 (``l1_f1``), the run's L1 and the rows' 95% paragraph-bootstrap intervals (None for
+    rows written before rows carried them)."""
     rows = []
     for run in runs:
         try:
@@ -452,7 +470,7 @@ def results_frame(runs: list[Run]) -> pd.DataFrame:
             pairs = r.get("parallel_pairs")
             rows.append({"run": run.name, "setting": setting_of(r), "system": r.get("system"), "language": r.get("language"),
                          "exact_match": r.get("exact_match"), "f1": r.get("f1"),
-                         "parallel_pairs": int(pairs) if isinstance(pairs, (int, float)) else 0,
+                         "parallel_pairs": int(pairs) if isinstance(pairs, (int, float)) else 0, "resources": resources_of(r),
                          "l1_f1": r.get("l1_f1"), "l1": l1, "verdict": DEGENERATE if is_degenerate(r) else None,
                          **{k: r.get(k) if isinstance(r.get(k), (int, float)) else None for k in CI_COLUMNS}})
     return pd.DataFrame(rows, columns=RESULT_COLUMNS)
@@ -489,6 +507,8 @@ def results_by_setting(table: pd.DataFrame, languages: list[str],
             langs = list(dict.fromkeys(c.rsplit(" · ", 1)[0] for p in parts for c in p.columns))
             wide = wide[[f"{l} · {names[m]}" for l in langs for m in metrics if f"{l} · {names[m]}" in wide.columns]]
         wide.insert(0, "parallel pairs", sub.groupby("system")["parallel_pairs"].max().reindex(wide.index).astype(int))
+        if "resources" in sub:  # what each row read beyond L1 labels: rows of different resources are marked, not hidden
+            wide.insert(0, "resources", sub.groupby("system")["resources"].agg(combine_labels).reindex(wide.index))
         wide.columns.name = None
         out.append((setting, wide))
     return out
@@ -545,6 +565,9 @@ def compare_table(long: pd.DataFrame) -> pd.DataFrame:
     if "parallel_pairs" in long:
         pairs = long.groupby(keys)["parallel_pairs"].max()
         wide.insert(3, "parallel pairs", [int(pairs.get(tuple(r[k] for k in keys), 0)) for _, r in wide.iterrows()])
+    if "resources" in long:
+        labels = long.groupby(keys)["resources"].agg(combine_labels)
+        wide.insert(3, "resources", [labels.get(tuple(r[k] for k in keys), "not recorded") for _, r in wide.iterrows()])
     # L2/L1: how much of its L1 score a system keeps in each L2 (the paper's transfer ratio),
     # against the same run and system's L1 F1, or a pair model's own L1 F1 (``l1_f1``)
     if "l1" in long:
@@ -897,6 +920,20 @@ def stage_verdicts(run: Run) -> pd.DataFrame:
     rows = [{"stage": stage, "verdict": str(v.get("verdict", "")), "why": str(v.get("reason", ""))}
             for stage, v in verdicts.items() if v.get("verdict") != "unjudged"]
     return pd.DataFrame(rows, columns=["stage", "verdict", "why"])
+
+
+def export_resources(run_name: str | None, system: str | None, root=None) -> str | None:
+    """The resources label (:func:`resources_of`) of a run's exported system, from its
+    results.json rows; None for models that are not a run's (typed folders, hub ids)."""
+    from xlviz.runs import checkpoints_root
+
+    if not run_name or not system:
+        return None
+    try:
+        rows = [r for r in Run(checkpoints_root(root) / run_name).results() if r.get("system") == system]
+    except XlvizError:
+        rows = []
+    return combine_labels(resources_of(r) for r in rows)
 
 
 def export_setting(run_name: str | None, system: str | None, root=None) -> tuple[str | None, int]:

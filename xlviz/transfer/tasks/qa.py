@@ -43,7 +43,7 @@ def finetune(ctx) -> None:
     """Step 3 on a corpus source: QA fine-tuning on L1 with the L1 token embeddings frozen (special rows train)."""
     from xlviz.data.squad import squad_examples
     from xlviz.data.vocabulary import special_ids_of
-    from xlviz.methods import stream
+    from xlviz.methods import method_of, stream
     from xlviz.models.monotrans import freeze_for_step3, qa_from_mlm
     from xlviz.transfer.qa import repair_answer_starts, train_qa
 
@@ -71,7 +71,7 @@ def score_corpus(ctx, system: str) -> list[dict]:
     from xlviz.data.squad import read_squad_json
     from xlviz.evaluation.squad_metric import mlqa_languages, per_question_scores
     from xlviz.evaluation.uncertainty import paragraph_ids, score_intervals
-    from xlviz.methods import stream
+    from xlviz.methods import method_of, stream
     from xlviz.models.loading import load_model
     from xlviz.models.monotrans import zero_shot_model
     from xlviz.data.vocabulary import special_row_map
@@ -110,7 +110,8 @@ def score_corpus(ctx, system: str) -> list[dict]:
             rows.append({"system": system, "language": lang, "exact_match": round(scores["exact_match"], 4),
                          "f1": round(scores["f1"], 4), "n_questions": scores["n_questions"],
                          **{k: (round(v, 4) if isinstance(v, float) else v) for k, v in scores.items()
-                            if k in ("exact_match_v11", "f1_v11", "normalisation")}, **intervals})
+                            if k in ("exact_match_v11", "f1_v11", "normalisation")}, **intervals,
+                         "resources": method_of(system).resources(system, cfg, ctx, lang)})
             ctx.log(f"  {system} {lang}: EM {scores['exact_match']:.1f} F1 {scores['f1']:.1f} ({scores['n_questions']} questions)")
     return rows
 

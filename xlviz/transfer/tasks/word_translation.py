@@ -4,7 +4,11 @@ word type, and each L1 word's nearest L2 word type (cosine) must be one of its g
 translations (:func:`xlviz.analysis.alignment.word_translation_accuracy`; both directions,
 averaged). Scored per system in ``s4_<system>``:
 
-- on the generated world, against its gold dictionary on its word-segmented pairs;
+- on the generated world, against the held-out part of its gold dictionary
+  (:func:`xlviz.data.dictionary.gold_split`: ``gold_dictionary_test_fraction`` of its L1 words,
+  seeded by the run's seed; the part WECHSEL's fit never reads) on its word-segmented pairs, so
+  no system is scored on pairs it was fitted on and every system on the same words; the rows
+  record the split's sizes (``word_translation_train_pairs``, ``word_translation_test_pairs``);
 - on a corpus source with parallel training lines (``parallel_train``, e.g. Multi30k task 1
   train), against the held-out test part of a dictionary induced from those lines
   (:mod:`xlviz.data.dictionary`), on the source's scored parallel pairs (e.g. Multi30k val)
@@ -83,9 +87,12 @@ class WordTranslation(Task):
         from xlviz.analysis.reports import ParallelData, system_alignment
         from xlviz.methods import method_of
 
+        from xlviz.data.dictionary import gold_split
+
         world, method = ctx.world, method_of(system)
         rows = []
         for l2 in world.l2s:
+            train, held_out = gold_split(world, l2, ctx.cfg.gold_dictionary_test_fraction, ctx.cfg.seed)
             b = method.encoder(ctx, system, l2)
             a = (method.pair_l1_encoder(ctx, system, l2) if l2 != world.l2s[0] else None) or method.encoder(ctx, system, world.l1)
             if a is None or b is None:
@@ -94,14 +101,15 @@ class WordTranslation(Task):
             data = ParallelData(world.l1, l2, [p["src"] for p in pairs], [p["tgt"] for p in pairs], [p["id"] for p in pairs],
                                 f"generated world ({world.l1}-{l2})", [p["src_words"] for p in pairs], [p["tgt_words"] for p in pairs],
                                 [[tuple(x) for x in p["alignment"]] for p in pairs],
-                                [(r[world.l1], r[l2]) for r in world.dictionary(l2)])
+                                held_out)
             layers = system_alignment(a[0].eval(), a[1], b[0].eval(), b[1], data, pooling="mean", words=True,
                                       max_length=ctx.cfg.qa_max_length, seed=ctx.cfg.seed)
             per_layer = _per_layer(layers)
             rows.append({"system": system, "language": l2, "word_translation_per_layer": per_layer,
-                         "word_translation_words": layers[0].get("n_words")})
+                         "word_translation_words": layers[0].get("n_words"), "word_translation_dictionary_size": len(train) + len(held_out),
+                         "word_translation_train_pairs": len(train), "word_translation_test_pairs": len(held_out)})
             if log:
-                ctx.log(f"  {system} {l2}: word translation per layer " + " ".join("-" if x is None else f"{x:.1f}" for x in per_layer))
+                ctx.log(f"  {system} {l2}: word translation per layer ({len(held_out)} held-out gold pairs) " + " ".join("-" if x is None else f"{x:.1f}" for x in per_layer))
         return rows
 
     def score_corpus(self, ctx, system: str) -> None:
