@@ -1,7 +1,9 @@
 """``xlviz report RUN [RUN ...]``: the results of finished runs as a table, every score with its
 95% interval; several runs of the same systems (seeds) as mean ± standard deviation with
 intervals over seeds; one table per setting (zero-shot, translate-train, translate-test).
-``--compare A B``: A − B on the same questions per language, with interval and p-value."""
+``--compare A B``: A − B on the same questions per language, with interval and p-value.
+``--slices``: EM/F1 per slice of the test questions (question word, answer type and role, ...),
+stored in the run (:mod:`xlviz.transfer.slices`); ``--systems A,B`` adds A − B per slice."""
 
 from __future__ import annotations
 
@@ -14,6 +16,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("runs", nargs="+", metavar="RUN", help="run folders (results.json), or one sweep folder (xlviz sweep)")
     p.add_argument("--compare", nargs=2, metavar=("SYSTEM_A", "SYSTEM_B"),
                    help="paired difference A − B per language (interval and p-value; over seeds when several runs)")
+    p.add_argument("--slices", action="store_true",
+                   help="EM/F1 per slice of the test questions with paragraph intervals (one run; stored in it as "
+                   "analyses/slices-*.json and .csv)")
+    p.add_argument("--systems", help="with --slices: comma-separated systems (default: every one with saved predictions); "
+                   "two systems: also their paired difference per slice")
+    p.add_argument("--language", help="with --slices: comma-separated test languages (default: the run's L2s)")
     p.set_defaults(handler=run)
 
 
@@ -27,6 +35,10 @@ def run(args: argparse.Namespace) -> int:
 
     from xlviz.transfer.sweep import Sweep
 
+    if getattr(args, "slices", False):
+        from xlviz.commands.slices import print_slices
+
+        return print_slices(args)
     if len(args.runs) == 1 and Sweep(args.runs[0]).exists():  # a sweep folder: means and intervals over seeds
         from xlviz.transfer.sweep_report import setting_label, sweep_table
 

@@ -484,3 +484,9 @@ def salience(model: Any, question: str, context: str, *, answer: tuple[int, int]
     out = HTML(salience_html(sal, target))
     out.salience = sal
     return out
+
+
+# --------------------------------------------------------------------------- metrics by slice
+from xlviz.views.slices import SliceView, slices  # noqa: E402  (a module of its own; re-exported here)
+
+__all__ += ["SliceView", "slices"]
