@@ -155,6 +155,31 @@ def test_slices_view(tmp_path):
     assert set(view.rows["system"]) == {"monotrans", "floor"}
     ids = view.questions("answer role", "subject")
     assert ids and all(i.endswith("-subj") for i in ids)
-    assert "answer role: subject" in view.table.index
+    assert "answer role: subject" in view.table.index and "all" in view.table.index
     assert "paired F1 difference" in view._repr_html_()
     assert len(view.figure().data) == 2
+
+
+# --------------------------------------------------------------------------- the XQuAD page
+def test_xquad_page_slices_link_to_their_questions(tmp_path, monkeypatch):
+    from streamlit.testing.v1 import AppTest
+
+    from tests.app_fixtures import make_run
+
+    root = tmp_path / "checkpoints"
+    make_run(root, "demo-run")
+    monkeypatch.setenv("XLVIZ_CHECKPOINTS", str(root))
+    at = AppTest.from_file(str(Path(__file__).resolve().parents[1] / "app.py"), default_timeout=180)
+    at.run()
+    at.switch_page("pages/xquad.py").run()
+    assert not at.exception, [e.message for e in at.exception]
+    assert any("Scores by slice" in e.label for e in at.get("expander"))
+    tables = [d.value for d in at.dataframe if "answer role: subject" in d.value.index]
+    assert len(tables) == 1 and "all" in tables[0].index and "monotrans" in tables[0].columns
+    assert "world generator" in "\n".join(c.value for c in at.caption)
+    before = at.selectbox(key="xq_pick").options
+    pick = next(o for o in at.selectbox(key="xq_slice").options if o.startswith("answer role: subject"))
+    at.selectbox(key="xq_slice").set_value(pick).run()
+    assert not at.exception, [e.message for e in at.exception]
+    after = at.selectbox(key="xq_pick").options
+    assert after and len(after) < len(before) and all(o.split(" — ")[0].endswith("-subj") for o in after)

@@ -31,16 +31,10 @@ class SliceView:
 
     @property
     def table(self) -> Any:
-        """Slice × system: "F1 [low, high]" text cells (EM beside it in ``rows``)."""
-        if self.rows.empty:
-            return self.rows
-        r = self.rows.assign(slice=self.rows["dimension"] + ": " + self.rows["value"],
-                             cell=[f"{e:.1f} / {f:.1f} [{lo:.1f}, {hi:.1f}]" for e, f, lo, hi in
-                                   zip(self.rows["exact_match"], self.rows["f1"], self.rows["f1_low"], self.rows["f1_high"])])
-        order = list(dict.fromkeys(r["slice"]))
-        out = r.pivot(index="slice", columns="system", values="cell").reindex(order)
-        out.insert(0, "n", r.groupby("slice", sort=False)["n_questions"].max().reindex(order))
-        return out
+        """Slice × system: "EM / F1 [F1 low, high]" text cells (the XQuAD page's slice table)."""
+        from xlviz.ui.slices_view import pivot
+
+        return pivot(self.rows)
 
     def figure(self, metric: str = "f1"):
         """Bars of ``metric`` per slice and system with their intervals (plotly)."""
