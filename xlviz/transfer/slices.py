@@ -16,21 +16,17 @@ articles stripped), so the ``all`` row equals the system's results row.
 from __future__ import annotations
 
 import csv
-import hashlib
 import io
-import json
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from xlviz import confined, limits
 from xlviz.errors import XlvizError
 from xlviz.evaluation.slices import DIFF_COLUMNS, SCORE_COLUMNS, members, slice_differences, slice_table, test_set_slices
 from xlviz.evaluation.uncertainty import N_RESAMPLES
 
 FORMAT = "xlviz-slices/1"
 NAME = "slices"
-MAX_BYTES = limits.RESULTS_MAX_BYTES
 
 
 @dataclass
@@ -64,8 +60,9 @@ class SliceReport:
 
 
 def _digest(path: Path, root: Path) -> str:
-    data = confined.read_bytes(path, root=root, max_bytes=MAX_BYTES, what="run file")
-    return hashlib.sha1(data).hexdigest()
+    from xlviz.analysis.stored import file_digest
+
+    return file_digest(path, root)
 
 
 def _systems(run, lang: str, systems: list[str] | None) -> dict[str, Path]:
@@ -107,28 +104,16 @@ def slice_request(run_dir: str | os.PathLike, lang: str, systems: list[str] | No
     return request, chosen
 
 
-def key_of(request: dict) -> str:
-    return hashlib.sha1(json.dumps(request, sort_keys=True).encode()).hexdigest()[:20]
-
-
 def find(run_dir: str | os.PathLike, request: dict) -> SliceReport | None:
     """The stored table computed from exactly ``request`` (None when there is none, or it does
     not read)."""
-    from xlviz.runs import Run, artefact_relpath, artefacts
+    from xlviz.analysis.stored import find as find_stored
 
-    run = Run(Path(run_dir))
-    want = artefact_relpath("analysis", key=f"{NAME}-{key_of(request)}.json")
-    for a in artefacts(run, "analysis"):
-        if a.path != want or not a.folder.is_file():
-            continue
-        try:
-            obj = confined.read_json(a.folder, root=run.path, max_bytes=MAX_BYTES, what="slice table")
-        except XlvizError:
-            return None
-        if isinstance(obj, dict) and obj.get("format") == FORMAT and obj.get("request") == request:
-            return SliceReport(request, obj.get("source", ""), obj.get("rows", []), obj.get("differences", []),
-                               obj.get("members", {}), a.folder)
-    return None
+    got = find_stored(run_dir, NAME, FORMAT, request)
+    if got is None:
+        return None
+    obj, path = got
+    return SliceReport(request, obj.get("source", ""), obj.get("rows", []), obj.get("differences", []), obj.get("members", {}), path)
 
 
 def compute(run_dir: str | os.PathLike, lang: str, systems: list[str] | None = None, pair: tuple[str, str] | None = None,
@@ -160,17 +145,9 @@ def compute(run_dir: str | os.PathLike, lang: str, systems: list[str] | None = N
 def write(run, report: SliceReport, record) -> Path:
     """Store ``report`` in the run (JSON and CSV, atomically) and list both in its manifest
     through ``record(entries)``: the run's writer only (the caller holds its lock)."""
-    from xlviz.io import atomic_write_json, atomic_write_text
-    from xlviz.runs import artefact_relpath
+    from xlviz.analysis.stored import write as write_stored
 
-    key = key_of(report.request)
-    rel_json = artefact_relpath("analysis", key=f"{NAME}-{key}.json")
-    rel_csv = artefact_relpath("analysis", key=f"{NAME}-{key}.csv")
-    atomic_write_json(run.path / rel_json, report.to_json(), root=run.path)
-    atomic_write_text(run.path / rel_csv, report.csv_text(), root=run.path)
-    lang = report.request["language"]
-    record([{"kind": "analysis", "path": rel, "language": lang, "role": "analysis"} for rel in (rel_json, rel_csv)])
-    report.stored = run.path / rel_json
+    report.stored = write_stored(run.path, NAME, report.to_json(), report.csv_text(), report.request["language"], record)
     return report.stored
 
 
