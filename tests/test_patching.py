@@ -83,3 +83,24 @@ def test_world_items_align_words_and_mark_the_answer():
         assert sum(g == "verb" for g in it["context_groups"]) == 1
         (_, ctx_a, _) = it["en"]
         assert all(0 <= a[0] < a[1] <= len(ctx_a) and 0 <= b[0] < b[1] <= len(ctx_b) for a, b in it["context_pairs"])
+
+
+def test_analyse_patching_stores_once_and_the_view_reads_it(tmp_path, capsys):
+    import xlviz.views as xv
+    from tests.app_fixtures import make_run
+    from xlviz.cli import main as cli
+    from xlviz.runs import artefacts
+
+    path = make_run(tmp_path, "r")
+    assert cli(["analyse", "patching", str(path), "--language", "sov", "--limit", "6"]) == 0
+    out = capsys.readouterr().out
+    assert "monotrans (6 questions)" in out and "written to" in out
+    assert sorted(a.path.rsplit(".", 1)[1] for a in artefacts(path, "analysis")) == ["csv", "json"]
+    assert cli(["analyse", "patching", str(path), "--language", "sov", "--limit", "6"]) == 0
+    assert "read from" in capsys.readouterr().out
+    view = xv.patching(path, "sov", limit=6)
+    assert set(view.rows["group"]) == {"question", "answer", "verb", "rest", "all"}
+    assert list(view.matrix("monotrans").index) == [0, 1, 2]  # embeddings + the tiny models' two layers
+    assert len(view.curve().data) == 1 and len(view.figure().data) == 1
+    assert cli(["analyse", "patching", str(path), "--language", "sov", "--systems", "nosuch"]) != 0
+    assert "nosuch" in capsys.readouterr().err

@@ -490,3 +490,6 @@ def salience(model: Any, question: str, context: str, *, answer: tuple[int, int]
 from xlviz.views.slices import SliceView, slices  # noqa: E402  (a module of its own; re-exported here)
 
 __all__ += ["SliceView", "slices"]
+from xlviz.views.patching import PatchingView, patching  # noqa: E402
+
+__all__ += ["PatchingView", "patching"]
