@@ -493,3 +493,6 @@ __all__ += ["SliceView", "slices"]
 from xlviz.views.patching import PatchingView, patching  # noqa: E402
 
 __all__ += ["PatchingView", "patching"]
+from xlviz.views.renderings import RenderingsView, renderings  # noqa: E402
+
+__all__ += ["RenderingsView", "renderings"]
