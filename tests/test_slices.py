@@ -183,3 +183,12 @@ def test_xquad_page_slices_link_to_their_questions(tmp_path, monkeypatch):
     assert not at.exception, [e.message for e in at.exception]
     after = at.selectbox(key="xq_pick").options
     assert after and len(after) < len(before) and all(o.split(" — ")[0].endswith("-subj") for o in after)
+
+
+def test_analysis_files_are_plain_names_under_analyses():
+    from xlviz.runs import artefact_relpath
+
+    assert artefact_relpath("analysis", key="slices-0a1b2c.json") == "analyses/slices-0a1b2c.json"
+    for bad in ("../x.json", "slices.exe", "Slices-1.json", "a/b.json", ".json", None):
+        with pytest.raises(XlvizError):
+            artefact_relpath("analysis", key=bad)
