@@ -104,3 +104,25 @@ def test_analyse_patching_stores_once_and_the_view_reads_it(tmp_path, capsys):
     assert len(view.curve().data) == 1 and len(view.figure().data) == 1
     assert cli(["analyse", "patching", str(path), "--language", "sov", "--systems", "nosuch"]) != 0
     assert "nosuch" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("arch", ["roberta", "distilbert", "electra"])
+def test_every_architecture_patches_exactly(arch, tmp_path):
+    """The hooks find each architecture's layers (ELECTRA's first is its embeddings' projection)."""
+    import torch
+
+    from tests.tiny_models import make_tiny
+    from xlviz.analysis.patching import encode, hidden_and_logits, qa_logits
+    from xlviz.models.loading import load_model
+
+    folder = make_tiny(arch, tmp_path / arch, task="qa")
+    en, tok = load_model(folder, task="qa")
+    l2, _ = load_model(folder, task="qa")
+    with torch.no_grad():
+        l2.get_input_embeddings().weight.mul_(0.3)
+    enc = encode(tok, "who reads the book", "the man reads the book in the house .")
+    hidden, s_en, _ = hidden_and_logits(en.eval(), enc.inputs)
+    every = list(range(enc.inputs["input_ids"].shape[1]))
+    for layer in range(hidden.shape[0]):
+        s, _ = qa_logits(l2.eval(), enc.inputs, layer, [(every, every)], hidden[layer])
+        np.testing.assert_allclose(s[0].numpy(), s_en.numpy(), rtol=0, atol=1e-5)

@@ -38,14 +38,17 @@ REST = "rest"
 # --------------------------------------------------------------------------- model plumbing
 def layer_modules(model) -> list:
     """The modules whose outputs are ``hidden_states[0..L]``: the embeddings, then each encoder
-    layer (BERT, RoBERTa, XLM-R, ELECTRA: ``encoder.layer``; DistilBERT: ``transformer.layer``)."""
+    layer (BERT, RoBERTa, XLM-R, ELECTRA: ``encoder.layer``; DistilBERT: ``transformer.layer``);
+    ELECTRA's first is its embeddings' projection to the hidden size."""
     from xlviz.models.surgery import base_encoder, embeddings_module
 
     base = base_encoder(model)
+    # ELECTRA projects small embeddings up to the hidden size: hidden_states[0] is the projection's output
+    first = getattr(base, "embeddings_project", None) or embeddings_module(model)
     for owner in ("encoder", "transformer"):
         layers = getattr(getattr(base, owner, None), "layer", None)
         if layers is not None:
-            return [embeddings_module(model), *layers]
+            return [first, *layers]
     raise XlvizError(f"{type(model).__name__}: no encoder layers found to patch", field="model")
 
 
