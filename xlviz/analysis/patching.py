@@ -282,7 +282,8 @@ def aggregate(patches: Sequence[QuestionPatch], *, n_resamples: int = 1000, seed
             if np.isnan(x).any():
                 continue
             gain_c = np.bincount(codes, weights=x, minlength=k)
-            ratios = gain_c[draws].sum(axis=1) / gap_c[draws].sum(axis=1)
+            with np.errstate(divide="ignore", invalid="ignore"):  # a resample whose gap sums to 0 has no ratio
+                ratios = gain_c[draws].sum(axis=1) / gap_c[draws].sum(axis=1)
             lo, hi = np.quantile(ratios[np.isfinite(ratios)], [tail, 1 - tail]) if np.isfinite(ratios).any() else (np.nan, np.nan)
             rows.append({"layer": layer, "group": g, "restored": round(float(x.sum() / gap.sum()), 4),
                          "low": round(float(lo), 4), "high": round(float(hi), 4), "n_questions": len(patches),

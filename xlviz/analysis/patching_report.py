@@ -19,6 +19,7 @@ from xlviz.errors import XlvizError
 
 FORMAT = "xlviz-patching/1"
 NAME = "patching"
+SMALL_GAP = 0.5  # logits: below it the L2 run scores the answer as the English one and shares mean little
 LIMIT = 60  # questions per system by default (each costs layers + 1 forward passes)
 COLUMNS = ("system", "language", "layer", "group", "restored", "low", "high", "n_questions", "n_paragraphs", "mean_gap")
 
@@ -125,9 +126,13 @@ def format_table(rows: list[dict]) -> str:
     out = []
     for system in dict.fromkeys(r["system"] for r in rows):
         mine = {(r["layer"], r["group"]): r for r in rows if r["system"] == system}
-        n = next(iter(mine.values()))["n_questions"]
-        out.append(f"{system} ({n} questions): % of the English answer score restored by patching a layer's states "
-                   "[95% paragraph bootstrap]")
+        first = next(iter(mine.values()))
+        n, gap = first["n_questions"], first["mean_gap"]
+        out.append(f"{system} ({n} questions; English − L2 answer score {gap:+.2f} logits on average): % of it restored by "
+                   "patching a layer's states [95% paragraph bootstrap]")
+        if abs(gap) < SMALL_GAP:
+            out.append(f"  (the L2 run already scores the answer as the English run does: the shares below divide by "
+                       f"almost nothing and mean little)")
         out.append(f"{'layer':>5}" + "".join(f"{g:>22}" for g in GROUPS))
         for layer in sorted({l for l, _ in mine}):
             cells = []
