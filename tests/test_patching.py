@@ -94,7 +94,7 @@ def test_analyse_patching_stores_once_and_the_view_reads_it(tmp_path, capsys):
     path = make_run(tmp_path, "r")
     assert cli(["analyse", "patching", str(path), "--language", "sov", "--limit", "6"]) == 0
     out = capsys.readouterr().out
-    assert "monotrans (6 questions)" in out and "written to" in out
+    assert "monotrans (6 questions;" in out and "written to" in out
     assert sorted(a.path.rsplit(".", 1)[1] for a in artefacts(path, "analysis")) == ["csv", "json"]
     assert cli(["analyse", "patching", str(path), "--language", "sov", "--limit", "6"]) == 0
     assert "read from" in capsys.readouterr().out
