@@ -13,6 +13,7 @@ import streamlit as st
 from xlviz.errors import XlvizError
 from xlviz.ui import qa, runs_view
 from xlviz.ui import why
+from xlviz.ui.slices_section import slice_filter, slices_section
 from xlviz.ui.paths import REFUSED, confine, is_allowed
 from xlviz.ui.text import md_text
 from xlviz.ui.text import md_join
@@ -235,6 +236,7 @@ if not rows.empty:
         st.dataframe(per_question, hide_index=True, width="stretch", key="xq_questions", placeholder=NA,
                      column_config=number_config(per_question, SCORE_RULES,
                                                  config={"id": st.column_config.TextColumn(width="small")}))
+    slices_section(rows, dataset, langs, names)
     if how_decoded:
         with st.expander("How each cell was computed"):
             st.markdown("\n".join(f"- {md_text(line)}" for line in how_decoded))
@@ -251,7 +253,7 @@ query = f2c.text_input("Search id, question or context", key="xq_search", placeh
 nav = ids
 if not rows.empty:
     nav = [i for i in qa.disagreeing_ids(rows, qa.DISAGREEMENT_FILTERS[how]) if i in set(ids)]
-nav = qa.search_ids(examples, nav, query)
+nav = slice_filter(qa.search_ids(examples, nav, query))
 if not nav:
     st.info("No question matches this filter and search.")
     st.stop()

@@ -858,14 +858,18 @@ def explicit_run_dir(run_dir: str | os.PathLike, root: str | os.PathLike, config
 
 MANIFEST_FILE = "manifest.json"
 MANIFEST_VERSION = 1
-KINDS = ("export", "encoder", "predictions", "stage", "dictionary", "encodings")
+KINDS = ("export", "encoder", "predictions", "stage", "dictionary", "encodings", "analysis")
 # the folders each kind lives in (a stage folder lies directly in the run)
 KIND_DIRS = {"export": "export", "encoder": "encoders", "predictions": "predictions"}
-ROLES = ("qa", "l1-encoder", "l2-encoder", "predictions", "pretrained", "transferred", "finetuned", "dictionary", "encodings")
+ROLES = ("qa", "l1-encoder", "l2-encoder", "predictions", "pretrained", "transferred", "finetuned", "dictionary", "encodings", "analysis")
 DICTIONARY_DIR = "dictionaries"  # dictionaries/<l1>-<l2>.json: a bilingual dictionary a run induced (language: L2, pair: L1)
 # encodings/<key>.safetensors: an encoder's vectors of the run's parallel pairs (xlviz.analysis.encodings), the
 # key a digest of what they are; their metadata says which model, texts and settings, so no reader needs the name
 ENCODINGS_DIR = "encodings"
+# analyses/<name>-<key>.<json|csv>: a set-level analysis table of the run (slices, patching), the key a digest
+# of its inputs; the JSON's own "request" says what it was computed from, so a reader matches that
+ANALYSES_DIR = "analyses"
+ANALYSIS_EXTS = ("json", "csv")
 ENTRY_TEXT_FIELDS = ("system", "language", "role", "setting", "pair", "variant", "stage")
 # ``depends_on``: the training stages the artefact's weights come from (itself included for a
 # stage folder), so a reader can refuse one built on a degenerate stage (the run's verdicts);
@@ -925,6 +929,13 @@ def artefact_relpath(kind: str, system: str | None = None, language: str | None 
         if not isinstance(key, str) or not 8 <= len(key) <= NAME_MAX_LEN or any(c not in "0123456789abcdef" for c in key):
             raise XlvizError(f"an encodings key must be a hex digest, got {one_line(key)[:80]!r}", field="key")
         return f"{ENCODINGS_DIR}/{key}.safetensors"
+    if kind == "analysis":
+        name, _, ext = (key or "").rpartition(".")
+        if (ext not in ANALYSIS_EXTS or not 1 <= len(name) <= NAME_MAX_LEN
+                or any(c not in "0123456789abcdefghijklmnopqrstuvwxyz-" for c in name)):
+            raise XlvizError(f"an analysis file is <name>-<key>.json or .csv (lower-case letters, digits, '-'), "
+                             f"got {one_line(key)[:80]!r}", field="key")
+        return f"{ANALYSES_DIR}/{name}.{ext}"
     if kind == "dictionary":
         l1 = check_name(pair, field="pair", what="language code")
         return f"{DICTIONARY_DIR}/{l1}-{check_name(language, field='language', what='language code')}.json"

@@ -12,6 +12,12 @@ prints a short table):
 - ``encodings``: store in a run the vectors the Alignment page's default view of it needs (each
   system's encoders on the run's parallel pairs), so the page reads them instead of loading the
   models (:mod:`xlviz.analysis.encodings`).
+- ``patching``: patching across languages: the share of the English answer score an L2 run
+  gets back when a layer's states at aligned positions come from the English run, per layer and
+  token group, per system (:mod:`xlviz.analysis.patching`); stored in the run.
+- ``renderings``: words versus order: each system's QA exports on the test questions rendered
+  with the L2's words in English order and English words in the L2's order
+  (:mod:`xlviz.analysis.counterfactuals`); stored in the run.
 
 Accuracies are fractions in [0, 1].
 """
@@ -97,6 +103,111 @@ def register(sub: argparse._SubParsersAction) -> None:
     e.add_argument("--quiet", action="store_true", help="print nothing but errors")
     e.add_argument("--threads", type=int, help="torch and BLAS threads")
     e.set_defaults(handler=run_encodings_cmd)
+
+    _register_patching(asub)
+    _register_renderings(asub)
+
+
+def _register_patching(asub) -> None:
+    from xlviz.analysis.patching_report import LIMIT
+
+    pt = asub.add_parser("patching", help="patching across languages: layer x token group, per system (stored in the run)",
+                         description="Replace an L2 run's hidden states at one layer and aligned positions by the English "
+                         "run's and measure how much of the English answer's start+end logit score comes back, per layer "
+                         "and token group (question, answer, verb, rest, all), over the run's test questions.")
+    pt.add_argument("run", metavar="RUN", help="run folder (a generated world with gold alignments)")
+    pt.add_argument("--language", required=True, help="the L2 (e.g. sov)")
+    pt.add_argument("--systems", help="comma-separated systems (default: every one with English and L2 QA exports)")
+    pt.add_argument("--limit", type=int, default=LIMIT, help=f"test questions per system (default {LIMIT})")
+    pt.add_argument("--csv", help="also write the table as CSV here")
+    pt.add_argument("--quiet", action="store_true", help="no progress")
+    pt.add_argument("--threads", type=int, help="torch and BLAS threads")
+    pt.set_defaults(handler=run_patching_cmd)
+
+
+def _register_renderings(asub) -> None:
+    r = asub.add_parser("renderings", help="words versus order: every system's QA exports on counterfactual renderings "
+                        "(stored in the run)",
+                        description="Score each system's exported QA models, without retraining, on the run's test "
+                        "questions rendered with the L2's words in English order and English words in the L2's order, "
+                        "and split the L2's F1 loss into 'words not aligned' and 'order not read' with paired intervals.")
+    r.add_argument("run", metavar="RUN", help="run folder (a generated world)")
+    r.add_argument("--language", required=True, help="the L2 (e.g. sov)")
+    r.add_argument("--systems", help="comma-separated systems (default: every one with English and L2 QA exports)")
+    r.add_argument("--paragraphs", type=int, help="first N test paragraphs (default: all)")
+    r.add_argument("--quiet", action="store_true")
+    r.add_argument("--threads", type=int, help="torch and BLAS threads")
+    r.set_defaults(handler=run_renderings_cmd)
+
+
+def run_renderings_cmd(args: argparse.Namespace) -> int:
+    import time
+    from pathlib import Path
+
+    from xlviz.analysis import counterfactuals as cf
+    from xlviz.errors import XlvizError
+    from xlviz.runs import Run, record_artefacts
+
+    _threads(args)
+    run = Run(Path(args.run).expanduser())
+    if not run.exists():
+        raise XlvizError("not a run folder (no config.json)", path=run.path)
+    if args.paragraphs is not None and args.paragraphs < 1:
+        raise XlvizError("must be at least 1", field="--paragraphs")
+    systems = [s.strip() for s in args.systems.split(",") if s.strip()] if args.systems else None
+    t0 = time.perf_counter()
+    req, _ = cf.request(run.path, args.language, systems, args.paragraphs)
+    got = cf.find(run.path, req)
+    if got is not None:
+        table, where = got
+        how = f"read from {where}"
+    else:
+        table = cf.compute(run.path, args.language, systems, args.paragraphs, log=None if args.quiet else print)
+        try:
+            with run.writer_lock():
+                how = f"written to {cf.write(run.path, table, lambda entries: record_artefacts(run, entries))}"
+        except XlvizError as e:
+            how = f"not stored ({e})"
+    print(cf.format_table(table))
+    print(f"{how} ({time.perf_counter() - t0:.1f} s)")
+    return 0
+
+
+def run_patching_cmd(args: argparse.Namespace) -> int:
+    import time
+    from pathlib import Path
+
+    from xlviz.analysis import patching_report as pr
+    from xlviz.errors import XlvizError
+    from xlviz.runs import Run, record_artefacts
+
+    _threads(args)
+    run = Run(Path(args.run).expanduser())
+    if not run.exists():
+        raise XlvizError("not a run folder (no config.json)", path=run.path)
+    if args.limit < 1:
+        raise XlvizError("must be at least 1", field="--limit")
+    systems = [s.strip() for s in args.systems.split(",") if s.strip()] if args.systems else None
+    t0 = time.perf_counter()
+    req, _ = pr.request(run.path, args.language, systems, args.limit)
+    got = pr.find(run.path, req)
+    if got is not None:
+        table, where = got
+        how = f"read from {where}"
+    else:
+        table = pr.compute(run.path, args.language, systems, args.limit, log=None if args.quiet else print)
+        try:
+            with run.writer_lock():
+                how = f"written to {pr.write(run.path, table, lambda entries: record_artefacts(run, entries))}"
+        except XlvizError as e:
+            how = f"not stored ({e})"
+    print(pr.format_table(table["rows"]))
+    if args.csv:
+        from xlviz.io import atomic_write_text
+
+        atomic_write_text(args.csv, pr.csv_text(table["rows"]))
+    print(f"{how} ({time.perf_counter() - t0:.1f} s)")
+    return 0
 
 
 def _help(p: argparse.ArgumentParser) -> int:

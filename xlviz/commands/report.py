@@ -3,6 +3,8 @@
 intervals over seeds; one table per setting (zero-shot, translate-train, translate-test).
 ``--compare A B``: A − B on the same questions per language, with interval, raw and Holm-adjusted
 p-values, the verdict (seeds are the unit: 3 or more needed) and the seeds a difference needs.
+``--slices``: EM/F1 per slice of the test questions (question word, answer type and role, ...),
+stored in the run (:mod:`xlviz.transfer.slices`); ``--systems A,B`` adds A − B per slice.
 
 What is averaged is checked first (:mod:`xlviz.transfer.report_inputs`): several runs must be
 distinct folders of one configuration that differ only in the seed (``--allow-different-settings``
@@ -27,6 +29,12 @@ def register(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--allow-different-settings", dest="allow_different_settings", action="store_true",
                    help="show runs whose settings differ in more than the seed together, the differences listed under "
                         "the table (default: refused, since seeds are runs of one configuration)")
+    p.add_argument("--slices", action="store_true",
+                   help="EM/F1 per slice of the test questions with paragraph intervals (one run; stored in it as "
+                   "analyses/slices-*.json and .csv)")
+    p.add_argument("--systems", help="with --slices: comma-separated systems (default: every one with saved predictions); "
+                   "two systems: also their paired difference per slice")
+    p.add_argument("--language", help="with --slices: comma-separated test languages (default: the run's L2s)")
     p.set_defaults(handler=run)
 
 
@@ -56,6 +64,10 @@ def run(args: argparse.Namespace) -> int:
     from xlviz.transfer.sweep import Sweep
     from xlviz.transfer.uncertainty import combined_intervals, compare_systems, family, fill_intervals
 
+    if getattr(args, "slices", False):
+        from xlviz.commands.slices import print_slices
+
+        return print_slices(args)
     if len(args.runs) == 1 and Sweep(args.runs[0]).exists():  # a sweep folder: means and intervals over seeds
         from xlviz.transfer.sweep_report import setting_label, sweep_table
 

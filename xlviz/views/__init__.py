@@ -494,3 +494,15 @@ def salience(model: Any, question: str, context: str, *, answer: tuple[int, int]
     out = HTML(salience_html(sal, target))
     out.salience = sal
     return out
+
+
+# --------------------------------------------------------------------------- metrics by slice
+from xlviz.views.slices import SliceView, slices  # noqa: E402  (a module of its own; re-exported here)
+
+__all__ += ["SliceView", "slices"]
+from xlviz.views.patching import PatchingView, patching  # noqa: E402
+
+__all__ += ["PatchingView", "patching"]
+from xlviz.views.renderings import RenderingsView, renderings  # noqa: E402
+
+__all__ += ["RenderingsView", "renderings"]
