@@ -360,7 +360,14 @@ if runs:
                     seeds = runs_view.seed_summary(long, groups)
                     st.dataframe(seeds, hide_index=True, width="stretch", key="runs_seeds", placeholder=NA,
                                  column_config=runs_view.compare_column_config(seeds))
-                plotly(runs_view.compare_figure(long, system_colours(root)), key="runs_compare_fig")
+                gone = runs_view.dead(long)
+                if len(gone):  # no bar for a row that is no result (the tables above say "degenerate")
+                    st.caption(f"Not drawn: {len(gone)} degenerate row{'s' if len(gone) != 1 else ''} (no result); "
+                               "the chart's CSV lists them with their verdict.")
+                if runs_view.live(long).empty:
+                    st.info("Every row of these runs is degenerate: no chart.", icon=":material/info:")
+                else:
+                    plotly(runs_view.compare_figure(long, system_colours(root)), key="runs_compare_fig")
                 st.download_button("Download results (CSV)", long.to_csv(index=False), file_name="xlviz-results.csv",
                                    mime="text/csv", icon=":material/download:")
 else:

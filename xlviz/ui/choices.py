@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from xlviz.analysis.reports import ModelSpec  # the one model reference of the app and the analyses
-from xlviz.runs import Run, checkpoints_root, list_runs
+from xlviz.runs import Run, checkpoints_root, list_runs, owner_of
 
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "vocab.txt", "spiece.model", "sentencepiece.bpe.model")
 MODEL_FILES = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin")
@@ -363,7 +363,23 @@ def folder_choice(path: str | os.PathLike) -> ModelChoice:
         config, _ = cached_hub_config(text)
         qa = config is not None and _heads(config.get("architectures"))[0]
     name = folder.name if folder.is_dir() else text
-    return ModelChoice(f"path:{text}", f"{name}" + (" (QA)" if qa else ""), any_language=ModelSpec(text), qa=qa, group="typed")
+    owner = owner_of(folder) if folder.is_dir() else None  # a folder inside a run: that run's data is what it reads
+    return ModelChoice(f"path:{text}", f"{name}" + (" (QA)" if qa else ""), any_language=ModelSpec(text), qa=qa, group="typed",
+                       run=owner[0].name if owner is not None else None)
+
+
+def trained_with(models) -> list[str]:
+    """The runs the picked models were trained with (the manifest's owner of a typed folder
+    included), in pick order without repeats: the data a page should show them first."""
+    return list(dict.fromkeys(m.run for m in models if getattr(m, "run", None)))
+
+
+def default_data_run(names: list[str], models) -> str | None:
+    """The run whose data a page opens on: the first of the picked models' own runs that has
+    the data (``names``), else the first of ``names`` (the newest) when no picked model comes
+    from a run. Never another run's data beside a run's models: when the models' runs have no
+    such data, still the first of ``names``, and the page's readability line says so."""
+    return next((r for r in trained_with(models) if r in names), names[0] if names else None)
 
 
 def discover_models(root: str | os.PathLike | None = None) -> list[ModelChoice]:

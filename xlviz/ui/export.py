@@ -70,6 +70,10 @@ def figure_frame(fig) -> pd.DataFrame:
             if i < len(custom):
                 row.update({f: custom[i][j] for j, f in enumerate(extra) if j < len(custom[i])})
             rows.append(row)
+    if isinstance(meta.get("left_out"), (list, tuple)):  # a chart of result rows: each bar "ok", and the rows it
+        # does not draw (degenerate: no result) listed with their verdict and no score
+        rows = [{**r, "verdict": "ok"} for r in rows] + [dict(r) for r in meta["left_out"] if isinstance(r, dict)]
+        extra = [*extra, "verdict"]
     cols = ["trace", "x", "y"] + (["z"] if any("z" in r for r in rows) else []) + extra
     return pd.DataFrame(rows, columns=cols)
 

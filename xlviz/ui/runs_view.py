@@ -18,7 +18,7 @@ from xlviz.data.typology import PRESETS, parse_languages
 from xlviz.methods import method_of, methods, resolve
 from xlviz.names import check_code
 from xlviz.runs import Run
-from xlviz.training.verdicts import DEGENERATE, is_degenerate
+from xlviz.training.verdicts import DEGENERATE, dead, is_degenerate, live
 from xlviz.ui.choices import config_value
 
 MODEL_SIZES = ("tiny", "small", "medium")
@@ -559,6 +559,12 @@ def compare_table(long: pd.DataFrame) -> pd.DataFrame:
                     den = mine if isinstance(mine, (int, float)) and pd.notna(mine) else den
                 ratio.append(round(100.0 * num / den, 1) if pd.notna(num) and pd.notna(den) and den else None)
             wide[f"F1 {lang}/L1 (%)"] = pd.array(ratio, dtype="Float64").astype(float)
+    if "verdict" in long:  # which languages of a row are no result (tables and exports keep the row, and say so)
+        per_row: dict[tuple, list[str]] = {}
+        for r in dead(long).to_dict("records"):
+            per_row.setdefault(tuple(r[k] for k in keys), []).append(str(r["language"]))
+        wide["verdict"] = [f"{DEGENERATE}: {', '.join(per_row[t])}" if (t := tuple(row[k] for k in keys)) in per_row
+                           else "ok" for _, row in wide.iterrows()]
     return with_degenerate(wide, degenerate).reset_index(drop=True)
 
 
@@ -573,9 +579,11 @@ def compare_figure(long: pd.DataFrame, colours: dict[str, str] | None = None):
 
     from xlviz.ui.colours import colour_map
 
-    ids = ["run", "system", "language"] + (["setting"] if "setting" in long else [])
     from xlviz.ui.text import plot_text
 
+    ids = ["run", "system", "language"] + (["setting"] if "setting" in long else [])
+    gone = dead(long)  # a degenerate row is no result: no bar; the chart's CSV lists it with its verdict
+    long = live(long)
     df = long.melt(id_vars=ids, value_vars=["exact_match", "f1"], var_name="metric", value_name="score")
     df["metric"] = df["metric"].map({"exact_match": "EM", "f1": "F1"})
     for col in ("run", "system", "language"):  # names from results.json and folder names: plotly renders <a href>
@@ -586,8 +594,12 @@ def compare_figure(long: pd.DataFrame, colours: dict[str, str] | None = None):
                  facet_row="setting" if two else None, range_y=[0, 100], labels={"score": "score (%)", "setting": ""},
                  color_discrete_map=colours, hover_data=["run"], custom_data=CSV_FIELDS[:1 + ("setting" in df)],
                  category_orders={"setting": list(SETTINGS)} if two else None)
-    # the CSV export (xlviz.ui.export.figure_frame) reads these per bar: EM and F1 apart
-    fig.update_layout(meta={"customdata": list(CSV_FIELDS[:1 + ("setting" in df)])})
+    # the CSV export (xlviz.ui.export.figure_frame) reads these per bar: EM and F1 apart; and the
+    # rows left out, each with its verdict
+    left_out = [{"trace": f"{r['system']}, {r['run']}", "x": r["language"], "y": None, "metric": m,
+                 **({"setting": r["setting"]} if "setting" in gone else {}), "verdict": DEGENERATE}
+                for r in gone.to_dict("records") for m in ("EM", "F1")]
+    fig.update_layout(meta={"customdata": list(CSV_FIELDS[:1 + ("setting" in df)]), "left_out": left_out})
     fig.update_layout(height=380 * (2 if two else 1), margin=dict(l=10, r=40, t=40, b=10), legend=dict(orientation="h", y=-0.2))
     fig.for_each_annotation(lambda a: a.update(text=a.text.split("=", 1)[-1]))  # "EM", not "metric=EM"
     return fig
@@ -815,8 +827,7 @@ def seed_summary(long: pd.DataFrame, groups: list[list[str]]) -> pd.DataFrame:
     rows = []
     if "setting" not in long:
         long = long.assign(setting=ZERO_SHOT)
-    if "verdict" in long:  # a degenerate row is no result: never in a mean or sd
-        long = long[long["verdict"] != DEGENERATE]
+    long = live(long)  # a degenerate row is no result: never in a mean or sd
     for group in groups:
         sub = long[long["run"].isin(group)]
         for (setting, system, lang), g in sub.groupby(["setting", "system", "language"], sort=False):
