@@ -219,8 +219,8 @@ if not rows.empty:
             col.dataframe(matrix.style.format(precision=1, na_rep=NA), width="stretch", key=k if gi == 0 else f"{k}_{gi}", placeholder=NA)
     if unreadable:  # beside the numbers: which of them are not a result of transfer
         st.warning(md_text("Not meaningful: " + ", ".join(f"{n} · {lang}" for n, lang in sorted(unreadable))
-                           + " — the model's tokenizer cannot read these questions (see the line above), so its "
-                           "scores sit at chance."), icon=":material/translate:")
+                           + " — the model's tokenizer cannot read these questions (see the line above): its scores "
+                           "here say nothing about transfer."), icon=":material/translate:")
     st.caption(f"[low, high]: 95% intervals resampling whole paragraphs (a context's questions go together; {qa.N_RESAMPLES} "
                "resamples, as in the run's results); each model is one seed, so the spread over training seeds is not in them.")
     with st.expander("Uncertainty: 95% paragraph bootstrap intervals" + (" and paired tests" if len(names) > 1 else "")):
