@@ -266,8 +266,8 @@ with guard("Could not check the tokenizers"):
                                f"pieces, {checks[0].unk:.0%} [UNK]; {data.lang_b}: {checks[1].single:.0%}, {checks[1].unk:.0%})."))
         best = max((r[k] for r in rows if r["system"] == s.name for k in ("retrieval_a_to_b", "retrieval_b_to_a")
                     if isinstance(r.get(k), (int, float))), default=None)
-        if best is not None and at_chance(best / 100.0, len(data)):
-            st.warning(md_text(chance_line(s.name, best / 100.0, len(data))), icon=":material/casino:")
+        if best is not None and at_chance(best, len(data)):  # accuracies are fractions here
+            st.warning(md_text(chance_line(s.name, best, len(data))), icon=":material/casino:")
 
 # --- per-layer charts ---------------------------------------------------------------------------------------
 # one colour per system on every chart of the page, the same as on the Runs and XQuAD pages

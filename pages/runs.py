@@ -321,7 +321,12 @@ if runs:
                 stages = list(dict.fromkeys(curves["stage"]))
                 c1, c2, c3, c4 = st.columns([3, 2, 2, 2], vertical_alignment="bottom")
                 keep = c1.multiselect("Stages", stages, default=stages, key="runs_curve_stages")
-                smoothing = c2.slider("Smoothing", 0.0, 0.99, 0.0, 0.01, key="runs_smoothing",
+                # its value through session state only (a URL's value, else 0): a widget given both a
+                # default and a session-state value logs Streamlit's warning with a stack trace
+                v = st.session_state.get("runs_smoothing")
+                ok = isinstance(v, (int, float)) and not isinstance(v, bool) and 0.0 <= v <= 0.99
+                st.session_state["runs_smoothing"] = float(v) if ok else 0.0
+                smoothing = c2.slider("Smoothing", 0.0, 0.99, step=0.01, key="runs_smoothing",
                                       help="Exponential moving average, as in TensorBoard (the raw curve stays faint).")
                 x_axis = c3.radio("x", ["step", "time (s)"], key="runs_curve_x", horizontal=True)
                 logs = c4.segmented_control("Log scale", ["x", "y"], selection_mode="multi", key="runs_curve_log")

@@ -26,7 +26,7 @@ from xlviz.ui.highlight import legend, model_colour
 from xlviz.ui.sidebar import current
 from xlviz.ui.sidebar import page_setup
 from xlviz.ui.state import checked_int, url_state, write_url
-from xlviz.ui.tables import SCORE_RULES, number_config
+from xlviz.ui.tables import SCORE_RULES, number_config, with_p_text
 from xlviz.views.xquad import question_card
 
 page_setup()
@@ -238,7 +238,7 @@ if not rows.empty:
             st.caption("Two systems on the same questions: the F1 difference with its paired paragraph-bootstrap interval "
                        "and a paired permutation test flipping whole paragraphs, and McNemar's exact test on exact match "
                        "(which treats questions as independent). p < 0.05: unlikely to be noise.")
-            paired = paired_tests(results)
+            paired = with_p_text(paired_tests(results))  # p < 0.0005 reads "< 0.001", not "0"
             st.dataframe(paired, hide_index=True, width="stretch", key="xq_paired", placeholder=NA,
                          column_config=number_config(paired, SCORE_RULES))
     with st.expander("Per-question F1 (%) — sort a column to find where a system fails"):

@@ -171,7 +171,7 @@ def test_runs_live_view_and_compare_two_runs(app):
     row = compare[(compare["run"] == "second-run") & (compare["system"] == "monotrans")].iloc[0]
     assert row["F1 en"] == pytest.approx(55.0)
     assert any(getattr(e, "key", None) == "runs_compare_fig" for e in at.get("plotly_chart"))
-    assert row["F1 sov/L1 (%)"] == pytest.approx(round(100 * 35.0 / 55.0, 1))
+    assert row["F1 sov/L1"] == pytest.approx(round(35.0 / 55.0, 2))
     assert "runs_curves_fig" in [e.key for e in at.get("plotly_chart")]
 
 

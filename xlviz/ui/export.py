@@ -115,8 +115,12 @@ def run_report_html(run, figures: dict[str, object] | None = None) -> str:
         figs.append(("Training loss", loss))
     results = results_frame([run])
     parts.append("<h2>Results (%)</h2>")
-    parts.append(compare_table(results).to_html(index=False, float_format=lambda v: f"{v:.1f}", na_rep="n/a")
-                 if not results.empty else "<p>No results yet.</p>")
+    if results.empty:
+        parts.append("<p>No results yet.</p>")
+    else:  # scores with one decimal, F1 L2/L1 ratios with two (0.94), as the app shows them
+        table = compare_table(results)
+        ratios = {c: (lambda v: "n/a" if pd.isna(v) else f"{v:.2f}") for c in table.columns if str(c).endswith("/L1")}
+        parts.append(table.to_html(index=False, float_format=lambda v: f"{v:.1f}", formatters=ratios, na_rep="n/a"))
     # the live view's loss chart (drawn as "loss_<run>") is the one above: not a second time
     figs += [(t, f) for t, f in (figures or {}).items() if not (loss is not None and str(t).startswith("loss_"))]
     first = True

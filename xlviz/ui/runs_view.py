@@ -278,12 +278,19 @@ def run_progress(run: Run, state: str | None = None, now: _dt.datetime | None = 
     frac = _progress_fraction(status)
     if state == "completed":
         frac = 1.0
+    job = None
     started = _parse_time(status.get("started") or status.get("started_at") or status.get("created"))
     if started is None:
-        started = _parse_time((jobs.job_info(run.path) or {}).get("started"))
+        job = jobs.job_info(run.path) or {}
+        started = _parse_time(job.get("started"))
+    # the clock stops when the run does: a cancelled, failed or stopped run's elapsed time is up to its
+    # last record (a run cancelled before it wrote a status has only job.json's "cancelled" time)
     end = now if state in ("running", "starting") else _parse_time(
-        status.get("finished") or status.get("ended") or status.get("updated")) or now
-    elapsed = (end - started).total_seconds() if started else None
+        status.get("finished") or status.get("ended") or status.get("updated"))
+    if end is None and state not in ("running", "starting"):
+        job = job if job is not None else (jobs.job_info(run.path) or {})
+        end = _parse_time(job.get("cancelled") or job.get("ended"))
+    elapsed = (end - started).total_seconds() if started and end else None
     left = None
     if state == "running" and frac and frac > 0.01 and elapsed is not None:
         left = elapsed * (1.0 - frac) / frac
@@ -557,8 +564,9 @@ def compare_table(long: pd.DataFrame) -> pd.DataFrame:
                 if own is not None:
                     mine = own.get(tuple(row[k] for k in keys) + (lang,))
                     den = mine if isinstance(mine, (int, float)) and pd.notna(mine) else den
-                ratio.append(round(100.0 * num / den, 1) if pd.notna(num) and pd.notna(den) and den else None)
-            wide[f"F1 {lang}/L1 (%)"] = pd.array(ratio, dtype="Float64").astype(float)
+                ratio.append(round(num / den, 2) if pd.notna(num) and pd.notna(den) and den else None)
+            # a ratio (0.94), as the sweep page, `xlviz report` and the docs write it; not a percentage
+            wide[f"F1 {lang}/L1"] = pd.array(ratio, dtype="Float64").astype(float)
     if "verdict" in long:  # which languages of a row are no result (tables and exports keep the row, and say so)
         per_row: dict[tuple, list[str]] = {}
         for r in dead(long).to_dict("records"):
@@ -802,14 +810,17 @@ def name_width(names) -> int:
 def compare_column_config(table: pd.DataFrame) -> dict:
     """column_config for a :func:`compare_table` part: the run and system names pinned at the
     left and wide enough to read whole, every score with one decimal (the ratios too: they are
-    percentages)."""
+    percentages; the L2/L1 ratios two decimals)."""
     import streamlit as st
 
     from xlviz.ui.tables import SCORE_RULES, number_config
 
     names = {c: st.column_config.TextColumn(c, width=name_width(table[c]), pinned=True)
              for c in ("run", "runs", "system") if c in table}
-    return number_config(table, SCORE_RULES, config=names)
+    return number_config(table, RATIO_RULES + SCORE_RULES, config=names)
+
+
+RATIO_RULES = ((r"/L1$", "%.2f"),)  # F1 L2/L1 ratios: two decimals (0.94), everywhere they are shown
 
 
 def seed_summary(long: pd.DataFrame, groups: list[list[str]]) -> pd.DataFrame:
