@@ -358,6 +358,7 @@ if runs:
                     st.caption(f"**{setting}** — {runs_view.SETTING_NOTES[setting]}; [95% CI]: paragraph bootstrap, 1 seed")
                     part = part.dropna(axis=1, how="all")
                     st.dataframe(part, hide_index=True, width="stretch", key=f"runs_compare_{i}", placeholder=NA,
+                                 column_order=runs_view.compare_column_order(part),  # F1 in view at 1,400 px
                                  column_config=runs_view.compare_column_config(part))
                 groups = runs_view.seed_groups(chosen_runs)
                 if groups:

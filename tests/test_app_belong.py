@@ -258,3 +258,106 @@ def test_runs_compare_chart_leaves_degenerate_rows_out(two_worlds, monkeypatch, 
     spec = json.loads(chart.proto.spec)
     bars = {(t["name"], x) for t in spec["data"] for x in t["x"]}
     assert ("monotrans, cell", "en") not in bars and ("monotrans, demo", "en") in bars
+
+
+# --- the minor items ----------------------------------------------------------------------------------
+
+def test_p_values_below_half_a_thousandth_read_less_than_0_001():
+    from xlviz.ui.tables import p_text, with_p_text
+
+    assert [p_text(p) for p in (0.0, 0.0004, 0.0006, 0.25, None, float("nan"))] == ["< 0.001", "< 0.001", "0.001", "0.250",
+                                                                                   None, None]
+    frame = pd.DataFrame({"F1 A − B": [1.0, 2.0], "p (paired permutation)": [0.0, 0.03], "p (McNemar, EM)": [0.5, 0.0001]})
+    shown = with_p_text(frame)
+    assert list(shown["p (paired permutation)"]) == ["< 0.001", "0.030"] and list(shown["p (McNemar, EM)"]) == ["0.500", "< 0.001"]
+    assert list(shown["F1 A − B"]) == [1.0, 2.0] and frame["p (paired permutation)"].iloc[0] == 0.0  # the data keep numbers
+
+
+def test_elapsed_time_stops_when_a_run_is_cancelled_before_its_status(tmp_path):
+    import datetime as dt
+
+    from xlviz import jobs
+    from xlviz.io import atomic_write_json
+    from xlviz.ui.runs_view import run_progress
+
+    folder = tmp_path / "r"
+    atomic_write_json(folder / jobs.JOB_FILE, {"started": "2026-01-01T10:00:00+00:00", "cancelled": "2026-01-01T10:02:30+00:00"})
+    later = dt.datetime(2026, 1, 1, 12, 0, tzinfo=dt.timezone.utc)
+    assert run_progress(Run(folder), "cancelled", now=later).elapsed_s == 150.0
+    run = Run(tmp_path / "s")
+    run.write_config({"name": "s"})
+    run.update_status(state="cancelled", started="2026-01-01T10:00:00+00:00", ended="2026-01-01T10:01:00+00:00")
+    assert run_progress(run, "cancelled", now=later).elapsed_s == 60.0
+    assert run_progress(run, "running", now=later).elapsed_s == 7200.0  # a live run's clock runs
+
+
+def test_compare_table_puts_f1_first_with_its_interval_and_ratios_as_ratios():
+    from xlviz.ui.runs_view import compare_column_order, compare_table
+
+    long = _long().assign(f1_ci_low=1.0, f1_ci_high=99.0, exact_match_ci_low=1.0, exact_match_ci_high=99.0)
+    table = compare_table(long)
+    order = compare_column_order(table.drop(columns="setting"))
+    assert order == ["run", "system", "F1 en [95% CI]", "F1 sov [95% CI]", "EM en [95% CI]", "EM sov [95% CI]", "F1 sov/L1",
+                     "parallel pairs", "verdict"]
+    row = table.set_index("system")
+    assert row.loc["monotrans", "F1 sov [95% CI]"] == DEGENERATE and pd.isna(row.loc["floor", "F1 sov/L1"])
+    assert compare_column_order(compare_table(_long()))[2:4] == ["F1 en", "F1 sov"]  # no intervals: the scores
+
+
+def test_home_lists_runs_as_the_runs_page_does(tmp_path, monkeypatch):
+    from tests.app_fixtures import make_run
+    from tests.sweep_fixtures import make_sweep
+
+    root = tmp_path / "checkpoints"
+    make_sweep(root)
+    make_run(root, "plain-run", models=False)
+    monkeypatch.setenv("XLVIZ_CHECKPOINTS", str(root))
+    at = AppTest.from_file(APP, default_timeout=TIMEOUT)
+    at.run()
+    home = next(d.value for d in at.dataframe if "run" in d.value.columns)
+    at.switch_page("pages/runs.py").run()
+    runs = next(d.value for d in at.dataframe if "run" in d.value.columns and "state" in d.value.columns)
+    assert list(home["run"]) == list(runs["run"])[:5] == ["plain-run"]  # the sweep's cells: on the Sweeps page
+
+
+def test_all_degenerate_sweep_draws_nothing_and_says_so(tmp_path, monkeypatch):
+    from tests.sweep_fixtures import make_sweep
+    from xlviz.runs import sweep_cells
+
+    root = tmp_path / "checkpoints"
+    folder = make_sweep(root)
+    for cell in sweep_cells(folder):
+        run = Run(cell)
+        run.write_results([{**r, "verdict": DEGENERATE, "degenerate_stages": ["s1_pretrain"]} for r in run.results()])
+    monkeypatch.setenv("XLVIZ_CHECKPOINTS", str(root))
+    at = AppTest.from_file(APP, default_timeout=TIMEOUT)
+    at.run()
+    at.switch_page("pages/sweeps.py").run()
+    assert not at.exception, [e.message for e in at.exception]
+    infos = [str(i.value).replace("\\", "") for i in at.info]
+    assert "Every row of this sweep is degenerate: nothing to chart or pair." in infos
+    assert any(v.startswith("Every row of monotrans and floor is degenerate") for v in infos), infos
+    assert not any("share no cell" in v for v in infos) and not at.get("plotly_chart")
+
+
+def test_smoothing_from_a_url_logs_no_session_state_warning(two_worlds, monkeypatch):
+    from streamlit.elements.lib import policies
+
+    logged = []
+    monkeypatch.setattr(policies, "_shown_default_value_warning", False)  # Streamlit warns once per process
+    monkeypatch.setattr(policies._LOGGER, "warning", lambda msg, *a, **k: logged.append(msg % a))
+    monkeypatch.setenv("XLVIZ_CHECKPOINTS", str(two_worlds))
+    at = AppTest.from_file(APP, default_timeout=TIMEOUT)
+    at.query_params.update({"runs_compare_pick": '["demo", "cell"]', "runs_smoothing": "0.5"})
+    at.run()
+    at.switch_page("pages/runs.py").run()
+    assert not at.exception
+    assert at.slider(key="runs_smoothing").value == 0.5
+    assert not [m for m in logged if "Session State API" in m], logged
+
+
+def test_streamlit_deploy_button_is_hidden():
+    import tomllib
+
+    cfg = tomllib.loads((Path(APP).parent / ".streamlit" / "config.toml").read_text())
+    assert cfg["client"]["toolbarMode"] == "minimal"

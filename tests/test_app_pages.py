@@ -309,9 +309,11 @@ def test_xquad_decodes_like_the_run_and_runs_one_model_once(app, fake_root, tmp_
         assert len(calls) == 2  # en once for both systems (same files), sov once
         # another world's L2 is mostly unknown words to this run's sov vocabulary: said once, with the rate
         warnings = [w.value.replace("\\", "") for w in at.warning]  # names are escaped markdown (xlviz.ui.text)
+        # (its English is another world's too: spelled out letter by letter, said as well)
         warnings = [w for w in warnings if "Not readable" in w]
-        assert len(warnings) == 1 and warnings[0].startswith("sov questions: Not readable") and "[UNK]" in warnings[0]
-        assert "run demo-run" in warnings[0]
+        assert any(w.startswith("sov questions: Not readable by monotrans's tokenizer") for w in warnings), warnings
+        assert any(w.startswith("en questions: Not readable") and "letter by letter" in w for w in warnings), warnings
+        assert all("run demo-run" in w for w in warnings)
         em = at.dataframe[0].value
         assert em.loc["monotrans", "en"] == em.loc["samefiles", "en"]
     finally:

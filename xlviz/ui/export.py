@@ -89,6 +89,13 @@ table{border-collapse:collapse;font-size:.9em}td,th{border:1px solid #ccc;paddin
 th{background:#f3f3f3}td:first-child,th:first-child{text-align:left}h2{margin-top:2rem}"""
 
 
+def go_copy(fig):
+    """A copy of a plotly figure (the app's session keeps its own)."""
+    import plotly.graph_objects as go
+
+    return go.Figure(fig)
+
+
 def run_report_html(run, figures: dict[str, object] | None = None) -> str:
     """A self-contained HTML page for one run: config, status, loss curves, results table and
     ``figures`` (title -> plotly figure: analyses computed so far). plotly.js is inlined once."""
@@ -123,8 +130,11 @@ def run_report_html(run, figures: dict[str, object] | None = None) -> str:
         parts.append(table.to_html(index=False, float_format=lambda v: f"{v:.1f}", formatters=ratios, na_rep="n/a"))
     # the live view's loss chart (drawn as "loss_<run>") is the one above: not a second time
     figs += [(t, f) for t, f in (figures or {}).items() if not (loss is not None and str(t).startswith("loss_"))]
+    from xlviz.views.figures import tidy
+
     first = True
     for title, fig in figs:
+        fig = tidy(go_copy(fig))  # axis labels grow their margins (as in the app), not over the ticks
         parts.append(f"<h2>{html.escape(title)}</h2>")
         parts.append(fig.to_html(full_html=False, include_plotlyjs=True if first else False))
         first = False

@@ -546,7 +546,7 @@ def compare_table(long: pd.DataFrame) -> pd.DataFrame:
                 cells = []
                 for _, row in wide.iterrows():
                     r = cis.get(tuple(row[k] for k in keys) + (lang,))
-                    cells.append("" if r is None or r.get("verdict") == DEGENERATE
+                    cells.append("" if r is None else DEGENERATE if r.get("verdict") == DEGENERATE
                                  else with_interval(r[metric], r[f"{metric}_ci_low"], r[f"{metric}_ci_high"]))
                 wide.insert(wide.columns.get_loc(col) + 1, f"{col} [95% CI]", cells)
     if "parallel_pairs" in long:
@@ -820,7 +820,29 @@ def compare_column_config(table: pd.DataFrame) -> dict:
     return number_config(table, RATIO_RULES + SCORE_RULES, config=names)
 
 
-RATIO_RULES = ((r"/L1$", "%.2f"),)  # F1 L2/L1 ratios: two decimals (0.94), everywhere they are shown
+RATIO_RULES = ((r"/L1$", "%.2f"),)
+
+
+def compare_column_order(table: pd.DataFrame) -> list[str]:
+    """The columns a :func:`compare_table` part shows, so that it fits a 1,400 px window with F1
+    in view: the names, then F1 and EM per language, each as ``score [95% CI]`` where rows carry
+    intervals (the bare score, which that text repeats, is then left out of the view; the frame
+    and its CSV keep it), then the L2/L1 ratios, the parallel pairs and the verdict."""
+    cols = [str(c) for c in table.columns]
+    names = [c for c in ("run", "runs", "system") if c in cols]
+    langs = list(dict.fromkeys(c[3:] for c in cols if c.startswith("F1 ") and not c.endswith(("]", "/L1"))))
+    langs += [l for l in dict.fromkeys(c[3:] for c in cols if c.startswith("EM ") and not c.endswith("]")) if l not in langs]
+    scores = []
+    for metric in ("F1", "EM"):
+        for lang in langs:
+            ci, bare = f"{metric} {lang} [95% CI]", f"{metric} {lang}"
+            if ci in cols and table[ci].map(lambda v: isinstance(v, str) and bool(v)).any():
+                scores.append(ci)
+            elif bare in cols:
+                scores.append(bare)
+    ratios = [c for c in cols if c.endswith("/L1")]
+    tail = [c for c in ("parallel pairs", "verdict") if c in cols]
+    return names + scores + ratios + tail  # F1 L2/L1 ratios: two decimals (0.94), everywhere they are shown
 
 
 def seed_summary(long: pd.DataFrame, groups: list[list[str]]) -> pd.DataFrame:
