@@ -361,3 +361,16 @@ def test_streamlit_deploy_button_is_hidden():
 
     cfg = tomllib.loads((Path(APP).parent / ".streamlit" / "config.toml").read_text())
     assert cfg["client"]["toolbarMode"] == "minimal"
+
+
+def test_a_legend_of_eight_systems_gets_rows_of_its_own_below_the_axis_title():
+    from xlviz.views.figures import AXIS_PX, LEGEND_ROW_PX, layer_lines, legend_rows
+
+    assert legend_rows(["a"]) == 1 and legend_rows(["x" * 30] * 4, width=560) == 2  # 258 px each: two a row
+    names = [f"sweep/00{i}-languages-sov_seed-{i} · transferred" for i in range(8)]
+    rows = [{"system": n, "layer": l, "retrieval": 0.5} for n in names for l in range(3)]
+    one = layer_lines(rows[:3], "retrieval", "t")
+    eight = layer_lines(rows, "retrieval", "t")
+    n = legend_rows([t.name for t in eight.data])
+    assert n == 8 and eight.layout.margin.b == AXIS_PX + LEGEND_ROW_PX * n + 8
+    assert eight.layout.height - one.layout.height == LEGEND_ROW_PX * (n - 1)  # the plot keeps its height

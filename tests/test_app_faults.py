@@ -211,7 +211,10 @@ def test_layer_lines_colour_is_system_dash_is_language_legend_below():
     fig = layer_lines(rows, "accuracy", "t", color="system", dash="language", colours={"monotrans": "#123456"})
     assert len(fig.data) == 2 and {t.line.color for t in fig.data} == {"#123456"}
     assert len({t.line.dash for t in fig.data}) == 2
-    assert fig.layout.legend.orientation == "h" and fig.layout.legend.y < 0, "legend outside, below the plot"
+    # legend outside, below the plot: at the bottom of the figure, the bottom margin holding it and the x axis
+    legend = fig.layout.legend
+    assert legend.orientation == "h" and legend.yref == "container" and legend.y == 0 and legend.yanchor == "bottom"
+    assert fig.layout.margin.b >= 64 + 24
 
 
 def test_wic_charts_dash_by_language(app):
