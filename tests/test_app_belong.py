@@ -114,6 +114,14 @@ def test_compare_table_and_the_html_report_keep_a_verdict_column(tmp_path):
     run.write_results([{k: v for k, v in r.items() if k != "run"} for r in ROWS])
     html = run_report_html(run)
     assert "<th>verdict</th>" in html and f"{DEGENERATE}: sov" in html
+    live_run = Run(tmp_path / "l")
+    live_run.write_config({"name": "l", "languages": ["sov"]})
+    live_run.write_results([{"system": "monotrans", "language": "en", "exact_match": 40.0, "f1": 50.0},
+                            {"system": "monotrans", "language": "sov", "exact_match": 20.0, "f1": 47.0},
+                            {"system": "floor", "language": "sov", "exact_match": 5.0, "f1": 9.0}])
+    table = run_report_html(live_run).split("<h2>Results (%)</h2>", 1)[1].split("</table>", 1)[0]
+    assert "<td>0.94</td>" in table and "<th>F1 sov/L1</th>" in table  # a ratio, as the app writes it (47 / 50)
+    assert "None" not in table and "<td>n/a</td>" in table  # the floor has no English row
 
 
 def test_seed_summary_means_leave_degenerate_rows_out():

@@ -89,6 +89,16 @@ table{border-collapse:collapse;font-size:.9em}td,th{border:1px solid #ccc;paddin
 th{background:#f3f3f3}td:first-child,th:first-child{text-align:left}h2{margin-top:2rem}"""
 
 
+def _cell(column: str, value) -> str:
+    """A results cell as the report writes it: n/a for a missing number (never "None"), scores
+    with one decimal, F1 L2/L1 ratios with two (0.94, as the app and `xlviz report`)."""
+    if value is None or (isinstance(value, float) and pd.isna(value)):
+        return "n/a"
+    if isinstance(value, float):
+        return f"{value:.2f}" if column.endswith("/L1") else f"{value:.1f}"
+    return str(value)
+
+
 def go_copy(fig):
     """A copy of a plotly figure (the app's session keeps its own)."""
     import plotly.graph_objects as go
@@ -126,8 +136,8 @@ def run_report_html(run, figures: dict[str, object] | None = None) -> str:
         parts.append("<p>No results yet.</p>")
     else:  # scores with one decimal, F1 L2/L1 ratios with two (0.94), as the app shows them
         table = compare_table(results)
-        ratios = {c: (lambda v: "n/a" if pd.isna(v) else f"{v:.2f}") for c in table.columns if str(c).endswith("/L1")}
-        parts.append(table.to_html(index=False, float_format=lambda v: f"{v:.1f}", formatters=ratios, na_rep="n/a"))
+        shown = pd.DataFrame({c: [_cell(str(c), v) for v in table[c].tolist()] for c in table.columns})
+        parts.append("<div style='overflow-x:auto'>" + shown.to_html(index=False) + "</div>")
     # the live view's loss chart (drawn as "loss_<run>") is the one above: not a second time
     figs += [(t, f) for t, f in (figures or {}).items() if not (loss is not None and str(t).startswith("loss_"))]
     from xlviz.views.figures import tidy

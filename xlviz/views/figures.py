@@ -95,13 +95,17 @@ def legend_rows(names: Sequence[str], width: int = 560) -> int:
 
 def legend_below(fig, names: Sequence[str], height: int = 420):
     """A horizontal legend under the x-axis title that never covers it, however many entries:
-    placed from the bottom of the figure (``yref="container"``), with the bottom margin made
-    room for its rows plus the axis below the plot, and the figure as much taller. (At a paper
+    placed in the figure's own coordinates (``yref="container"``) just under the x-axis title,
+    with the bottom margin made room for its rows plus the axis below the plot, and the figure
+    as much taller. (At a paper
     position such as ``y=-0.2`` a legend of many rows shrank the plot until it sat on the
     x-axis title: eight systems on the Alignment page.)"""
     legend_px = LEGEND_ROW_PX * legend_rows(names) + 8
-    fig.update_layout(legend=dict(title_text="", orientation="h", yref="container", yanchor="bottom", y=0, x=0, xanchor="left"),
-                      margin=dict(b=AXIS_PX + legend_px), height=height + legend_px)
+    total = height + legend_px
+    # its top just under the axis title: rows fewer than estimated leave room at the bottom, not a gap
+    fig.update_layout(legend=dict(title_text="", orientation="h", yref="container", yanchor="top", y=legend_px / total,
+                                  x=0, xanchor="left"),
+                      margin=dict(b=AXIS_PX + legend_px), height=total)
     return fig
 
 
