@@ -20,6 +20,7 @@ from xlviz.names import check_code
 from xlviz.runs import Run
 from xlviz.training.verdicts import DEGENERATE, dead, is_degenerate, live
 from xlviz.ui.choices import config_value
+from xlviz.views.figures import legend_below
 
 MODEL_SIZES = ("tiny", "small", "medium")
 L2_LANGUAGES = tuple(PRESETS)  # the grammar presets (xlviz.data.typology); each its own L2 code
@@ -608,7 +609,8 @@ def compare_figure(long: pd.DataFrame, colours: dict[str, str] | None = None):
                  **({"setting": r["setting"]} if "setting" in gone else {}), "verdict": DEGENERATE}
                 for r in gone.to_dict("records") for m in ("EM", "F1")]
     fig.update_layout(meta={"customdata": list(CSV_FIELDS[:1 + ("setting" in df)]), "left_out": left_out})
-    fig.update_layout(height=380 * (2 if two else 1), margin=dict(l=10, r=40, t=40, b=10), legend=dict(orientation="h", y=-0.2))
+    fig.update_layout(margin=dict(l=10, r=40, t=40))
+    legend_below(fig, [t.name for t in fig.data if t.showlegend is not False], height=380 * (2 if two else 1))
     fig.for_each_annotation(lambda a: a.update(text=a.text.split("=", 1)[-1]))  # "EM", not "metric=EM"
     return fig
 
@@ -723,9 +725,8 @@ def overlay_figure(curves: pd.DataFrame, *, x: str = "step", smoothing: float = 
                         legendgroup=name, opacity=0.55 if earlier else 1.0,
                         marker=dict(symbol=symbol or "circle", size=6, maxdisplayed=12),
                         line=dict(color=colour, dash=DASHES[i % len(DASHES)], width=1 if earlier else 2.2))
-    fig.update_layout(height=420, margin=dict(l=10, r=10, t=30, b=10),
-                      legend=dict(orientation="h", yanchor="top", y=-0.2, x=0, xanchor="left"),
-                      xaxis_title="step" if x == "step" else "time (s)", yaxis_title="loss")
+    fig.update_layout(margin=dict(l=10, r=10, t=30), xaxis_title="step" if x == "step" else "time (s)", yaxis_title="loss")
+    legend_below(fig, [t.name for t in fig.data if t.showlegend is not False], height=420)  # never over the x-axis title
     if log_x:
         fig.update_xaxes(type="log")
     if log_y:
@@ -809,8 +810,8 @@ def name_width(names) -> int:
 
 def compare_column_config(table: pd.DataFrame) -> dict:
     """column_config for a :func:`compare_table` part: the run and system names pinned at the
-    left and wide enough to read whole, every score with one decimal (the ratios too: they are
-    percentages; the L2/L1 ratios two decimals)."""
+    left and wide enough to read whole, every score with one decimal, the F1 L2/L1 ratios with
+    two (0.94)."""
     import streamlit as st
 
     from xlviz.ui.tables import SCORE_RULES, number_config
