@@ -319,14 +319,21 @@ def unk_rate(ref: ModelSpec, file: str, n: int = 50) -> float:
     return _unk_rate(ref.path, ref.tokenizer, model_key(ref, "qa"), file, file_stamp(file), n)
 
 
+@st.cache_resource(show_spinner=False, max_entries=32)
+def _tokenizer_of(path: str, tokenizer: str | None, mkey: str):
+    """A model's tokenizer, loaded once per process and model files (the readability checks of
+    every page and side share it); the model itself only when its folder has no tokenizer."""
+    tok = _tokenizer_only(path, tokenizer)
+    if tok is None:
+        _, tok = _load_model(path, tokenizer, "base")
+    return tok
+
+
 @st.cache_data(show_spinner=False, max_entries=256)
 def _readability(path: str, tokenizer: str | None, mkey: str, texts: tuple, who: str):
     from xlviz.analysis.readability import readability
 
-    tok = _tokenizer_only(path, tokenizer)
-    if tok is None:
-        _, tok = _load_model(path, tokenizer, "base")
-    return readability(tok, texts, who)
+    return readability(_tokenizer_of(path, tokenizer, mkey), texts, who)
 
 
 def readability_of(ref: ModelSpec, texts, who: str = "the model's tokenizer"):
