@@ -16,9 +16,10 @@ import streamlit as st
 from xlviz.analysis import encodings as enc
 from xlviz.analysis.reports import ModelSpec, System, aligned_words, run_systems
 from xlviz.ui import analysis as ua
-from xlviz.ui.choices import default_rows
+from xlviz.ui.choices import default_data_run, default_rows
 from xlviz.ui.colours import label_colours, system_colours
-from xlviz.ui.common import NA, guard, plotly, refused_warning
+from xlviz.analysis.readability import at_chance, chance_line
+from xlviz.ui.common import NA, guard, plotly, readability_of, refused_warning
 from xlviz.ui.sidebar import current, page_setup
 from xlviz.views import figures as vf
 from xlviz.ui.state import keep, picks_in_context, url_state, write_url
@@ -77,8 +78,8 @@ with guard("Could not read the parallel sentences", stop=True):
     if psource.takes == "run":
         c1, c2, c3 = st.columns([3, 1, 1])
         names = [r.name for r in runs]
-        if st.session_state.get("al_run") not in names:
-            st.session_state["al_run"] = names[0]
+        if st.session_state.get("al_run") not in names:  # the picked models' own run, never the newest other run
+            st.session_state["al_run"] = default_data_run(names, sel.models)
         run_name = c1.selectbox("Run", names, key="al_run", help="Runs with a pre-trained L1 model and parallel pairs: "
                                 "the generated world's (with gold dictionary and word alignment), or those a run on "
                                 "real corpora saved.")
@@ -252,6 +253,22 @@ for s in systems:
 progress.close()
 if not rows:
     st.stop()
+
+# --- can each system read these sentences, and is it above chance? (one line each, beside the charts) ------
+with guard("Could not check the tokenizers"):
+    for s in systems:
+        checks = [readability_of(ref, texts, who=f"the {lang} tokenizer of {s.name}")
+                  for ref, texts, lang in ((s.a, data.src, data.lang_a), (s.b, data.tgt, data.lang_b))]
+        bad = [c for c in checks if not c.ok]
+        if bad:
+            st.warning(md_text(" ".join(c.line for c in bad)), icon=":material/translate:")
+        else:
+            st.caption(md_text(f"{s.name}: both sides readable ({data.lang_a}: {checks[0].single:.0%} single-character "
+                               f"pieces, {checks[0].unk:.0%} [UNK]; {data.lang_b}: {checks[1].single:.0%}, {checks[1].unk:.0%})."))
+        best = max((r[k] for r in rows if r["system"] == s.name for k in ("retrieval_a_to_b", "retrieval_b_to_a")
+                    if isinstance(r.get(k), (int, float))), default=None)
+        if best is not None and at_chance(best, len(data)):  # accuracies are fractions here
+            st.warning(md_text(chance_line(s.name, best, len(data))), icon=":material/casino:")
 
 # --- per-layer charts ---------------------------------------------------------------------------------------
 # one colour per system on every chart of the page, the same as on the Runs and XQuAD pages

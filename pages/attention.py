@@ -18,7 +18,8 @@ from xlviz.ui import analysis as ua
 from xlviz.ui import attention_view as av
 from xlviz.ui.common import attention, guard, has_own_cross_attention, max_positions, mixed_attention, own_cross_attention, plotly
 from xlviz.ui.common import mixed_query_keys, query_keys
-from xlviz.ui.common import shares_body, typed_text_stats
+from xlviz.ui.common import readability_of, shares_body, typed_text_stats
+from xlviz.ui.choices import default_data_run
 from xlviz.ui.sidebar import current
 from xlviz.ui.sidebar import page_setup
 from xlviz.ui.state import url_state, write_url
@@ -75,7 +76,8 @@ with guard("Could not read the pair", stop=True):
     elif source == WORLD:
         c1, c2, c3 = st.columns([2, 1, 3])
         if st.session_state.get("att_run") not in [r.name for r in world_runs]:
-            st.session_state["att_run"] = world_runs[0].name
+            # the picked models' own run (its world is what their tokenizers read), never the newest other run
+            st.session_state["att_run"] = default_data_run([r.name for r in world_runs], sel.models)
         run_name = c1.selectbox("Run", [r.name for r in world_runs], key="att_run")
         run = next(r for r in world_runs if r.name == run_name)
         files = av.world_parallel_files(run.path)
@@ -174,6 +176,11 @@ for name, res in inputs:
                 else f"{cap} is the model's own limit: shorten the text to see all of it")
         st.warning(f"{md_text(name)}: the input has {res.n_tokens_before_truncation} tokens; only the first "
                    f"{len(res.tokens)} are shown ({more}).", icon=":material/content_cut:")
+if source != TYPED:  # another run's or language's text: can each model's tokenizer read it?
+    with guard("Could not check the tokenizers"):
+        for label, text, lang, ref, model in (("A", pair.text_a, pair.lang_a, ref_a, ma), ("B", pair.text_b, pair.lang_b, ref_b, mb)):
+            r = readability_of(ref, [text], who=f"{model.name}'s tokenizer")
+            (st.caption if r.ok else st.warning)(md_text(f"{label} ({lang}): {r.line}"))
 if source == TYPED:  # how each model's tokenizer reads what was typed
     with guard("Could not tokenize the typed text"):
         for label, text, lang, ref, model in (("A", pair.text_a, pair.lang_a, ref_a, ma), ("B", pair.text_b, pair.lang_b, ref_b, mb)):

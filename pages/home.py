@@ -2,7 +2,6 @@
 
 import streamlit as st
 
-from xlviz.runs import list_runs
 from xlviz.ui import runs_view
 from xlviz.ui.common import NA, guard
 from xlviz.ui.sidebar import page_setup
@@ -22,12 +21,16 @@ st.markdown(
 
 st.subheader("Recent runs")
 with guard("Could not read the runs folder"):
-    runs = list_runs()[:5]
+    # the Runs page's "All runs" rule: run folders of the checkpoints root (a sweep's cells are on
+    # the Sweeps page), newest first
+    runs = runs_view.all_runs()[:5]
     if not runs:
-        st.info("No runs yet — start one on the **Runs** page.", icon=":material/info:")
+        # as the Runs page says it (a folder holding only sweeps names them), pointing to that page
+        st.info(runs_view.no_runs_message().replace("start one above", "start one on the **Runs** page"), icon=":material/info:")
     else:
         table = runs_view.run_table(runs)
-        st.caption("Best L2 F1: the best transfer system's, upper bounds (the dictionary oracle) left out.")
+        st.caption("Best L2 F1: the best transfer system's, upper bounds (the dictionary oracle) left out. "
+                   "A sweep's cells are listed on the Sweeps page.")
         first = ["run", "state", "best L2 F1, zero-shot", "best L2 F1, L2 labels", "systems"]
         st.dataframe(table, hide_index=True, width="stretch", column_order=first + [c for c in table.columns if c not in first],
                      column_config=runs_view.compare_column_config(table) | {c: st.column_config.NumberColumn(f"{c} (%)", format="%.1f")

@@ -20,7 +20,7 @@ import streamlit as st
 
 from xlviz.analysis.reports import ModelSpec, ProbeModel, agreement_rows, probed_and_refused, run_probe_models
 from xlviz.ui import analysis as ua
-from xlviz.ui.choices import default_rows, split_probeable
+from xlviz.ui.choices import AGREEMENT_VIEW, WIC_VIEW, default_rows, split_probeable
 from xlviz.ui.colours import label_colours, system_colours
 from xlviz.ui.common import NA, guard, plotly, refused_warning, shared_data_dir
 from xlviz.ui.sidebar import current, page_setup
@@ -115,9 +115,9 @@ for m in english:
 st.caption("L2 can be probed in every system of the run (its encoders; pick them under Rows), next to the L1 model on L1; a run trained with "
            "`--methods mono-l2` adds a model trained on L2 directly, the reference the paper probes against. English "
            "models picked in the sidebar are probed on English data.")
-models, no_head = split_probeable(models, mlm=probe == AGREEMENT)
+models, no_head = split_probeable(models, AGREEMENT_VIEW if probe == AGREEMENT else WIC_VIEW)
 if no_head:
-    st.caption("Not offered, no masked-LM head " + ("to score minimal pairs with" if probe == AGREEMENT else "to build the floor from")
+    st.caption("Not offered, no masked-LM head " + ("to score minimal pairs with" if probe == AGREEMENT else "to read the words with")
                + ": "
                + ", ".join(dict.fromkeys(m.name for m in no_head)) + ".")
 # a model built on a degenerate stage (the run's verdicts) is no result: listed, never probed

@@ -322,7 +322,12 @@ if runs:
                 stages = list(dict.fromkeys(curves["stage"]))
                 c1, c2, c3, c4 = st.columns([3, 2, 2, 2], vertical_alignment="bottom")
                 keep = c1.multiselect("Stages", stages, default=stages, key="runs_curve_stages")
-                smoothing = c2.slider("Smoothing", 0.0, 0.99, 0.0, 0.01, key="runs_smoothing",
+                # its value through session state only (a URL's value, else 0): a widget given both a
+                # default and a session-state value logs Streamlit's warning with a stack trace
+                v = st.session_state.get("runs_smoothing")
+                ok = isinstance(v, (int, float)) and not isinstance(v, bool) and 0.0 <= v <= 0.99
+                st.session_state["runs_smoothing"] = float(v) if ok else 0.0
+                smoothing = c2.slider("Smoothing", 0.0, 0.99, step=0.01, key="runs_smoothing",
                                       help="Exponential moving average, as in TensorBoard (the raw curve stays faint).")
                 x_axis = c3.radio("x", ["step", "time (s)"], key="runs_curve_x", horizontal=True)
                 logs = c4.segmented_control("Log scale", ["x", "y"], selection_mode="multi", key="runs_curve_log")
@@ -354,6 +359,7 @@ if runs:
                     st.caption(f"**{setting}** — {runs_view.SETTING_NOTES[setting]}; [95% CI]: paragraph bootstrap, 1 seed")
                     part = part.dropna(axis=1, how="all")
                     st.dataframe(part, hide_index=True, width="stretch", key=f"runs_compare_{i}", placeholder=NA,
+                                 column_order=runs_view.compare_column_order(part),  # F1 in view at 1,400 px
                                  column_config=runs_view.compare_column_config(part))
                 groups = runs_view.seed_groups(chosen_runs)
                 if groups:
@@ -361,7 +367,14 @@ if runs:
                     seeds = runs_view.seed_summary(long, groups)
                     st.dataframe(seeds, hide_index=True, width="stretch", key="runs_seeds", placeholder=NA,
                                  column_config=runs_view.compare_column_config(seeds))
-                plotly(runs_view.compare_figure(long, system_colours(root)), key="runs_compare_fig")
+                gone = runs_view.dead(long)
+                if len(gone):  # no bar for a row that is no result (the tables above say "degenerate")
+                    st.caption(f"Not drawn: {len(gone)} degenerate row{'s' if len(gone) != 1 else ''} (no result); "
+                               "the chart's CSV lists them with their verdict.")
+                if runs_view.live(long).empty:
+                    st.info("Every row of these runs is degenerate: no chart.", icon=":material/info:")
+                else:
+                    plotly(runs_view.compare_figure(long, system_colours(root)), key="runs_compare_fig")
                 st.download_button("Download results (CSV)", long.to_csv(index=False), file_name="xlviz-results.csv",
                                    mime="text/csv", icon=":material/download:")
 else:

@@ -186,10 +186,14 @@ with guard("Could not read the cells' stage times"):
     timing = sweeps_view.timing_line(summary.path)
     if timing:
         st.caption(timing)
-with guard("Could not draw the figure"):
-    fig = sweeps_view.ratio_figure(rows, picked or None)
-    fig.update_layout(title_text="Transfer ratio against typological distance (mean over seeds, 95% band)")
-    plotly(fig, key="sw_ratio_fig")
+charted = sweeps_view.live_rows(rows)  # only rows with a live seed are drawn or paired
+if not charted:
+    st.info("Every row of this sweep is degenerate: nothing to chart or pair.", icon=":material/info:")
+else:
+    with guard("Could not draw the figure"):
+        fig = sweeps_view.ratio_figure(charted, picked or None)
+        fig.update_layout(title_text="Transfer ratio against typological distance (mean over seeds, 95% band)")
+        plotly(fig, key="sw_ratio_fig")
 
 st.subheader("Paired difference")
 c1, c2, c3 = st.columns(3)
@@ -206,7 +210,10 @@ if a == b:
 else:
     with guard("Could not pair the systems"):
         diff = sweeps_view.paired_table(summary.path, a, b, metric)
-        if diff.empty:
+        dead = [x for x in (a, b) if not any(r["system"] == x for r in charted)]
+        if diff.empty and dead:
+            st.info(md_text(f"Every row of {' and '.join(dead)} is degenerate: no paired difference."), icon=":material/info:")
+        elif diff.empty:
             st.info("The two systems share no cell and L2.", icon=":material/info:")
         else:
             st.caption("Paired by cell (same seed, world and English body): the mean of the per-seed differences, its "

@@ -21,13 +21,13 @@ from xlviz.ui.choices import dataset_from_folder, discover_qa_datasets
 from xlviz.ui.colours import system_colours
 from xlviz.evaluation.squad_metric import mlqa_languages
 from xlviz.ui.common import (CHUNK, NA, articles_of, cell_intervals, examples_of, guard, paired_tests, predict, qa_decoding,
-                             same_model_key, saved_or_none, score_matrix_ci, shared_data_dir, unk_rate)
+                             same_model_key, saved_or_none, score_matrix_ci, shared_data_dir, data_readability)
 from xlviz.ui.runs_view import SETTING_NOTES, SETTINGS, export_setting
 from xlviz.ui.highlight import legend, model_colour
 from xlviz.ui.sidebar import current
 from xlviz.ui.sidebar import page_setup
 from xlviz.ui.state import checked_int, url_state, write_url
-from xlviz.ui.tables import SCORE_RULES, number_config
+from xlviz.ui.tables import SCORE_RULES, number_config, with_p_text
 from xlviz.views.xquad import question_card
 
 page_setup()
@@ -114,15 +114,17 @@ data_run = dataset.run
 origin = [f"questions: {'run ' + data_run + ' (its generated test set)' if data_run else dataset.label}"]
 origin += [f"{m.name}: {'run ' + m.run if m.run else 'typed folder / hub id'}" for m in models]
 st.caption(md_join(origin, " · "))
+unreadable: set[tuple[str, str]] = set()  # (model, language) whose tokenizer cannot read these questions
 with guard("Could not check the vocabularies"):
     for m in models:
         for lang in langs:
             if m.covers(lang):
-                rate = unk_rate(m.ref_for(lang), dataset.file(lang))
-                if rate > 0.05:
-                    st.warning(md_text(f"{m.name} reads {rate:.0%} of the {lang} questions' tokens as [UNK]: its vocabulary "
-                               f"does not fit this data" + (f" (it comes from run {m.run}" + (f", the data from run {data_run})" if data_run else ")")
-                                                            if m.run else "") + "."), icon=":material/translate:")
+                r = data_readability(m.ref_for(lang), dataset.file(lang), who=f"{m.name}'s tokenizer")
+                if not r.ok:
+                    unreadable.add((m.name, lang))
+                    where = (f" ({m.name} comes from run {m.run}" + (f", the questions from run {data_run})" if data_run else ")")
+                             if m.run else "")
+                    st.warning(md_text(f"{lang} questions: {r.line}{where}"), icon=":material/translate:")
 if not models:
     st.info("Pick one or more QA models in the sidebar (a run's “· system QA” exports, or a fine-tuned QA folder) "
             "to see their answers. Showing the gold answers only.", icon=":material/info:")
@@ -155,6 +157,13 @@ articles = {lang: articles_of(dataset.file(lang)) for lang in langs}
 # real data (not a run's generated test set) is scored as MLQA's script scores its language
 mlqa = {lang: lang for lang in langs if data_run is None and articles[lang] is None and lang in mlqa_languages()}
 rows = qa.prediction_rows(examples, predictions, ids, articles=articles, mlqa=mlqa)
+# a run export whose row depends on a degenerate stage is no result: its rows keep a verdict
+# (the CSV), its cells read "degenerate", and no average, interval or test uses them (runs_view.live)
+degenerate_of = {m.name: runs_view.export_degenerate(m.run, m.system) for m in models}
+if not rows.empty:
+    rows["verdict"] = [runs_view.DEGENERATE if lang in degenerate_of.get(model, {}) else "ok"
+                       for model, lang in zip(rows["model"], rows["language"])]
+results = runs_view.live(rows)
 names = [m.name for m in models]
 # a run's system keeps its app-wide colour (Runs page, analysis pages); other picks and a second
 # pick of the same system (another run) take the next free colours
@@ -179,8 +188,6 @@ if not rows.empty:
     # zero-shot, translate-train (L2 QA labels) and translate-test (the test's gold translation) are never one table
     setting_of = {m.name: export_setting(m.run, m.system) for m in models}
     resources_of = {m.name: runs_view.export_resources(m.run, m.system) for m in models}
-    degenerate_of = {m.name: runs_view.export_degenerate(m.run, m.system)
-                     for m in models}
     if any(degenerate_of.values()):  # names from disk go into a table (text), never into markdown
         st.warning("Some picked run exports depend on a degenerate stage: the model did not learn, so their scores "
                    "are no result and read “degenerate” below.", icon=":material/warning:")
@@ -198,28 +205,39 @@ if not rows.empty:
                     + (f" — {SETTING_NOTES[setting]}" if setting else ""))
         e, f = st.columns(2)
         for col, metric, title, k in ((e, "exact_match", "Exact match (%)", "xq_em"), (f, "f1", "F1 (%)", "xq_f1")):
-            matrix = score_matrix_ci(rows, metric, members, langs)  # each cell: mean [95% paragraph bootstrap]
-            if matrix.empty:
+            # each cell: mean [95% paragraph bootstrap], over live rows only; a model with a degenerate
+            # language has no average (it would average a non-result, or fewer languages than the columns)
+            matrix = score_matrix_ci(results, metric, members, langs)
+            if matrix.empty and not any(degenerate_of.get(n) for n in members):
                 continue
+            matrix = matrix.reindex(index=[n for n in members if n in set(rows["model"])], columns=langs + ["avg"])
             if any(setting_of[n][1] for n in members):
                 matrix.insert(0, "parallel pairs", [setting_of[n][1] for n in matrix.index])
             if any(resources_of[n] for n in members):  # what each run export read beyond L1 labels
                 matrix.insert(0, "resources", [resources_of[n] or "" for n in matrix.index])
             # a run export whose row depends on a degenerate stage: no result, shown as "degenerate"
-            matrix = runs_view.with_degenerate(matrix, [(n, lang) for n in matrix.index for lang in degenerate_of.get(n, {})
-                                                        if lang in matrix.columns])
+            matrix = runs_view.with_degenerate(matrix, [(n, c) for n in matrix.index for c in [*langs, "avg"]
+                                                        if c in matrix.columns and degenerate_of.get(n)
+                                                        and (c in degenerate_of[n] or c == "avg")])
             col.markdown(f"**{title}**")
             col.dataframe(matrix.style.format(precision=1, na_rep=NA), width="stretch", key=k if gi == 0 else f"{k}_{gi}", placeholder=NA)
+    if unreadable:  # beside the numbers: which of them are not a result of transfer
+        st.warning(md_text("Not meaningful: " + ", ".join(f"{n} · {lang}" for n, lang in sorted(unreadable))
+                           + " — the model's tokenizer cannot read these questions (see the line above): its scores "
+                           "here say nothing about transfer."), icon=":material/translate:")
     st.caption(f"[low, high]: 95% intervals resampling whole paragraphs (a context's questions go together; {qa.N_RESAMPLES} "
                "resamples, as in the run's results); each model is one seed, so the spread over training seeds is not in them.")
     with st.expander("Uncertainty: 95% paragraph bootstrap intervals" + (" and paired tests" if len(names) > 1 else "")):
         from xlviz.evaluation.seeds import ONE_SEED_NOTE
 
-        dead = {n: sorted(d) for n, d in degenerate_of.items() if d}
         st.caption(f"Each cell resampled by paragraph ({qa.N_RESAMPLES} bootstrap samples). {ONE_SEED_NOTE}: each model "
-                   "is one training seed (`xlviz report RUN... --compare A B` over seeds decides about methods). "
-                   "Degenerate cells are left out.")
-        cells = cell_intervals(rows, dead or None)
+                   "is one training seed (`xlviz report RUN... --compare A B` over seeds decides about methods).")
+        if results.empty:
+            st.info("Every picked row is degenerate: no interval, no test.", icon=":material/info:")
+        elif len(results) < len(rows):
+            st.caption("Left out: " + md_join([f"{n} · {lang}" for n, ls in degenerate_of.items() for lang in ls if lang in langs])
+                       + " (degenerate: no result).")
+        cells = cell_intervals(results)
         st.dataframe(cells, hide_index=True, width="stretch", key="xq_ci", placeholder=NA,
                      column_config=number_config(cells, SCORE_RULES))
         if len(names) > 1:
@@ -228,11 +246,11 @@ if not rows.empty:
                        "interval, and paired permutation tests flipping whole paragraphs for F1 and EM ('p from' says "
                        "whether every sign pattern was enumerated or random patterns drawn); 'Holm': adjusted over every "
                        f"p of this table. {ONE_SEED_NOTE}.")
-            paired = paired_tests(rows, {n: setting_of[n][0] for n in names}, dead or None)
+            paired = with_p_text(paired_tests(results, setting_of={n: setting_of[n][0] for n in names}))  # p < 0.0005 reads "< 0.001"
             st.dataframe(paired, hide_index=True, width="stretch", key="xq_paired", placeholder=NA,
                          column_config=number_config(paired, SCORE_RULES))
     with st.expander("Per-question F1 (%) — sort a column to find where a system fails"):
-        per_question = qa.question_table(rows, examples)
+        per_question = qa.question_table(results, examples)
         st.dataframe(per_question, hide_index=True, width="stretch", key="xq_questions", placeholder=NA,
                      column_config=number_config(per_question, SCORE_RULES,
                                                  config={"id": st.column_config.TextColumn(width="small")}))
@@ -251,8 +269,8 @@ how = f1c.selectbox("Show", list(qa.DISAGREEMENT_FILTERS), key="xq_filter",
                     help="Keep the questions where models (or languages) get different exact-match scores.")
 query = f2c.text_input("Search id, question or context", key="xq_search", placeholder="e.g. 56beb4343aeaaa14008c925c or Panthers")
 nav = ids
-if not rows.empty:
-    nav = [i for i in qa.disagreeing_ids(rows, qa.DISAGREEMENT_FILTERS[how]) if i in set(ids)]
+if not results.empty:
+    nav = [i for i in qa.disagreeing_ids(results, qa.DISAGREEMENT_FILTERS[how]) if i in set(ids)]
 nav = slice_filter(qa.search_ids(examples, nav, query))
 if not nav:
     st.info("No question matches this filter and search.")

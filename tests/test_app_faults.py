@@ -123,12 +123,20 @@ def test_probing_offers_only_masked_lms_and_says_why(fake_root, tmp_path, monkey
     assert "minilm-encoder" not in set(rows["model"]) and len(rows) > 0
     assert "Not offered, no masked-LM head to score minimal pairs with: minilm-encoder." in _texts(at.caption)
     assert not [e for e in at.error if "minilm-encoder" in str(e.value)], "no error box for it"
-    # word in context probes hidden states: an encoder is fine there (only a floor needs the head)
+    # word in context reads the masked LM's hidden states (as `xlviz analyse wic` does): the same
+    # capability check refuses the encoder there too, and every floor built from it
     from types import SimpleNamespace as NS
+
+    from xlviz.ui.choices import WIC_VIEW
 
     enc = NS(name="enc", spec=NS(path=str(encoder), floor_seed=None))
     floor = NS(name="floor", spec=NS(path=str(encoder), floor_seed=1))
-    assert split_probeable([enc, floor], mlm=False) == ([enc], [floor])
+    s1 = NS(name="s1", spec=NS(path=str(fake_root / "demo-run" / "s1_pretrain"), floor_seed=None))
+    assert split_probeable([enc, floor, s1], WIC_VIEW) == ([s1], [enc, floor])
+    at.segmented_control(key="pr_probe").set_value("Word in context").run()
+    assert not at.exception
+    assert "Not offered, no masked-LM head to read the words with: minilm-encoder." in _texts(at.caption)
+    assert not [e for e in at.error if "minilm-encoder" in str(e.value)], "no error box for it"
 
 
 def test_default_rows_keep_references_floors_and_the_first_systems():
@@ -203,7 +211,10 @@ def test_layer_lines_colour_is_system_dash_is_language_legend_below():
     fig = layer_lines(rows, "accuracy", "t", color="system", dash="language", colours={"monotrans": "#123456"})
     assert len(fig.data) == 2 and {t.line.color for t in fig.data} == {"#123456"}
     assert len({t.line.dash for t in fig.data}) == 2
-    assert fig.layout.legend.orientation == "h" and fig.layout.legend.y < 0, "legend outside, below the plot"
+    # legend outside, below the plot: at the bottom of the figure, the bottom margin holding it and the x axis
+    legend = fig.layout.legend
+    assert legend.orientation == "h" and legend.yref == "container" and 0 < legend.y < 0.5 and legend.yanchor == "top"
+    assert fig.layout.margin.b >= 64 + 24
 
 
 def test_wic_charts_dash_by_language(app):
@@ -216,7 +227,7 @@ def test_wic_charts_dash_by_language(app):
         fig = at.session_state[FIGURES_KEY][title]
         # English only: in sov a homonym's senses are two words, so those rows are left out
         assert {t.name.split(", ")[-1] for t in fig.data if t.name} == {"en"}
-        assert fig.layout.legend.y < 0
+        assert fig.layout.legend.yref == "container" and fig.layout.margin.b > 64  # below the plot and its axis title
     # the page's line styles: one system's two languages share a colour and differ in dash
     from xlviz.views.figures import layer_lines
 

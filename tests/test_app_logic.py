@@ -198,7 +198,7 @@ def test_config_diff_seed_groups_and_ratio(tmp_path):
     assert seed_groups(runs) == [["s0", "s1"]]
     long = results_frame(runs)
     table = compare_table(long)
-    assert table.set_index("run").loc["s1", "F1 sov/L1 (%)"] == pytest.approx(50.0)
+    assert table.set_index("run").loc["s1", "F1 sov/L1"] == pytest.approx(0.50)
     summary = seed_summary(long, seed_groups(runs)).set_index(["system", "language"])
     assert summary.loc[("monotrans", "en"), "F1 mean"] == pytest.approx(65.0)
     assert summary.loc[("monotrans", "en"), "F1 sd"] == pytest.approx(7.07, abs=0.01)  # sd of 60, 70

@@ -203,6 +203,6 @@ def test_compare_table_rows_by_setting_and_own_l1_ratio(tmp_path):
     table = compare_table(long).set_index("system")
     assert list(table["setting"]) == [ZERO_SHOT, ZERO_SHOT, TRANSLATE_TRAIN]  # zero-shot first
     assert table.loc["pair", "parallel pairs"] == 7
-    assert table.loc["monotrans", "F1 sov/L1 (%)"] == pytest.approx(50.0)
-    assert table.loc["pair", "F1 sov/L1 (%)"] == pytest.approx(25.0)  # 20 / its own 80, not / 40
+    assert table.loc["monotrans", "F1 sov/L1"] == pytest.approx(0.50)
+    assert table.loc["pair", "F1 sov/L1"] == pytest.approx(0.25)  # 20 / its own 80, not / 40
     assert table.loc["sup", "F1 sov"] == pytest.approx(70.0)

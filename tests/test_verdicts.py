@@ -279,7 +279,7 @@ def test_compare_table_blanks_ratio_and_mean_of_degenerate_rows():
         for r, lang, f1 in [("a", "en", 80.0), ("a", "sov", 40.0), ("b", "en", 70.0), ("b", "sov", 69.0)]])
     wide = compare_table(long).set_index("run")
     assert wide.loc["b", "F1 sov"] == "degenerate" and wide.loc["b", "EM sov"] == "degenerate"
-    assert pd.isna(wide.loc["b", "F1 sov/L1 (%)"]) and wide.loc["a", "F1 sov/L1 (%)"] == pytest.approx(50.0)
+    assert pd.isna(wide.loc["b", "F1 sov/L1"]) and wide.loc["a", "F1 sov/L1"] == pytest.approx(0.50)
     summary = seed_summary(long, [["a", "b"]]).set_index("language")
     assert summary.loc["sov", "n"] == 1 and summary.loc["sov", "F1 mean"] == pytest.approx(40.0)
 

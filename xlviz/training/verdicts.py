@@ -193,10 +193,30 @@ def is_degenerate(row: Mapping) -> bool:
     return row.get("verdict") == DEGENERATE
 
 
+def live(rows):
+    """The rows that are results: ``rows`` without those that depend on a degenerate stage.
+
+    The one filter in front of every chart, average, interval and paired test of the app and
+    the reports (a table still lists a degenerate row, reading "degenerate"; an export keeps it
+    with its verdict column). ``rows``: a list of row dicts (their ``verdict``) or a pandas
+    DataFrame (its ``verdict`` column; a frame without one is returned as it is)."""
+    if hasattr(rows, "columns"):
+        return rows[rows["verdict"] != DEGENERATE] if "verdict" in rows.columns else rows
+    return [r for r in rows if not is_degenerate(r)]
+
+
+def dead(rows):
+    """The complement of :func:`live`: the degenerate rows (to name what a chart leaves out)."""
+    if hasattr(rows, "columns"):
+        return rows[rows["verdict"] == DEGENERATE] if "verdict" in rows.columns else rows.iloc[0:0]
+    return [r for r in rows if is_degenerate(r)]
+
+
 def degenerate_reason(row: Mapping) -> str:
     stages = row.get("degenerate_stages") or []
     return "degenerate stage" + ("s " if len(stages) > 1 else " ") + ", ".join(map(str, stages)) if stages else "degenerate"
 
 
 __all__ = ["OK", "DEGENERATE", "UNJUDGED", "MLM_MARGIN", "QA_MARGIN", "entropy", "conditional_entropy", "StageMonitor",
-           "plateau_loss", "mlm_verdict", "qa_verdict", "degenerate_stages", "degenerate_encoder_stages", "is_degenerate", "degenerate_reason"]
+           "plateau_loss", "mlm_verdict", "qa_verdict", "degenerate_stages", "degenerate_encoder_stages", "is_degenerate", "degenerate_reason",
+           "live", "dead"]

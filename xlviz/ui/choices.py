@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from xlviz.analysis.reports import ModelSpec  # the one model reference of the app and the analyses
-from xlviz.runs import Run, checkpoints_root, list_runs
+from xlviz.runs import Run, checkpoints_root, list_runs, owner_of
 
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "vocab.txt", "spiece.model", "sentencepiece.bpe.model")
 MODEL_FILES = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin")
@@ -255,16 +255,67 @@ def has_mlm_head(path: str | os.PathLike) -> bool | None:
     return any(isinstance(a, str) and ("MaskedLM" in a or ("ForPreTraining" in a and "Electra" not in a)) for a in archs)
 
 
-def split_probeable(models: list, *, mlm: bool = True) -> tuple[list, list]:
-    """(models that can be probed, the others) from objects with ``.spec``: scoring minimal
-    pairs (``mlm``) needs a masked-LM head, and so does a floor in any probe (it is built from
-    the L1 masked LM). A model whose config names no such head (an encoder such as MiniLM
+@dataclass(frozen=True)
+class Capabilities:
+    """What a model can do, read from its config and folder (no weights loaded): the one check
+    that decides what each view offers it. ``mlm``: a masked-LM head (None: the config does not
+    say); ``qa``: a QA head; ``positions``: how many tokens it reads (None: not recorded);
+    ``tokenizer``: tokenizer files of its own (a run stage folder reads its run's instead)."""
+
+    mlm: bool | None
+    qa: bool
+    positions: int | None
+    tokenizer: bool
+
+
+# what each view needs of a model (its loader's task): probing and the floor score or rebuild
+# with the masked-LM head (the CLI's ``xlviz analyse agreement|wic`` loads the same), XQuAD answers
+# with a QA head (a typed folder without one still answers, badly, and says so)
+AGREEMENT_VIEW, WIC_VIEW, FLOOR_VIEW, QA_VIEW = "agreement", "word in context", "floor", "qa"
+NEEDS = {AGREEMENT_VIEW: "mlm", WIC_VIEW: "mlm", FLOOR_VIEW: "mlm", QA_VIEW: "qa"}
+
+
+def capabilities(path: str | os.PathLike) -> Capabilities:
+    """:class:`Capabilities` of a model folder or cached hub id."""
+    folder = Path(os.path.expanduser(str(path)))
+    if folder.is_dir():
+        from xlviz import confined, limits
+        from xlviz.errors import XlvizError
+
+        try:
+            cfg = confined.read_json(folder / "config.json", root=None, max_bytes=limits.RUN_JSON_MAX_BYTES, what="model config")
+        except XlvizError:
+            cfg = None
+    else:
+        cfg, _ = cached_hub_config(str(path))
+    cfg = cfg if isinstance(cfg, dict) else {}
+    qa, _ = _heads(cfg.get("architectures"))
+    n = cfg.get("max_position_embeddings") or cfg.get("n_positions")
+    return Capabilities(mlm=has_mlm_head(path), qa=qa, positions=int(n) if isinstance(n, int) and not isinstance(n, bool) else None,
+                        tokenizer=folder.is_dir() and has_tokenizer(folder))
+
+
+def offers(view: str, path: str | os.PathLike) -> bool:
+    """Whether ``view`` can use the model at ``path``: it has what the view needs (a head the
+    config does not name is taken as absent only when the config names other architectures)."""
+    need = NEEDS.get(view)
+    if need is None:
+        return True
+    caps = capabilities(path)
+    return caps.mlm is not False if need == "mlm" else caps.qa
+
+
+def split_probeable(models: list, view: str = AGREEMENT_VIEW) -> tuple[list, list]:
+    """(models ``view`` can probe, the others) from objects with ``.spec``, by :func:`offers`:
+    Agreement and Word in context both load the masked LM (scoring minimal pairs, and the
+    hidden states as ``xlviz analyse wic`` reads them), and a floor in any probe is rebuilt
+    from the L1 masked LM. A model whose config names no such head (an encoder such as MiniLM
     before its MLM head is trained, a QA export) is not offered, rather than failing with an
     error box."""
     ok, refused = [], []
     for m in models:
-        needs = mlm or getattr(m.spec, "floor_seed", None) is not None
-        (refused if needs and has_mlm_head(m.spec.path) is False else ok).append(m)
+        v = FLOOR_VIEW if getattr(m.spec, "floor_seed", None) is not None else view
+        (ok if offers(v, m.spec.path) else refused).append(m)
     return ok, refused
 
 
@@ -363,7 +414,23 @@ def folder_choice(path: str | os.PathLike) -> ModelChoice:
         config, _ = cached_hub_config(text)
         qa = config is not None and _heads(config.get("architectures"))[0]
     name = folder.name if folder.is_dir() else text
-    return ModelChoice(f"path:{text}", f"{name}" + (" (QA)" if qa else ""), any_language=ModelSpec(text), qa=qa, group="typed")
+    owner = owner_of(folder) if folder.is_dir() else None  # a folder inside a run: that run's data is what it reads
+    return ModelChoice(f"path:{text}", f"{name}" + (" (QA)" if qa else ""), any_language=ModelSpec(text), qa=qa, group="typed",
+                       run=owner[0].name if owner is not None else None)
+
+
+def trained_with(models) -> list[str]:
+    """The runs the picked models were trained with (the manifest's owner of a typed folder
+    included), in pick order without repeats: the data a page should show them first."""
+    return list(dict.fromkeys(m.run for m in models if getattr(m, "run", None)))
+
+
+def default_data_run(names: list[str], models) -> str | None:
+    """The run whose data a page opens on: the first of the picked models' own runs that has
+    the data (``names``), else the first of ``names`` (the newest) when no picked model comes
+    from a run. Never another run's data beside a run's models: when the models' runs have no
+    such data, still the first of ``names``, and the page's readability line says so."""
+    return next((r for r in trained_with(models) if r in names), names[0] if names else None)
 
 
 def discover_models(root: str | os.PathLike | None = None) -> list[ModelChoice]:

@@ -319,6 +319,40 @@ def unk_rate(ref: ModelSpec, file: str, n: int = 50) -> float:
     return _unk_rate(ref.path, ref.tokenizer, model_key(ref, "qa"), file, file_stamp(file), n)
 
 
+@st.cache_resource(show_spinner=False, max_entries=32)
+def _tokenizer_of(path: str, tokenizer: str | None, mkey: str):
+    """A model's tokenizer, loaded once per process and model files (the readability checks of
+    every page and side share it); the model itself only when its folder has no tokenizer."""
+    tok = _tokenizer_only(path, tokenizer)
+    if tok is None:
+        _, tok = _load_model(path, tokenizer, "base")
+    return tok
+
+
+@st.cache_data(show_spinner=False, max_entries=256)
+def _readability(path: str, tokenizer: str | None, mkey: str, texts: tuple, who: str):
+    from xlviz.analysis.readability import readability
+
+    return readability(_tokenizer_of(path, tokenizer, mkey), texts, who)
+
+
+def readability_of(ref: ModelSpec, texts, who: str = "the model's tokenizer"):
+    """:func:`xlviz.analysis.readability.readability` of ``texts`` under ``ref``'s tokenizer,
+    cached per model files and texts (only the tokenizer is loaded when the folder has one)."""
+    from xlviz.analysis.readability import MAX_TEXTS
+
+    texts = tuple(dict.fromkeys(t for t in texts if isinstance(t, str)))[:MAX_TEXTS]
+    return _readability(ref.path, ref.tokenizer, model_key(ref, "base"), texts, who)
+
+
+def data_readability(ref: ModelSpec, file: str, n: int = 50, who: str = "the model's tokenizer"):
+    """Readability of the first ``n`` questions and contexts of a SQuAD file under ``ref``'s tokenizer."""
+    texts = []
+    for ex in load_examples(file, file_stamp(file))[:n]:
+        texts += [ex.question, ex.context]
+    return readability_of(ref, texts, who)
+
+
 def predict(ref: ModelSpec, file: str, ids: list[str], progress=None, done: int = 0, total: int | None = None) -> dict:
     """Predictions of one QA model on the questions ``ids`` of one file, chunk by chunk.
 

@@ -70,6 +70,10 @@ def figure_frame(fig) -> pd.DataFrame:
             if i < len(custom):
                 row.update({f: custom[i][j] for j, f in enumerate(extra) if j < len(custom[i])})
             rows.append(row)
+    if isinstance(meta.get("left_out"), (list, tuple)):  # a chart of result rows: each bar "ok", and the rows it
+        # does not draw (degenerate: no result) listed with their verdict and no score
+        rows = [{**r, "verdict": "ok"} for r in rows] + [dict(r) for r in meta["left_out"] if isinstance(r, dict)]
+        extra = [*extra, "verdict"]
     cols = ["trace", "x", "y"] + (["z"] if any("z" in r for r in rows) else []) + extra
     return pd.DataFrame(rows, columns=cols)
 
@@ -83,6 +87,23 @@ def figure_csv(fig) -> bytes:
 _CSS = """body{font-family:system-ui,sans-serif;margin:2rem auto;max-width:1100px;color:#222}
 table{border-collapse:collapse;font-size:.9em}td,th{border:1px solid #ccc;padding:.2rem .5rem;text-align:right}
 th{background:#f3f3f3}td:first-child,th:first-child{text-align:left}h2{margin-top:2rem}"""
+
+
+def _cell(column: str, value) -> str:
+    """A results cell as the report writes it: n/a for a missing number (never "None"), scores
+    with one decimal, F1 L2/L1 ratios with two (0.94, as the app and `xlviz report`)."""
+    if value is None or (isinstance(value, float) and pd.isna(value)):
+        return "n/a"
+    if isinstance(value, float):
+        return f"{value:.2f}" if column.endswith("/L1") else f"{value:.1f}"
+    return str(value)
+
+
+def go_copy(fig):
+    """A copy of a plotly figure (the app's session keeps its own)."""
+    import plotly.graph_objects as go
+
+    return go.Figure(fig)
 
 
 def run_report_html(run, figures: dict[str, object] | None = None) -> str:
@@ -111,12 +132,19 @@ def run_report_html(run, figures: dict[str, object] | None = None) -> str:
         figs.append(("Training loss", loss))
     results = results_frame([run])
     parts.append("<h2>Results (%)</h2>")
-    parts.append(compare_table(results).to_html(index=False, float_format=lambda v: f"{v:.1f}", na_rep="n/a")
-                 if not results.empty else "<p>No results yet.</p>")
+    if results.empty:
+        parts.append("<p>No results yet.</p>")
+    else:  # scores with one decimal, F1 L2/L1 ratios with two (0.94), as the app shows them
+        table = compare_table(results)
+        shown = pd.DataFrame({c: [_cell(str(c), v) for v in table[c].tolist()] for c in table.columns})
+        parts.append("<div style='overflow-x:auto'>" + shown.to_html(index=False) + "</div>")
     # the live view's loss chart (drawn as "loss_<run>") is the one above: not a second time
     figs += [(t, f) for t, f in (figures or {}).items() if not (loss is not None and str(t).startswith("loss_"))]
+    from xlviz.views.figures import tidy
+
     first = True
     for title, fig in figs:
+        fig = tidy(go_copy(fig))  # axis labels grow their margins (as in the app), not over the ticks
         parts.append(f"<h2>{html.escape(title)}</h2>")
         parts.append(fig.to_html(full_html=False, include_plotlyjs=True if first else False))
         first = False

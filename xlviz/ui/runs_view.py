@@ -18,8 +18,9 @@ from xlviz.data.typology import PRESETS, parse_languages
 from xlviz.methods import method_of, methods, resolve
 from xlviz.names import check_code
 from xlviz.runs import Run
-from xlviz.training.verdicts import DEGENERATE, is_degenerate
+from xlviz.training.verdicts import DEGENERATE, dead, is_degenerate, live
 from xlviz.ui.choices import config_value
+from xlviz.views.figures import legend_below
 
 MODEL_SIZES = ("tiny", "small", "medium")
 L2_LANGUAGES = tuple(PRESETS)  # the grammar presets (xlviz.data.typology); each its own L2 code
@@ -278,12 +279,19 @@ def run_progress(run: Run, state: str | None = None, now: _dt.datetime | None = 
     frac = _progress_fraction(status)
     if state == "completed":
         frac = 1.0
+    job = None
     started = _parse_time(status.get("started") or status.get("started_at") or status.get("created"))
     if started is None:
-        started = _parse_time((jobs.job_info(run.path) or {}).get("started"))
+        job = jobs.job_info(run.path) or {}
+        started = _parse_time(job.get("started"))
+    # the clock stops when the run does: a cancelled, failed or stopped run's elapsed time is up to its
+    # last record (a run cancelled before it wrote a status has only job.json's "cancelled" time)
     end = now if state in ("running", "starting") else _parse_time(
-        status.get("finished") or status.get("ended") or status.get("updated")) or now
-    elapsed = (end - started).total_seconds() if started else None
+        status.get("finished") or status.get("ended") or status.get("updated"))
+    if end is None and state not in ("running", "starting"):
+        job = job if job is not None else (jobs.job_info(run.path) or {})
+        end = _parse_time(job.get("cancelled") or job.get("ended"))
+    elapsed = (end - started).total_seconds() if started and end else None
     left = None
     if state == "running" and frac and frac > 0.01 and elapsed is not None:
         left = elapsed * (1.0 - frac) / frac
@@ -559,7 +567,7 @@ def compare_table(long: pd.DataFrame) -> pd.DataFrame:
                 cells = []
                 for _, row in wide.iterrows():
                     r = cis.get(tuple(row[k] for k in keys) + (lang,))
-                    cells.append("" if r is None or r.get("verdict") == DEGENERATE
+                    cells.append("" if r is None else DEGENERATE if r.get("verdict") == DEGENERATE
                                  else with_interval(r[metric], r[f"{metric}_ci_low"], r[f"{metric}_ci_high"]))
                 wide.insert(wide.columns.get_loc(col) + 1, f"{col} [95% CI]", cells)
     if "parallel_pairs" in long:
@@ -580,8 +588,15 @@ def compare_table(long: pd.DataFrame) -> pd.DataFrame:
                 if own is not None:
                     mine = own.get(tuple(row[k] for k in keys) + (lang,))
                     den = mine if isinstance(mine, (int, float)) and pd.notna(mine) else den
-                ratio.append(round(100.0 * num / den, 1) if pd.notna(num) and pd.notna(den) and den else None)
-            wide[f"F1 {lang}/L1 (%)"] = pd.array(ratio, dtype="Float64").astype(float)
+                ratio.append(round(num / den, 2) if pd.notna(num) and pd.notna(den) and den else None)
+            # a ratio (0.94), as the sweep page, `xlviz report` and the docs write it; not a percentage
+            wide[f"F1 {lang}/L1"] = pd.array(ratio, dtype="Float64").astype(float)
+    if "verdict" in long:  # which languages of a row are no result (tables and exports keep the row, and say so)
+        per_row: dict[tuple, list[str]] = {}
+        for r in dead(long).to_dict("records"):
+            per_row.setdefault(tuple(r[k] for k in keys), []).append(str(r["language"]))
+        wide["verdict"] = [f"{DEGENERATE}: {', '.join(per_row[t])}" if (t := tuple(row[k] for k in keys)) in per_row
+                           else "ok" for _, row in wide.iterrows()]
     return with_degenerate(wide, degenerate).reset_index(drop=True)
 
 
@@ -596,9 +611,11 @@ def compare_figure(long: pd.DataFrame, colours: dict[str, str] | None = None):
 
     from xlviz.ui.colours import colour_map
 
-    ids = ["run", "system", "language"] + (["setting"] if "setting" in long else [])
     from xlviz.ui.text import plot_text
 
+    ids = ["run", "system", "language"] + (["setting"] if "setting" in long else [])
+    gone = dead(long)  # a degenerate row is no result: no bar; the chart's CSV lists it with its verdict
+    long = live(long)
     df = long.melt(id_vars=ids, value_vars=["exact_match", "f1"], var_name="metric", value_name="score")
     df["metric"] = df["metric"].map({"exact_match": "EM", "f1": "F1"})
     for col in ("run", "system", "language"):  # names from results.json and folder names: plotly renders <a href>
@@ -609,9 +626,14 @@ def compare_figure(long: pd.DataFrame, colours: dict[str, str] | None = None):
                  facet_row="setting" if two else None, range_y=[0, 100], labels={"score": "score (%)", "setting": ""},
                  color_discrete_map=colours, hover_data=["run"], custom_data=CSV_FIELDS[:1 + ("setting" in df)],
                  category_orders={"setting": list(SETTINGS)} if two else None)
-    # the CSV export (xlviz.ui.export.figure_frame) reads these per bar: EM and F1 apart
-    fig.update_layout(meta={"customdata": list(CSV_FIELDS[:1 + ("setting" in df)])})
-    fig.update_layout(height=380 * (2 if two else 1), margin=dict(l=10, r=40, t=40, b=10), legend=dict(orientation="h", y=-0.2))
+    # the CSV export (xlviz.ui.export.figure_frame) reads these per bar: EM and F1 apart; and the
+    # rows left out, each with its verdict
+    left_out = [{"trace": f"{r['system']}, {r['run']}", "x": r["language"], "y": None, "metric": m,
+                 **({"setting": r["setting"]} if "setting" in gone else {}), "verdict": DEGENERATE}
+                for r in gone.to_dict("records") for m in ("EM", "F1")]
+    fig.update_layout(meta={"customdata": list(CSV_FIELDS[:1 + ("setting" in df)]), "left_out": left_out})
+    fig.update_layout(margin=dict(l=10, r=40, t=40))
+    legend_below(fig, [t.name for t in fig.data if t.showlegend is not False], height=380 * (2 if two else 1))
     fig.for_each_annotation(lambda a: a.update(text=a.text.split("=", 1)[-1]))  # "EM", not "metric=EM"
     return fig
 
@@ -726,9 +748,8 @@ def overlay_figure(curves: pd.DataFrame, *, x: str = "step", smoothing: float = 
                         legendgroup=name, opacity=0.55 if earlier else 1.0,
                         marker=dict(symbol=symbol or "circle", size=6, maxdisplayed=12),
                         line=dict(color=colour, dash=DASHES[i % len(DASHES)], width=1 if earlier else 2.2))
-    fig.update_layout(height=420, margin=dict(l=10, r=10, t=30, b=10),
-                      legend=dict(orientation="h", yanchor="top", y=-0.2, x=0, xanchor="left"),
-                      xaxis_title="step" if x == "step" else "time (s)", yaxis_title="loss")
+    fig.update_layout(margin=dict(l=10, r=10, t=30), xaxis_title="step" if x == "step" else "time (s)", yaxis_title="loss")
+    legend_below(fig, [t.name for t in fig.data if t.showlegend is not False], height=420)  # never over the x-axis title
     if log_x:
         fig.update_xaxes(type="log")
     if log_y:
@@ -812,15 +833,40 @@ def name_width(names) -> int:
 
 def compare_column_config(table: pd.DataFrame) -> dict:
     """column_config for a :func:`compare_table` part: the run and system names pinned at the
-    left and wide enough to read whole, every score with one decimal (the ratios too: they are
-    percentages)."""
+    left and wide enough to read whole, every score with one decimal, the F1 L2/L1 ratios with
+    two (0.94)."""
     import streamlit as st
 
     from xlviz.ui.tables import SCORE_RULES, number_config
 
     names = {c: st.column_config.TextColumn(c, width=name_width(table[c]), pinned=True)
              for c in ("run", "runs", "system") if c in table}
-    return number_config(table, SCORE_RULES, config=names)
+    return number_config(table, RATIO_RULES + SCORE_RULES, config=names)
+
+
+RATIO_RULES = ((r"/L1$", "%.2f"),)
+
+
+def compare_column_order(table: pd.DataFrame) -> list[str]:
+    """The columns a :func:`compare_table` part shows, so that it fits a 1,400 px window with F1
+    in view: the names, then F1 and EM per language, each as ``score [95% CI]`` where rows carry
+    intervals (the bare score, which that text repeats, is then left out of the view; the frame
+    and its CSV keep it), then the L2/L1 ratios, the parallel pairs and the verdict."""
+    cols = [str(c) for c in table.columns]
+    names = [c for c in ("run", "runs", "system") if c in cols]
+    langs = list(dict.fromkeys(c[3:] for c in cols if c.startswith("F1 ") and not c.endswith(("]", "/L1"))))
+    langs += [l for l in dict.fromkeys(c[3:] for c in cols if c.startswith("EM ") and not c.endswith("]")) if l not in langs]
+    scores = []
+    for metric in ("F1", "EM"):
+        for lang in langs:
+            ci, bare = f"{metric} {lang} [95% CI]", f"{metric} {lang}"
+            if ci in cols and table[ci].map(lambda v: isinstance(v, str) and bool(v)).any():
+                scores.append(ci)
+            elif bare in cols:
+                scores.append(bare)
+    ratios = [c for c in cols if c.endswith("/L1")]
+    tail = [c for c in ("parallel pairs", "verdict") if c in cols]
+    return names + scores + ratios + tail  # F1 L2/L1 ratios: two decimals (0.94), everywhere they are shown
 
 
 def seed_summary(long: pd.DataFrame, groups: list[list[str]]) -> pd.DataFrame:
@@ -838,8 +884,7 @@ def seed_summary(long: pd.DataFrame, groups: list[list[str]]) -> pd.DataFrame:
     rows = []
     if "setting" not in long:
         long = long.assign(setting=ZERO_SHOT)
-    if "verdict" in long:  # a degenerate row is no result: never in a mean or sd
-        long = long[long["verdict"] != DEGENERATE]
+    long = live(long)  # a degenerate row is no result: never in a mean or sd
     for group in groups:
         sub = long[long["run"].isin(group)]
         for (setting, system, lang), g in sub.groupby(["setting", "system", "language"], sort=False):

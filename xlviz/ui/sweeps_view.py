@@ -255,6 +255,13 @@ def sweep_rows(folder: str | Path) -> list[dict]:
     return _rows(str(folder.resolve()), _results_stamp(folder))
 
 
+def live_rows(rows: list[dict]) -> list[dict]:
+    """The sweep rows a chart or a paired difference may use: those with at least one seed
+    that is a result (``n`` counts the seeds left after degenerate rows were left out). A row
+    whose every seed is degenerate stays in the table, with its exclusions."""
+    return [r for r in rows if r.get("n")]
+
+
 def timing_line(folder: str | Path) -> str:
     """The sweep's stage time beside its completed cells run alone (what sharing saved)."""
     t = sweep_timing(folder)

@@ -43,3 +43,23 @@ def number_config(frame: pd.DataFrame, rules: Sequence[tuple[str, str]] = (), de
             continue
         out[str(col)] = st.column_config.NumberColumn(format=column_format(col, rules, default))
     return out
+
+
+P_FLOOR = 0.001  # a p value below half of this reads "< 0.001", never "0" (no test gives p = 0)
+
+
+def p_text(p: object) -> str | None:
+    """A p value as shown: three decimals, ``< 0.001`` below 0.0005 (None stays empty)."""
+    if not isinstance(p, (int, float)) or isinstance(p, bool) or pd.isna(p):
+        return None
+    return f"< {P_FLOOR:.3f}" if p < P_FLOOR / 2 else f"{p:.3f}"
+
+
+def with_p_text(frame: pd.DataFrame) -> pd.DataFrame:
+    """``frame`` with every p-value column (its name starts with "p") as :func:`p_text`, for
+    display; the frame a CSV is built from keeps the numbers."""
+    out = frame.copy()
+    for col in out.columns:  # numbers only: a text column named "p from" says how p was computed
+        if re.match(r"^p\b", str(col)) and pd.api.types.is_numeric_dtype(out[col]):
+            out[col] = pd.Series([p_text(v) for v in out[col].tolist()], index=out.index, dtype=object)
+    return out

@@ -7,6 +7,8 @@ Streamlit, and nothing computes a metric: the numbers come from ``xlviz.analysis
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from typing import Any
 
 import numpy as np
@@ -72,8 +74,38 @@ def layer_lines(rows: list[dict], y: str, title: str, *, percent: bool = True, c
         fig.add_hline(y=100 * baseline if percent else baseline, line_dash="dot", line_color="gray",
                       annotation_text="majority class", annotation_position="bottom right")
     # the legend below the plot: at the right it took half the width of a two-column layout
-    fig.update_layout(legend=dict(title_text="", orientation="h", yanchor="top", y=-0.2, x=0, xanchor="left"),
-                      margin=dict(t=50, b=10, l=10, r=10), height=420)
+    fig.update_layout(margin=dict(t=50, l=10, r=10))
+    return legend_below(fig, [t.name for t in fig.data if t.showlegend is not False], height=420)
+
+
+LEGEND_ROW_PX, AXIS_PX = 24, 64  # one row of a horizontal legend; x tick labels and the x-axis title under the plot
+
+
+def legend_rows(names: Sequence[str], width: int = 560) -> int:
+    """Rows a horizontal legend of ``names`` takes at ``width`` pixels (about 7 px a character
+    plus the symbol and gap; ``width``: a narrow column, so a wide one gets spare room, never overlap)."""
+    rows, used = 1, 0
+    for name in names:
+        w = 7 * len(str(name)) + 48
+        if used and used + w > width:
+            rows, used = rows + 1, 0
+        used += w
+    return rows
+
+
+def legend_below(fig, names: Sequence[str], height: int = 420):
+    """A horizontal legend under the x-axis title that never covers it, however many entries:
+    placed in the figure's own coordinates (``yref="container"``) just under the x-axis title,
+    with the bottom margin made room for its rows plus the axis below the plot, and the figure
+    as much taller. (At a paper
+    position such as ``y=-0.2`` a legend of many rows shrank the plot until it sat on the
+    x-axis title: eight systems on the Alignment page.)"""
+    legend_px = LEGEND_ROW_PX * legend_rows(names) + 8
+    total = height + legend_px
+    # its top just under the axis title: rows fewer than estimated leave room at the bottom, not a gap
+    fig.update_layout(legend=dict(title_text="", orientation="h", yref="container", yanchor="top", y=legend_px / total,
+                                  x=0, xanchor="left"),
+                      margin=dict(b=AXIS_PX + legend_px), height=total)
     return fig
 
 
