@@ -10,6 +10,8 @@ orthogonal alignment (Wu et al. 2020). Numbers come from ``xlviz.analysis`` (as 
 alignment``). Opens preset to a run with ``?run=NAME&l2=L2``.
 """
 
+import os
+
 import pandas as pd
 import streamlit as st
 
@@ -255,8 +257,20 @@ if not rows:
     st.stop()
 
 # --- can each system read these sentences, and is it above chance? (one line each, beside the charts) ------
+def _own(ref) -> bool:
+    """A model of the run whose pairs these are (its folder and tokenizer inside that run): it reads
+    its own run's text by construction, so no tokenizer is loaded to check it (the page then
+    renders from stored encodings without importing torch)."""
+    if run_path is None:
+        return False
+    root = os.path.realpath(run_path)
+    return all(os.path.realpath(p).startswith(root + os.sep) for p in (ref.path, ref.tokenizer or ref.path))
+
+
 with guard("Could not check the tokenizers"):
     for s in systems:
+        if _own(s.a) and _own(s.b):
+            continue
         checks = [readability_of(ref, texts, who=f"the {lang} tokenizer of {s.name}")
                   for ref, texts, lang in ((s.a, data.src, data.lang_a), (s.b, data.tgt, data.lang_b))]
         bad = [c for c in checks if not c.ok]

@@ -19,6 +19,8 @@ def test_xquad_why_this_answer_renders(server, page):  # noqa: F811
     url, _ = server
     page.goto(f"{url}/xquad")
     wait_idle(page)
+    page.wait_for_selector(".xlviz-qa", timeout=120_000)  # the cards come last on the page: wait for them too
+    wait_idle(page)
     assert_no_exception(page)
     assert page.locator(".xlviz-qa").count() == 2
     assert page.locator(".xlviz-salience").count() == 0  # nothing computed before a click

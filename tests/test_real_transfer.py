@@ -161,11 +161,11 @@ def test_config_errors_name_the_field(tmp_path, capsys):
     assert cli(["transfer-corpus", "--l2-corpus", str(tmp_path / "missing*.gz"), "--l1-corpus", "x", "--run-dir", str(tmp_path / "r"),
                 "--mixed-precision", "no"]) == 2
     err = capsys.readouterr().err
-    assert "no en corpus file matches 'x'" in err and "Traceback" not in err
+    assert "field 'l1_corpus': no l1_corpus file matches 'x'" in err and "Traceback" not in err
     assert cli(["transfer", "--source", "files", "--l2-corpus", str(tmp_path / "missing*.gz"), "--l1-corpus", "x",
                 "--run-dir", str(tmp_path / "r2")]) == 2
     err = capsys.readouterr().err
-    assert "no en corpus file matches 'x'" in err and "Traceback" not in err
+    assert "field 'l1_corpus': no l1_corpus file matches 'x'" in err and "Traceback" not in err
 
 
 def test_documented_config_is_valid():

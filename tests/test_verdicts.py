@@ -604,7 +604,7 @@ def test_a_run_without_recorded_dependencies_refuses_every_encoder_if_a_stage_is
     assert models["svo"].degenerate == (PLANTED,) and "does not record" in models["svo"].degenerate_reason
     assert models["sov"].degenerate == (PLANTED,)
     # `xlviz runs dependencies` rebuilds them from the run's config: what the run itself recorded
-    assert cli(["runs", "dependencies", str(copy)]) == 0
+    assert cli(["runs", "dependencies", "--out", str(copy.parent), str(copy)]) == 0
     rebuilt = {e["path"]: e.get("depends_on") for e in json.loads((copy / "manifest.json").read_text())["artefacts"]}
     original = {e["path"]: e.get("depends_on") for e in json.loads(planted_run.manifest_path.read_text())["artefacts"]}
     assert rebuilt == original and rebuilt["encoders/jointpair-disjoint-svo"]

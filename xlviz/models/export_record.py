@@ -1,4 +1,4 @@
-"""``xlviz.json`` beside an exported model: which run, system and language it belongs to, and
+"""``xlviz.json`` beside an exported model: which system and language it belongs to, and
 a fingerprint of the tokenizer it was saved with, checked whenever the folder is loaded.
 
 Why: a model folder is three files a user can mix up. A QA export of the German model whose
@@ -62,10 +62,11 @@ def embedding_rows(model) -> int | None:
     return int(rows) if isinstance(rows, int) else None
 
 
-def make_record(model, tokenizer, *, kind: str, system: str | None, language: str | None, run: str | None) -> dict:
-    """The record of a folder about to be saved (no timestamp or path: the same run writes the
-    same bytes)."""
-    rec: dict[str, Any] = {"format": RECORD_FORMAT, "kind": kind, "system": system, "language": language, "run": run}
+def make_record(model, tokenizer, *, kind: str, system: str | None, language: str | None) -> dict:
+    """The record of a folder about to be saved. No timestamp, path or run name: two runs of one
+    configuration write the same bytes, and a stage a sweep copies into another cell stays true
+    there."""
+    rec: dict[str, Any] = {"format": RECORD_FORMAT, "kind": kind, "system": system, "language": language}
     rows = embedding_rows(model)
     if rows is not None:  # a wrapper without input embeddings of its own (VECO's paired QA model) records none
         rec["embedding_rows"] = rows

@@ -353,13 +353,13 @@ class StagedRun:
                       role: str | None = None, setting: str | None = None, depends_on: list[str] | None = None) -> Path:
         """Save an export or encoder where :func:`xlviz.runs.artefact_relpath` puts it and record it
         (``depends_on``: the training stages its weights come from), with an ``xlviz.json`` saying
-        which run, system and language it is and which tokenizer it was saved with (checked when
+        which system and language it is and which tokenizer it was saved with (checked when
         it is loaded, :func:`xlviz.models.loading.load_model`)."""
         from xlviz.models.export_record import make_record
         from xlviz.runs import artefact_relpath
 
         folder = self.run.path.joinpath(*artefact_relpath(kind, system, language, pair=pair).split("/"))
-        record = make_record(model, tokenizer, kind=kind, system=system, language=language, run=self.run.path.name)
+        record = make_record(model, tokenizer, kind=kind, system=system, language=language)
         self.save(model, folder, tokenizer, record=record)
         self.record_artefact(kind, folder, system=system, language=language, pair=pair, role=role, setting=setting,
                              depends_on=depends_on)

@@ -13,6 +13,7 @@ import pandas as pd
 import streamlit as st
 
 from xlviz.ui.common import guard
+from xlviz.ui.tables import SCORE_RULES, number_config, with_p_text
 from xlviz.ui.slices_view import dataset_slices, pivot, slice_frames, slice_label
 
 NONE = "every question"
@@ -56,14 +57,17 @@ def slices_section(rows: pd.DataFrame, dataset, langs: list[str], names: list[st
                         "length and position, share of the question's words in the context)")
                        + ". EM / F1 (%) [F1 95% interval resampling whole paragraphs within the slice]; one model is one "
                        "seed, so the spread over training seeds is not in them.")
-            st.dataframe(pivot(table), width="stretch", key="xq_slice_table")
+            wide = pivot(table)
+            st.dataframe(wide, width="stretch", key="xq_slice_table", column_config=number_config(wide, SCORE_RULES))
             if not diffs.empty:
                 d = diffs[diffs["metric"] == "f1"].assign(slice=[slice_label(x, y) for x, y in
                                                                   zip(diffs.loc[diffs["metric"] == "f1", "dimension"],
                                                                       diffs.loc[diffs["metric"] == "f1", "value"])])
                 st.caption(f"F1 of {a} − {b} on the same questions: paired paragraph bootstrap and sign-flip permutation p-value.")
-                st.dataframe(d[["slice", "difference", "low", "high", "p_value", "n_questions", "n_paragraphs"]],
-                             hide_index=True, width="stretch", key="xq_slice_diffs")
+                shown = with_p_text(d[["slice", "difference", "low", "high", "p_value", "n_questions", "n_paragraphs"]]
+                                    .rename(columns={"difference": "F1 A − B", "p_value": "p"}))  # p < 0.0005: "< 0.001"
+                st.dataframe(shown, hide_index=True, width="stretch", key="xq_slice_diffs",
+                             column_config=number_config(shown, SCORE_RULES))
             options = [NONE] + [slice_label(d, v) for d, v in groups]
             labels = {slice_label(d, v): ids_ for (d, v), ids_ in groups.items()}
             if st.session_state.get(KEY) not in options:
