@@ -140,34 +140,54 @@ def _register_renderings(asub) -> None:
     r.set_defaults(handler=run_renderings_cmd)
 
 
+
+def _analysis_run(path: str):
+    """The run an analysis command reads (refused when the folder is not one)."""
+    from pathlib import Path
+
+    from xlviz.errors import XlvizError
+    from xlviz.runs import Run
+
+    run = Run(Path(path).expanduser())
+    if not run.exists():
+        raise XlvizError("not a run folder (no config.json)", path=run.path)
+    return run
+
+
+def _systems(args: argparse.Namespace) -> list[str] | None:
+    return [s.strip() for s in args.systems.split(",") if s.strip()] if args.systems else None
+
+
+def _stored_or_computed(run, module, params: tuple, quiet: bool) -> tuple[object, str]:
+    """A stored analysis table (``module``: ``request``/``find``/``compute``/``write`` over
+    ``run`` and ``params``) read back when its request matches, else computed and stored under
+    the run's writer lock; and a line saying which."""
+    from xlviz.errors import XlvizError
+    from xlviz.runs import record_artefacts
+
+    req, _ = module.request(run.path, *params)
+    got = module.find(run.path, req)
+    if got is not None:
+        return got[0], f"read from {got[1]}"
+    table = module.compute(run.path, *params, log=None if quiet else print)
+    try:
+        with run.writer_lock():
+            return table, f"written to {module.write(run.path, table, lambda entries: record_artefacts(run, entries))}"
+    except XlvizError as e:
+        return table, f"not stored ({e})"
+
 def run_renderings_cmd(args: argparse.Namespace) -> int:
     import time
-    from pathlib import Path
 
     from xlviz.analysis import counterfactuals as cf
     from xlviz.errors import XlvizError
-    from xlviz.runs import Run, record_artefacts
 
     _threads(args)
-    run = Run(Path(args.run).expanduser())
-    if not run.exists():
-        raise XlvizError("not a run folder (no config.json)", path=run.path)
+    run = _analysis_run(args.run)
     if args.paragraphs is not None and args.paragraphs < 1:
         raise XlvizError("must be at least 1", field="--paragraphs")
-    systems = [s.strip() for s in args.systems.split(",") if s.strip()] if args.systems else None
     t0 = time.perf_counter()
-    req, _ = cf.request(run.path, args.language, systems, args.paragraphs)
-    got = cf.find(run.path, req)
-    if got is not None:
-        table, where = got
-        how = f"read from {where}"
-    else:
-        table = cf.compute(run.path, args.language, systems, args.paragraphs, log=None if args.quiet else print)
-        try:
-            with run.writer_lock():
-                how = f"written to {cf.write(run.path, table, lambda entries: record_artefacts(run, entries))}"
-        except XlvizError as e:
-            how = f"not stored ({e})"
+    table, how = _stored_or_computed(run, cf, (args.language, _systems(args), args.paragraphs), args.quiet)
     print(cf.format_table(table))
     print(f"{how} ({time.perf_counter() - t0:.1f} s)")
     return 0
@@ -175,32 +195,16 @@ def run_renderings_cmd(args: argparse.Namespace) -> int:
 
 def run_patching_cmd(args: argparse.Namespace) -> int:
     import time
-    from pathlib import Path
 
     from xlviz.analysis import patching_report as pr
     from xlviz.errors import XlvizError
-    from xlviz.runs import Run, record_artefacts
 
     _threads(args)
-    run = Run(Path(args.run).expanduser())
-    if not run.exists():
-        raise XlvizError("not a run folder (no config.json)", path=run.path)
+    run = _analysis_run(args.run)
     if args.limit < 1:
         raise XlvizError("must be at least 1", field="--limit")
-    systems = [s.strip() for s in args.systems.split(",") if s.strip()] if args.systems else None
     t0 = time.perf_counter()
-    req, _ = pr.request(run.path, args.language, systems, args.limit)
-    got = pr.find(run.path, req)
-    if got is not None:
-        table, where = got
-        how = f"read from {where}"
-    else:
-        table = pr.compute(run.path, args.language, systems, args.limit, log=None if args.quiet else print)
-        try:
-            with run.writer_lock():
-                how = f"written to {pr.write(run.path, table, lambda entries: record_artefacts(run, entries))}"
-        except XlvizError as e:
-            how = f"not stored ({e})"
+    table, how = _stored_or_computed(run, pr, (args.language, _systems(args), args.limit), args.quiet)
     print(pr.format_table(table["rows"]))
     if args.csv:
         from xlviz.io import atomic_write_text

@@ -37,6 +37,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from xlviz.errors import XlvizError
+from xlviz.evaluation.uncertainty import finite_values as _finite
 
 ALPHA = 0.05
 CONFIDENCE = 0.95
@@ -74,15 +75,6 @@ class SeedComparison:
 
     def as_dict(self) -> dict:
         return asdict(self)
-
-
-def _finite(values: Sequence[float], what: str) -> np.ndarray:
-    x = np.asarray(values, dtype=np.float64)
-    if x.ndim != 1 or x.size == 0:
-        raise XlvizError(f"{what}: need a non-empty list of numbers", field=what)
-    if not np.isfinite(x).all():
-        raise XlvizError(f"{what}: every value must be a finite number", field=what)
-    return x
 
 
 def t_interval(values: Sequence[float], confidence: float = CONFIDENCE) -> tuple[float, float, float, float]:

@@ -86,13 +86,17 @@ class PairedTest:
 
 
 # --------------------------------------------------------------------------- inputs
-def _values(values: Sequence[float], what: str) -> np.ndarray:
+def finite_values(values: Sequence[float], what: str) -> np.ndarray:
+    """``values`` as a 1-D float array, refused (naming ``what``) when empty or not all finite."""
     a = np.asarray(values, dtype=np.float64)
     if a.ndim != 1 or a.size == 0:
         raise XlvizError(f"{what}: need a non-empty list of numbers", field=what)
     if not np.isfinite(a).all():
         raise XlvizError(f"{what}: every score must be a finite number", field=what)
     return a
+
+
+_values = finite_values
 
 
 def _check(n_resamples: int, confidence: float) -> None:
