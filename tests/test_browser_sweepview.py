@@ -56,6 +56,7 @@ def test_sweeps_page_in_the_browser(sweep_server, page):
     main = page.get_by_test_id("stMain")
     text = main.inner_text()
     assert "tiny-sweep" in text and "4 of 4 cells completed" in text
+    page.wait_for_selector('[data-testid="stPlotlyChart"] .main-svg', timeout=120_000)  # plotly draws after the tables
     assert page.locator('[data-testid="stPlotlyChart"] .main-svg').count() > 0  # the ratio figure was drawn
     assert page.locator('[data-testid="stDataFrame"]').count() >= 4  # sweeps, cells, results, paired difference
     shot(page, "sweeps")
