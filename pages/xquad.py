@@ -203,6 +203,11 @@ if not rows.empty:
         # every table says its setting, also when all picked models share one
         st.markdown(f"**{setting or 'other models (not a run export: setting unknown)'}**"
                     + (f" — {SETTING_NOTES[setting]}" if setting else ""))
+        # what each run export read beyond L1 labels, once per setting above its two score tables
+        # (as a column of each it pushed the last language off a 1,400 px screen)
+        read = runs_view.resources_table(members, resources_of, {n: setting_of[n][1] for n in members})
+        if read is not None:
+            st.dataframe(read, hide_index=True, key=f"xq_read_{gi}")
         e, f = st.columns(2)
         for col, metric, title, k in ((e, "exact_match", "Exact match (%)", "xq_em"), (f, "f1", "F1 (%)", "xq_f1")):
             # each cell: mean [95% paragraph bootstrap], over live rows only; a model with a degenerate
@@ -211,10 +216,6 @@ if not rows.empty:
             if matrix.empty and not any(degenerate_of.get(n) for n in members):
                 continue
             matrix = matrix.reindex(index=[n for n in members if n in set(rows["model"])], columns=langs + ["avg"])
-            if any(setting_of[n][1] for n in members):
-                matrix.insert(0, "parallel pairs", [setting_of[n][1] for n in matrix.index])
-            if any(resources_of[n] for n in members):  # what each run export read beyond L1 labels
-                matrix.insert(0, "resources", [resources_of[n] or "" for n in matrix.index])
             # a run export whose row depends on a degenerate stage: no result, shown as "degenerate"
             matrix = runs_view.with_degenerate(matrix, [(n, c) for n in matrix.index for c in [*langs, "avg"]
                                                         if c in matrix.columns and degenerate_of.get(n)

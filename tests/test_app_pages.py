@@ -14,6 +14,7 @@ from streamlit.testing.v1 import AppTest
 
 from xlviz import jobs
 from xlviz.runs import Run
+from xlviz.ui import runs_view
 
 APP = str(Path(__file__).resolve().parents[1] / "app.py")
 TIMEOUT = 120
@@ -53,6 +54,11 @@ def _page(at: AppTest, name: str) -> AppTest:
     at.switch_page(f"pages/{name}.py").run()
     assert not at.exception, [e.message for e in at.exception]
     return at
+
+
+def _matrices(at: AppTest) -> list:
+    """The XQuAD page's score tables (model × language, with an ``avg`` column), EM then F1."""
+    return [d.value for d in at.dataframe if "avg" in d.value.columns]
 
 
 def _texts(elements) -> str:
@@ -251,7 +257,13 @@ def test_runs_empty_state(tmp_path, monkeypatch):
 def test_xquad_side_by_side_with_scores_and_highlights(app):
     at = _page(app, "xquad")
     assert not at.error, _texts(at.error)
-    em, f1 = at.dataframe[0].value, at.dataframe[1].value  # EM matrix, F1 matrix
+    em, f1 = _matrices(at)[:2]  # EM matrix, F1 matrix
+    # scores only: what each model read is one table above them (as columns they pushed the
+    # last language off a 1,400 px screen)
+    assert "resources" not in em.columns and "parallel pairs" not in f1.columns
+    read = [d.value for d in at.dataframe if "resources" in d.value.columns]
+    assert list(read[0].columns) == ["model", "resources", "parallel pairs"] and list(read[0]["model"]) == ["monotrans"]
+    assert read[0]["resources"].iloc[0] == runs_view.export_resources("demo-run", "monotrans")
     assert list(em.index) == ["monotrans"]  # short alias: all picks come from one run
     assert {"en", "sov", "avg"} <= set(em.columns) and {"en", "sov"} <= set(f1.columns)
     html = "\n".join(h.proto.body for h in at.get("html"))
@@ -268,7 +280,7 @@ def test_xquad_side_by_side_with_scores_and_highlights(app):
 def test_xquad_generated_world_shows_english_and_the_runs_own_numbers(app):
     at = _page(app, "xquad")
     assert not at.error, _texts(at.error)
-    em = at.dataframe[0].value
+    em = _matrices(at)[0]
     assert "en" in em.columns  # train.en.json no longer hides test.en.json
     # the run's saved English predictions (all gold in the fixture) are its numbers; the tiny
     # random model would score near 0
@@ -314,7 +326,7 @@ def test_xquad_decodes_like_the_run_and_runs_one_model_once(app, fake_root, tmp_
         assert any(w.startswith("sov questions: Not readable by monotrans's tokenizer") for w in warnings), warnings
         assert any(w.startswith("en questions: Not readable") and "letter by letter" in w for w in warnings), warnings
         assert all("run demo-run" in w for w in warnings)
-        em = at.dataframe[0].value
+        em = _matrices(at)[0]
         assert em.loc["monotrans", "en"] == em.loc["samefiles", "en"]
     finally:
         shutil.rmtree(copy)

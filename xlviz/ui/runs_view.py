@@ -981,6 +981,15 @@ def export_resources(run_name: str | None, system: str | None, root=None) -> str
     return combine_labels(resources_of(r) for r in rows)
 
 
+def resources_table(models: list[str], resources: dict[str, str | None], pairs: dict[str, int]) -> pd.DataFrame | None:
+    """One row per model: what it read beyond L1 labels (``resources``) and its parallel pairs;
+    None when no model read anything recorded (the score tables then need no legend)."""
+    if not any(resources.get(m) for m in models) and not any(pairs.get(m) for m in models):
+        return None
+    return pd.DataFrame([{"model": m, "resources": resources.get(m) or "", "parallel pairs": int(pairs.get(m) or 0)}
+                         for m in models], columns=["model", "resources", "parallel pairs"])
+
+
 def export_setting(run_name: str | None, system: str | None, root=None) -> tuple[str | None, int]:
     """(setting, parallel pairs) of a run's exported system, from its results.json rows (the
     method's declaration is written there); (None, 0) for models that are not a run's (typed
