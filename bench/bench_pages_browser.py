@@ -53,18 +53,30 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-class Server:
-    """``streamlit run app.py`` on a free port, as the README starts it; stopped by its own pid."""
+LAUNCHERS = {
+    # what `xlviz app` runs: Streamlit's command line after the model stack is imported (xlviz/ui/serve.py)
+    "xlviz": [sys.executable, "-m", "xlviz.ui.serve"],
+    # plain `streamlit run`: the first page that shows a model imports torch and transformers
+    "streamlit": [sys.executable, "-m", "streamlit", "run"],
+}
+STARTS: list[float] = []  # seconds from starting each server until it accepted a connection
 
-    def __init__(self, root: Path, script: str = "app.py"):
+
+class Server:
+    """The app served on a free port as ``xlviz app`` (``launcher="xlviz"``) or ``streamlit run``
+    starts it; stopped by its own pid. The time until it accepts connections is kept in STARTS."""
+
+    def __init__(self, root: Path, script: str = "app.py", launcher: str = "xlviz"):
         self.port = _free_port()
         env = dict(os.environ, XLVIZ_CHECKPOINTS=str(root), PYTHONPATH=str(REPO))
+        start = time.perf_counter()
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "streamlit", "run", script, "--server.headless", "true", "--server.port", str(self.port)],
+            [*LAUNCHERS[launcher], script, "--server.headless", "true", "--server.port", str(self.port)],
             cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True)
         for _ in range(600):
             try:
                 socket.create_connection(("127.0.0.1", self.port), 0.5).close()
+                STARTS.append(time.perf_counter() - start)
                 return
             except OSError:
                 time.sleep(0.2)
@@ -114,6 +126,8 @@ def main() -> int:
     ap.add_argument("--pages", default=",".join(PAGES))
     ap.add_argument("--quiet-s", type=float, default=2.0)
     ap.add_argument("--no-baseline", action="store_true", help="skip the page that does nothing")
+    ap.add_argument("--launcher", choices=sorted(LAUNCHERS), default="xlviz",
+                    help="xlviz: as `xlviz app` serves (model stack imported before listening); streamlit: plain `streamlit run`")
     args = ap.parse_args()
     from playwright.sync_api import sync_playwright
 
@@ -133,7 +147,7 @@ def main() -> int:
         browser = pw.chromium.launch(executable_path="/usr/bin/chromium", args=CHROMIUM_ARGS)
         for r in range(args.repeat):
             for page in pages:
-                server = Server(root, str(baseline) if page == "baseline" else "app.py")
+                server = Server(root, str(baseline) if page == "baseline" else "app.py", args.launcher)
                 try:
                     url = f"{server.url}/{'' if page in ('home', 'baseline') else page}"
                     # cold: a new browser profile (nothing cached) on a server just started
@@ -158,7 +172,9 @@ def main() -> int:
         browser.close()
     tmp.cleanup()
     print(f"\nload average (1 min): {load0:.2f} before, {os.getloadavg()[0]:.2f} after ({os.cpu_count()} CPUs)")
-    print(f"checkpoints: {root if args.checkpoints else 'fake run (tests/app_fixtures.py)'}; median of {args.repeat}\n")
+    print(f"checkpoints: {root if args.checkpoints else 'fake run (tests/app_fixtures.py)'}; median of {args.repeat}")
+    print(f"launcher: {args.launcher} ({' '.join(LAUNCHERS[args.launcher][1:])}); server start until it accepts "
+          f"connections: median {statistics.median(STARTS):.2f} s (min {min(STARTS):.2f}, max {max(STARTS):.2f})\n")
     print(f"{'page':<12}{'cold (s)':>10}{'warm (s)':>10}{'warm, empty cache (s)':>23}   all cold / all warm")
     for page in pages:
         c, w, f = times[page]["cold"], times[page]["warm"], times[page]["fresh"]

@@ -135,7 +135,8 @@ def test_xlviz_app_replaces_itself_with_streamlit(monkeypatch, tmp_path):
     with pytest.raises(SystemExit):
         cmd.handle(argparse.Namespace(port=8765, out=str(tmp_path / "runs"), headless=True))
     path, argv, env, cwd = calls[0]
-    assert path == sys.executable and argv[1:4] == ["-m", "streamlit", "run"] and "8765" in argv
+    # Streamlit's command line through xlviz.ui.serve: the model stack is imported before it listens
+    assert path == sys.executable and argv[1:3] == ["-m", "xlviz.ui.serve"] and argv[3].endswith("app.py") and "8765" in argv
     assert Path(cwd) == REPO and (Path(cwd) / ".streamlit" / "config.toml").is_file()
     assert env["XLVIZ_CHECKPOINTS"] == str((tmp_path / "runs").resolve())
 
@@ -318,3 +319,24 @@ def test_app_start_gives_blas_one_thread_and_imports_no_model_stack():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300,
                          env=dict(os.environ, PYTHONPATH=str(Path(__file__).resolve().parents[1])))
     assert out.returncode == 0 and out.stdout.strip().endswith("ok"), out.stderr[-2000:]
+
+
+def test_the_launcher_imports_the_model_stack_before_streamlit_runs(monkeypatch):
+    """``python -m xlviz.ui.serve APP ...`` = ``streamlit run APP ...`` with torch and transformers'
+    BERT classes already imported in the main thread (no visitor waits for them)."""
+    from streamlit.web import cli
+
+    from xlviz.ui import serve
+
+    seen = {}
+
+    def fake_main(prog_name=None):
+        seen["argv"] = list(sys.argv)
+        seen["loaded"] = {m for m in ("torch", "transformers", "xlviz.models.loading") if m in sys.modules}
+        seen["bert"] = "transformers.models.bert.modeling_bert" in sys.modules
+
+    monkeypatch.setattr(cli, "main", fake_main)
+    monkeypatch.setattr(sys, "argv", ["serve"])
+    assert serve.main(["app.py", "--server.port", "8765"]) == 0
+    assert seen["argv"] == ["streamlit", "run", "app.py", "--server.port", "8765"]
+    assert seen["loaded"] == {"torch", "transformers", "xlviz.models.loading"} and seen["bert"]

@@ -51,14 +51,15 @@ def _free_port() -> int:
 
 
 def serve(root: Path, **env_extra: str):
-    """``streamlit run app.py`` (the README's command: .streamlit/config.toml in the repository
-    root turns the file watcher off) on a free port over the runs in ``root``; yields its address
-    once it accepts connections, stops it after."""
+    """The app as ``xlviz app`` serves it (``python -m xlviz.ui.serve app.py``: ``streamlit run
+    app.py`` with the model stack imported first; .streamlit/config.toml in the repository root
+    turns the file watcher off) on a free port over the runs in ``root``; yields its address once
+    it accepts connections, stops it after."""
     port = _free_port()
     env = dict(os.environ, XLVIZ_CHECKPOINTS=str(root), PYTHONUNBUFFERED="1", **env_extra)
     log = open(root.parent / "streamlit.log", "w")
     proc = subprocess.Popen(
-        [sys.executable, "-m", "streamlit", "run", "app.py", "--server.headless", "true", "--server.port", str(port)],
+        [sys.executable, "-m", "xlviz.ui.serve", "app.py", "--server.headless", "true", "--server.port", str(port)],
         cwd=REPO, env=env, stdout=log, stderr=subprocess.STDOUT, start_new_session=True,
     )
     deadline = time.time() + 90

@@ -49,7 +49,8 @@ def host_warning(host: str | None) -> str | None:
 def streamlit_argv(args: argparse.Namespace) -> list[str]:
     """Streamlit's command line: loopback unless ``--host`` names another address."""
     address = getattr(args, "host", None) or DEFAULT_ADDRESS
-    argv = [sys.executable, "-m", "streamlit", "run", str(app_path()), "--server.port", str(args.port),
+    # xlviz.ui.serve: Streamlit's own command line, run after the model stack is imported (its docstring)
+    argv = [sys.executable, "-m", "xlviz.ui.serve", str(app_path()), "--server.port", str(args.port),
             "--server.address", address]
     if args.headless:
         argv += ["--server.headless", "true"]

@@ -1,0 +1,58 @@
+"""Serve the app with the model stack imported before the first page: ``python -m xlviz.ui.serve
+APP [streamlit options]`` (what ``xlviz app`` runs).
+
+Importing torch and transformers' BERT classes takes about 8 CPU seconds on a 2-core AMD EPYC
+(torch 2.4; transformers 5.6, which pulls torch.distributed, sympy and scipy.optimize in), more
+than all the rest of a page's first visit. With ``streamlit run app.py`` that cost falls on the
+first page that shows a model (Attention's first visit took 9 s). Here it is paid once, in the
+main thread, before Streamlit starts listening: the server prints its URL a few seconds later,
+and no visitor waits for an import. Imports run before any session exists, so no script thread
+can meet a half-imported module (importing them in a background thread beside a page's script
+did: ``xlviz/ui/startup.py``).
+
+``streamlit run app.py`` keeps working (the first page with a model then imports the stack).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+
+
+def preload() -> float:
+    """Import what every model view needs, as the pages import it; seconds taken."""
+    start = time.perf_counter()
+    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # as app.py: before torch is imported
+    from xlviz.ui import startup
+
+    startup.start()  # one BLAS thread, before numpy's or torch's pools start
+    import torch  # noqa: F401
+    import transformers  # noqa: F401
+    from transformers import (  # noqa: F401 - the classes xlviz.models.loading resolves for the bench's models
+        AutoModel,
+        AutoModelForMaskedLM,
+        AutoModelForQuestionAnswering,
+        AutoTokenizer,
+        BertForMaskedLM,
+        BertForQuestionAnswering,
+        BertModel,
+    )
+
+    import xlviz.models.loading  # noqa: F401 - the one loading path, with its own imports
+    return time.perf_counter() - start
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = list(sys.argv[1:] if argv is None else argv)
+    took = preload()
+    print(f"xlviz app: model stack imported in {took:.1f} s", file=sys.stderr, flush=True)
+    from streamlit.web import cli
+
+    sys.argv = ["streamlit", "run", *args]
+    cli.main(prog_name="streamlit")  # Streamlit's own command line in this process (as ``python -m streamlit``)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
