@@ -17,9 +17,10 @@ import pytest
 import torch
 from transformers import BertForMaskedLM
 
+from xlviz.models.floor import make_l2_mlm
 from xlviz.models.monotrans import (
     N_SPECIAL, bert_config, drop_cls_position_and_segment, fold_cls_position, freeze_for_step2, freeze_for_step3,
-    make_l2_mlm, qa_from_mlm, zero_shot_model,
+    qa_from_mlm, zero_shot_model,
 )
 from xlviz.training.mlm import MaskedOnlyMLM, is_long_step, iter_batches, iter_blocks, mask_tokens, mlm_batches
 from xlviz.transfer.config import TransferConfig
@@ -157,14 +158,15 @@ def test_step1_trains_positions_past_block_size(tiny_run, monkeypatch):
 def test_analysis_floor_is_the_scored_floor(tiny_run):
     """reports' floor (run_info -> ModelSpec -> load_spec) has the pipeline's floor weights:
     same seed and the run's l2_init_std (0.002 here, not the model's 0.02)."""
-    from xlviz.analysis.reports import load_spec, run_info, run_systems
+    from xlviz.analysis.reports import run_info, run_systems
+    from xlviz.models.reference import load_spec
 
     spec = next(s.b for s in run_systems(tiny_run.run.path, "svo") if s.name.endswith("floor"))
     analysed, _ = load_spec(spec, "mlm")
     l1 = BertForMaskedLM.from_pretrained(tiny_run.path("s1_pretrain"), use_safetensors=True)
     from xlviz.methods.monotrans import l2_init_model
 
-    scored = l2_init_model(tiny_run, l1, len(tiny_run.tokenizer("svo")))
+    scored = l2_init_model(tiny_run, l1, "svo")
     a, b = analysed.bert.embeddings.word_embeddings.weight, scored.bert.embeddings.word_embeddings.weight
     assert a.shape == b.shape and torch.equal(a, b), f"analysed floor rows std {a[N_SPECIAL:].std():.4f}, scored {b[N_SPECIAL:].std():.4f}"
     assert run_info(tiny_run.run.path).floor_init_std == pytest.approx(0.002)
@@ -186,7 +188,7 @@ def test_old_run_without_l2_init_std_gets_the_old_floor(tiny_run, tmp_path):
 # --------------------------------------------------------------------------- 4. the app's floor
 def test_app_loader_keeps_floor_init_and_std(tiny_run):
     """xlviz.ui.analysis.load rebuilds the spec it was given, floor_init and init std included."""
-    from xlviz.analysis.reports import ModelSpec, load_spec
+    from xlviz.models.reference import ModelSpec, load_spec
     from xlviz.ui import analysis as ui
 
     for init, std in (("l1_stats", None), ("random", 0.002)):

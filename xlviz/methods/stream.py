@@ -25,13 +25,12 @@ from __future__ import annotations
 import json
 from typing import Iterator
 
-import torch
-
-from xlviz.data.vocabulary import special_ids_of, special_row_map, train_tokenizer_like
+from xlviz.data.vocabulary import special_ids_of, train_tokenizer_like
 from xlviz.errors import XlvizError
 from xlviz.io import atomic_dir, atomic_write_text
 from xlviz.methods.base import Context, Stage
 from xlviz.methods.monotrans import VARIANTS
+from xlviz.models.floor import floor_model
 
 
 
@@ -66,28 +65,12 @@ def load_l1(ctx: Context):
 
 
 def new_l2_model(ctx: Context, l1, l1_tok, l2_tok):
-    """Step 2's starting point, and (untrained) the floor: same seed, same init."""
-    from xlviz.models.monotrans import make_l2_mlm
-    from xlviz.models.surgery import ROBERTA_LIKE, word_embeddings
-
-    cfg = ctx.cfg
-    if l1.config.model_type in ROBERTA_LIKE and l2_tok.pad_token_id != l1.config.pad_token_id:
-        raise XlvizError(f"the {ctx.data.l2} tokenizer pads with id {l2_tok.pad_token_id} but the L1 model's positions assume "
-                         f"{l1.config.pad_token_id}; learn the L2 vocabulary with train_tokenizer_like(reference=L1 tokenizer)")
-    overrides = {"pad_token_id": l2_tok.pad_token_id}
-    model = make_l2_mlm(l1, len(l2_tok), seed=cfg.seed + 1, special_rows=special_row_map(l1_tok, l2_tok), config_overrides=overrides)
-    if cfg.embedding_init == "l1_stats":
-        special = special_ids_of(l2_tok)
-        src = word_embeddings(l1).weight.detach().float()
-        keep = torch.ones(len(src), dtype=torch.bool)
-        keep[special_ids_of(l1_tok)] = False
-        mean, std = src[keep].mean(0), src[keep].std(0)
-        g = torch.Generator().manual_seed(cfg.seed + 2)
-        w = word_embeddings(model).weight
-        rows = [i for i in range(w.shape[0]) if i not in set(special)]
-        with torch.no_grad():
-            w[rows] = (mean + std * torch.randn(len(rows), w.shape[1], generator=g)).to(w.dtype)
-    return model
+    """Step 2's starting point on a corpus source, and (untrained) the floor:
+    :func:`xlviz.models.floor.floor_model` with the run's seed + 1 and ``embedding_init``. The
+    random rows are drawn at the model's ``initializer_range`` (0.02 for xlviz's BERTs), not at
+    the world's ``l2_init_std``: the corpus runs were measured so (docs/real-models.md: "The
+    German rows start at std 0.02")."""
+    return floor_model(l1, l1_tok, l2_tok, seed=ctx.cfg.seed + 1, init=ctx.cfg.embedding_init)
 
 
 def l2_model(ctx: Context, system: str, l1, l1_tok):

@@ -392,7 +392,8 @@ class Pipeline(StagedRun):
         the manifest reads the same either way). They save the page time and nothing else, so a
         failure is logged and the run goes on (``xlviz analyse encodings`` writes them later)."""
         from xlviz.analysis.encodings import write_encodings
-        from xlviz.analysis.reports import ModelSpec, System
+        from xlviz.analysis.reports import System
+        from xlviz.models.reference import ModelSpec
 
         l1 = self.world.l1
 
