@@ -25,6 +25,7 @@ from transformers import BertForMaskedLM, BertForQuestionAnswering
 
 from xlviz.data.vocabulary import translation_rows
 from xlviz.io import atomic_write_json
+from xlviz.methods import stream
 from xlviz.methods.base import Context, Method, Stage
 from xlviz.methods.common import WORLD, finetune_qa, load_mlm, on_corpus, pretrain_stage, run_l1, train_mlm
 from xlviz.methods.options import MethodOptions, option
@@ -171,9 +172,7 @@ def finetune_stage(v: Variant) -> Stage:
 class Monotrans(Method):
     def stages(self, ctx: Context, system: str) -> list[Stage]:
         if on_corpus(ctx):
-            from xlviz.methods import stream
-
-            return stream.stages(ctx, system)
+            return stream.stages(ctx, VARIANTS[system].step2)
         v = VARIANTS[system]
         out = [WORLD, pretrain_stage()]
         if v.step2:
@@ -248,10 +247,8 @@ class Monotrans(Method):
         untrained) L2 embeddings under the same body for an L2; the oracle's with its gold
         translations' L1 rows (step 1's), as its QA model reads."""
         if on_corpus(ctx):  # step 1's model (or init_model) and step 2's, as the corpus stages wrote them
-            from xlviz.methods import stream
-
             l1, l1_tok = stream.load_l1(ctx)
-            return (l1, l1_tok) if lang == ctx.data.l1 else stream.l2_model(ctx, system, l1, l1_tok)
+            return (l1, l1_tok) if lang == ctx.data.l1 else stream.l2_model(ctx, VARIANTS[system].step2, l1, l1_tok)
         v = VARIANTS[system]
         tok = ctx.tokenizer(lang)
         if lang == ctx.world.l1:

@@ -59,7 +59,7 @@ class Pipeline(StagedRun):
         if self.source_kind == "world":
             self.world = World(config.world)
             self.data = None
-        else:  # a corpus source: text files streamed by the stages (xlviz.methods.stream)
+        else:  # a corpus source: text files streamed by the stages (xlviz.methods.corpus)
             from xlviz.data.sources.files import CorpusData
 
             self.world = None
