@@ -87,7 +87,8 @@ def main(argv: list[str] | None = None) -> int:
     from xlviz.analysis.representations import sentence_embeddings
     from xlviz.data.tokenization import train_tokenizer
     from xlviz.data.world import World, WorldConfig
-    from xlviz.models.monotrans import bert_config, make_l2_mlm
+    from xlviz.models.floor import make_l2_mlm
+    from xlviz.models.monotrans import bert_config
 
     default_threads = torch.get_num_threads()
     if args.threads:

@@ -48,9 +48,10 @@ def step2_throughput(run_dir: Path, cfg, rounds: int, steps: int) -> dict:
     import torch
 
     from xlviz.data.real import read_text_corpus
-    from xlviz.data.vocabulary import special_ids_of, special_row_map
+    from xlviz.data.vocabulary import special_ids_of
+    from xlviz.models.floor import floor_model
     from xlviz.models.loading import load_model
-    from xlviz.models.monotrans import freeze_for_step2, make_l2_mlm
+    from xlviz.models.monotrans import freeze_for_step2
     from xlviz.models.surgery import MaskedOnlyLoss
     from xlviz.training.loop import LoopConfig, train
     from xlviz.training.mlm import iter_blocks, plain_mlm_loss
@@ -67,8 +68,7 @@ def step2_throughput(run_dir: Path, cfg, rounds: int, steps: int) -> dict:
                                                       seed=99, prob=cfg.mlm_probability), steps + 1))
 
     def fresh():
-        m = make_l2_mlm(l1, len(tok), seed=cfg.seed + 1, special_rows=special_row_map(l1_tok, tok),
-                        config_overrides={"pad_token_id": tok.pad_token_id})
+        m = floor_model(l1, l1_tok, tok, seed=cfg.seed + 1)  # step 2's starting point on a corpus source
         freeze_for_step2(m, special_ids=special_ids_of(tok))
         return m
 
@@ -103,7 +103,8 @@ def retrieval_tables(run_dir: Path, cfg, limit: int, pooling: str) -> dict:
     held-out retrieval before/after an orthogonal map."""
     from xlviz.analysis.alignment import layerwise_alignment
     from xlviz.analysis.margin import margin_retrieval
-    from xlviz.analysis.reports import ModelSpec, load_spec, parallel_data, run_systems
+    from xlviz.analysis.reports import parallel_data, run_systems
+    from xlviz.models.reference import ModelSpec, load_spec
     from xlviz.analysis.representations import sentence_embeddings
 
     systems = {("transferred" if "transferred" in s.name else "floor"): s for s in run_systems(run_dir, cfg.data["l2"])}

@@ -45,7 +45,7 @@ def main() -> None:
     from xlviz.analysis.reports import run_alignment
     from xlviz.training.verdicts import is_degenerate
     from xlviz.transfer.sweep import Sweep
-    from xlviz.transfer.sweep_report import setting_label
+    from xlviz.transfer.sweep import setting_label
 
     sweep = Sweep(args.sweep)
     out_rows: list[dict] = []

@@ -29,7 +29,8 @@ def main() -> None:
     from plotly.subplots import make_subplots
 
     from xlviz.analysis.alignment import layerwise_alignment
-    from xlviz.analysis.reports import load_spec, parallel_data, run_info, run_systems
+    from xlviz.analysis.reports import parallel_data, run_info, run_systems
+    from xlviz.models.reference import load_spec
     from xlviz.analysis.representations import sentence_embeddings
     from xlviz.runs import Run
 

@@ -16,7 +16,8 @@ import pandas as pd
 import streamlit as st
 
 from xlviz.analysis import encodings as enc
-from xlviz.analysis.reports import ModelSpec, System, aligned_words, run_systems
+from xlviz.analysis.reports import System, aligned_words, run_systems
+from xlviz.models.reference import ModelSpec
 from xlviz.ui import analysis as ua
 from xlviz.ui.choices import default_data_run, default_rows
 from xlviz.ui.colours import label_colours, system_colours

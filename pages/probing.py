@@ -18,7 +18,8 @@ layer), with a drill-down to single pairs and CSV export. Numbers come from ``xl
 import pandas as pd
 import streamlit as st
 
-from xlviz.analysis.reports import ModelSpec, ProbeModel, agreement_rows, probed_and_refused, run_probe_models
+from xlviz.analysis.reports import ProbeModel, agreement_rows, probed_and_refused, run_probe_models
+from xlviz.models.reference import ModelSpec
 from xlviz.ui import analysis as ua
 from xlviz.ui.choices import AGREEMENT_VIEW, WIC_VIEW, default_rows, split_probeable
 from xlviz.ui.colours import label_colours, system_colours

@@ -8,7 +8,10 @@ functions), folds them to packages (``xlviz.methods.monotrans`` -> ``methods``),
 - draws the package graph as a Mermaid diagram (GitHub renders it) between the markers in
   ``docs/architecture.md``; ``--write`` refreshes it, the test checks it is current;
 - counts the ``system ==`` branches left in ``xlviz/methods`` (the ``Variant`` table style
-  replaces them).
+  replaces them);
+- finds import cycles between the modules of ``xlviz/`` (every import, those inside functions
+  too: a circle hidden in a function still ties the modules together; ``tests/test_house.py``
+  asserts there are none).
 
     python scripts/architecture.py           # print the block and any violation
     python scripts/architecture.py --write   # refresh docs/architecture.md
@@ -80,6 +83,87 @@ def edges() -> dict[tuple[str, str], list[str]]:
     return dict(out)
 
 
+def module_of(path: Path, root: Path = REPO) -> str:
+    """``xlviz/methods/monotrans.py`` -> ``xlviz.methods.monotrans`` (a package: its ``__init__``)."""
+    parts = list(path.relative_to(root).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def module_edges(files: dict[str, str]) -> dict[str, set[str]]:
+    """``{module: {module it imports}}`` between the modules of ``files`` (``{module name:
+    source}``), every import statement counted, module level or inside a function. ``from
+    package import name`` reaches the submodule ``package.name`` when there is one, else the
+    package."""
+    out: dict[str, set[str]] = {m: set() for m in files}
+
+    def known(name: str) -> str | None:
+        while name and name not in files:
+            name = name.rpartition(".")[0]
+        return name or None
+
+    for mod, text in files.items():
+        is_package = any(m.startswith(mod + ".") for m in files)
+        package = mod if is_package else mod.rpartition(".")[0]  # what a relative import starts from
+        for node in ast.walk(ast.parse(text)):
+            if isinstance(node, ast.Import):
+                targets = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:
+                    up = package.split(".")[: len(package.split(".")) - (node.level - 1)]
+                    base = ".".join(up + ([node.module] if node.module else []))
+                targets = [f"{base}.{a.name}" if f"{base}.{a.name}" in files else base for a in node.names]
+            else:
+                continue
+            for t in targets:
+                dst = known(t)
+                if dst and dst != mod:
+                    out[mod].add(dst)
+    return out
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The groups of modules that import each other, directly or round a circle (strongly
+    connected components of more than one module, Tarjan's algorithm), each sorted."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in sorted(graph.get(v, ())):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            group = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                group.append(w)
+                if w == v:
+                    break
+            if len(group) > 1:
+                found.append(sorted(group))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return sorted(found)
+
+
+def module_cycles() -> list[list[str]]:
+    """Import cycles between the modules of ``xlviz/``."""
+    files = {module_of(f): f.read_text() for f in sorted(REPO.glob("xlviz/**/*.py"))}
+    return cycles(module_edges(files))
+
+
 def violations(graph: dict[tuple[str, str], list[str]]) -> list[str]:
     """Imports that go up the layers (or reach a package with no rank), not documented exceptions."""
     bad = []
@@ -121,6 +205,7 @@ def block(graph: dict[tuple[str, str], list[str]]) -> str:
                  + "; ".join(f"{a} → {b} ({why})" for (a, b), why in EXCEPTIONS.items()) + ".")
     lines.append(f"Imports counted: {sum(len(w) for w in graph.values())} between packages; "
                  f"upward imports outside those: {len(violations(graph))}; "
+                 f"import cycles between modules: {len(module_cycles())}; "
                  f"`system ==` branches in `xlviz/methods`: {system_branches()}.")
     lines += ["", END]
     return "\n".join(lines)
@@ -147,7 +232,9 @@ def main(argv: list[str] | None = None) -> int:
         print(new)
     for v in violations(graph):
         print("upward import:", v, file=sys.stderr)
-    return 1 if violations(graph) else 0
+    for c in module_cycles():
+        print("import cycle:", " <-> ".join(c), file=sys.stderr)
+    return 1 if violations(graph) or module_cycles() else 0
 
 
 if __name__ == "__main__":

@@ -112,7 +112,7 @@ def _make_transferred(path: Path, l2_words: list[str]) -> None:
     from transformers import AutoModelForMaskedLM, AutoTokenizer
 
     from tests.tiny_models import make_tiny
-    from xlviz.models.monotrans import make_l2_mlm
+    from xlviz.models.floor import make_l2_mlm
 
     with tempfile.TemporaryDirectory() as tmp:
         tok = AutoTokenizer.from_pretrained(make_tiny("bert", Path(tmp) / "l2", task="mlm", words=l2_words))

@@ -186,7 +186,8 @@ def test_probing_agreement_grid_and_drill_down(fake_root, monkeypatch):
     assert grid.map(lambda v: 0 <= v <= 100).all().all()
     # the grid is the package's numbers
     from xlviz.analysis.probing import agreement_accuracy
-    from xlviz.analysis.reports import agreement_data, load_spec, run_probe_models
+    from xlviz.analysis.reports import agreement_data, run_probe_models
+    from xlviz.models.reference import load_spec
 
     m = run_probe_models(fake_root / "demo-run", [L2])[1]
     _, pairs = agreement_data(f"world:{L2}", fake_root / "demo-run", 5)

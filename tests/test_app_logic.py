@@ -80,7 +80,7 @@ def test_identical_model_folders_are_loaded_and_encoded_once(run_root, tmp_path,
     """A run exports the same English encoder once per system: the Alignment page loads it and
     encodes each sentence once for all of them (byte-identical folders), never for another model."""
     from xlviz.analysis import representations
-    from xlviz.analysis.reports import ModelSpec
+    from xlviz.models.reference import ModelSpec
     from xlviz.ui import analysis as ua
 
     export = run_root / "demo-run" / "export"

@@ -2,7 +2,8 @@
 
 1. +pos: the zero-shot L2 model's [CLS] input has no position/segment embedding;
 2. positions past step 1's block length are pre-trained (a share of full-length blocks);
-3. the analyses' floor is the floor scored in results.json (the run's l2_init_std);
+3. the analyses' floor is the floor scored in results.json (step 2's starting point: the world's
+   l2_init_std, a corpus source's initializer_range or l1_stats);
 4. the app's loader keeps a floor's init (and init std);
 5. the corpus run's retrieval layer is chosen on held-out pairs.
 """
@@ -17,9 +18,10 @@ import pytest
 import torch
 from transformers import BertForMaskedLM
 
+from xlviz.models.floor import make_l2_mlm
 from xlviz.models.monotrans import (
     N_SPECIAL, bert_config, drop_cls_position_and_segment, fold_cls_position, freeze_for_step2, freeze_for_step3,
-    make_l2_mlm, qa_from_mlm, zero_shot_model,
+    qa_from_mlm, zero_shot_model,
 )
 from xlviz.training.mlm import MaskedOnlyMLM, is_long_step, iter_batches, iter_blocks, mask_tokens, mlm_batches
 from xlviz.transfer.config import TransferConfig
@@ -157,14 +159,15 @@ def test_step1_trains_positions_past_block_size(tiny_run, monkeypatch):
 def test_analysis_floor_is_the_scored_floor(tiny_run):
     """reports' floor (run_info -> ModelSpec -> load_spec) has the pipeline's floor weights:
     same seed and the run's l2_init_std (0.002 here, not the model's 0.02)."""
-    from xlviz.analysis.reports import load_spec, run_info, run_systems
+    from xlviz.analysis.reports import run_info, run_systems
+    from xlviz.models.reference import load_spec
 
     spec = next(s.b for s in run_systems(tiny_run.run.path, "svo") if s.name.endswith("floor"))
     analysed, _ = load_spec(spec, "mlm")
     l1 = BertForMaskedLM.from_pretrained(tiny_run.path("s1_pretrain"), use_safetensors=True)
     from xlviz.methods.monotrans import l2_init_model
 
-    scored = l2_init_model(tiny_run, l1, len(tiny_run.tokenizer("svo")))
+    scored = l2_init_model(tiny_run, l1, "svo")
     a, b = analysed.bert.embeddings.word_embeddings.weight, scored.bert.embeddings.word_embeddings.weight
     assert a.shape == b.shape and torch.equal(a, b), f"analysed floor rows std {a[N_SPECIAL:].std():.4f}, scored {b[N_SPECIAL:].std():.4f}"
     assert run_info(tiny_run.run.path).floor_init_std == pytest.approx(0.002)
@@ -183,10 +186,57 @@ def test_old_run_without_l2_init_std_gets_the_old_floor(tiny_run, tmp_path):
     assert run_info(old).floor_init_std is None  # make_l2_mlm's default: the model's initializer_range
 
 
+def test_world_floor_ignores_embedding_init(tiny_run, tmp_path):
+    """embedding_init is read by corpus sources only: a world run's step 2 (so its floor) starts
+    from random rows whatever the config says, and so does the analyses' floor."""
+    import shutil
+
+    from xlviz.analysis.reports import run_info
+
+    run = tmp_path / "l1stats"
+    shutil.copytree(tiny_run.run.path, run)
+    cfg = json.loads((run / "config.json").read_text())
+    (run / "config.json").write_text(json.dumps({**cfg, "embedding_init": "l1_stats"}))
+    info = run_info(run)
+    assert (info.floor_init, info.floor_init_std) == ("random", pytest.approx(0.002))
+
+
+@pytest.mark.parametrize("init", ["random", "l1_stats"])
+def test_analysis_floor_of_a_corpus_run_is_its_step2_start(tmp_path, init):
+    """On a corpus source step 2 starts from rows at the model's initializer_range (not the
+    world's l2_init_std) or from the L1 rows' statistics; the analyses rebuild that floor, weight
+    for weight, for a run without exported encoders."""
+    from xlviz.analysis.reports import run_info, run_systems
+    from xlviz.methods import stream
+    from xlviz.models.reference import load_spec
+    from xlviz.transfer.pipeline import Pipeline
+
+    for lang in ("en", "de"):
+        (tmp_path / f"{lang}.txt").write_text("".join(f"{lang} w{i % 40} w{i % 7} v{i % 11} .\n" for i in range(400)))
+    cfg = TransferConfig.from_dict({
+        "source": "files", "methods": ["monotrans", "floor"], "seed": 3, "model_size": "tiny", "vocab_size": 80,
+        "pretrain_steps": 2, "transfer_steps": 2, "mlm_batch_size": 4, "block_size": 8, "mixed_precision": "no",
+        "log_with": "none", "embedding_init": init,
+        "data": {"l1": "en", "l2": "de", "l1_corpus": [str(tmp_path / "en.txt")], "l2_corpus": [str(tmp_path / "de.txt")]}})
+    pipe = Pipeline(cfg, tmp_path / "run")
+    pipe.run.path.mkdir()
+    pipe.run.write_config(cfg.to_dict())
+    pipe.run_stage("world")
+    pipe.run_stage("s1_pretrain")
+    assert (run_info(pipe.run.path).floor_init, run_info(pipe.run.path).floor_init_std) == (init, None)
+    spec = next(s.b for s in run_systems(pipe.run.path, "de") if s.name.endswith("floor"))
+    analysed, _ = load_spec(spec, "mlm")
+    l1, l1_tok = stream.load_l1(pipe)
+    scored = stream.new_l2_model(pipe, l1, l1_tok, pipe.tokenizer("de"))
+    a, b = analysed.bert.embeddings.word_embeddings.weight, scored.bert.embeddings.word_embeddings.weight
+    assert a.shape == b.shape and torch.equal(a, b)
+    assert float(a[N_SPECIAL:].detach().std()) > 0.01, "rows at initializer_range (0.02), not l2_init_std (0.002)"
+
+
 # --------------------------------------------------------------------------- 4. the app's floor
 def test_app_loader_keeps_floor_init_and_std(tiny_run):
     """xlviz.ui.analysis.load rebuilds the spec it was given, floor_init and init std included."""
-    from xlviz.analysis.reports import ModelSpec, load_spec
+    from xlviz.models.reference import ModelSpec, load_spec
     from xlviz.ui import analysis as ui
 
     for init, std in (("l1_stats", None), ("random", 0.002)):

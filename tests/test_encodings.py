@@ -22,7 +22,8 @@ import pytest
 
 from tests.analysis_fixtures import L2, make_analysis_run
 from xlviz.analysis import encodings as enc
-from xlviz.analysis.reports import ModelSpec, parallel_data, run_systems
+from xlviz.analysis.reports import parallel_data, run_systems
+from xlviz.models.reference import ModelSpec
 from xlviz.cli import main
 from xlviz.errors import XlvizError
 

@@ -277,7 +277,7 @@ def test_corpus_sample_reads_only_the_budget(tmp_path):
 def test_tiny_vocabularies_learned_on_the_budget(tmp_path):
     """The corpus source's vocabulary stage learns on the budget's lines and says so."""
     from xlviz.data.sources.files import CorpusData
-    from xlviz.methods import stream
+    from xlviz.methods import corpus
 
     for lang in ("en", "de"):
         (tmp_path / f"{lang}.txt").write_text("".join(f"{lang} w{i % 300} w{i % 7} .\n" for i in range(12_000)))
@@ -299,7 +299,7 @@ def test_tiny_vocabularies_learned_on_the_budget(tmp_path):
         def path(self, *parts):
             return tmp_path.joinpath("run", *parts)
 
-    stream.stage_vocabularies(Ctx(cfg, data, "corpus"))
+    corpus.stage_vocabularies(Ctx(cfg, data, "corpus"))
     assert read == {"en": 5_000, "de": 5_000}  # 10 x 8 x 16 / 16 = 80 lines: the floor of 5,000
     assert any("first 5000 lines" in line and "budget" in line for line in logs), logs
     assert (tmp_path / "run" / "world" / "tokenizers" / "de" / "tokenizer.json").is_file()

@@ -6,9 +6,10 @@ import pytest
 import torch
 from transformers import AutoModelForQuestionAnswering, BertForMaskedLM
 
+from xlviz.models.floor import make_l2_mlm
 from xlviz.models.monotrans import (
     N_SPECIAL, add_embedding_noise, bert_config, drop_cls_position_and_segment, fold_cls_position, freeze_for_step2,
-    freeze_for_step3, make_l2_mlm, qa_from_mlm, zero_shot_model,
+    freeze_for_step3, qa_from_mlm, zero_shot_model,
 )
 from xlviz.training.mlm import MaskedOnlyMLM, mask_tokens, masked_rows
 
@@ -166,7 +167,9 @@ def test_translation_rows_keep_whole_tokens_only():
 
 
 def test_swap_with_positions_and_adapters_exports_and_reloads(tmp_path):
-    import xlviz.models  # noqa: F401  registers xlviz_bert
+    from xlviz.models import register_model_types
+
+    register_model_types()  # xlviz_bert, for the Auto class below
 
     l1 = l1_model()
     qa = qa_from_mlm(l1, seed=0)

@@ -213,7 +213,8 @@ def test_the_run_stores_the_alignment_pages_encodings(finished_run):
     import numpy as np
 
     from xlviz.analysis import encodings as enc
-    from xlviz.analysis.reports import load_spec, parallel_data, run_systems
+    from xlviz.analysis.reports import parallel_data, run_systems
+    from xlviz.models.reference import load_spec
 
     keys = set()
     for l2 in ("svo", "sov"):

@@ -7,7 +7,8 @@ import pytest
 import torch
 from transformers import AutoModelForMaskedLM, BertForMaskedLM, BertForQuestionAnswering, DistilBertConfig, RobertaConfig
 
-from xlviz.models.monotrans import bert_config, freeze_for_step2, make_l2_mlm
+from xlviz.models.floor import make_l2_mlm
+from xlviz.models.monotrans import bert_config, freeze_for_step2
 from xlviz.errors import XlvizError
 from xlviz.training.loop import (BF16_ATTENTION, FORCE_PRECISION_ENV, Bf16Weights, LoopConfig, make_accelerator,
                                  resolve_mixed_precision, run_precision, train)

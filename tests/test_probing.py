@@ -16,6 +16,7 @@ import pytest
 
 from xlviz.analysis import probing, reports
 from xlviz.errors import XlvizError
+from xlviz.models import reference
 from tests.analysis_fixtures import L2, make_analysis_run
 
 
@@ -26,7 +27,7 @@ def run_dir(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def en_mlm(run_dir):
-    return reports.load_spec(reports.ModelSpec(str(run_dir / "s1_pretrain")), "mlm")
+    return reference.load_spec(reference.ModelSpec(str(run_dir / "s1_pretrain")), "mlm")
 
 
 @pytest.fixture(scope="module")
@@ -94,7 +95,7 @@ def test_agreement_compares_the_two_forms_log_probabilities(en_mlm, world):
 def test_agreement_rigged_mlm_scores_all_or_nothing(run_dir, world):
     import torch
 
-    model, tok = reports.load_spec(reports.ModelSpec(str(run_dir / "s1_pretrain")), "mlm")
+    model, tok = reference.load_spec(reference.ModelSpec(str(run_dir / "s1_pretrain")), "mlm")
     bias = model.cls.predictions.bias
     saved = bias.detach().clone()
     for p in world.agreement_pairs("en", n=6):
@@ -212,7 +213,7 @@ def test_model_with_itself_on_identical_sentences_is_perfectly_aligned(en_mlm, w
 def test_run_systems_and_floor_is_the_pipelines_floor(run_dir):
     import torch
 
-    from xlviz.models.monotrans import make_l2_mlm
+    from xlviz.models.floor import make_l2_mlm
 
     systems = reports.run_systems(run_dir, L2)
     assert [s.name.split(" · ")[1] for s in systems] == ["transferred", "floor"]
@@ -220,9 +221,9 @@ def test_run_systems_and_floor_is_the_pipelines_floor(run_dir):
     assert tr.a == fl.a and tr.a.path.endswith("s1_pretrain")
     assert tr.b.path.endswith(f"s2_transfer-{L2}") and tr.b.floor_seed is None
     assert fl.b.floor_seed == 1  # config seed 0 + 1, as the pipeline's floor
-    floor, ftok = reports.load_spec(fl.b)
-    l1, _ = reports.load_spec(fl.a, "mlm")
-    l2tok = reports.load_tokenizer(run_dir / f"s2_transfer-{L2}")
+    floor, ftok = reference.load_spec(fl.b)
+    l1, _ = reference.load_spec(fl.a, "mlm")
+    l2tok = reference.load_tokenizer(run_dir / f"s2_transfer-{L2}")
     assert len(ftok) == len(l2tok)
     ref = make_l2_mlm(l1, len(l2tok), seed=1)
     assert torch.equal(floor.bert.embeddings.word_embeddings.weight, ref.bert.embeddings.word_embeddings.weight)

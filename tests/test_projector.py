@@ -168,7 +168,8 @@ def analysis_run(tmp_path_factory):
 def test_notebook_projector_on_a_run(analysis_run):
     import xlviz.views as xv
     from tests.analysis_fixtures import L2
-    from xlviz.analysis.reports import load_spec, parallel_data, run_systems
+    from xlviz.analysis.reports import parallel_data, run_systems
+    from xlviz.models.reference import load_spec
     from xlviz.analysis.representations import sentence_embeddings
 
     view = xv.projector(analysis_run, L2, query="THE", k=4, n=6)

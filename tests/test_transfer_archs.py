@@ -16,9 +16,10 @@ from xlviz.data.vocabulary import special_ids_of, special_row_map, train_tokeniz
 from xlviz.errors import XlvizError
 from xlviz.evaluation.qa_predict import predict_qa
 from xlviz.models.loading import load_model
+from xlviz.models.floor import make_l2_mlm
 from xlviz.models.monotrans import (
     add_embedding_noise, drop_cls_position_and_segment, fold_cls_position, freeze_for_step2, freeze_for_step3,
-    make_l2_mlm, qa_from_mlm, zero_shot_model,
+    qa_from_mlm, zero_shot_model,
 )
 from xlviz.models.surgery import MaskedOnlyLoss, names_of, output_layer, word_embeddings
 

@@ -44,7 +44,7 @@ META_KEY = "xlviz"  # the safetensors metadata entry holding the fields (one JSO
 
 # --------------------------------------------------------------------------- what the vectors are
 def spec_fingerprint(spec, digest: Callable[[str], str | None] | None = None) -> str | None:
-    """A digest of what a :class:`~xlviz.analysis.reports.ModelSpec` encodes with: its folder's
+    """A digest of what a :class:`~xlviz.models.reference.ModelSpec` encodes with: its folder's
     files, its tokenizer folder's (if apart) and the floor's settings. None for a hub id or an
     unreadable folder (nothing stored for those). ``digest``: the folder digest to use (the
     page passes its cached one)."""
@@ -206,7 +206,8 @@ def write_encodings(run_dir: str | os.PathLike, l2: str, systems: Sequence, reco
     (the page's word translation is then on). A file already stored (the same encoder under
     another system) is not computed again; an encoder that is not a local folder is skipped.
     ``record(entries)`` adds each new file to the run's manifest. Returns the files written."""
-    from xlviz.analysis.reports import load_spec, parallel_data
+    from xlviz.analysis.reports import parallel_data
+    from xlviz.models.reference import load_spec
 
     run_path = Path(run_dir)
     data = parallel_data("world", run_dir=str(run_path), l2=l2, limit=PAIRS)  # as the page asks for them

@@ -4,17 +4,19 @@ Why: the Alignment and Probing pages and ``xlviz analyse`` must compute the same
 This module turns "run X, language sov" or "these two HF folders on PUD en-de" into model
 specifications, parallel data and result tables (lists of flat dicts: one row per system and
 layer, or per model, language and category), which the CLI writes as JSON/CSV and the pages
-chart and cache. Models are described by :class:`ModelSpec` (hashable, cheap) and only
-loaded by :func:`load_spec`, so the pages can cache loading separately from computing.
+chart and cache. Models are described by :class:`xlviz.models.reference.ModelSpec` (hashable,
+cheap) and only loaded by :func:`xlviz.models.reference.load_spec`, so the pages can cache
+loading separately from computing.
 
 A run gives these models (see ``xlviz.transfer.pipeline``):
 
 - ``s1_pretrain``: the L1 masked LM with the L1 tokenizer;
 - ``s2_transfer-<l2>``: the same body with learned L2 token embeddings and the L2 tokenizer
   ("transferred");
-- the floor: ``s1_pretrain`` with untrained L2 embeddings, rebuilt exactly as the pipeline's
-  floor system does (``make_l2_mlm(l1, len(l2 tokenizer), seed=config seed + 1,
-  init_std=config l2_init_std)``).
+- the floor: ``s1_pretrain`` with untrained L2 embeddings, rebuilt exactly as the run's step 2
+  started (:func:`xlviz.models.floor.floor_model` with seed = config seed + 1, the run's
+  ``embedding_init`` and, on the generated world, its ``l2_init_std``). A run that exported
+  its encoders needs no rebuild: its ``encoders/floor-<l2>`` is the floor it scored.
 
 Probing rows: the L1 model on L1 data (the reference); each system's L2 encoder on L2 data
 (``mono-l2``: trained on the L2 directly, the untransferred reference; ``floor``; the
@@ -38,114 +40,12 @@ import numpy as np
 
 from xlviz.analysis.parallel import ParallelData, parallel_data  # noqa: F401  (the registry of parallel-text sources)
 from xlviz.errors import XlvizError
+from xlviz.models.reference import ModelSpec, has_tokenizer, load_spec
+
 ReportProgress = Callable[[float, str], None] | None
-TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "vocab.txt", "vocab.json", "sentencepiece.bpe.model", "spiece.model")
 
 
 # --------------------------------------------------------------------------- models
-@dataclass(frozen=True)
-class ModelSpec:
-    """Where one model and its tokenizer come from.
-
-    ``path``: a ``save_pretrained`` folder or hub id; ``tokenizer``: another tokenizer folder
-    (None: the model's own, or the run's ``world/tokenizers/<lang>``). With ``floor_seed`` set,
-    the model is the floor: ``path`` is an L1 masked LM (``s1_pretrain``) whose token embeddings
-    are replaced by fresh random ones for ``tokenizer``'s vocabulary, seeded with ``floor_seed``,
-    drawn as ``floor_init`` says with std ``floor_init_std`` (None: the model's
-    ``initializer_range``, what runs made before ``l2_init_std`` existed used).
-    """
-
-    path: str
-    tokenizer: str | None = None
-    floor_seed: int | None = None
-    floor_init: str = "random"
-    floor_init_std: float | None = None
-
-    @property
-    def tokenizer_path(self) -> str:
-        """Where the tokenizer is read from: ``tokenizer``, else the model's own folder."""
-        return self.tokenizer or self.path
-
-    def stamp(self) -> str:
-        """A string that changes when the files change (for cache keys)."""
-        parts = [self.path, str(self.tokenizer), str(self.floor_seed), self.floor_init, str(self.floor_init_std)]
-        for p in (self.path, self.tokenizer):
-            if p:
-                try:
-                    parts.append(str((Path(p) / "config.json").stat().st_mtime_ns if (Path(p) / "config.json").exists()
-                                     else Path(p).stat().st_mtime_ns))
-                except OSError:
-                    parts.append("-")
-        return "|".join(parts)
-
-
-def _has_tokenizer(folder: Path) -> bool:
-    return any((folder / f).is_file() for f in TOKENIZER_FILES)
-
-
-def load_tokenizer(folder: str | os.PathLike):
-    """A local tokenizer folder (never remote code), or an XlvizError naming it."""
-    from transformers import AutoTokenizer
-
-    folder = Path(folder)
-    if not folder.is_dir() or not _has_tokenizer(folder):
-        raise XlvizError("no tokenizer files here", path=folder)
-    try:
-        return AutoTokenizer.from_pretrained(str(folder), local_files_only=True, trust_remote_code=False)
-    except Exception as e:  # noqa: BLE001 - tokenizers raise assorted types on broken files
-        raise XlvizError(f"could not load the tokenizer: {str(e).splitlines()[0] if str(e) else type(e).__name__}",
-                         path=folder) from None
-
-
-def load_spec(spec: ModelSpec, task: str = "base", **options):
-    """``(model, tokenizer)`` for a spec, in eval mode. The floor is always a masked LM.
-    ``options`` go to :func:`xlviz.models.loading.load_model` (e.g. ``attn_implementation``)."""
-    from xlviz.models.loading import load_model
-
-    if spec.floor_seed is None:
-        model, tok = load_model(spec.path, task=task, tokenizer=spec.tokenizer, **options)
-        model.eval()
-        return model, tok
-    if not spec.tokenizer:
-        raise XlvizError("the floor needs the L2 tokenizer folder", field="tokenizer")
-    l1, l1_tok = load_model(spec.path, task="mlm")
-    tok = load_tokenizer(spec.tokenizer)
-    model = floor_model(l1, l1_tok, tok, seed=int(spec.floor_seed), init=spec.floor_init, init_std=spec.floor_init_std)
-    model.eval()
-    return model, tok
-
-
-def floor_model(l1, l1_tok, l2_tok, seed: int, init: str = "random", init_std: float | None = None):
-    """The floor: the L1 masked LM with fresh, untrained L2 token embeddings, built as step 2's
-    starting point is (``make_l2_mlm`` with special rows matched by role, the L2 padding id and
-    the run's ``init_std``, so that the floor analysed is the floor scored in ``results.json``;
-    ``init="l1_stats"`` draws the new rows from the L1 embeddings' per-dimension mean and std
-    with seed + 1, as ``xlviz transfer-corpus --embedding-init l1_stats`` does)."""
-    import torch
-
-    from xlviz.data.vocabulary import special_ids_of, special_row_map
-    from xlviz.models.monotrans import make_l2_mlm
-    from xlviz.models.surgery import word_embeddings
-
-    if init not in ("random", "l1_stats"):
-        raise XlvizError(f"unknown embedding init '{init}'; use random or l1_stats", field="embedding_init")
-    overrides = {"pad_token_id": l2_tok.pad_token_id} if l2_tok.pad_token_id is not None else {}
-    model = make_l2_mlm(l1, len(l2_tok), seed=seed, special_rows=special_row_map(l1_tok, l2_tok), config_overrides=overrides,
-                        init_std=init_std)
-    if init == "l1_stats":
-        src = word_embeddings(l1).weight.detach().float()
-        keep = torch.ones(len(src), dtype=torch.bool)
-        keep[special_ids_of(l1_tok)] = False
-        mean, std = src[keep].mean(0), src[keep].std(0)
-        g = torch.Generator().manual_seed(seed + 1)
-        w = word_embeddings(model).weight
-        special = set(special_ids_of(l2_tok))
-        rows = [i for i in range(w.shape[0]) if i not in special]
-        with torch.no_grad():
-            w[rows] = (mean + std * torch.randn(len(rows), w.shape[1], generator=g)).to(w.dtype)
-    return model
-
-
 @dataclass(frozen=True)
 class System:
     """The models that read language A and language B (one model for both, or one each)."""
@@ -213,7 +113,7 @@ class RunInfo:
     transferred: dict[str, Path] = field(default_factory=dict)  # l2 -> s2_transfer-<l2>
     l2_tokenizers: dict[str, Path] = field(default_factory=dict)
     floor_init: str = "random"
-    floor_init_std: float | None = None  # the run's l2_init_std (None: the model's initializer_range)
+    floor_init_std: float | None = None  # step 2's std of the new rows (None: the model's initializer_range; _floor_settings)
     # system -> language -> encoder folder: what each method of a bench run yields for the
     # analyses (written at the system's evaluation stage, listed in the run's manifest)
     encoders: dict[str, dict[str, Path]] = field(default_factory=dict)
@@ -286,6 +186,33 @@ class RunInfo:
         return self.path / "world"
 
 
+def _on_corpus(cfg: dict) -> bool:
+    """Whether a run config's source is a corpus source (its stages: :mod:`xlviz.methods.stream`),
+    as the run decides it (the source's kind); a ``transfer-corpus`` run names its corpora instead."""
+    from xlviz.data.sources import source_of
+
+    source = cfg.get("source")
+    if not isinstance(source, str):
+        return "l1_corpus" in cfg or "l2_corpus" in cfg
+    try:
+        return source_of(source).kind == "corpus"
+    except XlvizError:  # a source registered at runtime in the process that ran it
+        return source != "world"
+
+
+def _floor_settings(cfg: dict) -> tuple[str, float | None]:
+    """(init, std) of the untrained L2 rows the run's step 2 started from, so of its floor: on a
+    corpus source its ``embedding_init`` drawn at the model's ``initializer_range``
+    (:func:`xlviz.methods.stream.new_l2_model`); on the generated world random rows at its
+    ``l2_init_std`` (:func:`xlviz.methods.monotrans.l2_init_model`; absent before it existed:
+    those runs drew at ``initializer_range``, None)."""
+    if _on_corpus(cfg):
+        init = cfg.get("embedding_init")
+        return (init if init in ("random", "l1_stats") else "random"), None
+    std = cfg.get("l2_init_std")
+    return "random", float(std) if isinstance(std, (int, float)) and not isinstance(std, bool) and std > 0 else None
+
+
 def run_info(run_dir: str | os.PathLike) -> RunInfo:
     """What a run folder offers for analysis: L1 model, transferred L2 models, tokenizers, seed."""
     from xlviz.runs import Run
@@ -300,9 +227,7 @@ def run_info(run_dir: str | os.PathLike) -> RunInfo:
         raise XlvizError(f"seed must be an integer, got {seed!r}", path=run.config_path, field="seed")
     data = cfg.get("data") if isinstance(cfg.get("data"), dict) else {}  # a corpus source's options (l1, l2, files)
     l1 = next((v for v in (cfg.get("l1"), data.get("l1")) if isinstance(v, str)), "en")
-    floor_init = cfg.get("embedding_init") if cfg.get("embedding_init") in ("random", "l1_stats") else "random"
-    std = cfg.get("l2_init_std")  # absent before it existed: those runs drew at initializer_range
-    floor_init_std = float(std) if isinstance(std, (int, float)) and not isinstance(std, bool) and std > 0 else None
+    floor_init, floor_init_std = _floor_settings(cfg)
     from xlviz.runs import artefacts
 
     found = artefacts(run)
@@ -310,12 +235,12 @@ def run_info(run_dir: str | os.PathLike) -> RunInfo:
     for a in found:  # step 2's plain transferred models (no variant), from the run's manifest
         if a.kind == "stage" and a.role == "transferred" and a.language and a.variant is None and (a.folder / "config.json").is_file():
             transferred[a.language] = a.folder
-            if _has_tokenizer(a.folder):
+            if has_tokenizer(a.folder):
                 toks[a.language] = a.folder
     tok_root = path / "world" / "tokenizers"
     if tok_root.is_dir():
         for d in sorted(tok_root.iterdir()):
-            if d.is_dir() and d.name != l1 and _has_tokenizer(d):
+            if d.is_dir() and d.name != l1 and has_tokenizer(d):
                 toks.setdefault(d.name, d)
     encoders: dict[str, dict[str, Path]] = {}
     pair_encoders: dict[str, dict[str, Path]] = {}
@@ -323,7 +248,7 @@ def run_info(run_dir: str | os.PathLike) -> RunInfo:
     depends_on = {str(a.folder): a.depends_on for a in found}
     for a in found:
         folder = a.folder
-        if a.kind == "encoder" and a.language in languages and (folder / "config.json").is_file() and _has_tokenizer(folder):
+        if a.kind == "encoder" and a.language in languages and (folder / "config.json").is_file() and has_tokenizer(folder):
             if a.pair is None:
                 encoders.setdefault(str(a.system), {})[a.language] = folder
             elif a.pair in languages and a.language == l1:
@@ -359,12 +284,12 @@ def run_systems(run_dir: str | os.PathLike, l2: str, floor: bool = True) -> list
                 out.append(System(f"{info.name} · {system}", info.l1, l2, ModelSpec(str(a)), ModelSpec(str(b)), bad,
                                   "; ".join(dict.fromkeys(w for w in (why_a, why_b) if w))))
         return out
-    l1_spec = ModelSpec(str(info.s1), None if _has_tokenizer(info.s1) else str(info.world_dir / "tokenizers" / info.l1))
+    l1_spec = ModelSpec(str(info.s1), None if has_tokenizer(info.s1) else str(info.world_dir / "tokenizers" / info.l1))
     out = []
     if l2 in info.transferred:
         s2 = info.transferred[l2]
         out.append(System(f"{info.name} · transferred", info.l1, l2, l1_spec,
-                          ModelSpec(str(s2), None if _has_tokenizer(s2) else str(info.l2_tokenizers.get(l2, "")) or None)))
+                          ModelSpec(str(s2), None if has_tokenizer(s2) else str(info.l2_tokenizers.get(l2, "")) or None)))
     if floor and l2 in info.l2_tokenizers:
         out.append(System(f"{info.name} · floor", info.l1, l2, l1_spec,
                           ModelSpec(str(info.s1), str(info.l2_tokenizers[l2]), floor_seed=info.seed + 1,
@@ -381,7 +306,7 @@ def run_probe_models(run_dir: str | os.PathLike, l2s: Sequence[str] | None = Non
     chosen = list(l2s) if l2s else info.l2s
     for l2 in chosen:
         _l2_check(info, l2)
-    l1_spec = ModelSpec(str(info.s1), None if _has_tokenizer(info.s1) else str(info.world_dir / "tokenizers" / info.l1))
+    l1_spec = ModelSpec(str(info.s1), None if has_tokenizer(info.s1) else str(info.world_dir / "tokenizers" / info.l1))
     # step 1's model: its own verdict decides (it waits only for the data)
     s1_stages = [info.s1.name]
     if info.has_s1:
@@ -404,7 +329,7 @@ def run_probe_models(run_dir: str | os.PathLike, l2s: Sequence[str] | None = Non
         if l2 in info.transferred:
             s2 = info.transferred[l2]
             out.append(info.probe_model(f"{info.name} · transferred", l2,
-                                        ModelSpec(str(s2), None if _has_tokenizer(s2) else str(info.l2_tokenizers.get(l2, "")) or None),
+                                        ModelSpec(str(s2), None if has_tokenizer(s2) else str(info.l2_tokenizers.get(l2, "")) or None),
                                         "transferred", L2_ON_L2, s2))
         if floor and l2 in info.l2_tokenizers:
             out.append(info.probe_model(f"{info.name} · floor", l2, ModelSpec(str(info.s1), str(info.l2_tokenizers[l2]),

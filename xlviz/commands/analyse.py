@@ -313,7 +313,8 @@ def format_table(rows: list[dict], cols: list[str], percent: tuple[str, ...] = (
 
 def _probe_models(args, lang: str):
     """[(ProbeModel)] for --model, or the run's models reading ``lang``."""
-    from xlviz.analysis.reports import ModelSpec, ProbeModel, probed_and_refused, refused_rows, run_info, run_probe_models
+    from xlviz.analysis.reports import ProbeModel, probed_and_refused, refused_rows, run_info, run_probe_models
+    from xlviz.models.reference import ModelSpec
     from xlviz.errors import XlvizError
 
     if args.model:
@@ -335,7 +336,8 @@ def _say_refused(rows: list[dict]) -> None:
 
 # --------------------------------------------------------------------------- commands
 def run_alignment_cmd(args: argparse.Namespace) -> int:
-    from xlviz.analysis.reports import ModelSpec, System, alignment_report, parallel_data, run_systems
+    from xlviz.analysis.reports import System, alignment_report, parallel_data, run_systems
+    from xlviz.models.reference import ModelSpec
     from xlviz.errors import XlvizError
 
     _threads(args)
@@ -388,7 +390,8 @@ def run_alignment_cmd(args: argparse.Namespace) -> int:
 
 def run_agreement_cmd(args: argparse.Namespace) -> int:
     from xlviz.analysis.probing import agreement_accuracy
-    from xlviz.analysis.reports import agreement_data, agreement_rows, load_spec
+    from xlviz.analysis.reports import agreement_data, agreement_rows
+    from xlviz.models.reference import load_spec
 
     _threads(args)
 
@@ -412,7 +415,8 @@ def run_agreement_cmd(args: argparse.Namespace) -> int:
 
 def run_wic_cmd(args: argparse.Namespace) -> int:
     from xlviz.analysis.probing import word_in_context
-    from xlviz.analysis.reports import load_spec, sense_data, wic_rows
+    from xlviz.analysis.reports import sense_data, wic_rows
+    from xlviz.models.reference import load_spec
     from xlviz.errors import XlvizError
 
     _threads(args)

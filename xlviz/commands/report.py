@@ -69,7 +69,8 @@ def run(args: argparse.Namespace) -> int:
 
         return print_slices(args)
     if len(args.runs) == 1 and Sweep(args.runs[0]).exists():  # a sweep folder: means and intervals over seeds
-        from xlviz.transfer.sweep_report import setting_label, sweep_table
+        from xlviz.transfer.sweep import setting_label
+        from xlviz.transfer.sweep_report import sweep_table
 
         if not getattr(args, "compare", None):
             check_sweep_cells(Sweep(args.runs[0]))

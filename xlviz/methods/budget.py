@@ -1,6 +1,6 @@
 """A run's cost follows its budget: how much of a corpus its data stages read.
 
-Why: on a corpus source the vocabularies (:mod:`xlviz.methods.stream`, the joint models'
+Why: on a corpus source the vocabularies (:mod:`xlviz.methods.corpus`, the joint models'
 vocabularies) and CLWE's skip-gram vectors were learned on each corpus's first
 ``tokenizer_lines`` lines whatever the run's length: a tiny multi30k run (30 pre-training
 steps of 64 blocks of 64 tokens, 123k tokens read) spent over 12 minutes of its 16 on

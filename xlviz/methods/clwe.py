@@ -35,7 +35,8 @@ from xlviz.methods.common import (
 )
 from xlviz.methods.options import MethodOptions, option
 from xlviz.models.clwe import clwe_matrices
-from xlviz.models.monotrans import N_SPECIAL, freeze_for_step3, make_l2_mlm, qa_from_mlm, zero_shot_model
+from xlviz.models.floor import make_l2_mlm
+from xlviz.models.monotrans import N_SPECIAL, freeze_for_step3, qa_from_mlm, zero_shot_model
 from xlviz.models.surgery import word_embeddings
 
 
@@ -142,6 +143,8 @@ class Clwe(Method):
         tok = ctx.tokenizer(lang)
         if lang == run_l1(ctx):
             return l1, tok
+        # the L1 body under an L2-sized matrix whose rows past the first N_SPECIAL are all the
+        # mapped CLWE vectors (none stays untrained, so not floor_model's recipe)
         return with_rows(make_l2_mlm(l1, len(tok), seed=ctx.cfg.seed + 1), vectors(ctx, lang)), tok
 
     def qa_model(self, ctx: Context, system: str, lang: str):

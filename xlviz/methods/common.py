@@ -20,6 +20,7 @@ from xlviz.data.squad import squad_examples
 from xlviz.data.tokenization import train_tokenizer
 from xlviz.errors import XlvizError
 from xlviz.io import atomic_dir
+from xlviz.methods import corpus as corpus_source
 from xlviz.methods.base import Context, Stage
 from xlviz.models.monotrans import bert_config
 from xlviz.training.loop import train
@@ -46,11 +47,9 @@ WORLD = Stage("world", "data", run=run_world, note="the generated world's data a
 
 def max_length(ctx: Context) -> int:
     """Positions every model of the run needs: MLM blocks and QA windows (on a corpus source
-    also the retrieval task's sentences, as MONOTRANS's models there: :func:`xlviz.methods.stream.max_length`)."""
+    also the retrieval task's sentences: :func:`xlviz.methods.corpus.max_length`)."""
     if on_corpus(ctx):
-        from xlviz.methods import stream
-
-        return stream.max_length(ctx.cfg)
+        return corpus_source.max_length(ctx.cfg)
     return max(ctx.cfg.block_size, ctx.cfg.qa_max_length)
 
 
@@ -106,11 +105,9 @@ def lowercase(ctx: Context) -> bool:
 
 def data_stage(ctx: Context) -> Stage:
     """The run's first stage, ``world``: the generated world and its vocabularies, or on a
-    corpus source one vocabulary per language learned on its corpus (:mod:`xlviz.methods.stream`)."""
+    corpus source one vocabulary per language learned on its corpus (:data:`xlviz.methods.corpus.VOCABULARIES`)."""
     if on_corpus(ctx):
-        from xlviz.methods.stream import VOCABULARIES
-
-        return VOCABULARIES
+        return corpus_source.VOCABULARIES
     return WORLD
 
 
@@ -127,9 +124,7 @@ def train_mlm(ctx: Context, model, lang: str, stage: str, steps: int, lr: float,
     CPU has native bf16); returns the trained model. ``after_step`` goes to
     :func:`xlviz.training.loop.train` (its parameter names start with ``model.``)."""
     if on_corpus(ctx):  # the corpus streamed, as MONOTRANS's stages read it there (same data and batches)
-        from xlviz.methods.stream import stream_mlm
-
-        return stream_mlm(ctx, model, ctx.tokenizer(lang), lang, stage, steps, lr, after_step=after_step, pretraining=pretraining)
+        return corpus_source.stream_mlm(ctx, model, ctx.tokenizer(lang), lang, stage, steps, lr, after_step=after_step, pretraining=pretraining)
     cfg = ctx.cfg
     tok = ctx.tokenizer(lang)
     corpus = ctx.world.corpus(lang)

@@ -36,7 +36,7 @@ Init = Callable[[Context, BertForMaskedLM, str], BertForMaskedLM]
 
 def random_init(ctx: Context, l1: BertForMaskedLM, lang: str) -> BertForMaskedLM:
     """MONOTRANS's: new rows N(0, l2_init_std^2), special rows L1's."""
-    return l2_init_model(ctx, l1, len(ctx.tokenizer(lang)))
+    return l2_init_model(ctx, l1, lang)
 
 
 def forget_every(ctx: Context) -> int:

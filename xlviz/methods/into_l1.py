@@ -23,7 +23,8 @@ from transformers import BertForMaskedLM
 
 from xlviz.methods.base import Context, Method, Stage, unit_stages
 from xlviz.methods.common import WORLD, load_mlm, pretrain_stage, train_mlm
-from xlviz.models.monotrans import freeze_for_step2, make_l2_mlm
+from xlviz.models.floor import floor_model
+from xlviz.models.monotrans import freeze_for_step2
 
 SYSTEM = "monotrans-into-l1"
 
@@ -35,7 +36,8 @@ def into_l1_stage(l2: str) -> Stage:
 
     def build(ctx: Context):
         body = load_mlm(ctx, f"s1_pretrain-{l2}")
-        model = make_l2_mlm(body, len(ctx.tokenizer(ctx.world.l1)), seed=ctx.cfg.seed + 1, init_std=ctx.cfg.l2_init_std)
+        # step 2's starting point with the languages' roles swapped: the L2 body, new L1 rows
+        model = floor_model(body, ctx.tokenizer(l2), ctx.tokenizer(ctx.world.l1), seed=ctx.cfg.seed + 1, init_std=ctx.cfg.l2_init_std)
         freeze_for_step2(model)
         return model
 

@@ -25,18 +25,17 @@ from transformers import BertForMaskedLM, BertForQuestionAnswering
 
 from xlviz.data.vocabulary import translation_rows
 from xlviz.io import atomic_write_json
+from xlviz.methods import stream
 from xlviz.methods.base import Context, Method, Stage
-from xlviz.methods.common import WORLD, finetune_qa, load_mlm, on_corpus, pretrain_stage, train_mlm
+from xlviz.methods.common import WORLD, finetune_qa, load_mlm, on_corpus, pretrain_stage, run_l1, train_mlm
 from xlviz.methods.options import MethodOptions, option
 from xlviz.models.adapters import XlvizBertForMaskedLM
+from xlviz.models.floor import EMBEDDING_INITS, floor_model
 from xlviz.models.monotrans import (
-    NOISE_RULES, NOISE_STD, add_embedding_noise, drop_cls_position_and_segment, fold_cls_position, freeze_for_step2, freeze_for_step3, make_l2_mlm,
+    NOISE_RULES, NOISE_STD, add_embedding_noise, drop_cls_position_and_segment, fold_cls_position, freeze_for_step2, freeze_for_step3,
     embedding_norm, init_norm, noise_std_for, qa_from_mlm, zero_shot_model,
 )
 from xlviz.models.surgery import word_embeddings
-
-
-EMBEDDING_INITS = ("random", "l1_stats")
 
 
 @dataclass
@@ -97,9 +96,11 @@ LEGACY_VARIANTS = {"base": "monotrans", "floor": "floor", "pos": "monotrans+pos"
                    "adapters": "monotrans+adapters", "oracle": "dictionary-oracle"}
 
 
-def l2_init_model(ctx: Context, l1: BertForMaskedLM, vocab_size: int, adapter_size: int = 0) -> BertForMaskedLM:
-    """Step 2's starting point, and (untrained) the floor: same seed, same init."""
-    return make_l2_mlm(l1, vocab_size, seed=ctx.cfg.seed + 1, adapter_size=adapter_size, init_std=ctx.cfg.l2_init_std)
+def l2_init_model(ctx: Context, l1: BertForMaskedLM, lang: str, adapter_size: int = 0) -> BertForMaskedLM:
+    """Step 2's starting point for ``lang`` on the generated world, and (untrained) the floor:
+    :func:`xlviz.models.floor.floor_model` with the run's seed + 1 and ``l2_init_std``."""
+    return floor_model(l1, ctx.tokenizer(run_l1(ctx)), ctx.tokenizer(lang), seed=ctx.cfg.seed + 1, init_std=ctx.cfg.l2_init_std,
+                       adapter_size=adapter_size)
 
 
 def transfer_stage(lang: str, v: Variant) -> Stage:
@@ -108,7 +109,7 @@ def transfer_stage(lang: str, v: Variant) -> Stage:
 
     def build(ctx: Context):
         l1 = load_mlm(ctx, "s1_pretrain")
-        model = l2_init_model(ctx, l1, len(ctx.tokenizer(lang)), adapter_size=ctx.cfg.adapter_size if v.adapters else 0)
+        model = l2_init_model(ctx, l1, lang, adapter_size=ctx.cfg.adapter_size if v.adapters else 0)
         model._xlviz_hooks = drop_cls_position_and_segment(model) if v.pos else []
         freeze_for_step2(model, l2_positions=v.pos)
         return model
@@ -171,9 +172,7 @@ def finetune_stage(v: Variant) -> Stage:
 class Monotrans(Method):
     def stages(self, ctx: Context, system: str) -> list[Stage]:
         if on_corpus(ctx):
-            from xlviz.methods import stream
-
-            return stream.stages(ctx, system)
+            return stream.stages(ctx, VARIANTS[system].step2)
         v = VARIANTS[system]
         out = [WORLD, pretrain_stage()]
         if v.step2:
@@ -248,10 +247,8 @@ class Monotrans(Method):
         untrained) L2 embeddings under the same body for an L2; the oracle's with its gold
         translations' L1 rows (step 1's), as its QA model reads."""
         if on_corpus(ctx):  # step 1's model (or init_model) and step 2's, as the corpus stages wrote them
-            from xlviz.methods import stream
-
             l1, l1_tok = stream.load_l1(ctx)
-            return (l1, l1_tok) if lang == ctx.data.l1 else stream.l2_model(ctx, system, l1, l1_tok)
+            return (l1, l1_tok) if lang == ctx.data.l1 else stream.l2_model(ctx, VARIANTS[system].step2, l1, l1_tok)
         v = VARIANTS[system]
         tok = ctx.tokenizer(lang)
         if lang == ctx.world.l1:
@@ -268,7 +265,7 @@ class Monotrans(Method):
     def _l2_mlm(ctx: Context, v: Variant, lang: str):
         """Step 2's masked LM for ``lang`` (the floor: the untrained L2 embeddings under step 1's body)."""
         if not v.step2:
-            return l2_init_model(ctx, load_mlm(ctx, "s1_pretrain"), len(ctx.tokenizer(lang)))
+            return l2_init_model(ctx, load_mlm(ctx, "s1_pretrain"), lang)
         cls = XlvizBertForMaskedLM if v.adapters else BertForMaskedLM
         return cls.from_pretrained(ctx.path(f"s2_transfer-{lang}{v.s2_suffix}"), use_safetensors=True)
 

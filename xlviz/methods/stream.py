@@ -1,10 +1,8 @@
 """MONOTRANS's stages on a corpus source (:mod:`xlviz.data.sources.files`, ``multi30k``): text
 files streamed line by line instead of the generated world.
 
-- ``world``: one vocabulary per language learned on its own corpus (``world/tokenizers/<lang>``;
-  the L2 vocabulary is shaped like the L1 tokenizer, :mod:`xlviz.data.vocabulary`) and the
-  parallel evaluation pairs (``world/parallel/<l1>-<l2>.jsonl``, read by the analysis pages).
-  With ``init_model`` the L1 tokenizer is that model's.
+- ``world``: the vocabularies and parallel pairs every method's run there starts from
+  (:data:`xlviz.methods.corpus.VOCABULARIES`).
 - ``s1_pretrain``: masked-LM pre-training of a small BERT on the L1 corpus; with ``init_model``
   nothing: step 1 *is* that model.
 - ``s1b_mlm_head`` (only when ``init_model`` has no masked-LM head, e.g. all-MiniLM-L6-v2): an
@@ -15,45 +13,26 @@ files streamed line by line instead of the generated world.
 - ``s3_finetune`` (with QA data): QA fine-tuning on L1 with the L1 token embeddings frozen;
   the run provides it (``ctx.finetune_corpus_qa``: QA training lives above this layer).
 
-Corpora are never held in memory (:func:`xlviz.training.mlm.iter_blocks`); under ``accelerate
-launch`` every process reads the same stream and trains on its slice of each global batch
-(:mod:`xlviz.training.streamed`).
+Which system skips step 2 is MONOTRANS's table (:data:`xlviz.methods.monotrans.VARIANTS`):
+the functions here are told ``step2``, so this module sits below :mod:`xlviz.methods.monotrans`.
 """
 
 from __future__ import annotations
 
-import json
-from typing import Iterator
+from transformers import BertForMaskedLM
 
-import torch
-
-from xlviz.data.vocabulary import special_ids_of, special_row_map, train_tokenizer_like
+from xlviz.data.vocabulary import special_ids_of
 from xlviz.errors import XlvizError
-from xlviz.io import atomic_dir, atomic_write_text
 from xlviz.methods.base import Context, Stage
-from xlviz.methods.monotrans import VARIANTS
-
-
-
-def _streamed(blocks: Iterator[list[int]], lang: str) -> Iterator[list[int]]:
-    try:
-        yield from blocks
-    except ValueError as e:  # iter_blocks: corpus too small for one block (of block_size tokens)
-        raise XlvizError(f"{lang} corpus: {getattr(e, 'message', e)}", field=f"{lang}_corpus") from None
-
-
-def max_length(cfg) -> int:
-    return max(cfg.block_size, cfg.qa_max_length, cfg.eval_max_length)
-
-
-def needs_mlm_head(cfg) -> bool:
-    """Step 1b: ``init_model`` is a local BERT folder whose weights have no masked-LM head."""
-    from xlviz.models.mlm_head import learns_mlm_head
-
-    return bool(cfg.init_model) and learns_mlm_head(cfg.init_model)
+from xlviz.methods.common import new_body_config
+from xlviz.methods.corpus import VOCABULARIES, needs_mlm_head, stream_mlm
+from xlviz.models.floor import floor_model
+from xlviz.models.monotrans import freeze_for_step2
 
 
 def l1_dir(ctx: Context):
+    """Step 1's model folder: ``init_model`` itself, or ``s1_pretrain`` (pre-trained here, or
+    ``init_model`` with the MLM head step 1b learned)."""
     cfg = ctx.cfg
     return cfg.init_model if cfg.init_model and not needs_mlm_head(cfg) else ctx.path("s1_pretrain")
 
@@ -66,114 +45,33 @@ def load_l1(ctx: Context):
 
 
 def new_l2_model(ctx: Context, l1, l1_tok, l2_tok):
-    """Step 2's starting point, and (untrained) the floor: same seed, same init."""
-    from xlviz.models.monotrans import make_l2_mlm
-    from xlviz.models.surgery import ROBERTA_LIKE, word_embeddings
-
-    cfg = ctx.cfg
-    if l1.config.model_type in ROBERTA_LIKE and l2_tok.pad_token_id != l1.config.pad_token_id:
-        raise XlvizError(f"the {ctx.data.l2} tokenizer pads with id {l2_tok.pad_token_id} but the L1 model's positions assume "
-                         f"{l1.config.pad_token_id}; learn the L2 vocabulary with train_tokenizer_like(reference=L1 tokenizer)")
-    overrides = {"pad_token_id": l2_tok.pad_token_id}
-    model = make_l2_mlm(l1, len(l2_tok), seed=cfg.seed + 1, special_rows=special_row_map(l1_tok, l2_tok), config_overrides=overrides)
-    if cfg.embedding_init == "l1_stats":
-        special = special_ids_of(l2_tok)
-        src = word_embeddings(l1).weight.detach().float()
-        keep = torch.ones(len(src), dtype=torch.bool)
-        keep[special_ids_of(l1_tok)] = False
-        mean, std = src[keep].mean(0), src[keep].std(0)
-        g = torch.Generator().manual_seed(cfg.seed + 2)
-        w = word_embeddings(model).weight
-        rows = [i for i in range(w.shape[0]) if i not in set(special)]
-        with torch.no_grad():
-            w[rows] = (mean + std * torch.randn(len(rows), w.shape[1], generator=g)).to(w.dtype)
-    return model
+    """Step 2's starting point on a corpus source, and (untrained) the floor:
+    :func:`xlviz.models.floor.floor_model` with the run's seed + 1 and ``embedding_init``. The
+    random rows are drawn at the model's ``initializer_range`` (0.02 for xlviz's BERTs), not at
+    the world's ``l2_init_std``: the corpus runs were measured so (docs/real-models.md: "The
+    German rows start at std 0.02")."""
+    return floor_model(l1, l1_tok, l2_tok, seed=ctx.cfg.seed + 1, init=ctx.cfg.embedding_init)
 
 
-def l2_model(ctx: Context, system: str, l1, l1_tok):
-    """(``system``'s L2 masked LM, the L2 tokenizer): step 2's model, or the floor's untrained rows."""
+def l2_model(ctx: Context, step2: bool, l1, l1_tok):
+    """(The L2 masked LM, the L2 tokenizer): step 2's model, or without ``step2`` (the floor)
+    its untrained starting point."""
     from xlviz.models.loading import load_model
 
     l2_tok = ctx.tokenizer(ctx.data.l2)
-    if not VARIANTS[system].step2:  # the floor: step 2's untrained rows
+    if not step2:  # the floor: step 2's untrained rows
         return new_l2_model(ctx, l1, l1_tok, l2_tok).eval(), l2_tok
     mono, _ = load_model(ctx.path(f"s2_transfer-{ctx.data.l2}"), task="mlm", attn_implementation="sdpa")
     return mono, l2_tok
 
 
-def stream_mlm(ctx: Context, model, tok, lang: str, stage: str, steps: int, lr: float, after_step=None, *,
-               pretraining: bool = False):
-    """Masked-LM training of ``model`` on ``lang``'s corpus, streamed; returns the model
-    (every method's masked-LM training on one language there: :func:`xlviz.methods.common.train_mlm`)."""
-    from xlviz.models.surgery import MaskedOnlyLoss
-    from xlviz.training.loop import train
-    from xlviz.training.mlm import iter_blocks
-    from xlviz.training.streamed import masked_lm_batches
-
-    cfg, data = ctx.cfg, ctx.data
-    salt = 0 if lang == data.l1 else 1
-    blocks = _streamed(iter_blocks(data.texts(lang, data.o.max_lines), tok, cfg.block_size, seed=cfg.seed * 2 + salt,
-                                   shuffle_buffer=data.o.shuffle_buffer), lang)
-    batches = masked_lm_batches(
-        blocks, batch_size=cfg.mlm_batch_size, rank=ctx.acc.process_index, world_size=ctx.acc.num_processes,
-        grad_accum=cfg.grad_accum, mask_id=tok.mask_token_id, vocab_size=min(len(tok), model.config.vocab_size),
-        special_ids=special_ids_of(tok), seed=cfg.seed * 2 + salt, prob=cfg.mlm_probability, random_share=cfg.mlm_random_share,
-    )
-    loop, on_log = ctx.loop(stage, steps, lr, pretraining=pretraining)
-    extra = {"after_step": after_step} if after_step is not None else {}
-    wrapped = train(MaskedOnlyLoss(model), batches, loop, ctx.acc, on_log=on_log, desc=stage, **extra)
-    ctx.acc.free_memory()
-    return wrapped.model
-
-
 # --- stages -----------------------------------------------------------------------------
-def stage_vocabularies(ctx: Context) -> None:
-    """Learn one vocabulary per language on its own corpus; write the parallel pairs."""
-    if not ctx.main:
-        return
-    from xlviz.methods.budget import sample_lines
-
-    cfg, data = ctx.cfg, ctx.data
-    size = max_length(cfg)
-    lines = sample_lines(cfg, data.o.tokenizer_lines)
-    if lines < data.o.tokenizer_lines:
-        ctx.log(f"  vocabularies learned on the first {lines} lines of each corpus (the run's budget; tokenizer_lines {data.o.tokenizer_lines})")
-    if cfg.init_model:
-        from xlviz.models.loading import load_model
-
-        # refuses models without an MLM head here, not later (unless step 1b learns one)
-        model, l1_tok = load_model(cfg.init_model, task="base" if needs_mlm_head(cfg) else "mlm")
-        ctx.log(f"  step 1 is {cfg.init_model} ({type(model).__name__}, {sum(p.numel() for p in model.parameters()) / 1e6:.1f}M parameters)")
-        del model
-    else:
-        from xlviz.data.tokenization import train_tokenizer
-
-        l1_tok = train_tokenizer(data.texts(data.l1, lines)(), cfg.vocab_size, algorithm=cfg.tokenizer,
-                                 lowercase=data.o.lowercase, model_max_length=size)
-    l2_tok = train_tokenizer_like(data.texts(data.l2, lines)(), data.o.l2_vocab_size or cfg.vocab_size, l1_tok,
-                                  algorithm=cfg.tokenizer, lowercase=data.o.lowercase,
-                                  model_max_length=min(size, l1_tok.model_max_length or size))
-    for lang, tok in ((data.l1, l1_tok), (data.l2, l2_tok)):
-        with atomic_dir(ctx.path("world", "tokenizers", lang)) as tmp:
-            tok.save_pretrained(tmp)
-        ctx.log(f"  {lang}: vocabulary of {len(tok)} subwords")
-    if data.o.parallel:
-        pairs = data.parallel_pairs()
-        lines = "".join(json.dumps({"id": str(i), "src": a, "tgt": b}, ensure_ascii=False) + "\n" for i, (a, b) in enumerate(pairs))
-        atomic_write_text(ctx.path("world", "parallel", f"{data.l1}-{data.l2}.jsonl"), lines)
-        ctx.log(f"  {len(pairs)} parallel {data.l1}-{data.l2} pairs for evaluation")
-
-
 def stage_pretrain(ctx: Context) -> None:
     """Step 1: MLM pre-training of a small BERT on the L1 corpus (nothing with init_model)."""
     cfg = ctx.cfg
     if cfg.init_model:
         ctx.log(f"  step 1 taken from {cfg.init_model}")
         return
-    from transformers import BertForMaskedLM
-
-    from xlviz.methods.common import new_body_config
-
     tok = ctx.tokenizer(ctx.data.l1)
     model = BertForMaskedLM(new_body_config(ctx, len(tok)))  # the same body as every system's pre-trained here
     model = stream_mlm(ctx, model, tok, ctx.data.l1, "s1_pretrain", cfg.pretrain_steps, cfg.pretrain_lr, pretraining=True)
@@ -198,8 +96,6 @@ def stage_mlm_head(ctx: Context) -> None:
 
 def stage_transfer(ctx: Context) -> None:
     """Step 2: freeze the L1 body, learn L2 token embeddings with MLM on the L2 corpus."""
-    from xlviz.models.monotrans import freeze_for_step2
-
     lang = ctx.data.l2
     l1, l1_tok = load_l1(ctx)
     l2_tok = ctx.tokenizer(lang)
@@ -212,15 +108,12 @@ def stage_transfer(ctx: Context) -> None:
     ctx.save(model, ctx.path(stage), l2_tok, language=lang, role="transferred")
 
 
-VOCABULARIES = Stage("world", "data", run=stage_vocabularies, note="one vocabulary per language, learned on its corpus")
-
-
-def stages(ctx: Context, system: str) -> list[Stage]:
-    """MONOTRANS (``monotrans``) or its floor (``floor``) on a corpus source."""
+def stages(ctx: Context, step2: bool) -> list[Stage]:
+    """MONOTRANS (``monotrans``) or, without ``step2``, its floor (``floor``) on a corpus source."""
     out = [VOCABULARIES, Stage("s1_pretrain", "pretrain", run=stage_pretrain)]
     if needs_mlm_head(ctx.cfg):
         out.append(Stage("s1b_mlm_head", "pretrain", run=stage_mlm_head, needs=("s1_pretrain",)))
-    if VARIANTS[system].step2:
+    if step2:
         out.append(Stage(f"s2_transfer-{ctx.data.l2}", "transfer", run=stage_transfer))
     if "qa_train" in ctx.offers:
         out.append(Stage("s3_finetune", "finetune", run=lambda c: c.finetune_corpus_qa()))

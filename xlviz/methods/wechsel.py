@@ -160,7 +160,7 @@ VECTORS = Stage(VECTORS_DIR, "data", run=run_vectors, needs=("world",),
 def wechsel_init(ctx: Context, l1: BertForMaskedLM, lang: str) -> BertForMaskedLM:
     """Step 2's starting model with the WECHSEL rows of ``l1``'s token embeddings (subwords
     without a static vector and the special rows as MONOTRANS starts them)."""
-    model = l2_init_model(ctx, l1, len(ctx.tokenizer(lang)))
+    model = l2_init_model(ctx, l1, lang)
     table = load_file(str(ctx.path(VECTORS_DIR, f"{lang}.safetensors")))
     emb = word_embeddings(model)
     with torch.no_grad():

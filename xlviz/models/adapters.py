@@ -2,8 +2,9 @@
 after the projection following multi-head attention and one after the feed-forward block of
 every layer, before the residual connection and layer norm. The original body stays frozen.
 
-Models with adapters are saved as ``model_type="xlviz_bert"``; importing :mod:`xlviz.models`
-registers that type with the ``AutoModel*`` classes (no remote code involved).
+Models with adapters are saved as ``model_type="xlviz_bert"``; importing this module (which
+:func:`xlviz.models.register_model_types` does) registers that type with the ``AutoModel*``
+classes (no remote code involved).
 """
 
 from __future__ import annotations

@@ -227,7 +227,8 @@ def _check_weights(folder: Path) -> None:
             raise XlvizError("safetensors file holds no tensors", path=f)
 
 
-def _has_tokenizer(folder: Path) -> bool:
+def has_tokenizer(folder: Path) -> bool:
+    """Whether ``folder`` holds a tokenizer's files (any of :data:`TOKENIZER_FILES`)."""
     return any((folder / name).is_file() for name in TOKENIZER_FILES)
 
 
@@ -252,13 +253,13 @@ def _stage_tokenizer_dir(stage: Path, run: Path) -> Path | None:
                 if isinstance(where.get(key), str):
                     langs.append(where[key])
     for lang in langs:
-        if _has_tokenizer(tok_root / lang):
+        if has_tokenizer(tok_root / lang):
             return tok_root / lang
     return None
 
 
 def _tokenizer_source(folder: Path | str, source: str) -> Path | str:
-    if source == "hub id" or _has_tokenizer(Path(folder)):
+    if source == "hub id" or has_tokenizer(Path(folder)):
         return folder
     folder = Path(folder)
     run = _run_root(folder.resolve()) if source == "run stage folder" else None
@@ -318,7 +319,7 @@ def _run_tokenizer_digests(folder: Path) -> dict[str, str]:
         return {}
     out = {}
     for sub in sorted(root.iterdir())[:64]:
-        if sub.is_dir() and not sub.is_symlink() and _has_tokenizer(sub):
+        if sub.is_dir() and not sub.is_symlink() and has_tokenizer(sub):
             try:
                 out[sub.name] = vocab_digest(_load_tokenizer(sub, True))
             except XlvizError:
@@ -363,6 +364,9 @@ def _quiet_transformers():
 def _auto_class(task: str):
     from transformers import AutoModel, AutoModelForMaskedLM, AutoModelForQuestionAnswering
 
+    from xlviz.models import register_model_types
+
+    register_model_types()  # exported adapter and VECO models are xlviz's own model types
     return {"base": AutoModel, "mlm": AutoModelForMaskedLM, "qa": AutoModelForQuestionAnswering}[task]
 
 
@@ -469,6 +473,9 @@ def load_model(
 def _hub_config(name: str, local_only: bool) -> dict:
     from transformers import AutoConfig
 
+    from xlviz.models import register_model_types
+
+    register_model_types()
     try:
         with _quiet_transformers():
             cfg = AutoConfig.from_pretrained(name, local_files_only=local_only, trust_remote_code=False)

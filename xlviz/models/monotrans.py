@@ -2,7 +2,8 @@
 swaps, on plain Hugging Face encoders (BERT, RoBERTa / XLM-R, DistilBERT, ELECTRA generator).
 
 - Step 2 builds an L2 masked LM from the L1 one: same body, a new token-embedding matrix for
-  the L2 vocabulary (the MLM decoder tied to it), special-token rows shared with L1.
+  the L2 vocabulary (the MLM decoder tied to it), special-token rows shared with L1; that
+  starting point, untrained the floor, is built in :mod:`xlviz.models.floor` alone.
 - Step 3 fine-tunes on L1 with the L1 token embeddings frozen except the shared special rows.
 - Step 4 plugs the L2 embeddings (and L2 position embeddings / adapters for those variants)
   into the fine-tuned model.
@@ -65,7 +66,7 @@ def bert_config(vocab_size: int, size: str = "small", max_position_embeddings: i
     )
 
 
-def _config_for(base: PretrainedConfig, vocab_size: int, adapter_size: int = 0, **overrides) -> PretrainedConfig:
+def config_for(base: PretrainedConfig, vocab_size: int, adapter_size: int = 0, **overrides) -> PretrainedConfig:
     """``base`` for another vocabulary (same class; BERT + adapters when ``adapter_size``)."""
     d = base.to_dict()
     for k in ("model_type", "architectures", "transformers_version", "adapter_size"):
@@ -80,7 +81,8 @@ def _config_for(base: PretrainedConfig, vocab_size: int, adapter_size: int = 0, 
     return cls(**d)
 
 
-def _mlm_class(config: PretrainedConfig):
+def mlm_class(config: PretrainedConfig):
+    """The masked-LM class that builds a model from ``config`` (xlviz's adapter BERT included)."""
     if isinstance(config, XlvizBertConfig):
         return XlvizBertForMaskedLM
     if type(config) is BertConfig:
@@ -100,66 +102,14 @@ def _qa_class(config: PretrainedConfig):
     return lambda c: AutoModelForQuestionAnswering.from_config(c)
 
 
-def _default_rows(special_rows: Mapping[int, int] | None) -> dict[int, int]:
+def default_rows(special_rows: Mapping[int, int] | None) -> dict[int, int]:
+    """``{l2 id: l1 id}`` of the special rows shared with L1: ``special_rows``, else the first ``N_SPECIAL`` ids."""
     return dict(special_rows) if special_rows is not None else {i: i for i in range(N_SPECIAL)}
 
 
 def _copy_body(src: PreTrainedModel, dst: PreTrainedModel, skip: tuple[str, ...]) -> None:
     """Copy every parameter/buffer with a matching name and shape, except names containing ``skip``."""
     copy_matching(src, dst, skip_parts=skip, require_all=False)
-
-
-def new_l2_embeddings(
-    l1_embeddings: nn.Embedding, vocab_size: int, seed: int, std: float = 0.02, special_rows: Mapping[int, int] | None = None
-) -> torch.Tensor:
-    """A fresh L2 embedding matrix (BERT init, seeded) whose special rows are L1's
-    (``special_rows``: {l2 id: l1 id}, default the first ``N_SPECIAL`` ids)."""
-    g = torch.Generator().manual_seed(seed)
-    weight = torch.randn(vocab_size, l1_embeddings.embedding_dim, generator=g) * std
-    l1 = l1_embeddings.weight.detach().float()
-    for l2_id, l1_id in _default_rows(special_rows).items():
-        weight[l2_id] = l1[l1_id]
-    return weight.to(l1_embeddings.weight.dtype)
-
-
-def make_l2_mlm(
-    l1_model: PreTrainedModel, vocab_size: int, *, seed: int, adapter_size: int = 0, l2_positions: bool = False,
-    special_rows: Mapping[int, int] | None = None, config_overrides: Mapping | None = None, init_std: float | None = None,
-) -> PreTrainedModel:
-    """Step 2's starting point: the L1 masked LM with a new, randomly initialised L2 vocabulary.
-
-    Copies the whole body and MLM transform; the decoder stays tied to the new embeddings and
-    gets a zero bias for the new vocabulary (special rows' bias from L1). ``l2_positions`` is
-    accepted for symmetry: L2 position embeddings start as a copy of L1's in any case and train
-    in step 2 when :func:`freeze_for_step2` is told so. ``config_overrides`` sets e.g. the L2
-    tokenizer's ``pad_token_id``. ``init_std`` (the new rows' std) defaults to the config's
-    ``initializer_range``. Any supported ``*ForMaskedLM``; no MLM head -> XlvizError.
-    """
-    l1_out = output_layer(l1_model)
-    rows = _default_rows(special_rows)
-    bad = [i for i in rows if not 0 <= i < vocab_size] + [j for j in rows.values() if not 0 <= j < l1_model.config.vocab_size]
-    if bad:
-        raise XlvizError(f"special rows {rows} do not fit vocabularies of {vocab_size} (L2) and {l1_model.config.vocab_size} (L1)")
-    config = _config_for(l1_model.config, vocab_size, adapter_size, **dict(config_overrides or {}))
-    model = _mlm_class(config)(config)
-    out = output_layer(model)
-    emb = word_embeddings(model)
-    skip = set(names_of(model, emb.weight)) | set(names_of(model, out.weight))
-    if out.bias is not None:
-        skip |= set(names_of(model, out.bias))
-    copy_matching(l1_model, model, skip_names=skip, skip_parts=(".adapter.",))
-    with torch.no_grad():
-        std = getattr(config, "initializer_range", 0.02) if init_std is None else init_std
-        emb.weight.copy_(new_l2_embeddings(word_embeddings(l1_model), vocab_size, seed, std, rows))
-        if out.weight is not emb.weight:  # untied decoder: start it as the new embeddings
-            out.weight.copy_(emb.weight)
-        if out.bias is not None:
-            out.bias.zero_()
-            if l1_out.bias is not None:
-                for l2_id, l1_id in rows.items():
-                    out.bias[l2_id] = l1_out.bias[l1_id]
-    model.tie_weights()
-    return model
 
 
 class _RowMask:
@@ -300,7 +250,7 @@ def fold_cls_position(model: PreTrainedModel) -> None:
 def qa_from_mlm(mlm: PreTrainedModel, seed: int) -> PreTrainedModel:
     """Step 3's starting point: the pre-trained body with a fresh span-prediction head."""
     torch.manual_seed(seed)
-    config = _config_for(mlm.config, mlm.config.vocab_size)
+    config = config_for(mlm.config, mlm.config.vocab_size)
     qa = _qa_class(config)(config)
     copy_matching(mlm, qa, skip_parts=("qa_outputs",))
     return qa
@@ -323,14 +273,14 @@ def zero_shot_model(
     """
     vocab = l2_mlm.config.vocab_size
     ids = {k: getattr(l2_mlm.config, k) for k in TOKEN_ID_KEYS if hasattr(l2_mlm.config, k)}
-    config = _config_for(qa_l1.config, vocab, adapter_size, **ids)
+    config = config_for(qa_l1.config, vocab, adapter_size, **ids)
     model = _qa_class(config)(config)
     emb = word_embeddings(model)
     copy_matching(qa_l1, model, skip_names=names_of(model, emb.weight), skip_parts=(".adapter.",))
     with torch.no_grad():
         weight = word_embeddings(l2_mlm).weight.detach().clone()
         l1_weight = word_embeddings(qa_l1).weight.detach()
-        for l2_id, l1_id in {**_default_rows(special_rows), **dict(dictionary_rows or {})}.items():
+        for l2_id, l1_id in {**default_rows(special_rows), **dict(dictionary_rows or {})}.items():
             weight[l2_id] = l1_weight[l1_id]
         emb.weight.copy_(weight)
         if l2_positions:
@@ -349,7 +299,7 @@ def zero_shot_model(
 
 __all__ = [
     "MODEL_SIZES", "N_SPECIAL", "NOISE_RULES", "NOISE_STD", "REFERENCE_NORM", "embedding_norm", "init_norm", "noise_std_for", "bert_config",
-    "make_l2_mlm", "freeze_for_step2", "freeze_for_step3",
+    "config_for", "mlm_class", "default_rows", "freeze_for_step2", "freeze_for_step3",
     "add_embedding_noise", "drop_cls_position_and_segment", "fold_cls_position", "qa_from_mlm", "zero_shot_model",
-    "add_adapters", "new_l2_embeddings",
+    "add_adapters",
 ]

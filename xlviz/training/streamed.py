@@ -1,5 +1,5 @@
 """Masked-LM batches of a stream of blocks that are the same whichever number of processes
-shares them (the real-corpus stages, :mod:`xlviz.methods.stream`): each process takes its slice of
+shares them (the real-corpus stages, :mod:`xlviz.methods.corpus`): each process takes its slice of
 every global batch, masked with a generator seeded by the step (see :mod:`xlviz.transfer.runner`
 for the scale-out contract)."""
 

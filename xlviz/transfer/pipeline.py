@@ -59,7 +59,7 @@ class Pipeline(StagedRun):
         if self.source_kind == "world":
             self.world = World(config.world)
             self.data = None
-        else:  # a corpus source: text files streamed by the stages (xlviz.methods.stream)
+        else:  # a corpus source: text files streamed by the stages (xlviz.methods.corpus)
             from xlviz.data.sources.files import CorpusData
 
             self.world = None
@@ -392,7 +392,8 @@ class Pipeline(StagedRun):
         the manifest reads the same either way). They save the page time and nothing else, so a
         failure is logged and the run goes on (``xlviz analyse encodings`` writes them later)."""
         from xlviz.analysis.encodings import write_encodings
-        from xlviz.analysis.reports import ModelSpec, System
+        from xlviz.analysis.reports import System
+        from xlviz.models.reference import ModelSpec
 
         l1 = self.world.l1
 

@@ -153,6 +153,25 @@ class Cell:
         return json.dumps(d, sort_keys=True)
 
 
+SEED_KEYS = ("seed", "world.seed")  # the settings that make a cell one seed of its setting
+
+
+def cell_label(cell: Cell, skip: tuple[str, ...]) -> str:
+    """The cell's overrides but ``skip`` as ``key=value`` pairs (last part of a dotted key)."""
+    return ", ".join(f"{k.split('.')[-1]}={_show(v)}" for k, v in cell.overrides.items() if k not in skip)
+
+
+def setting_label(cell: Cell, *, seed: bool = False) -> str:
+    """The cell's label, without its seed unless ``seed``: ``languages=tr``."""
+    return cell_label(cell, () if seed else SEED_KEYS) or "all"
+
+
+def _show(value: object) -> str:
+    if isinstance(value, list) and all(isinstance(v, dict) and "code" in v for v in value):
+        return "+".join(str(v["code"]) for v in value)
+    return value if isinstance(value, str) else json.dumps(value)
+
+
 # Flags of ``xlviz transfer`` and the setting each sets: a grid key may not be given twice.
 FLAG_KEYS = {"languages": "world.languages", "corpus_documents": "world.corpus_documents",
              "qa_train_paragraphs": "world.qa_train_paragraphs", "qa_test_paragraphs": "world.qa_test_paragraphs",
@@ -439,8 +458,6 @@ def cell_state(run: Run) -> tuple[str, str, str]:
 
 def sweep_summary(folder: str | Path) -> SweepSummary:
     """A sweep folder's record and each cell's state, read only (never a job's pickled result)."""
-    from xlviz.transfer.sweep_report import setting_label
-
     sweep = Sweep(folder)
     writing = sweep.record.writer_pid() is not None
     try:

@@ -17,26 +17,15 @@ every mean, ratio and paired difference, and counted as excluded.
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 from xlviz.errors import XlvizError
 from xlviz.evaluation.seeds import compare_seeds, decide, holm, seeds_for_power
 from xlviz.evaluation.uncertainty import seed_interval
 from xlviz.training.verdicts import degenerate_reason, is_degenerate
-from xlviz.transfer.sweep import Cell, Sweep
+from xlviz.transfer.sweep import SEED_KEYS, Cell, Sweep, cell_label, setting_label
 
-SEED_KEYS = ("seed", "world.seed")
 L1 = "en"
-
-
-def _label(cell: Cell, skip: tuple[str, ...]) -> str:
-    return ", ".join(f"{k.split('.')[-1]}={_show(v)}" for k, v in cell.overrides.items() if k not in skip)
-
-
-def setting_label(cell: Cell, *, seed: bool = False) -> str:
-    """The cell's label, without its seed unless ``seed``: ``languages=tr``."""
-    return _label(cell, () if seed else SEED_KEYS) or "all"
 
 
 def _setting(cell: Cell) -> str:
@@ -47,13 +36,7 @@ def _series(cell: Cell) -> str:
     """The cell's settings but its seed and grammar: what tells two lines of one system apart
     in a figure against typological distance (``shared_names=true``); "" when only the grammar
     and seed vary."""
-    return _label(cell, SEED_KEYS + ("world.languages",))
-
-
-def _show(value: object) -> str:
-    if isinstance(value, list) and all(isinstance(v, dict) and "code" in v for v in value):
-        return "+".join(str(v["code"]) for v in value)
-    return value if isinstance(value, str) else json.dumps(value)
+    return cell_label(cell, SEED_KEYS + ("world.languages",))
 
 
 def _distance(cell: Cell, lang: str) -> int | None:

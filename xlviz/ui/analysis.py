@@ -18,8 +18,9 @@ import numpy as np
 import streamlit as st
 
 from xlviz.analysis.encodings import CHUNK
-from xlviz.analysis.reports import ModelSpec, ParallelData, RunInfo
+from xlviz.analysis.reports import ParallelData, RunInfo
 from xlviz.errors import XlvizError
+from xlviz.models.reference import ModelSpec
 from xlviz.ui.common import cached_digest, few_threads, file_stamp, load_cached
 
 

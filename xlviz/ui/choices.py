@@ -14,7 +14,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from xlviz.analysis.reports import ModelSpec  # the one model reference of the app and the analyses
+from xlviz.models.reference import ModelSpec  # the one model reference of the app and the analyses
 from xlviz.runs import Run, checkpoints_root, list_runs, owner_of
 
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "vocab.txt", "spiece.model", "sentencepiece.bpe.model")

@@ -16,7 +16,7 @@ from typing import Iterator
 import streamlit as st
 
 from xlviz.errors import XlvizError
-from xlviz.ui.choices import ModelSpec
+from xlviz.models.reference import ModelSpec
 from xlviz.ui.text import md_text
 
 REPO = Path(__file__).resolve().parents[2]
@@ -124,7 +124,7 @@ def load_cached(path: str, tokenizer: str | None, floor: tuple, task: str, stamp
     the library's default attention, as a run's own stored encodings were). For QA, a typed
     folder without a QA head still answers (badly) rather than failing; exports and fine-tuned
     folders have theirs. ``stamp``: :meth:`ModelSpec.stamp`, so changed files load again."""
-    from xlviz.analysis.reports import load_spec
+    from xlviz.models.reference import load_spec
 
     spec = ModelSpec(os.path.expanduser(path), os.path.expanduser(tokenizer) if tokenizer else None, *floor)
     options: dict = {"attn_implementation": "eager"} if eager else {}
@@ -288,7 +288,7 @@ def saved_or_none(ref: ModelSpec, file: str, ids: list[str]) -> dict | None:
 def _tokenizer_only(path: str, tokenizer: str | None):
     """The tokenizer of a model folder (or its ``tokenizer`` folder) without loading the model;
     None when it is not a local folder with tokenizer files (a hub id, a run stage folder)."""
-    from xlviz.analysis.reports import TOKENIZER_FILES, load_tokenizer
+    from xlviz.models.reference import TOKENIZER_FILES, load_tokenizer
 
     folder = Path(os.path.expanduser(tokenizer or path))
     if not folder.is_dir() or not any((folder / f).is_file() for f in TOKENIZER_FILES):

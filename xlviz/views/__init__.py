@@ -167,13 +167,13 @@ def _alignment_cached(run: str, l2: str, systems: tuple | None, pooling: str, li
 
 
 def _spec(spec, task: str = "base"):
-    """``xlviz.analysis.reports.load_spec`` (the pages' loader: floors included), cached."""
+    """``xlviz.models.reference.load_spec`` (the pages' loader: floors included), cached."""
     return _spec_cached(spec, task, spec.stamp())
 
 
 @functools.lru_cache(maxsize=8)
 def _spec_cached(spec, task: str, stamp: str):
-    from xlviz.analysis.reports import load_spec
+    from xlviz.models.reference import load_spec
 
     model, tok = load_spec(spec, task)
     model.eval()

@@ -71,7 +71,7 @@ def score_corpus(ctx, system: str) -> list[dict]:
     from xlviz.data.squad import read_squad_json
     from xlviz.evaluation.squad_metric import mlqa_languages, per_question_scores
     from xlviz.evaluation.uncertainty import paragraph_ids, score_intervals
-    from xlviz.methods import method_of, stream
+    from xlviz.methods import method_of
     from xlviz.models.loading import load_model
     from xlviz.models.monotrans import zero_shot_model
     from xlviz.data.vocabulary import special_row_map
@@ -90,9 +90,8 @@ def score_corpus(ctx, system: str) -> list[dict]:
         if lang == data.l1:
             model, tok = qa, l1_tok
         else:
-            if l2 is None:
-                l1, l1_mlm_tok = stream.load_l1(ctx)
-                l2 = stream.l2_model(ctx, system, l1, l1_mlm_tok)
+            if l2 is None:  # the system's L2 masked LM (step 2's, or the floor's untrained rows)
+                l2 = method_of(system).encoder(ctx, system, data.l2)
             model = zero_shot_model(qa, l2[0], special_rows=special_row_map(l1_tok, l2[1]))
             tok = l2[1]
         test = squad_subset(read_squad_json(files[lang]), lambda qid: qid not in train_ids)

@@ -1,0 +1,120 @@
+"""One house plan: one model reference, one floor builder, no import circles.
+
+- The untrained L2 embedding matrix (step 2's starting point and, untrained, the floor) is
+  drawn in ``xlviz/models/floor.py`` alone: its builders are defined nowhere else, every
+  module that uses them imports them from there, and the modules that once held their own
+  copy (MONOTRANS's world and corpus stages, the analyses' floor) call ``floor_model``.
+- The model reference (``ModelSpec``) and its loader live in ``xlviz/models/reference.py`` and
+  import no torch (the pages name models with it before loading any).
+- No two modules of ``xlviz/`` import each other, directly or round a circle, counting the
+  imports inside functions (``scripts/architecture.py``'s ``module_cycles``).
+Checked on the source (AST), so the checks also run where torch is slow to import.
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib.util
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+FLOOR_MODULE = "xlviz/models/floor.py"
+# The functions that build the untrained rows: step 2's starting point and its primitives.
+FLOOR_BUILDERS = ("floor_model", "make_l2_mlm", "new_l2_embeddings")
+# Modules that call the primitive make_l2_mlm rather than floor_model, and why.
+PRIMITIVE_CALLERS = {
+    "xlviz/methods/clwe.py": "every row past the special ones is replaced by the mapped CLWE vectors: none stays untrained",
+    "bench/bench_analysis.py": "a randomly initialised stand-in model for timing the analyses, not a run's floor",
+}
+# The modules that each built the floor their own way before: they call floor_model now.
+FLOOR_CALLERS = ("xlviz/methods/monotrans.py", "xlviz/methods/stream.py", "xlviz/models/reference.py", "xlviz/methods/into_l1.py")
+REFERENCE = ("ModelSpec", "load_spec", "load_tokenizer")
+
+
+def _architecture():
+    spec = importlib.util.spec_from_file_location("architecture", REPO / "scripts" / "architecture.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def _sources() -> dict[str, str]:
+    """``{path: source}`` of the package, the pages, the bench and the scripts (not the tests)."""
+    files = [*REPO.glob("xlviz/**/*.py"), *REPO.glob("pages/*.py"), REPO / "app.py", *REPO.glob("bench/*.py"),
+             *REPO.glob("scripts/*.py")]
+    return {str(f.relative_to(REPO)): f.read_text() for f in sorted(files)}
+
+
+def floor_problems(files: dict[str, str]) -> list[str]:
+    """Where ``files`` (``{path: source}``) build untrained L2 rows outside the floor module."""
+    problems = []
+    for path, text in files.items():
+        tree = ast.parse(text)
+        defined = {n.name for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.ClassDef))}
+        called = {n.func.id if isinstance(n.func, ast.Name) else n.func.attr for n in ast.walk(tree)
+                  if isinstance(n, ast.Call) and isinstance(n.func, (ast.Name, ast.Attribute))}
+        imported = {(n.module, a.name) for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) for a in n.names}
+        if path == FLOOR_MODULE:
+            problems += [f"{path} does not define {name}" for name in FLOOR_BUILDERS if name not in defined]
+            continue
+        problems += [f"{path} defines {name} (the floor module's)" for name in FLOOR_BUILDERS if name in defined]
+        for module, name in imported:
+            if name in FLOOR_BUILDERS and module != "xlviz.models.floor":
+                problems.append(f"{path} imports {name} from {module}, not xlviz.models.floor")
+        for name in ("make_l2_mlm", "new_l2_embeddings"):
+            if name in called and path not in PRIMITIVE_CALLERS:
+                problems.append(f"{path} calls {name}: build step 2's starting point with floor_model")
+        if path in FLOOR_CALLERS and "floor_model" not in called:
+            problems.append(f"{path} no longer calls floor_model")
+    return problems
+
+
+def test_one_floor_builder():
+    assert floor_problems(_sources()) == []
+
+
+def test_the_floor_check_finds_a_second_builder():
+    copy = ("import torch\n"
+            "def floor(l1, n, seed):\n"
+            "    from xlviz.models.monotrans import make_l2_mlm\n"
+            "    return make_l2_mlm(l1, n, seed=seed)\n")
+    assert floor_problems({"xlviz/analysis/reports.py": copy}) == [
+        "xlviz/analysis/reports.py imports make_l2_mlm from xlviz.models.monotrans, not xlviz.models.floor",
+        "xlviz/analysis/reports.py calls make_l2_mlm: build step 2's starting point with floor_model"]
+    assert floor_problems({"xlviz/methods/stream.py": "def new_l2_embeddings(x):\n    return x\n"}) == [
+        "xlviz/methods/stream.py defines new_l2_embeddings (the floor module's)", "xlviz/methods/stream.py no longer calls floor_model"]
+    assert floor_problems({FLOOR_MODULE: "def floor_model():\n    pass\n"}) == [
+        f"{FLOOR_MODULE} does not define make_l2_mlm", f"{FLOOR_MODULE} does not define new_l2_embeddings"]
+
+
+def test_the_model_reference_lives_in_models_and_imports_no_torch():
+    where = {path: sorted(n.name for n in ast.walk(ast.parse(text))
+                          if isinstance(n, (ast.FunctionDef, ast.ClassDef)) and n.name in REFERENCE)
+             for path, text in _sources().items()}
+    assert {p: names for p, names in where.items() if names} == {"xlviz/models/reference.py": sorted(REFERENCE)}
+    code = ("import sys\n"
+            "from xlviz.models.reference import ModelSpec\n"
+            "import xlviz.analysis.reports\n"
+            "assert hash(ModelSpec('x')) == hash(ModelSpec('x'))\n"
+            "print('torch' in sys.modules, 'transformers' in sys.modules)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=REPO)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.split() == ["False", "False"]
+
+
+def test_no_import_cycle_between_modules():
+    arch = _architecture()
+    assert arch.module_cycles() == []
+
+
+def test_the_cycle_check_finds_a_circle_through_a_function():
+    arch = _architecture()
+    files = {"x": "", "x.a": "import x.b\n", "x.b": "def f():\n    from x.c import g\n", "x.c": "from x import a\n",
+             "x.d": "from x.a import h\n"}
+    assert arch.cycles(arch.module_edges(files)) == [["x.a", "x.b", "x.c"]]
+    files["x.c"] = "import json\nfrom x import d\n"  # x.d imports x.a: still a circle, one module longer
+    assert arch.cycles(arch.module_edges(files)) == [["x.a", "x.b", "x.c", "x.d"]]
+    files["x.c"] = "import json\n"
+    assert arch.cycles(arch.module_edges(files)) == []

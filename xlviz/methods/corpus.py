@@ -1,0 +1,109 @@
+"""What every method's stages on a corpus source share (:mod:`xlviz.data.sources.files`,
+``multi30k``: text files streamed line by line instead of the generated world): the run's
+vocabularies (stage ``world``), the positions its models need, and masked-LM training on one
+language's corpus, streamed.
+
+- ``world``: one vocabulary per language learned on its own corpus (``world/tokenizers/<lang>``;
+  the L2 vocabulary is shaped like the L1 tokenizer, :mod:`xlviz.data.vocabulary`) and the
+  parallel evaluation pairs (``world/parallel/<l1>-<l2>.jsonl``, read by the analysis pages).
+  With ``init_model`` the L1 tokenizer is that model's.
+
+Corpora are never held in memory (:func:`xlviz.training.mlm.iter_blocks`); under ``accelerate
+launch`` every process reads the same stream and trains on its slice of each global batch
+(:mod:`xlviz.training.streamed`). MONOTRANS's own stages there: :mod:`xlviz.methods.stream`.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Iterator
+
+from xlviz.data.vocabulary import special_ids_of, train_tokenizer_like
+from xlviz.errors import XlvizError
+from xlviz.io import atomic_dir, atomic_write_text
+from xlviz.methods.base import Context, Stage
+
+
+def _streamed(blocks: Iterator[list[int]], lang: str) -> Iterator[list[int]]:
+    try:
+        yield from blocks
+    except ValueError as e:  # iter_blocks: corpus too small for one block (of block_size tokens)
+        raise XlvizError(f"{lang} corpus: {getattr(e, 'message', e)}", field=f"{lang}_corpus") from None
+
+
+def max_length(cfg) -> int:
+    """Positions every model of a corpus run needs: MLM blocks, QA windows, retrieval sentences."""
+    return max(cfg.block_size, cfg.qa_max_length, cfg.eval_max_length)
+
+
+def needs_mlm_head(cfg) -> bool:
+    """Step 1b: ``init_model`` is a local BERT folder whose weights have no masked-LM head."""
+    from xlviz.models.mlm_head import learns_mlm_head
+
+    return bool(cfg.init_model) and learns_mlm_head(cfg.init_model)
+
+
+def stream_mlm(ctx: Context, model, tok, lang: str, stage: str, steps: int, lr: float, after_step=None, *,
+               pretraining: bool = False):
+    """Masked-LM training of ``model`` on ``lang``'s corpus, streamed; returns the model
+    (every method's masked-LM training on one language there: :func:`xlviz.methods.common.train_mlm`)."""
+    from xlviz.models.surgery import MaskedOnlyLoss
+    from xlviz.training.loop import train
+    from xlviz.training.mlm import iter_blocks
+    from xlviz.training.streamed import masked_lm_batches
+
+    cfg, data = ctx.cfg, ctx.data
+    salt = 0 if lang == data.l1 else 1
+    blocks = _streamed(iter_blocks(data.texts(lang, data.o.max_lines), tok, cfg.block_size, seed=cfg.seed * 2 + salt,
+                                   shuffle_buffer=data.o.shuffle_buffer), lang)
+    batches = masked_lm_batches(
+        blocks, batch_size=cfg.mlm_batch_size, rank=ctx.acc.process_index, world_size=ctx.acc.num_processes,
+        grad_accum=cfg.grad_accum, mask_id=tok.mask_token_id, vocab_size=min(len(tok), model.config.vocab_size),
+        special_ids=special_ids_of(tok), seed=cfg.seed * 2 + salt, prob=cfg.mlm_probability, random_share=cfg.mlm_random_share,
+    )
+    loop, on_log = ctx.loop(stage, steps, lr, pretraining=pretraining)
+    extra = {"after_step": after_step} if after_step is not None else {}
+    wrapped = train(MaskedOnlyLoss(model), batches, loop, ctx.acc, on_log=on_log, desc=stage, **extra)
+    ctx.acc.free_memory()
+    return wrapped.model
+
+
+# --- the data stage ---------------------------------------------------------------------
+def stage_vocabularies(ctx: Context) -> None:
+    """Learn one vocabulary per language on its own corpus; write the parallel pairs."""
+    if not ctx.main:
+        return
+    from xlviz.methods.budget import sample_lines
+
+    cfg, data = ctx.cfg, ctx.data
+    size = max_length(cfg)
+    lines = sample_lines(cfg, data.o.tokenizer_lines)
+    if lines < data.o.tokenizer_lines:
+        ctx.log(f"  vocabularies learned on the first {lines} lines of each corpus (the run's budget; tokenizer_lines {data.o.tokenizer_lines})")
+    if cfg.init_model:
+        from xlviz.models.loading import load_model
+
+        # refuses models without an MLM head here, not later (unless step 1b learns one)
+        model, l1_tok = load_model(cfg.init_model, task="base" if needs_mlm_head(cfg) else "mlm")
+        ctx.log(f"  step 1 is {cfg.init_model} ({type(model).__name__}, {sum(p.numel() for p in model.parameters()) / 1e6:.1f}M parameters)")
+        del model
+    else:
+        from xlviz.data.tokenization import train_tokenizer
+
+        l1_tok = train_tokenizer(data.texts(data.l1, lines)(), cfg.vocab_size, algorithm=cfg.tokenizer,
+                                 lowercase=data.o.lowercase, model_max_length=size)
+    l2_tok = train_tokenizer_like(data.texts(data.l2, lines)(), data.o.l2_vocab_size or cfg.vocab_size, l1_tok,
+                                  algorithm=cfg.tokenizer, lowercase=data.o.lowercase,
+                                  model_max_length=min(size, l1_tok.model_max_length or size))
+    for lang, tok in ((data.l1, l1_tok), (data.l2, l2_tok)):
+        with atomic_dir(ctx.path("world", "tokenizers", lang)) as tmp:
+            tok.save_pretrained(tmp)
+        ctx.log(f"  {lang}: vocabulary of {len(tok)} subwords")
+    if data.o.parallel:
+        pairs = data.parallel_pairs()
+        lines = "".join(json.dumps({"id": str(i), "src": a, "tgt": b}, ensure_ascii=False) + "\n" for i, (a, b) in enumerate(pairs))
+        atomic_write_text(ctx.path("world", "parallel", f"{data.l1}-{data.l2}.jsonl"), lines)
+        ctx.log(f"  {len(pairs)} parallel {data.l1}-{data.l2} pairs for evaluation")
+
+
+VOCABULARIES = Stage("world", "data", run=stage_vocabularies, note="one vocabulary per language, learned on its corpus")
