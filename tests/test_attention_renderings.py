@@ -126,3 +126,5 @@ def test_a_rendering_the_model_cannot_read_shows_the_readability_line(root, monk
     # its own language reads: a caption, no warning
     at.selectbox(key="att_r_rendering").set_value("l2").run()
     assert not at.warning and "sov: Readable by sov encoder's tokenizer" in "\n".join(c.value for c in at.caption)
+    # English beside it would go through the same tokenizer, which cannot read English: not offered
+    assert at.radio(key="att_r_mode").options == ["the rendering alone"]

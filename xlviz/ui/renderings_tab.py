@@ -139,7 +139,9 @@ def renderings_tab(models: list, languages: list[str]) -> None:
     if verdict is not None:
         (st.caption if verdict.ok else st.warning)(md_text(f"{r.label}: {verdict.line}"))
     modes = [ALONE]
-    if r.name != "en" and ref_en is not None:
+    # English beside the rendering only through a model that reads English
+    english_read = (v := verdicts.get(("en", model.key))) is not None and v.ok
+    if r.name != "en" and ref_en is not None and english_read:
         if ref_en == ref:
             modes.append(PAIR)
         else:
@@ -177,7 +179,8 @@ def renderings_tab(models: list, languages: list[str]) -> None:
     st.markdown(f"**Gold word alignment**, English ↔ {md_text(r.label)} ({len(pair.alignment)} aligned words; "
                 "a slanted line is a word the rendering moved)")
     # an iframe, as the head view: st.html's sanitiser drops SVG (texts are escaped in the drawing)
-    st.iframe(av.alignment_html(pair.words_a, pair.words_b, pair.alignment, "English", r.name), height=120)
+    short = {"words": f"{l2} words", "order": f"{l2} order", "l2": l2}.get(r.name, r.name)
+    st.iframe(av.alignment_html(pair.words_a, pair.words_b, pair.alignment, "English", short), height=120)
     from xlviz.analysis.attention import aligned_attention_share, attention_slice
 
     mean = head == "mean of heads"
