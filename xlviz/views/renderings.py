@@ -61,7 +61,7 @@ def renderings(run: str | os.PathLike, lang: str, systems: Sequence[str] | None 
 # --- one fact in every rendering ------------------------------------------------------------------
 
 STATEMENT = "statement"
-ASKED = {"subj": "question about the subject", "obj": "question about the object", "loc": "question about the location"}
+ASKED = {"subj": "question (subject)", "obj": "question (object)", "loc": "question (location)"}
 
 
 @dataclass(frozen=True)
