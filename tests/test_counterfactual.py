@@ -67,3 +67,84 @@ def test_analyse_renderings_table(tmp_path, capsys):
     # the split is English's F1 minus each rendering's, on the same questions
     assert split[("words not aligned", "f1")]["difference"] == pytest.approx(by[("en", "")]["f1"] - by[("words", "")]["f1"], abs=1e-3)
     assert split[("order not read", "f1")]["difference"] == pytest.approx(by[("en", "")]["f1"] - by[("order", "")]["f1"], abs=1e-3)
+    # one row per feature in which sov's grammar differs from English's, its loss paired the same way
+    for feature in ("word_order", "adposition", "adjective", "question"):
+        assert split[(f"{feature} alone", "f1")]["difference"] == pytest.approx(
+            by[("en", "")]["f1"] - by[(feature, "")]["f1"], abs=1e-3)
+        assert by[(feature, "")]["model"] == "en" and by[(feature, "")]["label"] == f"English, only {feature} = " + \
+            {"word_order": "sov", "adposition": "post", "adjective": "after", "question": "in-situ"}[feature]
+    assert "word_order alone" in out and "English, only adposition = post" in out
+
+
+def test_one_feature_with_englishs_own_value_is_the_english_test_set():
+    """Each feature set to English's value changes no byte, English's marked orders included;
+    set to another value it changes the test set (so the comparison can fail)."""
+    import json
+
+    from xlviz.data.counterfactual import feature_language, render_qa
+    from xlviz.data.typology import FEATURES
+    from xlviz.data.world import LanguageSpec, World, WorldConfig
+
+    varied = World(WorldConfig(seed=3, qa_test_paragraphs=6, l1_variety=0.5, languages=[LanguageSpec("tr", "tr")]))
+    en = json.dumps(varied.qa("test", "en"))
+    assert "it is" in en  # the marked orders are there to keep
+    for feature, values in FEATURES.items():
+        assert json.dumps(render_qa(varied, feature_language(varied, feature, values[0]))) == en, feature
+        # the test facts have no noun-phrase modifier ("the dog near the cats"): its order changes nothing
+        changed = json.dumps(render_qa(varied, feature_language(varied, feature, values[1]))) != en
+        assert changed == (feature != "modifier"), feature
+    with pytest.raises(Exception, match="unknown value"):
+        feature_language(varied, "word_order", "osv")
+
+
+def test_one_feature_renderings_are_named_by_the_feature_and_keep_the_answers(world):
+    from xlviz.data.counterfactual import renderings_of, render_qa
+
+    kinds = renderings_of(world, "sov")
+    # sov differs from English in four features; svo in none
+    assert list(kinds) == ["en", "words", "order", "l2", "word_order", "adposition", "adjective", "question"]
+    assert list(renderings_of(world, "svo")) == ["en", "words", "order", "l2"]
+    assert kinds["adposition"].language.grammar.features() == {**kinds["en"].language.grammar.features(), "adposition": "post"}
+    en = world.qa("test", "en")
+    for name in ("word_order", "adposition", "adjective", "question"):
+        d = render_qa(world, kinds[name].language)
+        assert [q["id"] for a in d["data"] for p in a["paragraphs"] for q in p["qas"]] == \
+               [q["id"] for a in en["data"] for p in a["paragraphs"] for q in p["qas"]]
+        for a in d["data"]:
+            for p in a["paragraphs"]:
+                for q in p["qas"]:
+                    ans = q["answers"][0]
+                    assert p["context"][ans["answer_start"]: ans["answer_start"] + len(ans["text"])] == ans["text"]
+    # adjectives after the noun: the statements change, the questions' wh words do not move
+    adj = render_qa(world, kinds["adjective"].language)
+    assert adj != en and "articles" not in adj
+
+
+def test_verb_position_alone_moves_only_the_verb(world):
+    from xlviz.data.counterfactual import feature_language
+    from xlviz.data.grammar import NP, Clause
+    from xlviz.data.world import render
+
+    c = Clause(NP("dog", adjs=("big",)), "see", NP("ball", "pl", adjs=("red",)))
+    assert render(world.lang["en"], c).text == "the big dog sees the red balls."
+    assert render(feature_language(world, "word_order", "sov"), c).text == "the big dog the red balls sees."
+    assert render(feature_language(world, "word_order", "vso"), c).text == "sees the big dog the red balls."
+    # every test statement: the same words; without a location only the verb moves, with one the
+    # location moves before the object with it (the grammar's verb-final clause, see the module)
+    sov = feature_language(world, "word_order", "sov")
+    seen = {"without": 0, "with": 0}
+    for facts in world.qa_facts("test"):
+        for clause, _ in facts:
+            a, b = render(world.lang["en"], clause).words, render(sov, clause).words
+            assert sorted(a) == sorted(b)
+            rest = lambda ws: [w for w in ws if w[1] != "verb"]  # noqa: E731
+            if clause.loc is None:
+                assert rest(a) == rest(b) and b[-2][1] == "verb"
+                seen["without"] += 1
+            else:
+                subj = [w for w in a if w[1].startswith("subj")]
+                obj = [w for w in a if w[1].startswith("obj")]
+                loc = [w for w in a if w[1].startswith("loc")]
+                assert b[:-1] == subj + loc + obj + [w for w in a if w[1] == "verb"]
+                seen["with"] += 1
+    assert seen["without"] and seen["with"]

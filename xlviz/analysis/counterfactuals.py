@@ -8,6 +8,9 @@ export). On the same questions:
 - words not aligned = F1(English) − F1(x's words, English order): only the words differ;
 - order not read = F1(English) − F1(English words, x's order): only the order differs;
 - total = F1(English) − F1(x);
+- ``<feature> alone`` = F1(English) − F1(English with only that feature set to x's value),
+  one per typological feature in which x's grammar differs from English's
+  (:func:`xlviz.data.counterfactual.renderings_of`): which part of the order costs;
 
 each with a paired paragraph-bootstrap interval and permutation p-value (one seed: the run's).
 A rendering whose words the model's tokenizer reads as [UNK] too often is flagged, not hidden.
@@ -23,18 +26,18 @@ from pathlib import Path
 
 from xlviz.errors import XlvizError
 
-FORMAT = "xlviz-renderings/1"
+FORMAT = "xlviz-renderings/2"  # 2: the one-feature renderings
 NAME = "renderings"
 UNK_LIMIT = 0.05
-SCORE_COLUMNS = ("system", "language", "rendering", "words", "order", "model", "exact_match", "exact_match_low",
+SCORE_COLUMNS = ("system", "language", "rendering", "label", "words", "order", "model", "exact_match", "exact_match_low",
                  "exact_match_high", "f1", "f1_low", "f1_high", "unk_rate", "n_questions", "n_paragraphs")
 SPLIT_COLUMNS = ("system", "language", "cost", "metric", "difference", "low", "high", "p_value", "n_questions", "n_paragraphs")
-COSTS = {"words not aligned": "words", "order not read": "order", "total": "l2"}
-
-
-def renderings(l1: str, l2: str) -> dict[str, tuple[str, str, str]]:
-    """``{name: (words, order, which export reads it)}`` for one L2."""
-    return {"en": (l1, l1, l1), "words": (l2, l1, l2), "order": (l1, l2, l1), "l2": (l2, l2, l2)}
+def costs(names) -> dict[str, str]:
+    """``{cost: rendering}`` for the renderings ``names`` (in :func:`renderings_of`'s order):
+    the two crossings, one ``"<feature> alone"`` per one-feature rendering, then the total."""
+    fixed = ("en", "words", "order", "l2")
+    return {"words not aligned": "words", "order not read": "order",
+            **{f"{n} alone": n for n in names if n not in fixed}, "total": "l2"}
 
 
 def unk_rate(tok, data: dict) -> float:
@@ -88,8 +91,9 @@ def request(run_dir: str | os.PathLike, lang: str, systems: list[str] | None, pa
 
 def compute(run_dir: str | os.PathLike, lang: str, systems: list[str] | None = None, paragraphs: int | None = None,
             log=None) -> dict:
-    """The table (``{"format", "request", "scores", "split"}``), computed and not stored."""
-    from xlviz.data.counterfactual import crossed_language, render_qa
+    """The table (``{"format", "request", "scores", "split", "unchanged"}``; ``unchanged``: the
+    one-feature renderings that render English's test set, not scored), computed and not stored."""
+    from xlviz.data.counterfactual import render_qa, renderings_of
     from xlviz.data.world import load_world
     from xlviz.evaluation.uncertainty import cluster_bootstrap, paired_test, paragraph_ids
     from xlviz.models.loading import load_model
@@ -102,25 +106,30 @@ def compute(run_dir: str | os.PathLike, lang: str, systems: list[str] | None = N
     cfg = Run(Path(run_dir)).config()
     decoding = {"max_length": int(cfg.get("qa_max_length", 384)), "doc_stride": int(cfg.get("doc_stride", 128)),
                 "max_answer_length": int(cfg.get("max_answer_length", 30))}
-    sets = {name: _limit(render_qa(world, crossed_language(world, w, o)), paragraphs)
-            for name, (w, o, _) in renderings(world.l1, lang).items()}
+    kinds = renderings_of(world, lang)
+    sets = {name: _limit(render_qa(world, r.language), paragraphs) for name, r in kinds.items()}
+    # a feature the test facts never show (an NP modifier's order) renders English's test set:
+    # named as unchanged, not scored (its loss would be 0 by construction)
+    unchanged = [name for name, r in kinds.items() if r.feature is not None and sets[name] == sets["en"]]
+    kinds = {name: r for name, r in kinds.items() if name not in unchanged}
     para = paragraph_ids(sets["en"])
     scores, split = [], []
     for system, folders in chosen.items():
         models = {world.l1: folders[0], lang: folders[1]}
         loaded = {k: load_model(v, task="qa") for k, v in models.items()}
         per: dict[str, list[dict]] = {}
-        for name, (w, o, reader) in renderings(world.l1, lang).items():
-            model, tok = loaded[reader]
+        for name, kind in kinds.items():
+            model, tok = loaded[kind.reader]
             per[name] = score_rendering(model.eval(), tok, sets[name], decoding)
             clusters = [para[r["id"]] for r in per[name]]
-            row = {"system": system, "language": lang, "rendering": name, "words": w, "order": o, "model": reader,
+            row = {"system": system, "language": lang, "rendering": name, "label": kind.label, "words": kind.words,
+                   "order": kind.order, "model": kind.reader,
                    "unk_rate": round(unk_rate(tok, sets[name]), 4), "n_questions": len(clusters), "n_paragraphs": len(set(clusters))}
             for metric in ("exact_match", "f1"):
                 ci = cluster_bootstrap([r[metric] for r in per[name]], clusters)
                 row.update({metric: round(ci.mean, 4), f"{metric}_low": round(ci.low, 4), f"{metric}_high": round(ci.high, 4)})
             scores.append(row)
-        for cost, name in COSTS.items():
+        for cost, name in costs(kinds).items():
             for metric in ("f1", "exact_match"):
                 a, b = per["en"], per[name]
                 if [r["id"] for r in a] != [r["id"] for r in b]:
@@ -130,8 +139,8 @@ def compute(run_dir: str | os.PathLike, lang: str, systems: list[str] | None = N
                               "difference": round(t.difference, 4), "low": round(t.low, 4), "high": round(t.high, 4),
                               "p_value": round(t.p_value, 4), "n_questions": t.n_questions, "n_paragraphs": t.n_paragraphs})
         if log:
-            log(f"  {system}: {len(per['en'])} questions in 4 renderings")
-    return {"format": FORMAT, "request": req, "scores": scores, "split": split}
+            log(f"  {system}: {len(per['en'])} questions in {len(kinds)} renderings")
+    return {"format": FORMAT, "request": req, "scores": scores, "split": split, "unchanged": unchanged}
 
 
 def csv_text(table: dict) -> str:
@@ -144,17 +153,18 @@ def csv_text(table: dict) -> str:
 
 
 def format_table(table: dict) -> str:
-    out = [f"{'system':<22} {'rendering':<34} {'EM':>6} {'F1':>6} {'F1 95%':>15} {'unk':>6}"]
-    labels = {"en": "English", "words": "L2 words, English order", "order": "English words, L2 order", "l2": "L2"}
+    out = [f"{'system':<22} {'rendering':<40} {'EM':>6} {'F1':>6} {'F1 95%':>15} {'unk':>6}"]
     for r in table["scores"]:
         flag = "  (words not in vocabulary)" if r["unk_rate"] > UNK_LIMIT else ""
-        out.append(f"{r['system']:<22} {labels[r['rendering']]:<34} {r['exact_match']:6.1f} {r['f1']:6.1f} "
+        out.append(f"{r['system']:<22} {r['label']:<40} {r['exact_match']:6.1f} {r['f1']:6.1f} "
                    f"[{r['f1_low']:5.1f}, {r['f1_high']:5.1f}] {100 * r['unk_rate']:5.1f}%{flag}")
     out += ["", "F1 lost against English on the same questions (paired paragraph bootstrap, permutation p):",
-            f"{'system':<22} {'cost':<20} {'F1 diff':>8} {'95%':>17} {'p':>7}"]
+            f"{'system':<22} {'cost':<24} {'F1 diff':>8} {'95%':>17} {'p':>7}"]
     for r in table["split"]:
         if r["metric"] == "f1":
-            out.append(f"{r['system']:<22} {r['cost']:<20} {r['difference']:+8.1f} [{r['low']:+6.1f}, {r['high']:+6.1f}] {r['p_value']:7.4f}")
+            out.append(f"{r['system']:<22} {r['cost']:<24} {r['difference']:+8.1f} [{r['low']:+6.1f}, {r['high']:+6.1f}] {r['p_value']:7.4f}")
+    if table.get("unchanged"):
+        out.append(f"not scored, English's test set unchanged by: {', '.join(table['unchanged'])} (no such phrase in it)")
     return "\n".join(out)
 
 
@@ -177,5 +187,5 @@ def run_renderings(run_dir, lang: str, systems: list[str] | None = None, paragra
     return got[0] if got else compute(run_dir, lang, systems, paragraphs)
 
 
-__all__ = ["renderings", "unk_rate", "score_rendering", "request", "compute", "find", "write", "run_renderings",
-           "format_table", "csv_text", "COSTS", "FORMAT"]
+__all__ = ["costs", "unk_rate", "score_rendering", "request", "compute", "find", "write", "run_renderings",
+           "format_table", "csv_text", "FORMAT"]

@@ -16,8 +16,9 @@ prints a short table):
   gets back when a layer's states at aligned positions come from the English run, per layer and
   token group, per system (:mod:`xlviz.analysis.patching`); stored in the run.
 - ``renderings``: words versus order: each system's QA exports on the test questions rendered
-  with the L2's words in English order and English words in the L2's order
-  (:mod:`xlviz.analysis.counterfactuals`); stored in the run.
+  with the L2's words in English order, English words in the L2's order, and English with one
+  typological feature of the L2's grammar at a time (:mod:`xlviz.analysis.counterfactuals`);
+  stored in the run.
 
 Accuracies are fractions in [0, 1].
 """
@@ -129,8 +130,9 @@ def _register_renderings(asub) -> None:
     r = asub.add_parser("renderings", help="words versus order: every system's QA exports on counterfactual renderings "
                         "(stored in the run)",
                         description="Score each system's exported QA models, without retraining, on the run's test "
-                        "questions rendered with the L2's words in English order and English words in the L2's order, "
-                        "and split the L2's F1 loss into 'words not aligned' and 'order not read' with paired intervals.")
+                        "questions rendered with the L2's words in English order, English words in the L2's order and "
+                        "English with only one typological feature set to the L2's, and split the L2's F1 loss into "
+                        "'words not aligned', 'order not read' and '<feature> alone' with paired intervals.")
     r.add_argument("run", metavar="RUN", help="run folder (a generated world)")
     r.add_argument("--language", required=True, help="the L2 (e.g. sov)")
     r.add_argument("--systems", help="comma-separated systems (default: every one with English and L2 QA exports)")

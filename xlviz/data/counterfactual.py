@@ -5,12 +5,44 @@ word order it has not learned to read. The world renders the same facts with any
 any grammar, so crossing them separates the costs on the same questions: the L2's words in
 English's order (only the words differ from English), English words in the L2's order (only the
 order differs). The L2's own words in its own order is its test set, byte for byte.
+
+The order cost splits further: English with English's grammar except ONE typological feature
+set to the L2's value (:func:`feature_language`; :data:`xlviz.data.typology.FEATURES`), one
+rendering per feature in which the L2's grammar differs from English's, each named by that
+feature. Every feature of :class:`~xlviz.data.typology.Grammar` can be set alone (any feature
+set is a grammar), and with its English value the rendering is English's test set byte for
+byte (English's marked orders, ``l1_variety``, included). Two features carry more than their
+own words' positions, because the grammar code (:class:`xlviz.data.grammar.Language`) couples
+them:
+
+- ``word_order``: ``_clause_order`` places a location before the object and a date right
+  after the subject in a verb-final clause (after the verb, object and location in an svo
+  one), so the location and the date move with the verb; a statement without either moves
+  only its verb. English's marked statements (object clefts, topicalised objects, fronted
+  locations) keep their own order. In questions, English's do-support exists only in an svo
+  grammar with fronted wh words, so any other word order also drops ``does``/``do`` and
+  inflects the verb ("what the big dog in a garden sees?").
+- ``question``: wh in situ drops do-support for the same reason ("the big dog sees what?").
+  Statements do not change at all (the feature is the questions').
+
+``modifier`` places a noun phrase's modifier ("the dog near the cats"); the QA test facts have
+none, so its rendering of the test set is English's (the analysis says so instead of scoring it).
 """
 
 from __future__ import annotations
 
+import dataclasses
+from dataclasses import dataclass
+
 from xlviz.data.grammar import Language, constituent_span
+from xlviz.data.typology import FEATURES, Grammar
 from xlviz.errors import XlvizError
+
+# what else a feature moves when it is set alone (see the module's doc)
+COUPLED: dict[str, str] = {
+    "word_order": "a location and a date move with the verb; questions lose do-support",
+    "question": "questions lose do-support",
+}
 
 
 def crossed_language(world, words: str, order: str) -> Language:
@@ -22,6 +54,70 @@ def crossed_language(world, words: str, order: str) -> Language:
     if words == order:
         return lex
     return Language(words, gram.order, lex.lexicon)
+
+
+def feature_language(world, feature: str, value: str, words: str | None = None) -> Language:
+    """English's grammar with ``feature`` set to ``value`` and nothing else changed, in
+    ``words``' lexicon (English's by default, its marked orders kept)."""
+    if feature not in FEATURES:
+        raise XlvizError(f"unknown typological feature {feature!r}; known: {list(FEATURES)}", field="feature")
+    if value not in FEATURES[feature]:
+        raise XlvizError(f"unknown value {value!r} for {feature}; choose from {list(FEATURES[feature])}", field=feature)
+    words = words or world.l1
+    if words not in world.languages:
+        raise XlvizError(f"unknown language {words!r}; this world has {world.languages}", field="words")
+    english, lex = world.lang[world.l1], world.lang[words]
+    grammar = Grammar(**{**english.grammar.features(), feature: value})
+    if lex.is_english:
+        return dataclasses.replace(english, order=grammar)
+    return Language(words, grammar, lex.lexicon)
+
+
+@dataclass(frozen=True)
+class Rendering:
+    """One rendering of the world's facts for an L2: whose words, whose order, and which of a
+    system's exports reads it (the one of its words' language)."""
+
+    name: str  # "en", "words", "order", "l2", or the one feature changed
+    words: str
+    order: str  # a language code, or "en+feature=value" for a one-feature rendering
+    language: Language
+    feature: str | None = None
+    value: str | None = None
+
+    @property
+    def reader(self) -> str:
+        return self.words
+
+    @property
+    def label(self) -> str:
+        if self.feature is not None:
+            return f"English, only {self.feature} = {self.value}"
+        return LABELS[self.name]
+
+
+LABELS = {"en": "English", "words": "L2 words, English order", "order": "English words, L2 order", "l2": "L2"}
+
+
+def changed_features(world, l2: str) -> dict[str, str]:
+    """``{feature: the L2's value}`` for the features in which the L2's grammar differs from English's."""
+    if l2 not in world.languages:
+        raise XlvizError(f"unknown language {l2!r}; this world has {world.languages}", field="language")
+    en, g = world.lang[world.l1].grammar, world.lang[l2].grammar
+    return {f: getattr(g, f) for f in FEATURES if getattr(g, f) != getattr(en, f)}
+
+
+def renderings_of(world, l2: str) -> dict[str, Rendering]:
+    """Every rendering of the L2's words-versus-order split, by name: English, the L2's words
+    in English's order, English words in the L2's order, the L2, then one per feature in which
+    the L2 differs from English (English with only that feature set to the L2's value)."""
+    l1 = world.l1
+    out = {name: Rendering(name, w, o, crossed_language(world, w, o))
+           for name, (w, o) in {"en": (l1, l1), "words": (l2, l1), "order": (l1, l2), "l2": (l2, l2)}.items()}
+    for feature, value in changed_features(world, l2).items():
+        out[feature] = Rendering(feature, l1, f"{l1}+{feature}={value}", feature_language(world, feature, value),
+                                 feature, value)
+    return out
 
 
 def render_qa(world, language: Language, split: str = "test") -> dict:
@@ -49,4 +145,5 @@ def render_qa(world, language: Language, split: str = "test") -> dict:
     return out
 
 
-__all__ = ["crossed_language", "render_qa"]
+__all__ = ["crossed_language", "feature_language", "changed_features", "renderings_of", "Rendering", "render_qa",
+           "COUPLED", "LABELS"]

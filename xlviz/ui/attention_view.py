@@ -140,8 +140,10 @@ def _tick(tok: str, seg: int) -> str:
     return f"<span style='color:{SEGMENT_COLOURS.get(seg, '#888')}'>{html.escape(tok)}</span>"
 
 
-def heatmap(attn: np.ndarray, tokens: list[str], segment: list[int], title: str, height: int | None = None):
-    """One attention map [T, T] (rows = queries) with tokens coloured by sentence."""
+def heatmap(attn: np.ndarray, tokens: list[str], segment: list[int], title: str, height: int | None = None,
+            marks: list[tuple[int, int]] | None = None):
+    """One attention map [T, T] (rows = queries) with tokens coloured by sentence; ``marks``:
+    (query, key) cells outlined (a gold word alignment's, :func:`aligned_cells`)."""
     import plotly.graph_objects as go
 
     T = len(tokens)
@@ -155,6 +157,9 @@ def heatmap(attn: np.ndarray, tokens: list[str], segment: list[int], title: str,
     for b in _boundaries(segment):  # lines between the two sentences
         fig.add_vline(x=b - 0.5, line_color="#D55E00", line_width=1)
         fig.add_hline(y=b - 0.5, line_color="#D55E00", line_width=1)
+    if marks:
+        fig.update_layout(shapes=[dict(type="rect", x0=k - 0.5, x1=k + 0.5, y0=q - 0.5, y1=q + 0.5,
+                                       line=dict(color="#009E73", width=1.5)) for q, k in marks])
     size = height or int(min(900, max(360, 14 * T + 160)))
     # the second line as plotly's subtitle: a "<br><sup>" line pushed the title above the figure's top edge
     fig.update_layout(title=dict(text=html.escape(title), subtitle=dict(text="rows: queries · columns: keys"), x=0.5,
@@ -162,6 +167,56 @@ def heatmap(attn: np.ndarray, tokens: list[str], segment: list[int], title: str,
                                  font=dict(size=13)), height=size,
                       margin=dict(l=10, r=10, t=110, b=10))
     return fig
+
+
+def aligned_cells(segment: list[int], word_ids: list[int | None], alignment: list[tuple[int, int]]) -> list[tuple[int, int]]:
+    """The (query, key) cells of a pair's map where a token of word i of sentence a meets a
+    token of word j of sentence b, for each aligned (i, j), both ways (``segment`` and
+    ``word_ids`` as :class:`xlviz.analysis.attention.AttentionSlice` has them)."""
+    pairs = set(alignment)
+    cells = []
+    for q, (sq, wq) in enumerate(zip(segment, word_ids)):
+        for k, (sk, wk) in enumerate(zip(segment, word_ids)):
+            if wq is None or wk is None:
+                continue
+            if (sq, sk) == (0, 1) and (wq, wk) in pairs or (sq, sk) == (1, 0) and (wk, wq) in pairs:
+                cells.append((q, k))
+    return cells
+
+
+def alignment_html(words_a: list[str], words_b: list[str], pairs: list[tuple[int, int]], label_a: str = "A",
+                   label_b: str = "B") -> str:
+    """A gold word alignment drawn: sentence a's words on the top row, b's below, one line per
+    aligned pair (a word of b whose partner sits elsewhere draws a slanted line, so a reordering
+    reads at a glance); unaligned words in grey. Self-contained SVG, texts HTML-escaped."""
+    char, gap = 8.0, 14.0
+    pad = char * max(len(label_a), len(label_b)) + 20.0  # the two labels' column
+
+    def xs(words: list[str]) -> list[tuple[float, float]]:
+        out, x = [], pad
+        for w in words:
+            width = max(1, len(w)) * char
+            out.append((x, x + width))
+            x += width + gap
+        return out
+
+    pa, pb = xs(words_a), xs(words_b)
+    width = int(max([pad + 20] + [e for _, e in pa + pb]) + 20)
+    aligned_a, aligned_b = {i for i, _ in pairs}, {j for _, j in pairs}
+    lines = "".join(
+        f'<line x1="{(pa[i][0] + pa[i][1]) / 2:.1f}" y1="30" x2="{(pb[j][0] + pb[j][1]) / 2:.1f}" y2="84" '
+        f'stroke="#009E73" stroke-width="1.5"><title>{html.escape(words_a[i])} ↔ {html.escape(words_b[j])}</title></line>'
+        for i, j in pairs if i < len(pa) and j < len(pb))
+
+    def row(words, spans, y, colour, aligned):
+        return "".join(f'<text x="{a:.1f}" y="{y}" fill="{colour if i in aligned else "#999999"}">{html.escape(w)}</text>'
+                       for i, (w, (a, _)) in enumerate(zip(words, spans)))
+
+    labels = (f'<text x="4" y="24" fill="{SEGMENT_COLOURS[0]}" font-weight="bold">{html.escape(label_a)}</text>'
+              f'<text x="4" y="100" fill="{SEGMENT_COLOURS[1]}" font-weight="bold">{html.escape(label_b)}</text>')
+    return (f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="110" font-family="monospace" font-size="13">'
+            f'{labels}{lines}{row(words_a, pa, 24, SEGMENT_COLOURS[0], aligned_a)}'
+            f'{row(words_b, pb, 100, SEGMENT_COLOURS[1], aligned_b)}</svg>')
 
 
 def _boundaries(segment: list[int]) -> list[int]:
