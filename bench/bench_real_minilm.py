@@ -58,9 +58,10 @@ def step2_throughput(run_dir: Path, cfg, rounds: int, steps: int) -> dict:
     from xlviz.data.sources.files import resolve_files
     from xlviz.transfer.runner import make_global_batch_accelerator, masked_lm_batches
     from transformers import AutoTokenizer
+    from xlviz.runs import world_path
 
     l1, l1_tok = load_model(run_dir / "s1_pretrain", task="mlm", attn_implementation="sdpa")
-    tok = AutoTokenizer.from_pretrained(run_dir / "world" / "tokenizers" / cfg.data["l2"])
+    tok = AutoTokenizer.from_pretrained(world_path(run_dir, "tokenizer", language=cfg.data["l2"]))
     files = resolve_files(cfg.data["l2_corpus"], "l2_corpus")
     blocks = iter_blocks(lambda: read_text_corpus(files), tok, cfg.block_size, seed=99, shuffle_buffer=cfg.data["shuffle_buffer"])
     batches = list(itertools.islice(masked_lm_batches(blocks, batch_size=cfg.mlm_batch_size, rank=0, world_size=1, grad_accum=1,

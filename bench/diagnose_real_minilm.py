@@ -70,6 +70,8 @@ def main() -> None:
     from safetensors.torch import load_file
     from transformers import AutoTokenizer, BertForMaskedLM, BertModel
 
+    from xlviz.runs import world_path
+
     data = Path(args.data)
     tok = AutoTokenizer.from_pretrained(args.model)
     body = BertModel.from_pretrained(args.model).eval()
@@ -100,7 +102,7 @@ def main() -> None:
         s2 = run / "s2_transfer-de"
         if not s2.is_dir():
             continue
-        de = AutoTokenizer.from_pretrained(run / "world" / "tokenizers" / "de")
+        de = AutoTokenizer.from_pretrained(world_path(run, "tokenizer", language="de"))
         Ede = F.normalize(load_file(s2 / "model.safetensors")["bert.embeddings.word_embeddings.weight"], dim=-1)
         Een = F.normalize(E, dim=-1)
         pairs = [(de.convert_tokens_to_ids(g), tok.convert_tokens_to_ids(e)) for g, e in DICTIONARY.items()]

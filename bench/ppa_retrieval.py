@@ -15,7 +15,8 @@ from pathlib import Path
 
 from transformers import AutoModelForMaskedLM, AutoTokenizer
 
-from xlviz.analysis.reports import system_alignment, world_data
+from xlviz.analysis.reports import system_alignment
+from xlviz.data.parallel.world import world_data
 
 
 def load(folder: Path):

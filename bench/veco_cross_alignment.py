@@ -20,6 +20,7 @@ from transformers import AutoTokenizer
 
 from xlviz.analysis.attention import cross_attention_maps
 from xlviz.models.veco import VecoForMaskedLM
+from xlviz.runs import world_path
 
 
 def main() -> None:
@@ -32,7 +33,7 @@ def main() -> None:
     stage = Path(args.run) / (args.stage or f"s1_veco-{args.l2}")
     load = lambda lang: (VecoForMaskedLM.from_pretrained(stage / lang, attn_implementation="eager"), AutoTokenizer.from_pretrained(stage / lang))
     (a, ta), (b, tb) = load("en"), load(args.l2)
-    lines = (Path(args.run) / "world" / "parallel" / f"en-{args.l2}.jsonl").read_text(encoding="utf-8").splitlines()
+    lines = world_path(args.run, "parallel", language=args.l2, pair="en").read_text(encoding="utf-8").splitlines()
     shares, chance = [], []
     for line in lines[: args.pairs]:
         pair = json.loads(line)

@@ -65,7 +65,7 @@ if p_run is not None:
         st.session_state.pop("al_systems", None)  # defaults: transferred and floor of that run
 
 # --- data --------------------------------------------------------------------------------------------
-# every parallel-text source of the registry that can be read here (xlviz.analysis.parallel); a
+# every parallel-text source of the registry that can be read here (xlviz.data.parallel); a
 # run's pairs when a run has them, two uploaded files always
 by_label = {("Upload" if s.takes == "files" else s.label): s for s in ua.parallel_sources()
             if (s.takes != "run" or runs)}

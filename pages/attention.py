@@ -65,7 +65,7 @@ with tabs["Pair"]:
     # --- input pair ---------------------------------------------------------------------------------
     world_runs = [r for r in list_runs() if av.world_parallel_files(r.path)]
     # typed text, a run's pairs, and every shared-data source of the parallel-text registry
-    # (xlviz.analysis.parallel) that can be read here
+    # (xlviz.data.parallel) that can be read here
     by_label = {s.label: s for s in ua.parallel_sources() if s.takes is None or (s.takes == "run" and world_runs)}
     WORLD = next((label for label, s in by_label.items() if s.takes == "run"), None)
     sources = [TYPED] + list(by_label)

@@ -289,6 +289,7 @@ def test_tiny_vocabularies_learned_on_the_budget(tmp_path):
     texts = data.texts
     data.texts = lambda lang, max_lines: (read.__setitem__(lang, max_lines), texts(lang, max_lines))[1]
     logs: list[str] = []
+    recorded: list[tuple[str, Path, dict]] = []
 
     class Ctx(_Ctx):
         main = True
@@ -299,10 +300,15 @@ def test_tiny_vocabularies_learned_on_the_budget(tmp_path):
         def path(self, *parts):
             return tmp_path.joinpath("run", *parts)
 
+        def record_artefact(self, kind, path, **fields):
+            recorded.append((kind, path, fields))
+
     corpus.stage_vocabularies(Ctx(cfg, data, "corpus"))
     assert read == {"en": 5_000, "de": 5_000}  # 10 x 8 x 16 / 16 = 80 lines: the floor of 5,000
     assert any("first 5000 lines" in line and "budget" in line for line in logs), logs
     assert (tmp_path / "run" / "world" / "tokenizers" / "de" / "tokenizer.json").is_file()
+    # the stage records the tokenizers it wrote, where readers find them (no parallel pairs given)
+    assert recorded == [("tokenizer", tmp_path / "run" / "world" / "tokenizers" / lang, {"language": lang}) for lang in ("en", "de")]
 
 
 def test_clwe_mapping_follows_the_budget():

@@ -1,4 +1,5 @@
-"""One house plan: one model reference, one floor builder, no import circles.
+"""One house plan: one model reference, one floor builder, no import circles, one place for a
+run's world files.
 
 - The untrained L2 embedding matrix (step 2's starting point and, untrained, the floor) is
   drawn in ``xlviz/models/floor.py`` alone: its builders are defined nowhere else, every
@@ -8,6 +9,10 @@
   import no torch (the pages name models with it before loading any).
 - No two modules of ``xlviz/`` import each other, directly or round a circle, counting the
   imports inside functions (``scripts/architecture.py``'s ``module_cycles``).
+- No module builds a path into a run's ``world/`` folder by hand (``run / "world" / "qa" /
+  f"test.{lang}.json"``, ``ctx.path("world", "tokenizers", lang)``): the world stage records
+  its files in the run's manifest and readers ask ``xlviz.runs.world_path`` / ``world_files``,
+  which fall back to the conventional places for runs made before (``tests/test_manifest.py``).
 Checked on the source (AST), so the checks also run where torch is slow to import.
 """
 
@@ -15,6 +20,7 @@ from __future__ import annotations
 
 import ast
 import importlib.util
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -118,3 +124,89 @@ def test_the_cycle_check_finds_a_circle_through_a_function():
     assert arch.cycles(arch.module_edges(files)) == [["x.a", "x.b", "x.c", "x.d"]]
     files["x.c"] = "import json\n"
     assert arch.cycles(arch.module_edges(files)) == []
+
+
+# --------------------------------------------------------------------------- a run's world files
+# Where a run's world/ folder may be joined into a path by hand: the module that names its files.
+WORLD_PATH_WRITERS = {
+    "xlviz/runs.py": "names the world's files (world_relpath, artefact_relpath) and finds them (world_path)",
+    "xlviz/methods/joint.py": "the joint methods' own vocabularies (world/tokenizers-joint), written and read by their stages only",
+}
+PATH_CALLS = ("path", "joinpath", "Path", "PurePath", "PosixPath", "join")
+WORLD_FOLDERS = ("qa", "parallel", "tokenizers")
+WORLD_TEXT = re.compile(r"world/(?:qa|parallel|tokenizers|world\.json)")
+
+
+def _path_parts(node: ast.AST) -> list[str]:
+    """The parts of a path expression: ``a / "world" / f"test.{x}.json"`` -> ["<expr>", "world",
+    "test.{}.json"]; a name or attribute that says ``world`` (``info.world_dir``) is "<world>"."""
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Div):
+        return _path_parts(node.left) + _path_parts(node.right)
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return [node.value]
+    if isinstance(node, ast.JoinedStr):
+        return ["".join(v.value if isinstance(v, ast.Constant) else "{}" for v in node.values)]
+    if isinstance(node, ast.Starred):
+        return _path_parts(node.value)
+    name = node.attr if isinstance(node, ast.Attribute) else node.id if isinstance(node, ast.Name) else ""
+    return ["<world>" if "world" in name.lower() else "<expr>"]
+
+
+def hand_built_world_paths(files: dict[str, str]) -> list[str]:
+    """``path:line: the path`` for every path into a run's world/ folder built by hand outside
+    :data:`WORLD_PATH_WRITERS`: a ``/`` chain or a path call (``Path``, ``joinpath``,
+    ``ctx.path``, ``os.path.join``) with a ``"world"`` part, or a world-named folder joined with
+    ``qa`` / ``parallel`` / ``tokenizers``; or a text (not a docstring) that spells such a path
+    with a value in it (``f"world/parallel/{l1}-{l2}.jsonl"``)."""
+    found = []
+    for path, text in files.items():
+        if path in WORLD_PATH_WRITERS:
+            continue
+        tree = ast.parse(text)
+        docstrings = {id(n.value) for n in ast.walk(tree) if isinstance(n, ast.Expr)}
+        inner = {id(n.left) for n in ast.walk(tree) if isinstance(n, ast.BinOp) and isinstance(n.op, ast.Div)}
+        for node in ast.walk(tree):
+            parts: list[str] = []
+            if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Div) and id(node) not in inner:
+                parts = _path_parts(node)
+            elif isinstance(node, ast.Call) and isinstance(node.func, (ast.Attribute, ast.Name)):
+                name = node.func.attr if isinstance(node.func, ast.Attribute) else node.func.id
+                parts = [p for a in node.args for p in _path_parts(a)] if name in PATH_CALLS else []
+            elif isinstance(node, ast.JoinedStr) and id(node) not in docstrings:
+                spelled = _path_parts(node)[0]
+                if re.search(WORLD_TEXT.pattern + r"/[^<>]*\{\}", spelled):
+                    found.append(f"{path}:{node.lineno}: {spelled}")
+                continue
+            if any(p == "world" or p.startswith("world/") for p in parts) or (
+                    "<world>" in parts and any(p in WORLD_FOLDERS for p in parts)):
+                found.append(f"{path}:{node.lineno}: {'/'.join(parts)}")
+    return found
+
+
+def test_no_module_builds_a_world_path_by_hand():
+    found = hand_built_world_paths(_sources())
+    assert found == [], "paths into a run's world/ built by hand (ask xlviz.runs.world_path):\n" + "\n".join(found)
+
+
+def test_the_world_path_check_finds_the_old_ways():
+    """Each way a reader built a world path before (all of them were in the code), and none of
+    the unrelated uses of the word: a stage name, a source name, a config key, a docstring."""
+    old = {
+        "a.py": 'file = r.path / "world" / "qa" / f"test.{lg}.json"\n',
+        "b.py": 'tok = ctx.path("world", "tokenizers", lang)\n',
+        "c.py": 'world = load_world(Path(run_dir) / "world")\n',
+        "d.py": 'spec = str(info.world_dir / "tokenizers" / info.l1)\n',
+        "e.py": 'folder = Path(run_path).joinpath("world", "parallel")\n',
+        "f.py": 'raise XlvizError(f"no world/parallel/{l1}-{l2}.jsonl")\n',
+        "g.py": 'stamp = os.path.join(run, "world/world.json")\n',
+    }
+    assert [hit.split(":")[0] for hit in hand_built_world_paths(old)] == list(old)
+    unrelated = ('"""Reads world/qa/test.<lang>.json."""\n'
+                 'WORLD = Stage("world", "data", run=run_world)\n'
+                 'data = parallel_data("world", run_dir=run, l2=l2)\n'
+                 'world = cfg.get("world")\n'
+                 'p.add_argument("--source", default="world", help="a corpus run\'s world/parallel/<l1>-<l2>.jsonl")\n'
+                 'atomic_write_json(d / "qa" / f"test.{lang}.json", qa)\n'
+                 'ok = (Path(world_dir) / "world.json").is_file()\n')
+    assert hand_built_world_paths({"x.py": unrelated}) == []
+    assert hand_built_world_paths({"xlviz/runs.py": old["a.py"]}) == []  # the module that names them

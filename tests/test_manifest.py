@@ -258,6 +258,10 @@ BAD_MANIFESTS = [
      "artefacts[0].system"),
     ("export without language", {"version": 1, "artefacts": [{"kind": "export", "path": "export/a", "system": "a"}]},
      "artefacts[0].language"),
+    ("qa set without split", {"version": 1, "artefacts": [{"kind": "qa", "path": "world/qa/x.json", "language": "sov"}]},
+     "artefacts[0].split"),
+    ("parallel pairs without their L1", {"version": 1, "artefacts": [{"kind": "parallel", "path": "world/parallel/x.jsonl",
+                                                                      "language": "sov"}]}, "artefacts[0].pair"),
     ("depends_on not a list", {"version": 1, "artefacts": [{"kind": "stage", "path": "s1", "depends_on": "s1"}]},
      "artefacts[0].depends_on"),
     ("depends_on not names", {"version": 1, "artefacts": [{"kind": "stage", "path": "s1", "depends_on": ["s1", 2]}]},
@@ -319,3 +323,137 @@ def test_demo_style_parallel_files_are_named_in_runs(tmp_path):
         (folder / f"en-{l2}.jsonl").write_text("")
     assert runs.parallel_files(run.path) == {"pt-br": folder / "en-pt-br.jsonl", "sov": folder / "en-sov.jsonl"}
     assert runs.parallel_languages(folder / "en-pt-br.jsonl") == ("en", "pt-br")
+
+
+# --------------------------------------------------------------------------- the world's files
+def _old_world(run: Run) -> dict[str, Path]:
+    """World files where a run made before they were recorded has them (no manifest entry)."""
+    world = run.path / "world"
+    files = {"world": world / "world.json", "tok-en": world / "tokenizers" / "en", "tok-svo": world / "tokenizers" / "svo",
+             "test-svo": world / "qa" / "test.svo.json", "test-en": world / "qa" / "test.en.json",
+             "train-en": world / "qa" / "train.en.json", "pairs-svo": world / "parallel" / "en-svo.jsonl"}
+    for key, f in files.items():
+        f.parent.mkdir(parents=True, exist_ok=True)
+        f.mkdir() if key.startswith("tok-") else f.write_text("{}")
+    return files
+
+
+def test_world_paths_are_made_in_runs():
+    assert runs.artefact_relpath("qa", language="sov", split="test") == "world/qa/test.sov.json"
+    assert runs.artefact_relpath("parallel", language="sov", pair="en") == "world/parallel/en-sov.jsonl"
+    assert runs.artefact_relpath("tokenizer", language="pt-br") == "world/tokenizers/pt-br"
+    assert runs.artefact_relpath("world") == "world/world.json"
+    assert runs.world_relpath("qa", language="en", split="dev") == "qa/dev.en.json"
+    for bad in ({"kind": "qa", "language": "sov"}, {"kind": "tokenizer", "language": "../x"},
+                {"kind": "parallel", "language": "sov", "pair": "a/b"}):
+        with pytest.raises(XlvizError):
+            runs.artefact_relpath(**bad)
+    with pytest.raises(XlvizError, match="split"):
+        runs.world_path("/nowhere", "qa", language="sov")
+
+
+def test_world_files_of_a_run_made_before_they_were_recorded(tmp_path):
+    """A run whose manifest has no world entries (its world stage ran before they were
+    recorded) has its world files found at their conventional places, and nothing is written."""
+    run = old_layout(tmp_path / "old")
+    with run.writer_lock():  # a manifest, as every run made since manifests has, without world entries
+        run.record_artefacts([])
+    files = _old_world(run)
+    manifest = run.manifest_path.read_bytes()
+    assert runs.world_path(run, "qa", split="test", language="svo") == files["test-svo"]
+    assert runs.world_path(run.path, "world") == files["world"] and runs.world_folder(run) == run.path / "world"
+    assert runs.world_files(run, "tokenizer") == {"en": files["tok-en"], "svo": files["tok-svo"]}
+    assert runs.world_files(run, "qa", split="test") == {"en": files["test-en"], "svo": files["test-svo"]}
+    assert runs.world_files(run, "parallel") == runs.parallel_files(run.path) == {"svo": files["pairs-svo"]}
+    assert runs.parallel_languages(files["pairs-svo"]) == ("en", "svo")
+    qa = runs.artefact(run, "qa", language="en", split="train")
+    assert qa is not None and qa.folder == files["train-en"] and qa.stage == "world"
+    # a file the run does not have: its conventional place, for the caller's own check to refuse
+    assert runs.world_path(run, "qa", split="test", language="sov") == run.path / "world" / "qa" / "test.sov.json"
+    assert not runs.world_path(run, "tokenizer", language="sov").exists()
+    assert runs.world_path(run, "parallel", language="sov") == run.path / "world" / "parallel" / "en-sov.jsonl"
+    assert run.manifest_path.read_bytes() == manifest  # readers never write
+    # a manifest that cannot be read: the world's files are still where the stage put them
+    run.manifest_path.write_text("{")
+    assert runs.world_files(run, "tokenizer") == {"en": files["tok-en"], "svo": files["tok-svo"]}
+    assert runs.world_path(run, "qa", split="test", language="svo") == files["test-svo"]
+
+
+def test_recorded_world_files_are_what_readers_get(tmp_path):
+    """Once the world stage recorded its files, readers get those (wherever they are) and no
+    longer look in the conventional places."""
+    run = old_layout(tmp_path / "old")
+    files = _old_world(run)
+    moved = run.path / "world" / "qa-v2" / "test.svo.json"
+    moved.parent.mkdir()
+    moved.write_text("{}")
+    with run.writer_lock():
+        run.record_artefacts([{"kind": "qa", "path": "world/qa-v2/test.svo.json", "language": "svo", "split": "test",
+                               "stage": "world"}])
+    assert runs.world_path(run, "qa", split="test", language="svo") == moved
+    assert runs.world_files(run, "qa", split="test") == {"svo": moved}
+    assert runs.world_files(run, "tokenizer") == {}  # recorded: only what the manifest lists
+    assert runs.world_path(run, "tokenizer", language="en") == files["tok-en"]  # not recorded: its conventional place
+    entries = json.loads(run.manifest_path.read_text())["artefacts"]
+    assert not [e for e in entries if e["kind"] in runs.WORLD_KINDS and e["path"] != "world/qa-v2/test.svo.json"]
+
+
+def test_old_world_through_the_readers(tmp_path, monkeypatch):
+    """The app's QA data sets and languages, the analyses' tokenizers and a run's parallel pairs
+    read an old run's world files as before."""
+    from xlviz.analysis.reports import run_info
+    from xlviz.ui.choices import discover_qa_datasets, run_languages
+
+    run = old_layout(tmp_path / "old")
+    files = _old_world(run)
+    for tok in ("tok-en", "tok-svo"):
+        (files[tok] / "tokenizer.json").write_text("{}")
+    (run.path / "status.json").write_text(json.dumps({"state": "completed"}))
+    sets = [d for d in discover_qa_datasets(tmp_path) if d.run == "old"]
+    assert len(sets) == 1 and sets[0].folder == str(run.path / "world" / "qa")
+    assert sets[0].files == (("en", str(files["test-en"])), ("svo", str(files["test-svo"])))
+    assert run_languages(run) == ["en", "svo", "sov"]
+    (run.path / "world" / "tokenizers" / "tr").mkdir()  # a language with no step-2 folder (whose own tokenizer wins)
+    (run.path / "world" / "tokenizers" / "tr" / "tokenizer.json").write_text("{}")
+    toks = run_info(run.path).l2_tokenizers
+    assert toks["tr"] == run.path / "world" / "tokenizers" / "tr" and toks["svo"] == run.path / "s2_transfer-svo"
+    assert "en" not in toks
+    pairs = files["pairs-svo"]
+    pairs.write_text(json.dumps({"id": "p1", "src": "a cat", "tgt": "ka tac"}) + "\n")
+    files["world"].unlink()  # a corpus run: no generated world, its saved pairs
+    from xlviz.data.parallel import parallel_data
+
+    data = parallel_data("world", run_dir=run.path, l2="svo")
+    assert (data.lang_a, data.lang_b, data.src, data.tgt) == ("en", "svo", ["a cat"], ["ka tac"])
+    with pytest.raises(XlvizError, match="no parallel pairs for en-sov .*world/parallel/en-sov.jsonl"):
+        parallel_data("world", run_dir=run.path, l2="sov")
+
+
+def test_the_world_stage_records_the_files_readers_open(tmp_path):
+    """A run's world stage records every file of world/ that readers open (the world, each
+    language's tokenizer and QA sets, the parallel pairs), with its kind and fields."""
+    from xlviz.transfer.config import TransferConfig
+    from xlviz.transfer.pipeline import Pipeline
+
+    cfg = TransferConfig.from_dict({
+        "model_size": "tiny", "vocab_size": 200, "block_size": 8, "qa_max_length": 32, "doc_stride": 16, "mixed_precision": "no",
+        "world": {"corpus_documents": 40, "qa_train_paragraphs": 4, "qa_dev_paragraphs": 2, "qa_test_paragraphs": 2,
+                  "parallel_pairs": 6, "agreement_pairs": 3, "sense_pairs": 3}})
+    pipe = Pipeline(cfg, tmp_path / "run")
+    pipe.run.path.mkdir(parents=True)
+    pipe.run.write_config(cfg.to_dict())
+    pipe.execute("world", 0)  # as the run executes it (the stage's name is recorded with its files)
+    world = pipe.run.path / "world"
+    entries = [e for e in json.loads(pipe.run.manifest_path.read_text())["artefacts"] if e["kind"] in runs.WORLD_KINDS]
+    on_disk = {"world/world.json", *(p.relative_to(pipe.run.path).as_posix() for sub in ("qa", "parallel", "tokenizers")
+                                      for p in (world / sub).iterdir())}
+    assert {e["path"] for e in entries} == on_disk
+    assert all(e["stage"] == "world" for e in entries)
+    langs = pipe.world.languages
+    assert len(langs) >= 2
+    assert {(e["split"], e["language"]) for e in entries if e["kind"] == "qa"} == {
+        *(("test", lang) for lang in langs), ("train", "en"), ("dev", "en")}
+    assert {(e["pair"], e["language"]) for e in entries if e["kind"] == "parallel"} == {("en", l2) for l2 in langs[1:]}
+    assert runs.world_files(pipe.run, "tokenizer") == {lang: world / "tokenizers" / lang for lang in sorted(langs)}
+    assert pipe.world_file("tokenizer", language=langs[1]) == world / "tokenizers" / langs[1]
+    assert len(pipe.tokenizer(langs[1])) > 5

@@ -1,4 +1,4 @@
-"""The registry of parallel-text sources (xlviz.analysis.parallel): one module per source, and
+"""The registry of parallel-text sources (xlviz.data.parallel): one module per source, and
 a source added at runtime reaches the CLI's ``--source`` choices and the Alignment and Attention
 pages without either naming it."""
 
@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from xlviz.analysis import parallel
-from xlviz.analysis.parallel import ParallelData, ParallelSource, Request, parallel_data
+from xlviz.data import parallel
+from xlviz.data.parallel import ParallelData, ParallelSource, Request, parallel_data
 from xlviz.errors import XlvizError
 
 APP = str(Path(__file__).resolve().parents[1] / "app.py")

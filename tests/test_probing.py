@@ -249,7 +249,9 @@ def test_run_alignment_rows(run_dir):
 
 
 def test_translation_projection_and_aligned_words(run_dir):
-    data = reports.world_data(run_dir, L2, limit=4)
+    from xlviz.data.parallel.world import world_data
+
+    data = world_data(run_dir, L2, limit=4)
     rng = np.random.default_rng(0)
     A, B = rng.normal(size=(4, 6)), rng.normal(size=(4, 6))
     rows = reports.translation_projection(A, B, data.src, data.tgt, "en", L2)

@@ -241,6 +241,12 @@ def test_transfer_on_files_end_to_end_with_qa(tmp_path):
     for lang in ("en", "svo"):
         assert (run_dir / "world" / "tokenizers" / lang / "tokenizer.json").is_file()
     assert len((run_dir / "world" / "parallel" / "en-svo.jsonl").read_text().splitlines()) == 40
+    from xlviz import runs
+
+    # the corpus source's world stage records what it wrote: the tokenizers and the parallel pairs
+    assert runs.world_files(run, "tokenizer") == {lang: run_dir / "world" / "tokenizers" / lang for lang in ("en", "svo")}
+    pairs = runs.artefact(run, "parallel", language="svo", pair="en")
+    assert pairs is not None and pairs.folder == run_dir / "world" / "parallel" / "en-svo.jsonl" and pairs.stage == "world"
     alignment = json.loads((run_dir / "alignment.json").read_text())
     assert set(alignment["systems"]) == {"monotrans", "floor"} and alignment["n_pairs"] == 40
     assert len(alignment["systems"]["monotrans"]) == 3  # embeddings + 2 layers of the tiny model

@@ -143,6 +143,19 @@ def test_save_and_load(tmp_path, world):
     assert load_world(tmp_path).qa("test", "sov") == world.qa("test", "sov")
 
 
+def test_save_writes_what_the_run_records(tmp_path, world):
+    """The files the world stage records (``read_back``) are the ones ``save`` wrote, named as
+    the run's manifest names them; every QA set and parallel pairs file is among them."""
+    from xlviz.runs import world_relpath
+
+    world.save(tmp_path)
+    recorded = {world_relpath(**e) for e in world.read_back()}
+    assert all((tmp_path / rel).is_file() for rel in recorded)
+    written = {p.relative_to(tmp_path).as_posix() for sub in ("qa", "parallel") for p in (tmp_path / sub).iterdir()}
+    assert recorded == written | {"world.json"}
+    assert {e["language"] for e in world.read_back() if e["kind"] == "parallel"} == set(world.l2s)
+
+
 def test_bad_config_names_the_field():
     with pytest.raises(XlvizError, match="corpus_documents"):
         WorldConfig(corpus_documents=0).validate()

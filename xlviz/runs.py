@@ -16,7 +16,10 @@ A run lives in ``<checkpoints>/<run>/`` and holds
   stage folder, induced dictionary (``dictionaries/<l1>-<l2>.json``) and stored encodings
   (``encodings/<key>.safetensors``) the run wrote, recorded by the stage (or command) that wrote it (:func:`artefacts`,
   :func:`exports`, :func:`encoders`, :func:`artefact`, :func:`owner_of` read it; a run without
-  one is read from its folder names by :func:`legacy_artefacts`, the only parser of them)
+  one is read from its folder names by :func:`legacy_artefacts`, the only parser of them), and
+  the files of ``world/`` that readers open (the generated world's ``world.json``, one
+  tokenizer per language, the QA sets, the parallel evaluation pairs: :func:`world_path`, read
+  from their conventional places in a run whose world stage did not record them)
 - one ``save_pretrained`` folder per trained stage, and ``export/`` with the zero-shot models.
 
 Writers use :mod:`xlviz.io` atomics, so a reader (the app) never sees half a file and a
@@ -858,7 +861,7 @@ def explicit_run_dir(run_dir: str | os.PathLike, root: str | os.PathLike, config
 
 MANIFEST_FILE = "manifest.json"
 MANIFEST_VERSION = 1
-KINDS = ("export", "encoder", "predictions", "stage", "dictionary", "encodings", "analysis")
+KINDS = ("export", "encoder", "predictions", "stage", "dictionary", "encodings", "analysis", "world", "tokenizer", "qa", "parallel")
 # the folders each kind lives in (a stage folder lies directly in the run)
 KIND_DIRS = {"export": "export", "encoder": "encoders", "predictions": "predictions"}
 ROLES = ("qa", "l1-encoder", "l2-encoder", "predictions", "pretrained", "transferred", "finetuned", "dictionary", "encodings", "analysis")
@@ -870,7 +873,16 @@ ENCODINGS_DIR = "encodings"
 # of its inputs; the JSON's own "request" says what it was computed from, so a reader matches that
 ANALYSES_DIR = "analyses"
 ANALYSIS_EXTS = ("json", "csv")
-ENTRY_TEXT_FIELDS = ("system", "language", "role", "setting", "pair", "variant", "stage")
+ENTRY_TEXT_FIELDS = ("system", "language", "role", "setting", "pair", "variant", "stage", "split")
+# The world stage's files that readers open, under world/ (written by xlviz.methods.common's world stage,
+# xlviz.data.world.World.save, and on a corpus source xlviz.methods.corpus): ``world`` the generated world's
+# description (world/world.json: a reader regenerates the world from it), ``tokenizer`` one language's
+# vocabulary (world/tokenizers/<language>), ``qa`` a QA set (world/qa/<split>.<language>.json), ``parallel``
+# the evaluation pairs L1-L2 (world/parallel/<pair>-<language>.jsonl: language the L2, pair the L1). The
+# fields each needs besides its path:
+WORLD_DIR = "world"
+WORLD_KINDS = {"world": (), "tokenizer": ("language",), "qa": ("language", "split"), "parallel": ("language", "pair")}
+WORLD_STAGE = "world"  # the stage that writes them (on the world and on a corpus source alike)
 # ``depends_on``: the training stages the artefact's weights come from (itself included for a
 # stage folder), so a reader can refuse one built on a degenerate stage (the run's verdicts);
 # absent in runs written before it was recorded
@@ -895,6 +907,7 @@ class Artefact:
     pair: str | None = None
     variant: str | None = None
     stage: str | None = None
+    split: str | None = None  # a QA set's split (train, dev, test)
     depends_on: tuple[str, ...] | None = None  # None: not recorded (a run written before it was)
     run_path: Path | None = field(default=None, compare=False, repr=False)
 
@@ -916,13 +929,32 @@ class Artefact:
         return out
 
 
+def world_relpath(kind: str, *, language: str | None = None, split: str | None = None, pair: str | None = None) -> str:
+    """The path of one of the world stage's files inside the world folder (``world.json``,
+    ``tokenizers/<language>``, ``qa/<split>.<language>.json``, ``parallel/<pair>-<language>.jsonl``):
+    what :meth:`xlviz.data.world.World.save` writes there (it is handed the folder, not the run)."""
+    if kind == "world":
+        return "world.json"
+    if kind not in WORLD_KINDS:
+        raise XlvizError(f"not a kind of the world's files: {kind!r}; they are {list(WORLD_KINDS)}", field="kind")
+    language = check_name(language, field="language", what="language code")
+    if kind == "tokenizer":
+        return f"tokenizers/{language}"
+    if kind == "qa":
+        return f"qa/{check_name(split, field='split', what='split')}.{language}.json"
+    return f"parallel/{check_name(pair, field='pair', what='language code')}-{language}.jsonl"
+
+
 def artefact_relpath(kind: str, system: str | None = None, language: str | None = None, *, pair: str | None = None,
-                     stage: str | None = None, key: str | None = None) -> str:
+                     stage: str | None = None, key: str | None = None, split: str | None = None) -> str:
     """The path (relative to the run) an artefact is written to: ``export/<system>-<lang>``,
     ``encoders/<system>-<lang>`` (``<system>@<pair>-<lang>``), ``predictions/<system>-<lang>.json``,
     ``dictionaries/<pair>-<language>.json`` (an induced L1-L2 dictionary),
-    ``encodings/<key>.safetensors`` (stored vectors, ``key`` a hex digest), or the stage's own
-    folder. The writer records it in the manifest; readers never rebuild it."""
+    ``encodings/<key>.safetensors`` (stored vectors, ``key`` a hex digest), the stage's own
+    folder, or one of the world's files (``world/`` + :func:`world_relpath`). The writer
+    records it in the manifest; readers never rebuild it."""
+    if kind in WORLD_KINDS:
+        return f"{WORLD_DIR}/{world_relpath(kind, language=language, split=split, pair=pair)}"
     if kind == "stage":
         return check_stage(stage, field="stage")
     if kind == "encodings":
@@ -979,6 +1011,9 @@ def _check_entry(raw: object, i: int, path: Path) -> dict:
     if raw["kind"] in KIND_DIRS and (out.get("system") is None or out.get("language") is None):
         missing = "system" if out.get("system") is None else "language"
         raise XlvizError(f"an {raw['kind']} entry needs its {missing}", path=path, field=f"{where}.{missing}")
+    missing = next((k for k in WORLD_KINDS.get(raw["kind"], ()) if out.get(k) is None), None)
+    if missing is not None:
+        raise XlvizError(f"a {raw['kind']} entry needs its {missing}", path=path, field=f"{where}.{missing}")
     return out
 
 
@@ -1013,7 +1048,7 @@ def _run_languages(run: "Run") -> tuple[str, list[str]]:
             items = [v] if isinstance(v, str) else v if isinstance(v, list) else []
             langs += [x if isinstance(x, str) else x.get("code") for x in items
                       if isinstance(x, str) or (isinstance(x, dict) and isinstance(x.get("code"), str))]
-    tok = run.path / "world" / "tokenizers"
+    tok = run.path / WORLD_DIR / "tokenizers"
     if tok.is_dir() and not tok.is_symlink():
         langs += sorted(p.name for p in tok.iterdir() if p.is_dir() and not p.name.startswith("."))
     return l1, list(dict.fromkeys(langs))
@@ -1115,17 +1150,81 @@ def _manifest_entries(run: "Run") -> list[dict]:
     return parse_manifest(data, run.manifest_path)
 
 
+def _split_parallel(stem: str, l1: str | None) -> tuple[str, str] | None:
+    """``(l1, l2)`` of a parallel pairs file's stem ``<l1>-<l2>``: the run's L1 first when it
+    is known (a code may itself hold a '-'), else at the first '-'."""
+    if l1 and stem.startswith(l1 + "-") and len(stem) > len(l1) + 1:
+        return l1, stem[len(l1) + 1:]
+    a, sep, b = stem.partition("-")
+    return (a, b) if sep and a and b else None
+
+
+def legacy_world_artefacts(run: "Run") -> list[dict]:
+    """The world stage's files (:data:`WORLD_KINDS`) of a run whose world stage did not record
+    them (it ran before they were recorded), found where it put them: ``world/world.json``,
+    ``world/tokenizers/<language>``, ``world/qa/<split>.<language>.json``,
+    ``world/parallel/<l1>-<l2>.jsonl`` (the one place those names are parsed). Never written
+    into the manifest: read at each look, as the readers did before."""
+    root = run.path / WORLD_DIR
+
+    def listed(sub: str) -> list[Path]:
+        folder = root / sub
+        return sorted(folder.iterdir()) if folder.is_dir() and not folder.is_symlink() else []
+
+    if not root.is_dir() or root.is_symlink():
+        return []
+    out: list[dict] = []
+    if (root / "world.json").is_file():
+        out.append({"kind": "world", "path": f"{WORLD_DIR}/world.json"})
+    for p in listed("tokenizers"):
+        if p.is_dir() and not p.name.startswith("."):
+            out.append({"kind": "tokenizer", "path": f"{WORLD_DIR}/tokenizers/{p.name}", "language": p.name})
+    for p in listed("qa"):
+        split, dot, lang = p.name[: -len(".json")].partition(".") if p.name.endswith(".json") else ("", "", "")
+        if p.is_file() and split and dot and lang:
+            out.append({"kind": "qa", "path": f"{WORLD_DIR}/qa/{p.name}", "language": lang, "split": split})
+    parallel = [p for p in listed("parallel") if p.is_file() and p.name.endswith(".jsonl")]
+    l1 = _run_languages(run)[0] if parallel and run.config_path.is_file() else None
+    for p in parallel:
+        langs = _split_parallel(p.name[: -len(".jsonl")], l1)
+        if langs is not None:
+            out.append({"kind": "parallel", "path": f"{WORLD_DIR}/parallel/{p.name}", "language": langs[1], "pair": langs[0]})
+    checked = []
+    for i, e in enumerate(out):  # a name that cannot be an entry (a control character) is left out
+        try:
+            checked.append(_check_entry({**e, "stage": WORLD_STAGE}, i, run.manifest_path))
+        except XlvizError:
+            continue
+    return checked
+
+
+def _entries(run: "Run") -> list[dict]:
+    """The manifest's entries, with the world's files found in their places when its world
+    stage recorded none of them (:func:`legacy_world_artefacts`)."""
+    entries = _manifest_entries(run)
+    if not any(e["kind"] in WORLD_KINDS for e in entries):
+        entries = entries + legacy_world_artefacts(run)
+    return entries
+
+
 def artefacts(run: "Run | str | os.PathLike", kind: str | None = None, *, system: str | None = None,
-              language: str | None = None, role: str | None = None, present: bool = True) -> list[Artefact]:
-    """The run's artefacts, optionally of one kind / system / language / role, in path order.
-    ``present``: only those whose folder or file exists inside the run (a manifest entry of a
-    folder deleted by hand, or one that is a symlink out of the run, is left out)."""
+              language: str | None = None, role: str | None = None, split: str | None = None,
+              present: bool = True) -> list[Artefact]:
+    """The run's artefacts, optionally of one kind / system / language / role / split, in path
+    order. ``present``: only those whose folder or file exists inside the run (a manifest entry
+    of a folder deleted by hand, or one that is a symlink out of the run, is left out)."""
     run = run if isinstance(run, Run) else Run(Path(run))
+    return _matching(_entries(run), run, kind, system=system, language=language, role=role, split=split, present=present)
+
+
+def _matching(entries: list[dict], run: "Run", kind: str | None, *, system: str | None = None, language: str | None = None,
+              role: str | None = None, split: str | None = None, present: bool = True) -> list[Artefact]:
     out = []
-    for e in _manifest_entries(run):
+    for e in entries:
         a = _artefact(e, run.path)
         if ((kind is None or a.kind == kind) and (system is None or a.system == system)
-                and (language is None or a.language == language) and (role is None or a.role == role)):
+                and (language is None or a.language == language) and (role is None or a.role == role)
+                and (split is None or a.split == split)):
             if present and not (os.path.lexists(a.folder) and not os.path.islink(a.folder) and confined.inside(run.path, a.folder)):
                 continue
             out.append(a)
@@ -1144,10 +1243,11 @@ def encoders(run: "Run | str | os.PathLike") -> list[Artefact]:
 
 
 def artefact(run: "Run | str | os.PathLike", kind: str, *, system: str | None = None, language: str | None = None,
-             role: str | None = None, pair: str | None = None, variant: str | None = None) -> Artefact | None:
+             role: str | None = None, pair: str | None = None, variant: str | None = None,
+             split: str | None = None) -> Artefact | None:
     """The one artefact of ``kind`` matching the given fields (``pair`` and ``variant`` must
     match exactly: None means none), or None."""
-    for a in artefacts(run, kind, system=system, language=language, role=role):
+    for a in artefacts(run, kind, system=system, language=language, role=role, split=split):
         if a.pair == pair and a.variant == variant:
             return a
     return None
@@ -1187,31 +1287,72 @@ def record_artefacts(run: "Run", entries: list[dict]) -> list[dict]:
 
 
 
-PARALLEL_DIR = ("world", "parallel")  # <run>/world/parallel/<l1>-<l2>.jsonl: a run's parallel evaluation pairs
+# --- the world's files ----------------------------------------------------------------------
+def _world_found(run: "Run", kind: str, *, language: str | None = None, split: str | None = None) -> list[Artefact]:
+    """The run's present files of a world ``kind`` matching ``language`` and ``split``. A run
+    whose manifest cannot be read (its table says why) is read as one whose world stage
+    recorded nothing: the world's files are where that stage puts them."""
+    try:
+        entries = _entries(run)
+    except XlvizError:
+        entries = legacy_world_artefacts(run)
+    return _matching(entries, run, kind, language=language, split=split)
+
+
+def world_path(run: "Run | str | os.PathLike", kind: str, *, language: str | None = None, split: str | None = None,
+               pair: str | None = None) -> Path:
+    """Where the run keeps one of its world stage's files (``kind`` one of :data:`WORLD_KINDS`:
+    ``world``, ``tokenizer`` with ``language``, ``qa`` with ``split`` and ``language``,
+    ``parallel`` with the L2 as ``language``): its manifest entry, else (a run whose world
+    stage did not record it, or a file it never wrote) its conventional place, which may not
+    exist: the caller's own check of the file says so, as before. ``pair``: a parallel file's
+    L1 (default: the run's)."""
+    run = run if isinstance(run, Run) else Run(Path(run))
+    if kind not in WORLD_KINDS:
+        raise XlvizError(f"not a kind of the world's files: {kind!r}; they are {list(WORLD_KINDS)}", field="kind")
+    given = {"language": language, "split": split, "pair": pair}
+    missing = [k for k in WORLD_KINDS[kind] if k != "pair" and given[k] is None]
+    if missing:
+        raise XlvizError(f"a {kind} file is named by its {' and '.join(missing)}", field=missing[0])
+    for a in _world_found(run, kind, language=language, split=split):
+        if pair is None or a.pair == pair:
+            return a.folder
+    if kind == "parallel" and pair is None:
+        pair = _run_languages(run)[0]
+    return run.path.joinpath(*artefact_relpath(kind, language=language, split=split, pair=pair).split("/"))
+
+
+def world_files(run: "Run | str | os.PathLike", kind: str, *, split: str | None = None) -> dict[str, Path]:
+    """``{language: path}`` of the run's present world files of ``kind`` (tokenizers, QA sets
+    of ``split``, parallel pairs by L2), by language; empty when it has none."""
+    run = run if isinstance(run, Run) else Run(Path(run))
+    found = _world_found(run, kind, split=split)
+    return {str(a.language): a.folder for a in sorted(found, key=lambda a: str(a.language)) if a.language is not None}
+
+
+def world_folder(run: "Run | str | os.PathLike") -> Path:
+    """The folder of the run's generated world, as :func:`xlviz.data.world.load_world` reads it:
+    the folder of its ``world.json`` (:func:`world_path`)."""
+    return world_path(run, "world").parent
 
 
 def parallel_languages(file: str | os.PathLike) -> tuple[str, str]:
-    """``(l1, l2)`` of a run's ``world/parallel/<l1>-<l2>.jsonl`` (the run's L1 first when its
-    config names it, so a code holding '-' splits right)."""
+    """``(l1, l2)`` of a run's parallel pairs file ``world/parallel/<l1>-<l2>.jsonl``: its
+    manifest entry's, else from its name (the run's L1 first when its config names it, so a
+    code holding '-' splits right)."""
     p = Path(file)
     stem = p.name[: -len(".jsonl")] if p.name.endswith(".jsonl") else p.stem
     run = Run(p.parent.parent.parent)
-    l1 = _run_languages(run)[0] if run.config_path.is_file() else None
-    if l1 and stem.startswith(l1 + "-") and len(stem) > len(l1) + 1:
-        return l1, stem[len(l1) + 1:]
-    a, sep, b = stem.partition("-")
-    if not (sep and a and b):
+    known = run.config_path.is_file()
+    for a in _world_found(run, "parallel") if known else []:
+        if a.folder == p and a.pair:
+            return a.pair, str(a.language)
+    langs = _split_parallel(stem, _run_languages(run)[0] if known else None)
+    if langs is None:
         raise XlvizError("not a parallel pairs file named <l1>-<l2>.jsonl", path=p)
-    return a, b
+    return langs
 
 
 def parallel_files(run_path: str | os.PathLike) -> dict[str, Path]:
     """``{l2: world/parallel/<l1>-<l2>.jsonl}`` of a run (empty when it has none)."""
-    folder = Path(run_path).joinpath(*PARALLEL_DIR)
-    if not folder.is_dir():
-        return {}
-    out = {}
-    for p in sorted(folder.iterdir()):
-        if p.is_file() and p.name.endswith(".jsonl") and "-" in p.name:
-            out[parallel_languages(p)[1]] = p
-    return out
+    return world_files(run_path, "parallel")

@@ -75,9 +75,10 @@ def request(run_dir: str | os.PathLike, lang: str, systems: list[str] | None, pa
     from xlviz.analysis.patching_report import _exports
     from xlviz.analysis.stored import file_digest
     from xlviz.io import folder_digest
+    from xlviz.runs import world_path
 
     run = Path(run_dir)
-    world = run / "world" / "world.json"
+    world = world_path(run, "world")
     if not world.is_file():
         raise XlvizError("counterfactual renderings need the run's generated world; this run has none", path=world)
     chosen = _exports(run, lang, systems)
@@ -97,10 +98,10 @@ def compute(run_dir: str | os.PathLike, lang: str, systems: list[str] | None = N
     from xlviz.data.world import load_world
     from xlviz.evaluation.uncertainty import cluster_bootstrap, paired_test, paragraph_ids
     from xlviz.models.loading import load_model
-    from xlviz.runs import Run
+    from xlviz.runs import Run, world_folder
 
     req, chosen = request(run_dir, lang, systems, paragraphs)
-    world = load_world(Path(run_dir) / "world")
+    world = load_world(world_folder(run_dir))
     if lang not in world.l2s:
         raise XlvizError(f"the run's world has no L2 {lang!r}; it has {world.l2s}", field="language")
     cfg = Run(Path(run_dir)).config()

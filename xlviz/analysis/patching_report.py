@@ -48,9 +48,10 @@ def request(run_dir: str | os.PathLike, lang: str, systems: list[str] | None = N
     """What the table is computed from (digests of every export and the world) and the exports."""
     from xlviz.analysis.stored import file_digest
     from xlviz.io import folder_digest
+    from xlviz.runs import world_path
 
     run = Path(run_dir)
-    world = run / "world" / "world.json"
+    world = world_path(run, "world")
     if not world.is_file():
         raise XlvizError("patching needs the run's generated world (gold word alignments); this run has none",
                          path=world)
@@ -70,9 +71,10 @@ def compute(run_dir: str | os.PathLike, lang: str, systems: list[str] | None = N
     from xlviz.analysis.patching import aggregate, patch_items, world_items
     from xlviz.data.world import load_world
     from xlviz.models.loading import load_model
+    from xlviz.runs import world_folder
 
     req, chosen = request(run_dir, lang, systems, limit, n_resamples)
-    world = load_world(Path(run_dir) / "world")
+    world = load_world(world_folder(run_dir))
     if lang not in world.l2s:
         raise XlvizError(f"the run's world has no L2 {lang!r}; it has {world.l2s}", field="language")
     items = world_items(world, lang, limit)

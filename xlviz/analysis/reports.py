@@ -38,7 +38,8 @@ from pathlib import Path
 
 import numpy as np
 
-from xlviz.analysis.parallel import ParallelData, parallel_data  # noqa: F401  (the registry of parallel-text sources)
+from xlviz.data.parallel import ParallelData, parallel_data  # noqa: F401  (the registry of parallel-text sources)
+from xlviz.data.parallel.world import load_run_world
 from xlviz.errors import XlvizError
 from xlviz.models.reference import ModelSpec, has_tokenizer, load_spec
 
@@ -170,20 +171,29 @@ class RunInfo:
 
     @property
     def has_world(self) -> bool:
-        """A generated world (``world/world.json``): agreement and sense pairs exist."""
-        return (self.path / "world" / "world.json").is_file()
+        """A generated world (its ``world.json``): agreement and sense pairs exist."""
+        from xlviz.runs import world_path
+
+        return world_path(self.path, "world").is_file()
 
     def parallel_file(self, l2: str) -> Path | None:
-        """A corpus run's parallel evaluation pairs ``world/parallel/<l1>-<l2>.jsonl``, if any."""
-        f = self.path / "world" / "parallel" / f"{self.l1}-{l2}.jsonl"
+        """A corpus run's parallel evaluation pairs L1-``l2`` (:func:`xlviz.runs.world_path`), if any."""
+        from xlviz.runs import world_path
+
+        try:
+            f = world_path(self.path, "parallel", language=l2, pair=self.l1)
+        except XlvizError:  # not a language code: no file of the run
+            return None
         return f if f.is_file() else None
 
     def has_parallel(self, l2: str) -> bool:
         return self.has_world or self.parallel_file(l2) is not None
 
-    @property
-    def world_dir(self) -> Path:
-        return self.path / "world"
+    def tokenizer(self, lang: str) -> Path:
+        """The run's tokenizer folder of ``lang`` (written by its world stage)."""
+        from xlviz.runs import world_path
+
+        return world_path(self.path, "tokenizer", language=lang)
 
 
 def _on_corpus(cfg: dict) -> bool:
@@ -237,11 +247,11 @@ def run_info(run_dir: str | os.PathLike) -> RunInfo:
             transferred[a.language] = a.folder
             if has_tokenizer(a.folder):
                 toks[a.language] = a.folder
-    tok_root = path / "world" / "tokenizers"
-    if tok_root.is_dir():
-        for d in sorted(tok_root.iterdir()):
-            if d.is_dir() and d.name != l1 and has_tokenizer(d):
-                toks.setdefault(d.name, d)
+    from xlviz.runs import world_files
+
+    for lang, d in world_files(run, "tokenizer").items():
+        if d.is_dir() and lang != l1 and has_tokenizer(d):
+            toks.setdefault(lang, d)
     encoders: dict[str, dict[str, Path]] = {}
     pair_encoders: dict[str, dict[str, Path]] = {}
     languages = {l1, *transferred, *toks}
@@ -284,7 +294,7 @@ def run_systems(run_dir: str | os.PathLike, l2: str, floor: bool = True) -> list
                 out.append(System(f"{info.name} · {system}", info.l1, l2, ModelSpec(str(a)), ModelSpec(str(b)), bad,
                                   "; ".join(dict.fromkeys(w for w in (why_a, why_b) if w))))
         return out
-    l1_spec = ModelSpec(str(info.s1), None if has_tokenizer(info.s1) else str(info.world_dir / "tokenizers" / info.l1))
+    l1_spec = ModelSpec(str(info.s1), None if has_tokenizer(info.s1) else str(info.tokenizer(info.l1)))
     out = []
     if l2 in info.transferred:
         s2 = info.transferred[l2]
@@ -306,7 +316,7 @@ def run_probe_models(run_dir: str | os.PathLike, l2s: Sequence[str] | None = Non
     chosen = list(l2s) if l2s else info.l2s
     for l2 in chosen:
         _l2_check(info, l2)
-    l1_spec = ModelSpec(str(info.s1), None if has_tokenizer(info.s1) else str(info.world_dir / "tokenizers" / info.l1))
+    l1_spec = ModelSpec(str(info.s1), None if has_tokenizer(info.s1) else str(info.tokenizer(info.l1)))
     # step 1's model: its own verdict decides (it waits only for the data)
     s1_stages = [info.s1.name]
     if info.has_s1:
@@ -351,87 +361,6 @@ def refused_rows(models: Sequence[ProbeModel]) -> list[dict]:
 
 
 # --------------------------------------------------------------------------- data
-def _world_of(run_dir=None, world_dir=None):
-    from xlviz.data.world import load_world
-
-    if world_dir is None:
-        if run_dir is None:
-            raise XlvizError("the generated world needs --run DIR (or a world folder)", field="run")
-        world_dir = Path(run_dir) / "world"
-    if not (Path(world_dir) / "world.json").is_file():
-        raise XlvizError("no generated world here (world.json missing)", path=world_dir)
-    return load_world(world_dir)
-
-
-def run_pairs(run_dir, l2: str, limit: int | None = None) -> ParallelData:
-    """A run's parallel pairs L1-``l2``: the generated world's (with words, gold alignment and
-    dictionary) or, for a run on real corpora (``xlviz transfer-corpus``), the pairs it saved
-    in ``world/parallel/<l1>-<l2>.jsonl`` (``{"id", "src", "tgt"}`` per line)."""
-    from xlviz import confined, limits
-
-    info = run_info(run_dir)
-    if info.has_world:
-        return world_data(run_dir, l2, limit)
-    f = info.parallel_file(l2)
-    if f is None:
-        raise XlvizError(f"the run has no parallel pairs for {info.l1}-{l2} (no generated world, no "
-                         f"world/parallel/{info.l1}-{l2}.jsonl)", path=info.path)
-    rows = []
-    # a run folder's file: regular, inside the run folder, bounded (xlviz.confined)
-    for i, r in enumerate(confined.read_jsonl(f, root=info.path, max_bytes=limits.METRICS_MAX_BYTES, what="parallel pairs")):
-        if limit and len(rows) >= limit:
-            break
-        if not isinstance(r, dict) or not isinstance(r.get("src"), str) or not isinstance(r.get("tgt"), str):
-            raise XlvizError(f"line {i + 1}: expected {{\"src\": text, \"tgt\": text}}", path=f)
-        if r["src"].strip() and r["tgt"].strip():
-            rows.append(r)
-    if not rows:
-        raise XlvizError("no parallel pairs", path=f)
-    words = all(isinstance(r.get("src_words"), list) and isinstance(r.get("tgt_words"), list) for r in rows)
-    return ParallelData(info.l1, l2, [r["src"] for r in rows], [r["tgt"] for r in rows],
-                        [str(r.get("id", i)) for i, r in enumerate(rows)], f"{info.name} parallel pairs ({info.l1}-{l2})",
-                        [r["src_words"] for r in rows] if words else None, [r["tgt_words"] for r in rows] if words else None,
-                        [[tuple(a) for a in r.get("alignment", [])] for r in rows] if words else None)
-
-
-def _scored_dictionary(run_dir, world, l2: str) -> list[tuple[str, str]]:
-    """The gold pairs word translation is scored on: in a run, the held-out part of its split
-    (:func:`xlviz.data.dictionary.gold_split` with the run's seed and
-    ``gold_dictionary_test_fraction``, as its ``word-translation`` task scores, so no page
-    scores a system on pairs it was fitted on); a world folder alone: the whole dictionary."""
-    from xlviz.data.dictionary import GOLD_TEST_FRACTION, gold_split
-    from xlviz.runs import Run
-
-    whole = [(r[world.l1], r[l2]) for r in world.dictionary(l2)]
-    if run_dir is None:
-        return whole
-    run = Run(Path(run_dir))
-    cfg = run.config() if run.config_path.is_file() else {}
-    seed, fraction = cfg.get("seed", 0), cfg.get("gold_dictionary_test_fraction", GOLD_TEST_FRACTION)
-    if not isinstance(seed, int) or isinstance(seed, bool):
-        raise XlvizError(f"must be an integer, got {seed!r:.40}", path=run.config_path, field="seed")
-    if not isinstance(fraction, (int, float)) or isinstance(fraction, bool) or not 0 < fraction < 1:
-        raise XlvizError(f"must be a number between 0 and 1, got {fraction!r:.40}", path=run.config_path,
-                         field="gold_dictionary_test_fraction")
-    return gold_split(world, l2, float(fraction), seed)[1]
-
-
-def world_data(run_dir=None, l2: str = "", limit: int | None = None, world_dir=None) -> ParallelData:
-    """The generated world's parallel pairs L1-``l2`` (first ``limit``), with words, gold
-    alignment and the dictionary word translation is scored on (:func:`_scored_dictionary`)."""
-    world = _world_of(run_dir, world_dir)
-    if l2 not in world.l2s:
-        raise XlvizError(f"the world has no language '{l2}'; it has {', '.join(world.l2s)}", field="l2")
-    n = min(limit, world.config.parallel_pairs) if limit else world.config.parallel_pairs
-    pairs = world.parallel_pairs(l2, n=n)
-    gold = _scored_dictionary(run_dir if world_dir is None else None, world, l2)
-    return ParallelData(
-        world.l1, l2, [p["src"] for p in pairs], [p["tgt"] for p in pairs], [p["id"] for p in pairs],
-        f"generated world ({world.l1}-{l2})", [p["src_words"] for p in pairs], [p["tgt_words"] for p in pairs],
-        [[tuple(a) for a in p["alignment"]] for p in pairs], gold,
-    )
-
-
 def parallel_from_texts(text_a: str, text_b: str, lang_a: str = "a", lang_b: str = "b", limit: int | None = None) -> ParallelData:
     """Parallel data from two uploaded texts (one sentence per line, same number of lines)."""
     a, b = [l.strip() for l in text_a.splitlines()], [l.strip() for l in text_b.splitlines()]
@@ -665,7 +594,7 @@ def agreement_data(data: str, run_dir=None, max_per_category: int | None = None,
 
     if data.startswith("world:"):
         lang = data.split(":", 1)[1]
-        world = _world_of(run_dir)
+        world = load_run_world(run_dir)
         if lang not in world.languages:
             raise XlvizError(f"the world has no language '{lang}'; it has {', '.join(world.languages)}", field="data")
         pairs = world.agreement_pairs(lang)
@@ -700,7 +629,7 @@ def spread_per_category(pairs: list[dict], n: int) -> list[dict]:
 
 def sense_data(run_dir, lang: str, limit: int | None = None) -> list[dict]:
     """The generated world's same-word-different-sense pairs in ``lang``."""
-    world = _world_of(run_dir)
+    world = load_run_world(run_dir)
     if lang not in world.languages:
         raise XlvizError(f"the world has no language '{lang}'; it has {', '.join(world.languages)}", field="lang")
     pairs = world.sense_pairs(lang)

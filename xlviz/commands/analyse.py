@@ -30,7 +30,7 @@ import sys
 
 
 def register(sub: argparse._SubParsersAction) -> None:
-    from xlviz.analysis.parallel import sources as parallel_sources
+    from xlviz.data.parallel import sources as parallel_sources
 
     p = sub.add_parser("analyse", aliases=["analyze"], help="alignment and probing analyses of models and runs",
                        description=__doc__.splitlines()[0])

@@ -25,6 +25,7 @@ from xlviz.data.typology import grammar_of, normal_form
 from xlviz.errors import XlvizError, shown_keys
 from xlviz.io import atomic_write_json, atomic_write_text, read_json
 from xlviz.names import check_code, language_entries
+from xlviz.runs import world_relpath
 
 L1 = "en"
 SUBJECT_NOUNS = ANIMALS + PEOPLE + [HOMONYMS[h][0] for h in HOMONYMS]
@@ -678,19 +679,30 @@ class World:
         return out
 
     # --- files --------------------------------------------------------------------------
+    def read_back(self) -> list[dict]:
+        """The files :meth:`save` writes that readers open again, as the run's manifest names
+        them (``kind`` and its fields, :func:`xlviz.runs.world_relpath`): the world's
+        description, each language's QA test set, the L1 training and dev sets, the parallel
+        evaluation pairs of each L2. The world stage records them."""
+        return [{"kind": "world"},
+                *({"kind": "qa", "split": "test", "language": lang} for lang in self.languages),
+                *({"kind": "qa", "split": split, "language": L1} for split in ("train", "dev")),
+                *({"kind": "parallel", "language": l2, "pair": L1} for l2 in self.l2s)]
+
     def save(self, directory: str | Path) -> Path:
-        """Write every artefact as plain files (txt, SQuAD JSON, JSONL) under ``directory``."""
+        """Write every artefact as plain files (txt, SQuAD JSON, JSONL) under ``directory``; those
+        read back (:meth:`read_back`) where :func:`xlviz.runs.world_relpath` puts them."""
         d = Path(directory)
-        atomic_write_json(d / "world.json", {"config": self.config.to_dict(), "languages": self.languages})
+        atomic_write_json(d / world_relpath("world"), {"config": self.config.to_dict(), "languages": self.languages})
         for lang in self.languages:
             atomic_write_text(d / "corpora" / f"{lang}.txt", "\n".join(self.corpus(lang)) + "\n")
-            atomic_write_json(d / "qa" / f"test.{lang}.json", self.qa("test", lang))
+            atomic_write_json(d / world_relpath("qa", split="test", language=lang), self.qa("test", lang))
             _write_jsonl(d / "agreement" / f"{lang}.jsonl", self.agreement_pairs(lang))
             _write_jsonl(d / "senses" / f"{lang}.jsonl", self.sense_pairs(lang))
         for split in ("train", "dev"):
-            atomic_write_json(d / "qa" / f"{split}.{L1}.json", self.qa(split, L1))
+            atomic_write_json(d / world_relpath("qa", split=split, language=L1), self.qa(split, L1))
         for l2 in self.l2s:
-            _write_jsonl(d / "parallel" / f"{L1}-{l2}.jsonl", self.parallel_pairs(l2))
+            _write_jsonl(d / world_relpath("parallel", language=l2, pair=L1), self.parallel_pairs(l2))
             # Training material of the parallel-data methods, in folders of their own so that
             # no evaluation reading world/qa or world/parallel picks it up.
             _write_jsonl(d / "parallel-train" / f"{L1}-{l2}.jsonl", self.parallel_train(l2))

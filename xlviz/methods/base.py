@@ -76,6 +76,8 @@ class Context(Protocol):
     main: bool
 
     def path(self, *parts: str) -> Path: ...
+    def world_file(self, kind: str, **fields: str) -> Path: ...  # one of the world stage's files (xlviz.runs.world_path)
+    def record_artefact(self, kind: str, path: Path, **fields: str | None) -> None: ...
     def tokenizer(self, lang: str) -> Any: ...
     def log(self, msg: str) -> None: ...
     def save(self, model, stage_dir: Path, tokenizer=None, *, language: str | None = None, role: str | None = None,
@@ -88,6 +90,19 @@ class Context(Protocol):
     # def judge_qa(self, stage: str, model, tokenizer) -> None: ...
     # optional: on_eval for a QA fine-tuning on the L1 set (dev EM/F1 every eval_every steps)
     # def dev_scorer(self, tokenizer, stage: str) -> Callable[[int, nn.Module], dict]: ...
+
+
+def world_target(ctx: Context, kind: str, **fields: str) -> Path:
+    """Where the world stage writes one of the files readers open (``kind`` and its fields as
+    :func:`xlviz.runs.artefact_relpath` names them); readers ask ``ctx.world_file``."""
+    from xlviz.runs import artefact_relpath
+
+    return ctx.path(*artefact_relpath(kind, **fields).split("/"))
+
+
+def record_world_file(ctx: Context, kind: str, **fields: str) -> None:
+    """Record one of the world stage's files in the run's manifest, where readers find it."""
+    ctx.record_artefact(kind, world_target(ctx, kind, **fields), **fields)
 
 
 @dataclass(frozen=True)

@@ -21,7 +21,7 @@ from xlviz.data.tokenization import train_tokenizer
 from xlviz.errors import XlvizError
 from xlviz.io import atomic_dir
 from xlviz.methods import corpus as corpus_source
-from xlviz.methods.base import Context, Stage
+from xlviz.methods.base import Context, Stage, record_world_file, world_target
 from xlviz.models.monotrans import bert_config
 from xlviz.training.loop import train
 from xlviz.training.mlm import MaskedOnlyMLM, mask_tokens, mlm_batches
@@ -30,16 +30,21 @@ from xlviz.training.qa_loss import QALoss
 
 # --------------------------------------------------------------------------- the world
 def run_world(ctx: Context) -> None:
-    """Generate the world's files and learn one vocabulary per language on its own corpus."""
+    """Generate the world's files and learn one vocabulary per language on its own corpus;
+    record the files readers open (the world, its QA sets and parallel pairs, the tokenizers)."""
     if not ctx.main:
         return
-    ctx.world.save(ctx.path("world"))
+    ctx.world.save(world_target(ctx, "world").parent)
     for lang in ctx.world.languages:
         tok = train_tokenizer(ctx.world.corpus(lang), ctx.cfg.vocab_size, algorithm=ctx.cfg.tokenizer,
                               model_max_length=max_length(ctx))
-        with atomic_dir(ctx.path("world", "tokenizers", lang)) as tmp:
+        with atomic_dir(world_target(ctx, "tokenizer", language=lang)) as tmp:
             tok.save_pretrained(tmp)
         ctx.log(f"  {lang}: vocabulary of {len(tok)} subwords")
+    for entry in ctx.world.read_back():
+        record_world_file(ctx, **entry)
+    for lang in ctx.world.languages:
+        record_world_file(ctx, "tokenizer", language=lang)
 
 
 WORLD = Stage("world", "data", run=run_world, note="the generated world's data and one vocabulary per language")

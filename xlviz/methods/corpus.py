@@ -21,7 +21,7 @@ from typing import Iterator
 from xlviz.data.vocabulary import special_ids_of, train_tokenizer_like
 from xlviz.errors import XlvizError
 from xlviz.io import atomic_dir, atomic_write_text
-from xlviz.methods.base import Context, Stage
+from xlviz.methods.base import Context, Stage, record_world_file, world_target
 
 
 def _streamed(blocks: Iterator[list[int]], lang: str) -> Iterator[list[int]]:
@@ -96,14 +96,17 @@ def stage_vocabularies(ctx: Context) -> None:
                                   algorithm=cfg.tokenizer, lowercase=data.o.lowercase,
                                   model_max_length=min(size, l1_tok.model_max_length or size))
     for lang, tok in ((data.l1, l1_tok), (data.l2, l2_tok)):
-        with atomic_dir(ctx.path("world", "tokenizers", lang)) as tmp:
+        with atomic_dir(world_target(ctx, "tokenizer", language=lang)) as tmp:
             tok.save_pretrained(tmp)
         ctx.log(f"  {lang}: vocabulary of {len(tok)} subwords")
     if data.o.parallel:
         pairs = data.parallel_pairs()
         lines = "".join(json.dumps({"id": str(i), "src": a, "tgt": b}, ensure_ascii=False) + "\n" for i, (a, b) in enumerate(pairs))
-        atomic_write_text(ctx.path("world", "parallel", f"{data.l1}-{data.l2}.jsonl"), lines)
+        atomic_write_text(world_target(ctx, "parallel", language=data.l2, pair=data.l1), lines)
         ctx.log(f"  {len(pairs)} parallel {data.l1}-{data.l2} pairs for evaluation")
+        record_world_file(ctx, "parallel", language=data.l2, pair=data.l1)
+    for lang in (data.l1, data.l2):
+        record_world_file(ctx, "tokenizer", language=lang)
 
 
 VOCABULARIES = Stage("world", "data", run=stage_vocabularies, note="one vocabulary per language, learned on its corpus")

@@ -41,7 +41,7 @@ def load_l1(ctx: Context):
     """(L1 masked LM, L1 tokenizer) in eval mode on CPU."""
     from xlviz.models.loading import load_model
 
-    return load_model(l1_dir(ctx), task="mlm", attn_implementation="sdpa", tokenizer=ctx.path("world", "tokenizers", ctx.data.l1))
+    return load_model(l1_dir(ctx), task="mlm", attn_implementation="sdpa", tokenizer=ctx.world_file("tokenizer", language=ctx.data.l1))
 
 
 def new_l2_model(ctx: Context, l1, l1_tok, l2_tok):
@@ -87,7 +87,7 @@ def stage_mlm_head(ctx: Context) -> None:
     if not data.o.l1_corpus:
         raise XlvizError(f"{cfg.init_model} has no masked-LM head: step 1b learns one on an L1 corpus; give l1_corpus",
                          field="data.l1_corpus")
-    model, tok = mlm_from_encoder(cfg.init_model, tokenizer=ctx.path("world", "tokenizers", data.l1))
+    model, tok = mlm_from_encoder(cfg.init_model, tokenizer=ctx.world_file("tokenizer", language=data.l1))
     trainable = freeze_for_head(model, mask_id=tok.mask_token_id if cfg.mlm_head_mask_row else None, top_layers=cfg.mlm_head_top_layers)
     ctx.log(f"  step 1b: training {', '.join(trainable)} (the rest of the body and the tied output layer frozen)")
     model = stream_mlm(ctx, model, tok, data.l1, "s1b_mlm_head", cfg.mlm_head_steps, cfg.mlm_head_lr)

@@ -238,7 +238,8 @@ def _stage_tokenizer_dir(stage: Path, run: Path) -> Path | None:
     A transferred stage (step 2) uses its language (from the run's manifest); other stages use
     the run's first language (``l1`` in the run config, at top level or under ``world``).
     """
-    tok_root = run / "world" / "tokenizers"
+    from xlviz.runs import world_path
+
     found = _run_artefact(stage)
     entry = found[1] if found is not None else None
     langs = [entry.language] if entry is not None and entry.role == "transferred" and entry.language else []
@@ -253,8 +254,12 @@ def _stage_tokenizer_dir(stage: Path, run: Path) -> Path | None:
                 if isinstance(where.get(key), str):
                     langs.append(where[key])
     for lang in langs:
-        if has_tokenizer(tok_root / lang):
-            return tok_root / lang
+        try:
+            tok = world_path(run, "tokenizer", language=lang)
+        except XlvizError:  # a config's language that cannot name a folder: no tokenizer there
+            continue
+        if has_tokenizer(tok):
+            return tok
     return None
 
 
@@ -312,16 +317,14 @@ def _run_tokenizer_digests(folder: Path) -> dict[str, str]:
     """``{language: vocabulary digest}`` of the tokenizers of the run holding ``folder`` (its
     ``world/tokenizers/<lang>``): to name the language of a tokenizer that is the wrong one."""
     from xlviz.models.export_record import vocab_digest
+    from xlviz.runs import world_files
 
     run = _run_root(folder.resolve())
-    root = run / "world" / "tokenizers" if run is not None else None
-    if root is None or not root.is_dir() or root.is_symlink():
-        return {}
     out = {}
-    for sub in sorted(root.iterdir())[:64]:
+    for lang, sub in list(world_files(run, "tokenizer").items())[:64] if run is not None else []:
         if sub.is_dir() and not sub.is_symlink() and has_tokenizer(sub):
             try:
-                out[sub.name] = vocab_digest(_load_tokenizer(sub, True))
+                out[lang] = vocab_digest(_load_tokenizer(sub, True))
             except XlvizError:
                 continue
     return out

@@ -261,11 +261,19 @@ class StagedRun:
         self._channel.write(json.dumps(message, ensure_ascii=False) + "\n")
         self._channel.flush()
 
+    def world_file(self, kind: str, **fields: str) -> Path:
+        """One of the files the world stage wrote (:func:`xlviz.runs.world_path`: its manifest
+        entry, else its conventional place), through :meth:`path`: a stage reading it must wait
+        for the stage that wrote it."""
+        from xlviz.runs import world_path
+
+        return self.path(*world_path(self.run, kind, **fields).relative_to(self.run.path).parts)
+
     def tokenizer(self, lang: str):
-        """The run's tokenizer of ``lang`` (``world/tokenizers/<lang>``, written by its first stage)."""
+        """The run's tokenizer of ``lang`` (written by its first stage, ``world``)."""
         from transformers import AutoTokenizer
 
-        return AutoTokenizer.from_pretrained(self.path("world", "tokenizers", lang))
+        return AutoTokenizer.from_pretrained(self.world_file("tokenizer", language=lang))
 
     def _status(self, **fields: Any) -> None:
         if self.main and self._channel is None:

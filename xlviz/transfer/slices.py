@@ -82,19 +82,19 @@ def slice_request(run_dir: str | os.PathLike, lang: str, systems: list[str] | No
                   pair: tuple[str, str] | None = None, n_resamples: int = N_RESAMPLES) -> tuple[dict, dict[str, Path]]:
     """What a slice table of the run is computed from (the stored file must say exactly this),
     and the systems' predictions files."""
-    from xlviz.runs import Run
+    from xlviz.runs import Run, world_path
 
     run = Run(Path(run_dir))
     if not run.exists():
         raise XlvizError("not a run folder (no config.json)", path=run.path)
-    data_file = run.path / "world" / "qa" / f"test.{lang}.json"
+    data_file = world_path(run, "qa", split="test", language=lang)
     if not data_file.is_file():
         raise XlvizError(f"the run has no {lang} test set", path=data_file)
     chosen = _systems(run, lang, list(dict.fromkeys([*(systems or []), *(pair or [])])) if systems or pair else None)
     if not chosen:
         raise XlvizError(f"the run kept no {lang} predictions", path=run.path, field="language")
     inputs = {"test": _digest(data_file, run.path)}
-    world = run.path / "world" / "world.json"
+    world = world_path(run, "world")
     if world.is_file():
         inputs["world"] = _digest(world, run.path)
     for s, p in chosen.items():
@@ -120,12 +120,14 @@ def compute(run_dir: str | os.PathLike, lang: str, systems: list[str] | None = N
             n_resamples: int = N_RESAMPLES) -> SliceReport:
     """The slice table of the run's ``systems`` (default: every system with saved ``lang``
     predictions) on ``lang``, and ``pair``'s paired differences; computed, not stored."""
+    from xlviz.runs import world_folder, world_path
     from xlviz.transfer.uncertainty import question_scores
 
     request, chosen = slice_request(run_dir, lang, systems, pair, n_resamples)
     run = Path(run_dir)
-    english = run / "world" / "qa" / "test.en.json"
-    slices, order, source = test_set_slices(run / "world" / "qa" / f"test.{lang}.json", lang, world_dir=run / "world",
+    english = world_path(run, "qa", split="test", language="en")
+    slices, order, source = test_set_slices(world_path(run, "qa", split="test", language=lang), lang,
+                                            world_dir=world_folder(run),
                                             english_file=english if english.is_file() else None)
     scores = {}
     for s in chosen:

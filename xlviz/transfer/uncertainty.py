@@ -47,10 +47,10 @@ def question_scores(run_dir: str | Path, system: str, lang: str) -> QuestionScor
     from xlviz.data.squad import language_articles, read_squad_json
     from xlviz.evaluation.squad_metric import per_question_scores, read_predictions_json
 
-    from xlviz.runs import artefact
+    from xlviz.runs import artefact, world_path
 
     run = Path(run_dir)
-    data_file = run / "world" / "qa" / f"test.{_part(lang, 'language')}.json"
+    data_file = world_path(run, "qa", split="test", language=_part(lang, "language"))
     saved = artefact(run, "predictions", system=_part(system, "system"), language=lang)  # the run's manifest says where
     if saved is None or not data_file.is_file() or not saved.folder.is_file():
         return None

@@ -123,8 +123,10 @@ def _args(spec: ModelSpec) -> tuple:
 
 # --------------------------------------------------------------------------- data
 def _world_stamp(run_path: str | None) -> str:
+    from xlviz.runs import world_path
+
     try:
-        return str((Path(run_path) / "world" / "world.json").stat().st_mtime_ns) if run_path else ""
+        return str(world_path(run_path, "world").stat().st_mtime_ns) if run_path else ""
     except OSError:
         return ""
 
@@ -143,10 +145,10 @@ def parallel(source: str, run_path: str | None = None, l2: str | None = None, la
 
 
 def parallel_sources() -> list:
-    """The parallel-text sources readable here (:mod:`xlviz.analysis.parallel`), in order: a
+    """The parallel-text sources readable here (:mod:`xlviz.data.parallel`), in order: a
     shared-data source when it lists languages, read through :func:`source_languages`'s cache
     (the pages ask on every render, and then draw the picked source's pickers from the same list)."""
-    from xlviz.analysis.parallel import sources
+    from xlviz.data.parallel import sources
     from xlviz.errors import XlvizError
 
     def readable(name: str) -> bool:
@@ -160,7 +162,7 @@ def parallel_sources() -> list:
 
 def run_pairs_label() -> str:
     """The label of the source that reads a run's own pairs (the pages' link target)."""
-    from xlviz.analysis.parallel import sources
+    from xlviz.data.parallel import sources
 
     return next(s.label for s in sources().values() if s.takes == "run")
 
@@ -168,14 +170,14 @@ def run_pairs_label() -> str:
 @st.cache_data(show_spinner=False, ttl=60)
 def source_languages(name: str) -> list[str]:
     """A shared-data source's languages for sentence A (read from its folder once a minute)."""
-    from xlviz.analysis.parallel import source_of
+    from xlviz.data.parallel import source_of
 
     return source_of(name).languages(None)
 
 
 @st.cache_data(show_spinner=False, ttl=60)
 def source_partners(name: str, lang_a: str) -> list[str]:
-    from xlviz.analysis.parallel import source_of
+    from xlviz.data.parallel import source_of
 
     return source_of(name).partners(lang_a, None)
 

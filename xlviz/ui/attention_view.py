@@ -130,7 +130,7 @@ def read_world_pairs(path: str | Path, limit: int | None = 500) -> list[Pair]:
 
 
 def pairs_of(data) -> list[Pair]:
-    """The pairs of a :class:`xlviz.analysis.parallel.ParallelData` (any source of the registry)."""
+    """The pairs of a :class:`xlviz.data.parallel.ParallelData` (any source of the registry)."""
     return [Pair(i, data.lang_a, data.lang_b, a, b) for i, a, b in zip(data.ids, data.src, data.tgt)]
 
 

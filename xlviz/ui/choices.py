@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from xlviz.models.reference import ModelSpec  # the one model reference of the app and the analyses
-from xlviz.runs import Run, checkpoints_root, list_runs, owner_of
+from xlviz.runs import Run, checkpoints_root, list_runs, owner_of, world_files, world_path
 
 TOKENIZER_FILES = ("tokenizer.json", "tokenizer_config.json", "vocab.txt", "spiece.model", "sentencepiece.bpe.model")
 MODEL_FILES = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin")
@@ -119,12 +119,8 @@ def run_languages(run: Run) -> list[str]:
         l2s = [s.strip() for s in l2s.split(",") if s.strip()]
     if isinstance(l2s, list):  # ["sov"] or the world's [{"code": "sov", "order": ..., "script": ...}]
         langs += [l if isinstance(l, str) else l.get("code") for l in l2s if isinstance(l, str) or (isinstance(l, dict) and l.get("code"))]
-    tok_dir = run.path / "world" / "tokenizers"
-    if tok_dir.is_dir():
-        langs += sorted(p.name for p in tok_dir.iterdir() if p.is_dir() and not p.name.startswith("."))
-    qa_dir = run.path / "world" / "qa"
-    if qa_dir.is_dir():
-        langs += [lang for lang, _ in sorted(qa_files(qa_dir).items())]
+    langs += list(world_files(run, "tokenizer"))
+    langs += [lang for lang in world_files(run, "qa") if QA_LANGUAGE.fullmatch(lang)]
     if l1 is None:  # the generated world's L1 is always English
         langs.insert(0, "en")
     return list(dict.fromkeys(langs))
@@ -153,7 +149,6 @@ def run_model_choices(run: Run) -> list[ModelChoice]:
 
     langs = run_languages(run)
     l1 = langs[0] if langs else "en"
-    tok_root = run.path / "world" / "tokenizers"
     out: list[ModelChoice] = []
     try:
         found = artefacts(run)
@@ -161,7 +156,7 @@ def run_model_choices(run: Run) -> list[ModelChoice]:
         return out
 
     def ref(folder: Path, lang: str) -> ModelSpec:
-        tok = None if has_tokenizer(folder) else str(tok_root / lang)
+        tok = None if has_tokenizer(folder) else str(world_path(run, "tokenizer", language=lang))
         return ModelSpec(str(folder), tok)
 
     stages = [a for a in found if a.kind == "stage" and is_hf_model_folder(a.folder)]
@@ -448,6 +443,10 @@ def discover_models(root: str | os.PathLike | None = None) -> list[ModelChoice]:
 
 # --- QA data sets ------------------------------------------------------------------------------
 
+# what a QA file's name may end with as its language (``xquad.de.json``, a run's ``test.sov.json``)
+QA_LANGUAGE = re.compile(r"[A-Za-z]{2,8}(?:[-_][A-Za-z0-9]{2,8})?")
+
+
 def qa_files(folder: str | os.PathLike, prefix: str = "") -> dict[str, Path]:
     """``{language: file}`` for SQuAD-format files named ``<prefix><anything>.<lang>.json``.
 
@@ -461,7 +460,7 @@ def qa_files(folder: str | os.PathLike, prefix: str = "") -> dict[str, Path]:
     for p in sorted(folder.glob(f"{glob.escape(prefix)}*.json")):
         stem = p.name[: -len(".json")]
         lang = stem.rsplit(".", 1)[-1] if "." in stem else None
-        if lang and re.fullmatch(r"[A-Za-z]{2,8}(?:[-_][A-Za-z0-9]{2,8})?", lang):
+        if lang and QA_LANGUAGE.fullmatch(lang):
             out[lang] = p
     return out
 
@@ -490,10 +489,11 @@ def discover_qa_datasets(root: str | os.PathLike | None = None, shared: Path | N
     """Every run's generated QA test set, then ``../shared/data/xquad`` when it exists."""
     out: list[QADataset] = []
     for run in list_runs(root):
-        files = qa_files(run.path / "world" / "qa", prefix="test.")
+        files = {lang: f for lang, f in world_files(run, "qa", split="test").items() if QA_LANGUAGE.fullmatch(lang)}
         if files:
             langs = _order_langs(list(files), run_languages(run))
-            out.append(QADataset(f"run:{run.name}", f"{run.name} · generated test set", str(run.path / "world" / "qa"), tuple((l, str(files[l])) for l in langs), run=run.name))
+            folder = next(iter(files.values())).parent  # the run's QA folder (its parent holds the world)
+            out.append(QADataset(f"run:{run.name}", f"{run.name} · generated test set", str(folder), tuple((l, str(files[l])) for l in langs), run=run.name))
     if shared is not None and (shared / "xquad").is_dir():
         out.append(dataset_from_folder(shared / "xquad", label="XQuAD (../shared/data/xquad)"))
     return out

@@ -232,14 +232,14 @@ def saved_predictions_file(model_path: str | Path, data_file: str | Path) -> Pat
     """The run's saved predictions (its manifest's ``predictions`` entry) when the model is the
     run's export for a language and the data is that run's own ``world/qa/test.<lang>.json``:
     the run's answers."""
-    from xlviz.runs import artefact, owner_of
+    from xlviz.runs import artefact, owner_of, world_path
 
     model, data = Path(model_path).expanduser().resolve(), Path(data_file).expanduser().resolve()
     owner = owner_of(model)
     if owner is None or owner[1].kind != "export":
         return None
     run, exported = owner
-    if data != (run.path / "world" / "qa" / f"test.{exported.language}.json").resolve():
+    if data != world_path(run, "qa", split="test", language=exported.language).resolve():
         return None
     try:
         saved = artefact(run, "predictions", system=exported.system, language=exported.language)

@@ -285,7 +285,7 @@ def xquad_comparison(run: str | os.PathLike, lang: str, systems: Sequence[str] |
     run's decoding settings."""
     from xlviz.data.squad import language_articles, load_squad, read_squad_json
     from xlviz.errors import XlvizError
-    from xlviz.runs import Run, artefact, exports
+    from xlviz.runs import Run, artefact, exports, world_path
     from xlviz.ui.choices import run_languages
     from xlviz.ui.qa import read_saved_predictions, run_decoding, saved_predictions_file, prediction_rows, score_matrix, shared_ids
 
@@ -301,7 +301,7 @@ def xquad_comparison(run: str | os.PathLike, lang: str, systems: Sequence[str] |
                          path=r.path / "export", field="systems")
     examples, articles, predictions = {}, {}, {}
     for lg in languages:
-        file = r.path / "world" / "qa" / f"test.{lg}.json"
+        file = world_path(r, "qa", split="test", language=lg)
         examples[lg] = load_squad(file)
         articles[lg] = language_articles(read_squad_json(file), file)
     ids = shared_ids(examples)[: limit or None]
@@ -311,7 +311,7 @@ def xquad_comparison(run: str | os.PathLike, lang: str, systems: Sequence[str] |
             if exported is None or not exported.folder.is_dir():
                 continue
             folder = exported.folder
-            file = r.path / "world" / "qa" / f"test.{lg}.json"
+            file = world_path(r, "qa", split="test", language=lg)
             saved = saved_predictions_file(folder, file)
             if saved is not None:
                 predictions[(system, lg)] = read_saved_predictions(saved, ids)

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from xlviz.analysis.parallel import ParallelData, ParallelSource, Request, shared_folder
+from xlviz.data.parallel import ParallelData, ParallelSource, Request, shared_folder
 from xlviz.errors import XlvizError
 
 LANGUAGES = ("en", "de", "fr", "cs")

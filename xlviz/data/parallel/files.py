@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from xlviz.analysis.parallel import ParallelData, ParallelSource, Request
+from xlviz.data.parallel import ParallelData, ParallelSource, Request
 from xlviz.errors import XlvizError
 
 
