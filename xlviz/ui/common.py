@@ -249,14 +249,11 @@ def _predict_chunk(path: str, tokenizer: str | None, mkey: str, file: str, fstam
 def qa_decoding(ref: ModelSpec):
     """The decoding settings for a QA model: its run's (``config.json``), else SQuAD's capped
     by the model's positions (see :func:`xlviz.ui.qa.run_decoding`)."""
-    from xlviz.ui.qa import run_decoding
+    from xlviz.ui.qa import capped, run_decoding
 
     model, _ = load_model(ref, "qa")
     max_pos = int(getattr(model.config, "max_position_embeddings", 512) or 512)
-    dec = run_decoding(ref.path, max_pos)
-    if dec.max_length > max_pos:
-        dec = type(dec)(max_pos, min(dec.doc_stride, max_pos // 2), dec.max_answer_length, dec.source + " (capped)")
-    return dec
+    return capped(run_decoding(ref.path, max_pos), max_pos)
 
 
 @st.cache_data(show_spinner=False, max_entries=256)

@@ -503,6 +503,6 @@ __all__ += ["SliceView", "slices"]
 from xlviz.views.patching import PatchingView, patching  # noqa: E402
 
 __all__ += ["PatchingView", "patching"]
-from xlviz.views.renderings import RenderingsView, renderings  # noqa: E402
+from xlviz.views.renderings import QuestionRenderingsView, RenderingsView, renderings, renderings_of_question  # noqa: E402
 
-__all__ += ["RenderingsView", "renderings"]
+__all__ += ["RenderingsView", "renderings", "QuestionRenderingsView", "renderings_of_question"]
