@@ -123,7 +123,7 @@ def patching_section(dataset: QADataset, lang: str, colours: dict[str, str], *, 
             if not mine.empty:
                 n = int(mine["n_questions"].iloc[0])
                 plotly(view.heatmap(system, title=f"{system} · {lang}: share of the English answer score restored "
-                                                  f"({n} questions; mean gap {float(mine['mean_gap'].iloc[0]):+.1f} logits)"),
+                                                  f"({n} questions; mean English − L2 gap {float(mine['mean_gap'].iloc[0]):+.2f} logits)"),
                        key=f"{key}_heatmap")
             plotly(view.curve("all", colours, title=f"Every aligned position patched (all), per system · {lang}"),
                    key=f"{key}_curve")

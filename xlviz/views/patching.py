@@ -36,7 +36,7 @@ class PatchingView:
         from xlviz.ui.text import plot_text
 
         m, lo, hi = self.matrix(system), self.matrix(system, "low"), self.matrix(system, "high")
-        text = [[("" if np.isnan(v) else f"{100 * v:.0f}%") for v in row] for row in m.values]
+        text = [[("" if np.isnan(v) else f"{100 * v:.0f}%".replace("-0%", "0%")) for v in row] for row in m.values]
         hover = [[(f"layer {layer} · {g}: {100 * v:.1f}% [{100 * a:.1f}, {100 * b:.1f}]" if not np.isnan(v) else "")
                   for g, v, a, b in zip(m.columns, row, row_lo, row_hi)]
                  for layer, row, row_lo, row_hi in zip(m.index, m.values, lo.values, hi.values)]
