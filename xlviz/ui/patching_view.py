@@ -89,6 +89,7 @@ def patching_table(run_path: str, lang: str, system: str, systems: list[str]) ->
             "stores one (60 questions per system by default), which the page then reads.")
 
 
+@st.fragment  # opening it, a toggle or a pick inside reruns this section only, not the whole page
 def patching_section(dataset: QADataset, lang: str, colours: dict[str, str], *, key: str = "xq_patch") -> None:
     """A lazy expander under a run's generated test set (``dataset``): pick a system; its layer ×
     token-group heatmap of the share restored and every system's ``all`` curve with its 95%

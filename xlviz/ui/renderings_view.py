@@ -114,6 +114,7 @@ def _salience_of(m: ModelChoice, r: QuestionRendering, a: RenderingAnswer, n_ste
                      dec.max_length, dec.doc_stride, dec.max_answer_length)
 
 
+@st.fragment  # opening it, a toggle or a pick inside reruns this section only, not the whole page
 def renderings_section(models: list[ModelChoice], dataset: QADataset, lang: str, qid: str, colours: dict[str, str],
                        n_steps: int, target: str, *, key: str = "xq_rend") -> None:
     """A lazy expander: question ``qid`` in every rendering for the L2 ``lang``, one card per
