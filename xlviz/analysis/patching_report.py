@@ -10,6 +10,7 @@ export is its English body with the L2's embeddings) and stores the table
 from __future__ import annotations
 
 import csv
+import functools
 import io
 import os
 import time
@@ -64,18 +65,28 @@ def request(run_dir: str | os.PathLike, lang: str, systems: list[str] | None = N
              "inputs": inputs}, chosen)
 
 
+@functools.lru_cache(maxsize=8)
+def _items(world_dir: str, world_digest: str, lang: str, limit: int) -> list[dict]:
+    """The world's first ``limit`` test questions as patching reads them, once per world file
+    (``world_digest``) and language: a reader computing one system at a time (the XQuAD page)
+    regenerates them once, not once per system. Callers do not change the items."""
+    from xlviz.analysis.patching import world_items
+    from xlviz.data.world import load_world
+
+    world = load_world(world_dir)
+    if lang not in world.l2s:
+        raise XlvizError(f"the run's world has no L2 {lang!r}; it has {world.l2s}", field="language")
+    return world_items(world, lang, limit)
+
+
 def compute(run_dir: str | os.PathLike, lang: str, systems: list[str] | None = None, limit: int = LIMIT,
             n_resamples: int = 1000, log=None) -> dict:
     """The table (``{"format", "request", "rows", "skipped", "seconds"}``) computed, not stored."""
-    from xlviz.analysis.patching import aggregate, patch_items, world_items
-    from xlviz.data.world import load_world
+    from xlviz.analysis.patching import aggregate, patch_items
     from xlviz.models.loading import load_model
 
     req, chosen = request(run_dir, lang, systems, limit, n_resamples)
-    world = load_world(Path(run_dir) / "world")
-    if lang not in world.l2s:
-        raise XlvizError(f"the run's world has no L2 {lang!r}; it has {world.l2s}", field="language")
-    items = world_items(world, lang, limit)
+    items = _items(str(Path(run_dir) / "world"), req["inputs"]["world"], lang, int(limit))
     rows, skipped, seconds = [], {}, {}
     for system, (en_dir, l2_dir) in chosen.items():
         t0 = time.perf_counter()

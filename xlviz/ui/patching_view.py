@@ -18,13 +18,14 @@ import pandas as pd
 import streamlit as st
 
 from xlviz.ui.choices import QADataset
-from xlviz.ui.common import guard, plotly
+from xlviz.errors import XlvizError
+from xlviz.ui.common import few_threads, guard, plotly
 from xlviz.ui.text import md_text
 from xlviz.views.patching import PatchingView
 
 PAGE_LIMIT = 12  # questions per system when no stored table matches: about a second per system on the demo run
 
-__all__ = ["PAGE_LIMIT", "patching_table", "patching_section"]
+__all__ = ["PAGE_LIMIT", "stored_table", "computed_table", "patching_section"]
 
 
 def _stamp(run_path: str) -> tuple:
@@ -52,11 +53,25 @@ def _stored(run_path: str, lang: str, system: str, stamp: tuple) -> tuple[list[d
     return table["rows"], str(Path(path).relative_to(run_path)), int(table["request"]["limit"])
 
 
+def _hidden(run_path: str, lang: str, system: str) -> int | None:
+    """The hidden size of a system's English export (its config), to run small models on one thread."""
+    from xlviz import confined, limits
+    from xlviz.analysis.patching_report import _exports
+
+    folder = _exports(Path(run_path), lang, [system])[system][0]
+    try:
+        cfg = confined.read_json(folder / "config.json", root=run_path, max_bytes=limits.RUN_JSON_MAX_BYTES, what="model config")
+    except XlvizError:
+        return None
+    return cfg.get("hidden_size") if isinstance(cfg, dict) and isinstance(cfg.get("hidden_size"), int) else None
+
+
 @st.cache_data(show_spinner=False, max_entries=64)
 def _computed(run_path: str, lang: str, system: str, limit: int, stamp: tuple) -> tuple[list[dict], dict]:
     from xlviz.analysis.patching_report import compute
 
-    table = compute(run_path, lang, [system], limit)
+    with few_threads(_hidden(run_path, lang, system)):  # the bench's small models: one thread is faster
+        table = compute(run_path, lang, [system], limit)
     return table["rows"], table["skipped"]
 
 
@@ -66,25 +81,32 @@ def _systems(run_path: str, lang: str) -> list[str]:
     return list(_exports(Path(run_path), lang, None))
 
 
-def patching_table(run_path: str, lang: str, system: str, systems: list[str]) -> tuple[pd.DataFrame, str]:
-    """The rows shown (every system of a current stored table holding ``system``, else ``systems``
-    computed on :data:`PAGE_LIMIT` questions each) and one line saying where they come from."""
+def stored_table(run_path: str, lang: str, system: str) -> tuple[pd.DataFrame, str] | None:
+    """Every system's rows of a current stored table holding ``system``, and one line saying
+    which (None when the run holds none)."""
+    from xlviz.analysis.patching_report import COLUMNS
+
+    stored = _stored(run_path, lang, system, _stamp(run_path))
+    if stored is None:
+        return None
+    rows, rel, limit = stored
+    return (pd.DataFrame(rows, columns=list(COLUMNS)),
+            f"Read from the run's stored table {rel} (xlviz analyse patching; {limit} questions per system).")
+
+
+def computed_table(run_path: str, lang: str, systems: list[str]) -> tuple[pd.DataFrame, str]:
+    """``systems`` computed here on :data:`PAGE_LIMIT` questions each (cached per system), and
+    one line saying so."""
     from xlviz.analysis.patching_report import COLUMNS
 
     stamp = _stamp(run_path)
-    stored = _stored(run_path, lang, system, stamp)
-    if stored is not None:
-        rows, rel, limit = stored
-        return (pd.DataFrame(rows, columns=list(COLUMNS)),
-                f"Read from the run's stored table {rel} (xlviz analyse patching; {limit} questions per system).")
-    rows, skipped = [], {}
+    rows, skipped = [], 0
     for s in systems:
         got, sk = _computed(run_path, lang, s, PAGE_LIMIT, stamp)
         rows += got
-        skipped.update(sk)
-    skip = sum(skipped.values())
+        skipped += sum(sk.values())
     return (pd.DataFrame(rows, columns=list(COLUMNS)),
-            f"Computed here on the first {PAGE_LIMIT} test questions per system ({skip} skipped: longer than one window "
+            f"Computed here on the first {PAGE_LIMIT} test questions per system ({skipped} skipped: longer than one window "
             f"or no answer token) and not stored: no current table in the run. xlviz analyse patching RUN --language {lang} "
             "stores one (60 questions per system by default), which the page then reads.")
 
@@ -108,9 +130,12 @@ def patching_section(dataset: QADataset, lang: str, colours: dict[str, str], *, 
             if st.session_state.get(f"{key}_system") not in systems:
                 st.session_state[f"{key}_system"] = systems[0]
             system = st.selectbox("System", systems, key=f"{key}_system")
-            with st.spinner("Patching (each question: one forward pass per layer and token group) …"):
-                rows, source = patching_table(run_path, lang, system, systems)
-            view = PatchingView(rows)
+            stored = stored_table(run_path, lang, system)
+            if stored is None:  # the picked system first: its heatmap shows while the others compute
+                with st.spinner(f"Patching {system} on {PAGE_LIMIT} questions (one forward pass per layer and token group) …"):
+                    rows, source = computed_table(run_path, lang, [system])
+            else:
+                rows, source = stored
             mine = rows[rows["system"] == system]
             st.caption(md_text(
                 f"The L2 run of a test question ({lang}) with one layer's hidden states at one group of aligned token "
@@ -123,8 +148,12 @@ def patching_section(dataset: QADataset, lang: str, colours: dict[str, str], *, 
                                    "mean little."), icon=":material/warning:")
             if not mine.empty:
                 n = int(mine["n_questions"].iloc[0])
-                plotly(view.heatmap(system, title=f"{system} · {lang}: share of the English answer score restored "
-                                                  f"({n} questions; mean English − L2 gap {float(mine['mean_gap'].iloc[0]):+.2f} logits)"),
+                plotly(PatchingView(rows).heatmap(system, title=f"{system} · {lang}: share of the English answer score restored "
+                                                                f"({n} questions; mean English − L2 gap "
+                                                                f"{float(mine['mean_gap'].iloc[0]):+.2f} logits)"),
                        key=f"{key}_heatmap")
-            plotly(view.curve("all", colours, title=f"Every aligned position patched (all), per system · {lang}"),
+            if stored is None:
+                with st.spinner(f"Patching the other systems for their curves ({PAGE_LIMIT} questions each) …"):
+                    rows, _ = computed_table(run_path, lang, systems)
+            plotly(PatchingView(rows).curve("all", colours, title=f"Every aligned position patched (all), per system · {lang}"),
                    key=f"{key}_curve")
