@@ -335,7 +335,7 @@ if l2s:
     why_l2 = st.selectbox("L2", l2s, key="xq_why_l2", help="The L2 of both views below; English is the world's L1.")
     renderings_view.renderings_section(models, dataset, why_l2, qid, colours, int(ig_steps) if predictions else why.DEFAULT_STEPS,
                                        ig_target if predictions else "total")
-    patching_view.patching_section(dataset, why_l2, colours)
+    patching_view.patching_section(dataset, why_l2, models, colours)
 
 # --- export -----------------------------------------------------------------------------------
 if not rows.empty:

@@ -17,13 +17,13 @@ from pathlib import Path
 import pandas as pd
 import streamlit as st
 
-from xlviz.ui.choices import QADataset
+from xlviz.ui.choices import ModelChoice, QADataset
 from xlviz.errors import XlvizError
 from xlviz.ui.common import few_threads, guard, plotly
 from xlviz.ui.text import md_text
 from xlviz.views.patching import PatchingView
 
-PAGE_LIMIT = 12  # questions per system when no stored table matches: about a second per system on the demo run
+PAGE_LIMIT = 12  # questions per system with no stored table: 2.5-4 s a system on the demo run (2 shared cores, load 9)
 
 __all__ = ["PAGE_LIMIT", "stored_table", "computed_table", "patching_section"]
 
@@ -112,11 +112,16 @@ def computed_table(run_path: str, lang: str, systems: list[str]) -> tuple[pd.Dat
 
 
 @st.fragment  # opening it, a toggle or a pick inside reruns this section only, not the whole page
-def patching_section(dataset: QADataset, lang: str, colours: dict[str, str], *, key: str = "xq_patch") -> None:
-    """A lazy expander under a run's generated test set (``dataset``): pick a system; its layer ×
-    token-group heatmap of the share restored and every system's ``all`` curve with its 95%
-    paragraph interval."""
+def patching_section(dataset: QADataset, lang: str, models: list[ModelChoice], colours: dict[str, str], *,
+                     key: str = "xq_patch") -> None:
+    """A lazy expander under a run's generated test set (``dataset``): pick a system (first the
+    sidebar's, ``models``, of that run); its layer × token-group heatmap of the share restored
+    and every system's ``all`` curve with its 95% paragraph interval, each system in its
+    colour on the page (``colours``, by model name), else its app-wide one."""
+    from xlviz.ui.colours import system_colours
+
     run_path = str(Path(dataset.folder).parents[1])  # <run>/world/qa
+    picked = [m for m in models if m.run == dataset.run and m.system]
     exp = st.expander("Patching — where in the model the L2 run parts from the English one", key=key, on_change="rerun",
                       icon=":material/layers:")
     with exp:
@@ -127,8 +132,8 @@ def patching_section(dataset: QADataset, lang: str, colours: dict[str, str], *, 
             if not systems:
                 st.info(md_text(f"No system of this run has both an English and a {lang} QA export: nothing to patch."))
                 return
-            if st.session_state.get(f"{key}_system") not in systems:
-                st.session_state[f"{key}_system"] = systems[0]
+            if st.session_state.get(f"{key}_system") not in systems:  # the sidebar's first system of this run
+                st.session_state[f"{key}_system"] = next((m.system for m in picked if m.system in systems), systems[0])
             system = st.selectbox("System", systems, key=f"{key}_system")
             stored = stored_table(run_path, lang, system)
             if stored is None:  # the picked system first: its heatmap shows while the others compute
@@ -152,8 +157,9 @@ def patching_section(dataset: QADataset, lang: str, colours: dict[str, str], *, 
                                                                 f"({n} questions; mean English − L2 gap "
                                                                 f"{float(mine['mean_gap'].iloc[0]):+.2f} logits)"),
                        key=f"{key}_heatmap")
+            by_system = {**system_colours(), **{m.system: colours[m.name] for m in picked if m.name in colours}}
             if stored is None:
                 with st.spinner(f"Patching the other systems for their curves ({PAGE_LIMIT} questions each) …"):
                     rows, _ = computed_table(run_path, lang, systems)
-            plotly(PatchingView(rows).curve("all", colours, title=f"Every aligned position patched (all), per system · {lang}"),
+            plotly(PatchingView(rows).curve("all", by_system, title=f"Every aligned position patched (all), per system · {lang}"),
                    key=f"{key}_curve")
