@@ -66,7 +66,7 @@ def test_renderings_show_the_views_answers_and_say_which_cannot_be_scored(root, 
         assert g["answer"] == w["answer"] and g["note"] == w["note"] and g["[UNK] %"] == pytest.approx(w["[UNK] %"])
         if w["note"]:  # not scorable: no number, the line instead (in the card too)
             assert g["F1"] != g["F1"] and g["EM"] != g["EM"]
-            assert html.escape(w["note"]) in page
+            assert html.escape(w["note"]) in page and f"<i>not scored: {w['[UNK] %']:.0f}% [UNK]</i>" in page
         else:
             assert g["F1"] == pytest.approx(w["F1"]) and g["EM"] == pytest.approx(w["EM"])
     assert page.count('class="xlviz-rendering-unscored"') == sum(1 for w in want.values() if w["note"])

@@ -172,8 +172,9 @@ def rendering_card(r: QuestionRendering, answers: Sequence[tuple[str, RenderingA
                    colours: Mapping[str, str]) -> str:
     """HTML of one rendering of a question: its label, which export reads it, the question and
     the context with the gold span and each model's answer highlighted, and per model its answer,
-    EM, F1 and [UNK] share, or one line in place of the scores (not scorable, or no model for
-    this rendering: ``(name, None, why)``). Every text escaped (never markdown)."""
+    EM, F1 and [UNK] share, or a short line in place of the scores (not scorable: "not scored:
+    8% [UNK]", the whole reason in its tooltip; no model for this rendering: ``(name, None,
+    why)``). Every text escaped (never markdown)."""
     from xlviz.ui.highlight import Span, highlight, qa_card
     from xlviz.ui.qa import prediction_span
 
@@ -198,7 +199,7 @@ def rendering_card(r: QuestionRendering, answers: Sequence[tuple[str, RenderingA
             scores = f'<td style="text-align:right">{a.exact_match:.0f}</td><td style="text-align:right">{a.f1:.1f}</td>'
             rows.append(f'<tr class="xlviz-rendering-scored">{cell}<td>{answer}</td>{scores}{unk}</tr>')
         else:
-            note = f'<td colspan="2"><i>{html.escape(a.note)}</i></td>'
+            note = (f'<td colspan="2" title="{html.escape(a.note)}"><i>not scored: {100 * a.unk_rate:.0f}% [UNK]</i></td>')
             rows.append(f'<tr class="xlviz-rendering-unscored">{cell}<td>{answer}</td>{note}{unk}</tr>')
     head = f'<div style="font-weight:600;margin-bottom:.2rem">{html.escape(r.label)}</div>'
     body = qa_card(f"{r.words} words · {r.order} order · read by each system's {r.reader} model", r.question,
