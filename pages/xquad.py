@@ -13,6 +13,7 @@ import streamlit as st
 from xlviz.errors import XlvizError
 from xlviz.ui import qa, runs_view
 from xlviz.ui import why
+from xlviz.ui import patching_view, renderings_view
 from xlviz.ui.slices_section import slice_filter, slices_section
 from xlviz.ui.paths import REFUSED, confine, is_allowed
 from xlviz.ui.text import md_text
@@ -323,6 +324,19 @@ for r0 in range(0, len(langs), COLUMNS_PER_ROW):
                 if (m.name, lang) in predictions:
                     why.why_this_answer(m, lang, ex, predictions, dataset, int(ig_steps), ig_target, int(ig_top),
                                         gold_links, key=f"xq_why_{lang}_{mi}")
+
+# --- why the L2 answer differs (a run's generated world only) ------------------------------------
+l2s = []
+with guard("Could not read the run's generated world"):
+    l2s = renderings_view.world_l2s(dataset)
+if l2s:
+    st.subheader("Why the L2 answer differs")
+    if st.session_state.get("xq_why_l2") not in l2s:  # default: the first L2 on the cards
+        st.session_state["xq_why_l2"] = next((l for l in langs if l in l2s), l2s[0])
+    why_l2 = st.selectbox("L2", l2s, key="xq_why_l2", help="The L2 of both views below; English is the world's L1.")
+    renderings_view.renderings_section(models, dataset, why_l2, qid, colours, int(ig_steps) if predictions else why.DEFAULT_STEPS,
+                                       ig_target if predictions else "total")
+    patching_view.patching_section(dataset, why_l2, models, colours)
 
 # --- export -----------------------------------------------------------------------------------
 if not rows.empty:

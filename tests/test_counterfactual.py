@@ -148,3 +148,64 @@ def test_verb_position_alone_moves_only_the_verb(world):
                 assert b[:-1] == subj + loc + obj + [w for w in a if w[1] == "verb"]
                 seen["with"] += 1
     assert seen["without"] and seen["with"]
+
+
+def test_one_question_renders_as_in_the_whole_rendering(world):
+    from xlviz.data.counterfactual import crossed_language, render_qa, render_question, renderings_of
+
+    for name, kind in renderings_of(world, "sov").items():
+        lang = kind.language
+        full = render_qa(world, lang)
+        for article in full["data"]:
+            for para in article["paragraphs"]:
+                for q in para["qas"]:
+                    one = render_question(world, lang, q["id"])
+                    assert one.get("articles") == full.get("articles"), name
+                    (got,) = [p for a in one["data"] for p in a["paragraphs"]]
+                    assert got == {"context": para["context"], "qas": [q]}, (name, q["id"])
+    for bad in ("test-9999-0-subj", "nonsense", "test-0000-0-nosuch"):
+        with pytest.raises(Exception, match="question|paragraphs"):
+            render_question(world, crossed_language(world, "sov", "en"), bad)
+
+
+def test_one_questions_answers_score_as_the_words_versus_order_table(tmp_path):
+    """Each rendering of one question, answered by the run's export for its words: the answer,
+    EM and F1 are that question's row of the set-level table's scoring, the [UNK] share is
+    the tokenizer's on that paragraph."""
+    from tests.app_fixtures import make_run
+    from xlviz.analysis.counterfactuals import UNK_LIMIT, predict_rendering, score_rendering, unk_rate
+    from xlviz.data.counterfactual import render_qa, renderings_of
+    from xlviz.data.world import load_world
+    from xlviz.views import renderings_of_question
+    from xlviz.views.renderings import not_scored, question_renderings
+
+    path = make_run(tmp_path, "r")
+    world = load_world(path / "world")
+    qids = [q["id"] for a in world.qa("test", "sov")["data"] for p in a["paragraphs"] for q in p["qas"]]
+    decoding = {"max_length": 48, "doc_stride": 24, "max_answer_length": 6}  # the fixture run's settings
+    unscored = 0
+    for qid in qids[:4]:
+        view = renderings_of_question(path, "sov", qid)
+        rs = question_renderings(world, "sov", qid)
+        kinds = renderings_of(world, "sov")
+        assert [r.name for r in rs] == list(kinds) and [r.name for r in rs][:4] == ["en", "words", "order", "l2"]
+        assert all(r.qid == qid for r in rs) and len(rs) > 4  # then English with one of sov's features
+        rows = {r["rendering"]: r for _, r in view.rows.iterrows()}
+        for r in rs:
+            from xlviz.models.loading import load_model
+
+            model, tok = load_model(path / "export" / f"monotrans-{r.reader}", task="qa")
+            full = render_qa(world, kinds[r.name].language)
+            want = {x["id"]: x for x in score_rendering(model.eval(), tok, full, decoding)}[qid]
+            pred = predict_rendering(model, tok, full, decoding)[qid]
+            row = rows[r.label]
+            assert row["answer"] == pred["text"] and row["model"] == "monotrans"
+            assert row["[UNK] %"] == pytest.approx(100 * unk_rate(tok, r.data), abs=0.05)
+            if row["[UNK] %"] / 100 <= UNK_LIMIT:
+                assert row["F1"] == pytest.approx(want["f1"]) and row["EM"] == pytest.approx(want["exact_match"])
+                assert row["note"] == ""
+            else:
+                unscored += 1
+                assert row["F1"] != row["F1"] and row["note"] == not_scored(unk_rate(tok, r.data))  # NaN: no number
+        assert view.cards().count('class="xlviz-rendering"') == len(rs)
+    assert unscored  # the L2's auxiliaries in English's order are no word of the L2's vocabulary

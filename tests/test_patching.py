@@ -126,3 +126,39 @@ def test_every_architecture_patches_exactly(arch, tmp_path):
     for layer in range(hidden.shape[0]):
         s, _ = qa_logits(l2.eval(), enc.inputs, layer, [(every, every)], hidden[layer])
         np.testing.assert_allclose(s[0].numpy(), s_en.numpy(), rtol=0, atol=1e-5)
+
+
+def test_a_page_finds_the_current_stored_table_of_a_system(tmp_path, capsys):
+    """Any stored table holding the system is read (the one of most questions), never one whose
+    exports changed; the heatmap draws its matrix, the curve its `all` rows."""
+    import json
+    import shutil
+
+    from tests.app_fixtures import make_run
+    from xlviz.analysis.patching import GROUPS
+    from xlviz.analysis.patching_report import find_current
+    from xlviz.cli import main as cli
+    from xlviz.views.patching import PatchingView
+    import pandas as pd
+
+    path = make_run(tmp_path, "r")
+    assert find_current(path, "sov") is None
+    for limit in ("3", "5"):
+        assert cli(["analyse", "patching", str(path), "--language", "sov", "--limit", limit, "--quiet"]) == 0
+    table, where = find_current(path, "sov", "monotrans")
+    assert table["request"]["limit"] == 5 and where.suffix == ".json"
+    assert find_current(path, "sov", "floor") is None and find_current(path, "svo") is None
+    view = PatchingView(pd.DataFrame(table["rows"]))
+    fig = view.heatmap("monotrans")
+    z = [[None if v != v else v for v in row] for row in fig.data[0].z]
+    by = {(r["layer"], r["group"]): r["restored"] for r in table["rows"]}
+    assert list(fig.data[0].x) == list(GROUPS)
+    assert z == [[by.get((layer, g)) for g in GROUPS] for layer in fig.data[0].y]
+    curve = view.curve("all", {"monotrans": "#123456"})
+    assert list(curve.data[0].y) == [by[(layer, "all")] for layer in sorted({l for l, _ in by})]
+    assert curve.data[0].line.color == "#123456"
+    # the English export changes: both stored tables are stale
+    cfg = path / "export" / "monotrans-en" / "config.json"
+    cfg.write_text(json.dumps({**json.loads(cfg.read_text()), "xlviz_note": 1}))
+    assert find_current(path, "sov") is None
+    shutil.rmtree(path)

@@ -58,6 +58,14 @@ def test_run_folder_holds_the_whole_record(finished_run):
     assert {(r["system"], r["language"]) for r in rows} == {(s, l) for s in ("monotrans", "floor", "dictionary-oracle") for l in ("en", "svo", "sov")}
     assert all({"exact_match_v11", "f1_v11"} <= set(r) for r in rows)
     assert all(0 <= r["f1"] <= 100 and 0 <= r["exact_match"] <= r["f1"] + 1e-9 for r in rows)
+    # each row ends with its EM/F1 per slice: the slice report of that system and language, less its `all` row
+    from xlviz.transfer.slices import compute as slice_table
+
+    assert all(list(r)[-1] == "slices" for r in rows)
+    for r in rows[:3]:
+        want = slice_table(run.path, r["language"], [r["system"]]).rows
+        assert r["slices"] == [{k: v for k, v in s.items() if k != "system"} for s in want if s["dimension"] != "all"]
+        assert {s["dimension"] for s in r["slices"]} >= {"answer role", "question word", "answer position"}
     for stage in ("s1_pretrain", "s2_transfer-sov", "s3_finetune"):
         assert (run.path / stage / "model.safetensors").exists()
     assert not list(run.path.glob("**/*.bin")), "no pickled weights"

@@ -192,3 +192,23 @@ def test_analysis_files_are_plain_names_under_analyses():
     for bad in ("../x.json", "slices.exe", "Slices-1.json", "a/b.json", ".json", None):
         with pytest.raises(XlvizError):
             artefact_relpath("analysis", key=bad)
+
+
+def test_a_results_rows_slices_are_the_report_slices_of_its_system(tmp_path):
+    """The ``slices`` field a run writes into each results row (``Pipeline.slice_rows``) is
+    ``xlviz report --slices``'s table of that system and language, less its ``all`` row."""
+    from xlviz.data.world import load_world
+    from xlviz.evaluation.slices import WORLD_DIMENSIONS, row_slices, world_slices
+    from xlviz.evaluation.squad_metric import per_question_scores
+    from xlviz.evaluation.uncertainty import paragraph_ids
+    from xlviz.transfer.slices import compute
+
+    path = _run(tmp_path)
+    world = load_world(path / "world")
+    data = world.qa("test", "sov")
+    preds = json.loads((path / "predictions" / "monotrans-sov.json").read_text())
+    got = row_slices(per_question_scores(data, preds, articles=world.articles("sov")), paragraph_ids(data),
+                     world_slices(world, "sov"), order=WORLD_DIMENSIONS)
+    want = [{k: v for k, v in r.items() if k != "system"} for r in compute(path, "sov", ["monotrans"]).rows if r["dimension"] != "all"]
+    assert got == want and len(got) >= 10
+    assert {"dimension", "value", "n_questions", "exact_match", "exact_match_low", "f1", "f1_high"} <= set(got[0])

@@ -49,14 +49,28 @@ def unk_rate(tok, data: dict) -> float:
     return sum(i == unk for i in ids) / len(ids) if ids and unk is not None else 0.0
 
 
-def score_rendering(model, tok, data: dict, decoding: dict) -> list[dict]:
-    """Per-question EM/F1 (percent) of ``model`` on a rendered test set, its articles stripped."""
+def predict_rendering(model, tok, data: dict, decoding: dict) -> dict[str, dict]:
+    """``{id: {"text", "start", "end"}}``: ``model``'s answers on a rendered test set, decoded as
+    the run decodes (``decoding``: ``max_length``, ``doc_stride``, ``max_answer_length``)."""
     from xlviz.data.squad import squad_examples
-    from xlviz.evaluation.qa_predict import predict_qa, predictions_to_text
+    from xlviz.evaluation.qa_predict import predict_qa
+
+    return predict_qa(model, tok, squad_examples(data), batch_size=64, **decoding)
+
+
+def score_predictions(data: dict, texts: dict[str, str]) -> list[dict]:
+    """Per-question EM/F1 (percent) of answers ``{id: text}`` on a rendered test set, its
+    articles stripped: the table's scoring, also of one question (the XQuAD page's)."""
     from xlviz.evaluation.squad_metric import per_question_scores
 
-    preds = predictions_to_text(predict_qa(model, tok, squad_examples(data), batch_size=64, **decoding))
-    return per_question_scores(data, preds, articles=data.get("articles"))
+    return per_question_scores(data, texts, articles=data.get("articles"))
+
+
+def score_rendering(model, tok, data: dict, decoding: dict) -> list[dict]:
+    """Per-question EM/F1 (percent) of ``model`` on a rendered test set, its articles stripped."""
+    from xlviz.evaluation.qa_predict import predictions_to_text
+
+    return score_predictions(data, predictions_to_text(predict_rendering(model, tok, data, decoding)))
 
 
 def _limit(data: dict, paragraphs: int | None) -> dict:
@@ -188,5 +202,5 @@ def run_renderings(run_dir, lang: str, systems: list[str] | None = None, paragra
     return got[0] if got else compute(run_dir, lang, systems, paragraphs)
 
 
-__all__ = ["costs", "unk_rate", "score_rendering", "request", "compute", "find", "write", "run_renderings",
-           "format_table", "csv_text", "FORMAT"]
+__all__ = ["costs", "unk_rate", "predict_rendering", "score_predictions", "score_rendering", "request", "compute", "find",
+           "write", "run_renderings", "format_table", "csv_text", "FORMAT"]

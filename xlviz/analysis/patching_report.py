@@ -10,6 +10,7 @@ export is its English body with the L2's embeddings) and stores the table
 from __future__ import annotations
 
 import csv
+import functools
 import io
 import os
 import time
@@ -65,19 +66,29 @@ def request(run_dir: str | os.PathLike, lang: str, systems: list[str] | None = N
              "inputs": inputs}, chosen)
 
 
+@functools.lru_cache(maxsize=8)
+def _items(world_dir: str, world_digest: str, lang: str, limit: int) -> list[dict]:
+    """The world's first ``limit`` test questions as patching reads them, once per world file
+    (``world_digest``) and language: a reader computing one system at a time (the XQuAD page)
+    regenerates them once, not once per system. Callers do not change the items."""
+    from xlviz.analysis.patching import world_items
+    from xlviz.data.world import load_world
+
+    world = load_world(world_dir)
+    if lang not in world.l2s:
+        raise XlvizError(f"the run's world has no L2 {lang!r}; it has {world.l2s}", field="language")
+    return world_items(world, lang, limit)
+
+
 def compute(run_dir: str | os.PathLike, lang: str, systems: list[str] | None = None, limit: int = LIMIT,
             n_resamples: int = 1000, log=None) -> dict:
     """The table (``{"format", "request", "rows", "skipped", "seconds"}``) computed, not stored."""
-    from xlviz.analysis.patching import aggregate, patch_items, world_items
-    from xlviz.data.world import load_world
+    from xlviz.analysis.patching import aggregate, patch_items
     from xlviz.models.loading import load_model
     from xlviz.runs import world_folder
 
     req, chosen = request(run_dir, lang, systems, limit, n_resamples)
-    world = load_world(world_folder(run_dir))
-    if lang not in world.l2s:
-        raise XlvizError(f"the run's world has no L2 {lang!r}; it has {world.l2s}", field="language")
-    items = world_items(world, lang, limit)
+    items = _items(str(world_folder(run_dir)), req["inputs"]["world"], lang, int(limit))
     rows, skipped, seconds = [], {}, {}
     for system, (en_dir, l2_dir) in chosen.items():
         t0 = time.perf_counter()
@@ -113,6 +124,37 @@ def write(run_dir: str | os.PathLike, table: dict, record) -> Path:
     return write_stored(run_dir, NAME, table, csv_text(table["rows"]), table["request"]["language"], record)
 
 
+def find_current(run_dir: str | os.PathLike, lang: str, system: str | None = None) -> tuple[dict, Path] | None:
+    """A stored table of ``lang`` that is still current (its request is what it would be computed
+    from now: same exports, world, settings), holding ``system`` (any when None): the one with
+    the most questions, then the most systems. A reader (the XQuAD page) that shows one system
+    uses a table stored for others too (``--systems``, ``--limit``), never a stale one."""
+    from xlviz import confined
+    from xlviz.analysis.stored import MAX_BYTES
+    from xlviz.runs import artefacts
+
+    run = Path(run_dir)
+    best, best_rank = None, None
+    for a in artefacts(run, "analysis", language=lang):
+        if not (a.path.startswith(f"analyses/{NAME}-") and a.path.endswith(".json") and a.folder.is_file()):
+            continue
+        try:
+            obj = confined.read_json(a.folder, root=run, max_bytes=MAX_BYTES, what=f"{NAME} table")
+            req = obj.get("request") if isinstance(obj, dict) and obj.get("format") == FORMAT else None
+            if not isinstance(req, dict) or req.get("language") != lang or not isinstance(req.get("systems"), list):
+                continue
+            if system is not None and system not in req["systems"]:
+                continue
+            if request(run, lang, req["systems"], req["limit"], req["n_resamples"])[0] != req:
+                continue
+        except (XlvizError, KeyError, TypeError, ValueError):  # a table of systems since removed, a hand-edited file
+            continue
+        rank = (int(req["limit"]), len(req["systems"]))
+        if best_rank is None or rank > best_rank:
+            best, best_rank = (obj, a.folder), rank
+    return best
+
+
 def run_patching(run_dir: str | os.PathLike, lang: str, systems: list[str] | None = None, limit: int = LIMIT,
                  n_resamples: int = 1000) -> dict:
     """The stored table when it matches, computed (not stored) otherwise."""
@@ -146,4 +188,4 @@ def format_table(rows: list[dict]) -> str:
     return "\n".join(out)
 
 
-__all__ = ["request", "compute", "find", "write", "run_patching", "format_table", "csv_text", "COLUMNS", "FORMAT", "LIMIT"]
+__all__ = ["request", "compute", "find", "find_current", "write", "run_patching", "format_table", "csv_text", "COLUMNS", "FORMAT", "LIMIT"]

@@ -120,30 +120,57 @@ def renderings_of(world, l2: str) -> dict[str, Rendering]:
     return out
 
 
-def render_qa(world, language: Language, split: str = "test") -> dict:
-    """``split``'s questions rendered in ``language`` as SQuAD JSON (the ids of :meth:`World.qa`),
-    as the world renders its own test sets; with the lexicon's articles for MLQA-style scoring."""
+def _paragraph(language: Language, split: str, p_idx: int, facts) -> dict:
+    """One paragraph of :func:`render_qa`: the context and its questions (ids of :meth:`World.qa`)."""
     from xlviz.data.world import render
 
-    articles = []
-    for p_idx, facts in enumerate(world.qa_facts(split)):
-        if p_idx % 5 == 0:
-            articles.append({"title": f"world-{split}-{p_idx // 5:03d}", "paragraphs": []})
-        sents = [render(language, c) for c, _ in facts]
-        context = " ".join(r.text for r in sents)
-        qas, pos = [], 0
-        for f_idx, ((c, questions), r) in enumerate(zip(facts, sents)):
-            for q in questions:
-                start, end = constituent_span(r.words, r.spans, q.target)
-                qas.append({"id": f"{split}-{p_idx:04d}-{f_idx}-{q.target}", "question": render(language, q).text,
-                            "answers": [{"text": context[pos + start: pos + end], "answer_start": pos + start}]})
-            pos += len(r.text) + 1
-        articles[-1]["paragraphs"].append({"context": context, "qas": qas})
+    sents = [render(language, c) for c, _ in facts]
+    context = " ".join(r.text for r in sents)
+    qas, pos = [], 0
+    for f_idx, ((c, questions), r) in enumerate(zip(facts, sents)):
+        for q in questions:
+            start, end = constituent_span(r.words, r.spans, q.target)
+            qas.append({"id": f"{split}-{p_idx:04d}-{f_idx}-{q.target}", "question": render(language, q).text,
+                        "answers": [{"text": context[pos + start: pos + end], "answer_start": pos + start}]})
+        pos += len(r.text) + 1
+    return {"context": context, "qas": qas}
+
+
+def _squad(language: Language, split: str, articles: list) -> dict:
     out = {"version": f"xlviz-world-{split}-{language.code}", "data": articles}
     if not language.is_english:
         out["articles"] = [language.fn("the"), language.fn("a")]
     return out
 
 
+def render_qa(world, language: Language, split: str = "test") -> dict:
+    """``split``'s questions rendered in ``language`` as SQuAD JSON (the ids of :meth:`World.qa`),
+    as the world renders its own test sets; with the lexicon's articles for MLQA-style scoring."""
+    articles = []
+    for p_idx, facts in enumerate(world.qa_facts(split)):
+        if p_idx % 5 == 0:
+            articles.append({"title": f"world-{split}-{p_idx // 5:03d}", "paragraphs": []})
+        articles[-1]["paragraphs"].append(_paragraph(language, split, p_idx, facts))
+    return _squad(language, split, articles)
+
+
+def render_question(world, language: Language, qid: str) -> dict:
+    """One question of :func:`render_qa` (``<split>-<paragraph>-<fact>-<target>``) with its whole
+    paragraph as SQuAD JSON: the same context, question and gold answer as the full rendering,
+    without rendering the other paragraphs (the XQuAD page shows one question at a time)."""
+    parts = str(qid).split("-")
+    if len(parts) != 4 or not parts[1].isdigit():
+        raise XlvizError(f"{qid!r} is not a question of the generated world (<split>-<paragraph>-<fact>-<target>)", field="question")
+    split, p_idx = parts[0], int(parts[1])
+    facts = world.qa_facts(split)
+    if p_idx >= len(facts):
+        raise XlvizError(f"{qid!r}: the world's {split} split has {len(facts)} paragraphs", field="question")
+    para = _paragraph(language, split, p_idx, facts[p_idx])
+    qas = [q for q in para["qas"] if q["id"] == qid]
+    if not qas:
+        raise XlvizError(f"{qid!r} is not a question of the world's {split} split", field="question")
+    return _squad(language, split, [{"title": f"world-{split}-{p_idx // 5:03d}", "paragraphs": [{**para, "qas": qas}]}])
+
+
 __all__ = ["crossed_language", "feature_language", "changed_features", "renderings_of", "Rendering", "render_qa",
-           "COUPLED", "LABELS"]
+           "render_question", "COUPLED", "LABELS"]

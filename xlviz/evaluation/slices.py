@@ -221,6 +221,18 @@ def slice_table(scores: Mapping[str, Scored], slices: Mapping[str, Mapping[str, 
     return rows
 
 
+def row_slices(per_question: Sequence[Mapping], paragraphs: Mapping[str, str], slices: Mapping[str, Mapping[str, str]], *,
+               order: Mapping[str, Sequence[str]] | None = None, n_resamples: int = N_RESAMPLES, seed: int = 0) -> list[dict]:
+    """A results row's ``slices`` field: :func:`slice_table`'s rows of one system (per-question
+    rows ``{"id", "exact_match", "f1"}`` in percent; ``paragraphs``: question id -> paragraph id)
+    without the ``all`` row (the results row itself) and without ``system`` (the row says it):
+    ``{"dimension", "value", "n_questions", "n_paragraphs", "exact_match", "exact_match_low", ...}``."""
+    scores = Scores([r["id"] for r in per_question], [paragraphs.get(r["id"], f"question {r['id']}") for r in per_question],
+                    [float(r["exact_match"]) for r in per_question], [float(r["f1"]) for r in per_question])
+    return [{k: v for k, v in r.items() if k != "system"}
+            for r in slice_table({"": scores}, slices, order=order, n_resamples=n_resamples, seed=seed) if r["dimension"] != ALL]
+
+
 def slice_differences(a_name: str, a: Scored, b_name: str, b: Scored, slices: Mapping[str, Mapping[str, str]], *,
                       order: Mapping[str, Sequence[str]] | None = None, n_resamples: int = N_RESAMPLES,
                       seed: int = 0) -> list[dict]:
@@ -297,5 +309,5 @@ def test_set_slices(data_file: str | Path, lang: str, *, world_dir: str | Path |
 
 
 __all__ = ["WORLD_DIMENSIONS", "REAL_DIMENSIONS", "ALL", "Scores", "world_slices", "squad_slices", "members",
-           "slice_table", "slice_differences", "format_slices", "position_bucket", "share_bucket", "overlap_bucket",
+           "slice_table", "row_slices", "slice_differences", "format_slices", "position_bucket", "share_bucket", "overlap_bucket",
            "length_bucket", "question_word", "test_set_slices", "SCORE_COLUMNS", "DIFF_COLUMNS"]

@@ -312,6 +312,18 @@ class Pipeline(StagedRun):
         scores.update(score_intervals(per_question, paragraph_ids(data)))
         return scores, evaluate_squad(data, preds), preds
 
+    def slice_rows(self, lang: str, preds: dict[str, str]) -> list[dict]:
+        """The results row's ``slices``: EM/F1 of ``preds`` on ``lang``'s test set per slice of
+        the world's questions (what each asks about, where its answer lies, its paragraph's size;
+        :func:`xlviz.evaluation.slices.world_slices`), each with its paragraph-bootstrap interval,
+        scored as the row (the language's own articles stripped): ``xlviz report --slices``'s
+        rows of this system and language, without its ``all`` row (the results row)."""
+        from xlviz.evaluation.slices import WORLD_DIMENSIONS, row_slices, world_slices
+
+        data = self.world.qa("test", lang)
+        per_question = per_question_scores(data, preds, articles=self.world.articles(lang))
+        return row_slices(per_question, paragraph_ids(data), world_slices(self.world, lang), order=WORLD_DIMENSIONS)
+
     def stage_evaluate(self, system: str) -> None:
         """Export each language's QA model and encoder and score the QA model on that
         language's test set (pair models: also their own L1 scores, ``l1_f1`` and ``l1_exact_match``)."""
@@ -349,6 +361,8 @@ class Pipeline(StagedRun):
                 row["l1_f1"] = round(l1_scores["f1"], 4)
                 row["l1_exact_match"] = round(l1_scores["exact_match"], 4)
             row["tasks"] = ["qa"]
+            # last, so every other field keeps its place: EM/F1 per slice of the world's questions
+            row["slices"] = self.slice_rows(lang, preds)
             rows.append(row)
             self._log(f"  {system} {lang}: EM {scores['exact_match']:.1f} F1 {scores['f1']:.1f} (v1.1: EM {v11['exact_match']:.1f} F1 {v11['f1']:.1f})"
                       + (f"; its own {self.world.l1} model: F1 {row['l1_f1']:.1f}" if "l1_f1" in row else "")

@@ -28,14 +28,14 @@ SMALL_HIDDEN = 256  # models at most this wide run their forward passes on one t
 
 @contextlib.contextmanager
 def few_threads(model) -> Iterator[None]:
-    """One torch thread while a small model (hidden size <= ``SMALL_HIDDEN``, the bench's tiny and
-    small models) computes: its matrices are too small to share out, and a second thread's
+    """One torch thread while a small model (``model``, or its hidden size: at most
+    ``SMALL_HIDDEN``, the bench's tiny and small models) computes: its matrices are too small to share out, and a second thread's
     waiting costs more than it gains (a tiny model's 16 batches of 32 sentences: 0.42 s on one
     thread, 0.50 s on two with 2 cores shared; 1.0 against 8.3 s when threads spin). Larger
     models keep torch's threads."""
     import torch
 
-    hidden = getattr(getattr(model, "config", None), "hidden_size", None)
+    hidden = model if isinstance(model, int) else getattr(getattr(model, "config", None), "hidden_size", None)
     if not isinstance(hidden, int) or hidden > SMALL_HIDDEN or torch.get_num_threads() == 1:
         yield
         return
@@ -249,14 +249,11 @@ def _predict_chunk(path: str, tokenizer: str | None, mkey: str, file: str, fstam
 def qa_decoding(ref: ModelSpec):
     """The decoding settings for a QA model: its run's (``config.json``), else SQuAD's capped
     by the model's positions (see :func:`xlviz.ui.qa.run_decoding`)."""
-    from xlviz.ui.qa import run_decoding
+    from xlviz.ui.qa import capped, run_decoding
 
     model, _ = load_model(ref, "qa")
     max_pos = int(getattr(model.config, "max_position_embeddings", 512) or 512)
-    dec = run_decoding(ref.path, max_pos)
-    if dec.max_length > max_pos:
-        dec = type(dec)(max_pos, min(dec.doc_stride, max_pos // 2), dec.max_answer_length, dec.source + " (capped)")
-    return dec
+    return capped(run_decoding(ref.path, max_pos), max_pos)
 
 
 @st.cache_data(show_spinner=False, max_entries=256)

@@ -228,6 +228,14 @@ def run_decoding(model_path: str | Path, max_positions: int | None = None) -> De
     return Decoding(length, max(16, min(128, length // 3)), 30, "SQuAD defaults")
 
 
+def capped(dec: Decoding, max_positions: int) -> Decoding:
+    """``dec`` with its window cut to the model's positions (a run's window longer than a typed
+    model can read), the stride at most half the window."""
+    if dec.max_length <= max_positions:
+        return dec
+    return Decoding(max_positions, min(dec.doc_stride, max_positions // 2), dec.max_answer_length, dec.source + " (capped)")
+
+
 def saved_predictions_file(model_path: str | Path, data_file: str | Path) -> Path | None:
     """The run's saved predictions (its manifest's ``predictions`` entry) when the model is the
     run's export for a language and the data is that run's own ``world/qa/test.<lang>.json``:

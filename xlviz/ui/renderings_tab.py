@@ -35,23 +35,26 @@ MAX_LENGTH = 128  # a fact's sentence is a few dozen tokens; pairs of them fit
 
 def world_runs() -> list:
     """The runs with a generated world (newest first, as :func:`xlviz.runs.list_runs`)."""
-    from xlviz.runs import list_runs
+    from xlviz.runs import list_runs, world_path
 
-    return [r for r in list_runs() if (Path(r.path) / "world" / "world.json").is_file()]
+    return [r for r in list_runs() if world_path(r.path, "world").is_file()]
 
 
 @st.cache_resource(show_spinner=False, max_entries=8)
 def _world(path: str, stamp: str):
     from xlviz.data.world import load_world
+    from xlviz.runs import world_folder
     from xlviz.views.renderings import facts_of
 
-    world = load_world(Path(path) / "world")
+    world = load_world(world_folder(path))
     return world, facts_of(world)
 
 
 def world_and_facts(run_path: str | Path):
     """A run's world and its test facts, once per process and world file."""
-    return _world(str(run_path), file_stamp(Path(run_path) / "world" / "world.json"))
+    from xlviz.runs import world_path
+
+    return _world(str(run_path), file_stamp(world_path(run_path, "world")))
 
 
 def _valid(key: str, options: list, default) -> None:

@@ -503,6 +503,33 @@ __all__ += ["SliceView", "slices"]
 from xlviz.views.patching import PatchingView, patching  # noqa: E402
 
 __all__ += ["PatchingView", "patching"]
-from xlviz.views.renderings import RenderingsView, renderings  # noqa: E402
+from xlviz.views.renderings import QuestionRenderingsView, RenderingsView, renderings  # noqa: E402
 
-__all__ += ["RenderingsView", "renderings"]
+
+def renderings_of_question(run: str | os.PathLike, lang: str, qid: str, systems: Sequence[str] | None = None) -> "QuestionRenderingsView":
+    """Question ``qid`` of a run's generated test set in every rendering for the L2 ``lang``,
+    answered by each system's QA exports (its English export reads English words, its ``lang``
+    export the L2's), decoded with the run's settings: the XQuAD page's "Renderings"."""
+    import pandas as pd
+    from pathlib import Path
+
+    from xlviz.analysis.patching_report import _exports
+    from xlviz.views.renderings import QuestionRenderingsView, answer_rendering, answer_rows, question_renderings, run_decoding_of
+    from xlviz.data.world import load_world
+    from xlviz.runs import world_folder
+
+    run = Path(run).expanduser()
+    world = load_world(world_folder(run))
+    rs = question_renderings(world, lang, qid)
+    chosen = _exports(run, lang, list(systems) if systems else None)
+    answers = []
+    for system, (en_dir, l2_dir) in chosen.items():
+        folders = {world.l1: en_dir, lang: l2_dir}
+        for r in rs:
+            model, tok = _model(folders[r.reader], None, "qa")
+            answers.append(answer_rendering(model, tok, r, run_decoding_of(folders[r.reader], model), system))
+    return QuestionRenderingsView(rs, answers, pd.DataFrame(answer_rows(answers, rs)), _colours(list(chosen)))
+
+
+
+__all__ += ["RenderingsView", "renderings", "QuestionRenderingsView", "renderings_of_question"]

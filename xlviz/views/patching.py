@@ -17,22 +17,55 @@ class PatchingView:
 
     rows: Any
 
-    def matrix(self, system: str) -> Any:
-        """Layer × group of ``restored`` for one system."""
-        r = self.rows[self.rows["system"] == system]
-        return r.pivot(index="layer", columns="group", values="restored")
+    def matrix(self, system: str, value: str = "restored") -> Any:
+        """Layer × group of ``value`` (``restored``, ``low`` or ``high``) for one system, the
+        groups in :data:`xlviz.analysis.patching.GROUPS`' order."""
+        from xlviz.analysis.patching import GROUPS
 
-    def curve(self, group: str = "all"):
-        """``restored`` per layer for each system, with its interval (plotly)."""
+        r = self.rows[self.rows["system"] == system]
+        m = r.pivot(index="layer", columns="group", values=value)
+        return m.reindex(columns=[g for g in GROUPS if g in m.columns] + [g for g in m.columns if g not in GROUPS])
+
+    def heatmap(self, system: str, title: str | None = None):
+        """One system's layer × token-group heatmap of the share restored (plotly): layers down
+        (0, the embeddings, on top), each cell's share and 95% paragraph interval written in it
+        and in its hover; colours clipped to 0 .. 1 (the text says the value)."""
+        import numpy as np
         import plotly.graph_objects as go
+
+        from xlviz.ui.text import plot_text
+
+        m, lo, hi = self.matrix(system), self.matrix(system, "low"), self.matrix(system, "high")
+        text = [[("" if np.isnan(v) else f"{100 * v:.0f}%".replace("-0%", "0%")) for v in row] for row in m.values]
+        hover = [[(f"layer {layer} · {g}: {100 * v:.1f}% [{100 * a:.1f}, {100 * b:.1f}]" if not np.isnan(v) else "")
+                  for g, v, a, b in zip(m.columns, row, row_lo, row_hi)]
+                 for layer, row, row_lo, row_hi in zip(m.index, m.values, lo.values, hi.values)]
+        fig = go.Figure(go.Heatmap(z=m.values, x=list(m.columns), y=[int(i) for i in m.index], zmin=0, zmax=1,
+                                   colorscale="Viridis", text=text, texttemplate="%{text}", customdata=hover,
+                                   hovertemplate="%{customdata}<extra></extra>",
+                                   colorbar=dict(title="restored", tickformat=".0%")))
+        fig.update_yaxes(title_text="layer patched (0: embeddings)", autorange="reversed", dtick=1)
+        fig.update_xaxes(title_text="token group patched with the English run's states")
+        fig.update_layout(height=340, title=plot_text(title) if title else None)
+        return fig
+
+    def curve(self, group: str = "all", colours: dict[str, str] | None = None, title: str | None = None):
+        """``restored`` per layer for each system, with its interval (plotly); ``colours``: a
+        fixed colour per system (the app-wide system colours)."""
+        import plotly.graph_objects as go
+
+        from xlviz.ui.text import plot_text
 
         fig = go.Figure()
         for system, g in self.rows[self.rows["group"] == group].groupby("system", sort=False):
-            fig.add_scatter(x=g["layer"], y=g["restored"], name=system, mode="lines+markers",
+            fig.add_scatter(x=g["layer"], y=g["restored"], name=plot_text(system), mode="lines+markers",
+                            line=dict(color=(colours or {}).get(system)),
                             error_y=dict(type="data", symmetric=False, array=g["high"] - g["restored"],
                                          arrayminus=g["restored"] - g["low"]))
         fig.update_layout(xaxis_title="layer patched (0: embeddings)", yaxis_title=f"share of the English score restored ({group})",
-                          height=380)
+                          height=380, title=plot_text(title) if title else None)
+        fig.update_xaxes(dtick=1)
+        fig.update_yaxes(tickformat=".0%")
         return fig
 
     def figure(self):
