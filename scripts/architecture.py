@@ -30,8 +30,9 @@ REPO = Path(__file__).resolve().parents[1]
 DOC = REPO / "docs" / "architecture.md"
 BEGIN, END = "<!-- layers:begin (scripts/architecture.py --write) -->", "<!-- layers:end -->"
 
-# Utilities every layer may use: errors, atomic I/O, names, limits, confined reads, the run folder.
-UTILITIES = ("xlviz", "errors", "io", "names", "limits", "confined", "runs")
+# Utilities every layer may use: errors, atomic I/O, names, limits, confined reads, the run folder,
+# settings declared as dataclass fields (and their flags).
+UTILITIES = ("xlviz", "errors", "io", "names", "limits", "confined", "runs", "fields")
 # Rank of each package: an import may go to the same rank or lower, never higher.
 RANKS: dict[str, int] = {
     "data": 0, "models": 1, "training": 2, "methods": 3, "evaluation": 4, "analysis": 5, "transfer": 6,

@@ -210,3 +210,132 @@ def test_the_world_path_check_finds_the_old_ways():
                  'ok = (Path(world_dir) / "world.json").is_file()\n')
     assert hand_built_world_paths({"x.py": unrelated}) == []
     assert hand_built_world_paths({"xlviz/runs.py": old["a.py"]}) == []  # the module that names them
+
+
+# --- every setting declared once -----------------------------------------------------------------
+# Run settings whose default was restated by hand (the CLI, the merge, the forms, the trainers):
+# a number for them is written only where it is declared, or where a declared start differs.
+BUDGET_SETTINGS = ("pretrain_steps", "transfer_steps", "finetune_steps", "mlm_batch_size", "corpus_documents",
+                   "qa_train_paragraphs", "qa_test_paragraphs", "mlm_probability", "mlm_random_share")
+# The masking functions' parameters the two masking settings become (xlviz.training.masking).
+MASKING_PARAMETERS = ("prob", "random_share")
+# (file, the class or variable there) that may write a number for them, and why.
+SETTING_NUMBERS = {
+    ("xlviz/transfer/settings.py", "RunSettings"): "the settings' declarations",
+    ("xlviz/data/world.py", "WorldConfig"): "the world's flagged settings' declarations",
+    ("xlviz/ui/forms.py", "FORM_BUDGET"): "the Runs and Sweeps forms' small starting budget",
+    ("xlviz/data/sources/files.py", "CORPUS_DEFAULTS"): "what corpus sources size otherwise than the world (Source.defaults)",
+    ("xlviz/training/masking.py", "MASK_PROBABILITY"): "BERT's masking, the masking settings' defaults",
+    ("xlviz/training/masking.py", "RANDOM_SHARE"): "BERT's masking, the masking settings' defaults",
+}
+
+
+def _number(node: ast.AST) -> bool:
+    return (isinstance(node, ast.Constant) and isinstance(node.value, (int, float)) and not isinstance(node.value, bool)
+            or isinstance(node, ast.UnaryOp) and _number(node.operand))
+
+
+def _owner(stmt: ast.stmt) -> str:
+    """The class or variable a module-level statement defines."""
+    if isinstance(stmt, (ast.ClassDef, ast.FunctionDef)):
+        return stmt.name
+    targets = stmt.targets if isinstance(stmt, ast.Assign) else [getattr(stmt, "target", None)]
+    return next((t.id for t in targets if isinstance(t, ast.Name)), "")
+
+
+def restated_numbers(files: dict[str, str], names=BUDGET_SETTINGS, parameters=MASKING_PARAMETERS) -> list[str]:
+    """Where ``files`` write a number for one of the settings ``names`` (a keyword, a dict key, a
+    class field, a ``getattr`` fallback) or for a masking function's ``parameters`` (a default or
+    a keyword), outside :data:`SETTING_NUMBERS`."""
+    problems = []
+    for path, text in files.items():
+        for stmt in ast.parse(text).body:
+            if (path, _owner(stmt)) in SETTING_NUMBERS:
+                continue
+            for node in ast.walk(stmt):
+                found = []
+                if isinstance(node, ast.Call):
+                    found += [k.arg for k in node.keywords if k.arg in (*names, *parameters) and _number(k.value)]
+                    if isinstance(node.func, ast.Name) and node.func.id == "getattr" and len(node.args) == 3 \
+                            and isinstance(node.args[1], ast.Constant) and node.args[1].value in names and _number(node.args[2]):
+                        found.append(node.args[1].value)
+                elif isinstance(node, ast.Dict):
+                    found += [k.value for k, v in zip(node.keys, node.values)
+                              if isinstance(k, ast.Constant) and k.value in names and _number(v)]
+                elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and node.target.id in names \
+                        and node.value is not None and (_number(node.value) or isinstance(node.value, ast.Call)
+                                                        and node.value.args and _number(node.value.args[0])):
+                    found.append(node.target.id)
+                elif isinstance(node, ast.arguments):
+                    args = [*node.posonlyargs, *node.args]
+                    pairs = [*zip(args[len(args) - len(node.defaults):], node.defaults), *zip(node.kwonlyargs, node.kw_defaults)]
+                    found += [a.arg for a, d in pairs if d is not None and a.arg in (*names, *parameters) and _number(d)]
+                problems += [f"{path}:{getattr(node, 'lineno', stmt.lineno)} writes a number for {name}" for name in found]
+    return problems
+
+
+def test_each_setting_has_one_default():
+    """``pretrain_steps`` and the other budget settings have their one default in their
+    declaration; a form starts from a smaller budget only through FORM_BUDGET; the masking
+    settings are read through xlviz.training.masking with BERT's shares declared there."""
+    files = {p: t for p, t in _sources().items() if p.startswith(("xlviz/", "pages/")) or p == "app.py"}
+    assert restated_numbers(files) == []
+    from xlviz.transfer.settings import RunSettings
+    from xlviz.ui.forms import FORM_BUDGET
+
+    assert RunSettings().pretrain_steps > FORM_BUDGET["pretrain_steps"]  # the forms' budget is a smaller start
+
+
+def test_the_default_check_finds_a_restated_default():
+    form = ("from dataclasses import dataclass\n"
+            "@dataclass\n"
+            "class TransferForm:\n"
+            "    pretrain_steps: int = 120\n"
+            "def argv(self):\n"
+            "    return dict(pretrain_steps=100, workers=0)\n")
+    assert restated_numbers({"xlviz/ui/runs_view.py": form}) == [
+        "xlviz/ui/runs_view.py:4 writes a number for pretrain_steps", "xlviz/ui/runs_view.py:6 writes a number for pretrain_steps"]
+    staged = ("def judge(self, monitor):\n"
+              "    return mlm_verdict(monitor, random_share=getattr(self.cfg, 'mlm_random_share', 0.1))\n"
+              "def mask(ids, prob=0.15):\n"
+              "    return ids\n")
+    assert restated_numbers({"xlviz/training/staged.py": staged}) == [
+        "xlviz/training/staged.py:2 writes a number for mlm_random_share", "xlviz/training/staged.py:3 writes a number for prob"]
+    assert restated_numbers({"xlviz/ui/forms.py": "FORM_BUDGET = {'pretrain_steps': 120}\n"}) == []
+    assert restated_numbers({"xlviz/ui/forms.py": "OTHER = {'pretrain_steps': 120}\n"}) == [
+        "xlviz/ui/forms.py:1 writes a number for pretrain_steps"]
+
+
+def test_every_setting_has_a_flag_and_the_merge_is_generated():
+    """Every field of the run settings and of each source's options is a declared setting with
+    a flag of ``xlviz transfer`` (a nested one through its own fields), ``demo`` and ``sweep``
+    share the flags of EVERY_COMMAND, and a flag's value lands at its setting's place in the
+    config (the world's in ``world``, a source option's in ``data``)."""
+    import argparse
+    import dataclasses
+
+    from xlviz.cli import build_parser
+    from xlviz.data.sources import sources
+    from xlviz.fields import declared
+    from xlviz.transfer.settings import EVERY_COMMAND, RunSettings, named_settings, run_settings, with_flags
+
+    classes = [RunSettings, *(s.options_class for s in sources().values() if s.options_class is not None)]
+    undeclared = [f"{c.__name__}.{f.name}" for c in classes for f in dataclasses.fields(c) if not declared(c, f.name)]
+    assert undeclared == []
+    settings = run_settings()
+    assert {s.path for s in settings} >= {f"data.{f.name}" for c in classes[1:] for f in dataclasses.fields(c)}
+    assert {s.path.partition(".")[0] for s in settings} >= {f.name for f in dataclasses.fields(RunSettings)}
+    sub = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
+    flags = {cmd: {o for a in sub.choices[cmd]._actions for o in a.option_strings} for cmd in ("transfer", "demo", "sweep")}
+    assert sorted(s.flag for s in settings if s.flag not in flags["transfer"]) == []
+    for cmd in ("demo", "sweep"):
+        assert {s.flag for s in named_settings(EVERY_COMMAND)} <= flags[cmd]
+    samples = {int: 7, float: 0.25, str: "x", bool: True}
+    for s in settings:
+        value = samples.get(s.type, ["a", "b"])
+        args = argparse.Namespace(**{s.name: value if s.type is not bool else (not s.default)})
+        if s.meta.get("parse") is not None or s.type is bool and s.default is None:
+            continue
+        d = with_flags(args, {"source": "files"} if s.path.startswith("data.") else {})
+        home, _, key = s.path.rpartition(".")
+        assert (d[home] if home else d)[key] == (value if s.type is not bool else not s.default), s.path

@@ -4,78 +4,23 @@ from __future__ import annotations
 
 import argparse
 
-
-def methods_help() -> str:
-    from xlviz.methods import aliases, methods
-
-    systems = "; ".join(f"{m.name}: {', '.join(m.systems)}" for m in methods().values())
-    return (f"comma list of systems to train and score ({systems}), or a group: {', '.join(aliases())}")
+# the help of --methods, --source and --tasks (read from the registries), importable here as before
+from xlviz.transfer.settings import methods_help, sources_help, tasks_help  # noqa: F401
 
 
 def add_transfer_options(p: argparse.ArgumentParser) -> None:
-    """Flags shared by ``transfer`` and ``demo``; each overrides the config file's value."""
-    p.add_argument("--methods", help=methods_help())
+    """Flags shared by ``transfer``, ``demo`` and ``sweep``: those of the settings in
+    :data:`xlviz.transfer.settings.EVERY_COMMAND`, generated from their declarations
+    (:func:`xlviz.fields.add_flags`; each overrides the config file's value), and ``--variants``
+    (MONOTRANS's systems by their former names) and ``--out``."""
+    from xlviz.fields import add_flags
+    from xlviz.transfer.settings import EVERY_COMMAND, named_settings
+
+    methods, *rest = named_settings(EVERY_COMMAND)
+    add_flags(p, [methods])
     p.add_argument("--variants", help="MONOTRANS variants by their former names: comma list of base,floor,pos,noise,adapters,oracle or 'all'")
     p.add_argument("--out", help="checkpoints root (default: $XLVIZ_CHECKPOINTS or ./checkpoints)")
-    p.add_argument("--name", help="run name prefix")
-    p.add_argument("--seed", type=int)
-    p.add_argument("--languages", help="L2s of the generated world: code[:grammar[:script]], comma-separated, e.g. 'svo,sov', 'tr,cy', "
-                                         "'x:tr+determiner=before:greek'; a code that names a grammar preset takes it (presets: "
-                                         "svo step1 step2 step3 sov tr cy; docs/typology.md); or a JSON list of entries with 'features'")
-    p.add_argument("--model-size", dest="model_size", help="tiny | small | medium")
-    p.add_argument("--vocab-size", dest="vocab_size", type=int)
-    p.add_argument("--pretrain-steps", dest="pretrain_steps", type=int)
-    p.add_argument("--transfer-steps", dest="transfer_steps", type=int)
-    p.add_argument("--finetune-steps", dest="finetune_steps", type=int)
-    p.add_argument("--batch-size", dest="batch_size", type=int, help="QA fine-tuning batch (paragraph windows)")
-    p.add_argument("--mlm-batch-size", dest="mlm_batch_size", type=int, help="masked-LM batch of steps 1 and 2 (blocks)")
-    p.add_argument("--block-size", dest="block_size", type=int, help="masked-LM block length in tokens")
-    p.add_argument("--corpus-documents", dest="corpus_documents", type=int, help="documents per language corpus")
-    p.add_argument("--qa-train-paragraphs", dest="qa_train_paragraphs", type=int)
-    p.add_argument("--qa-test-paragraphs", dest="qa_test_paragraphs", type=int)
-    p.add_argument("--mixed-precision", dest="mixed_precision", help="auto (default: bf16 on GPUs and on CPUs with AMX or AVX512-BF16, else no) | no | bf16 | fp16")
-    p.add_argument("--grad-accum", dest="grad_accum", type=int)
-    p.add_argument("--log-with", dest="log_with", help="trackers besides metrics.jsonl, through accelerate: tensorboard (default: "
-                                                       "event files in the run folder) | wandb | mlflow | aim | all | none, or a comma list")
-    p.add_argument("--strict", action="store_true", default=None,
-                   help="stop the run at the first degenerate stage (an MLM loss not below its corpus's unigram entropy, "
-                        "a QA model no better than a trivial baseline on the dev split)")
-    p.add_argument("--workers", type=int, help="stages trained at once in worker processes (0: one per CPU core, at most 4; "
-                                               "the demo's default; 1: one after the other, the default of transfer)")
-
-
-def sources_help() -> str:
-    from xlviz.data.sources import sources
-
-    return "data source: " + "; ".join(f"{s.name}: {s.description}" for s in sources().values()) + " (default: world)"
-
-
-def tasks_help() -> str:
-    from xlviz.transfer.tasks import tasks
-
-    return ("comma list of evaluation tasks (default: every task the source supports): "
-            + "; ".join(f"{t.name}: {t.description}" for t in tasks().values()))
-
-
-# flag -> (config field, type): a corpus source's options (the config's "data")
-DATA_OPTIONS = {"--l1": ("l1", str), "--l2": ("l2", str), "--parallel-max": ("parallel_max", int),
-                "--tokenizer-lines": ("tokenizer_lines", int), "--max-lines": ("max_lines", int),
-                "--shuffle-buffer": ("shuffle_buffer", int), "--l2-vocab-size": ("l2_vocab_size", int),
-                "--qa-train": ("qa_train", str), "--qa-train-articles": ("qa_train_articles", int),
-                "--dictionary-lines": ("dictionary_lines", int), "--dictionary-min-count": ("dictionary_min_count", int),
-                "--dictionary-threshold": ("dictionary_threshold", float),
-                "--dictionary-test-fraction": ("dictionary_test_fraction", float)}
-DATA_LISTS = {"--l1-corpus": "l1_corpus", "--l2-corpus": "l2_corpus", "--qa-eval": "qa_eval", "--parallel": "parallel",
-              "--parallel-train": "parallel_train"}
-# flag -> (config field, type): settings of every run and of retrieval (each method's own
-# options get their flags from its options dataclass: add_method_options)
-RUN_OPTIONS = {"--init-model": ("init_model", str), "--tokenizer": ("tokenizer", str),
-               "--mlm-probability": ("mlm_probability", float), "--mlm-random-share": ("mlm_random_share", float),
-               "--pretrain-lr": ("pretrain_lr", float),
-               "--transfer-lr": ("transfer_lr", float), "--finetune-lr": ("finetune_lr", float),
-               "--qa-max-length": ("qa_max_length", int), "--doc-stride": ("doc_stride", int),
-               "--eval-pooling": ("eval_pooling", str), "--eval-max-length": ("eval_max_length", int),
-               "--log-every": ("log_every", int)}
+    add_flags(p, rest)
 
 
 def add_method_options(p: argparse.ArgumentParser, only: tuple[str, ...] | None = None) -> None:
@@ -107,84 +52,37 @@ def method_settings(args: argparse.Namespace, d: dict) -> None:
 
 
 def add_source_options(p: argparse.ArgumentParser) -> None:
-    """``transfer``'s flags for the data source, its options and the tasks."""
-    p.add_argument("--source", help=sources_help())
+    """``transfer``'s other flags: ``--source`` (and ``--systems``, the same as ``--methods``),
+    ``--tasks``, every source's options (``data``), ``--stop-after``, then every other setting's
+    flag, all generated from their declarations (:func:`xlviz.transfer.settings.run_settings`)."""
+    from xlviz.fields import add_flags
+    from xlviz.transfer.settings import EVERY_COMMAND, run_settings
+
+    rest = [s for s in run_settings() if s.name not in EVERY_COMMAND]
+    add_flags(p, [s for s in rest if s.name == "source"])
     p.add_argument("--systems", dest="methods", help="the same as --methods")
-    p.add_argument("--tasks", help=tasks_help())
-    p.add_argument("--l1-corpus", dest="l1_corpus", nargs="+", metavar="GLOB", help="corpus sources: L1 corpus files/globs (.gz ok; shared:... = shared data)")
-    p.add_argument("--l2-corpus", dest="l2_corpus", nargs="+", metavar="GLOB", help="corpus sources: L2 corpus files/globs, independent of L1 (not translations)")
-    p.add_argument("--parallel", nargs=2, metavar=("L1_FILE", "L2_FILE"), help="corpus sources: line-aligned evaluation pairs (never trained on)")
-    p.add_argument("--parallel-train", dest="parallel_train", nargs=2, metavar=("L1_FILE", "L2_FILE"),
-                   help="corpus sources: line-aligned training pairs a bilingual dictionary is induced from (word translation)")
-    p.add_argument("--qa-eval", dest="qa_eval", nargs="+", metavar="FILE_OR_DIR", help="corpus sources: SQuAD-format <name>.<lang>.json files or folders")
-    p.add_argument("--no-lowercase", dest="no_lowercase", action="store_true", help="corpus sources: keep case in the learned vocabularies")
+    add_flags(p, [s for s in rest if s.name == "tasks"])
+    add_flags(p, [s for s in rest if s.path.startswith("data.")], note="corpus sources: ")
     p.add_argument("--stop-after", dest="stop_after", metavar="STAGE", help="stop after this stage (e.g. s1_pretrain); --resume continues")
-    for flag, (key, typ) in {**DATA_OPTIONS, **RUN_OPTIONS}.items():
-        p.add_argument(flag, dest=key, type=typ)
-
-
-def source_settings(args: argparse.Namespace, d: dict) -> None:
-    """The source flags into the config dict ``d`` (its ``data`` for a source's options); only
-    for a parser with :func:`add_source_options` (``sweep`` and ``demo`` share other flags, and
-    their own ``--parallel`` means something else)."""
-    if not hasattr(args, "l1_corpus"):
-        return
-    if getattr(args, "source", None):
-        d["source"] = args.source
-    if getattr(args, "tasks", None):
-        d["tasks"] = [t.strip() for t in args.tasks.split(",") if t.strip()]
-    data = dict(d.get("data") or {})
-    for key, _ in DATA_OPTIONS.values():
-        if getattr(args, key, None) is not None:
-            data[key] = getattr(args, key)
-    for key in DATA_LISTS.values():
-        if getattr(args, key, None):
-            data[key] = list(getattr(args, key))
-    if getattr(args, "no_lowercase", False):
-        data["lowercase"] = False
-    for key, _ in RUN_OPTIONS.values():
-        if getattr(args, key, None) is not None:
-            d[key] = getattr(args, key)
-    if data:
-        d["data"] = data
+    add_flags(p, [s for s in rest if "." not in s.path])
 
 
 def build_config(args: argparse.Namespace, base: dict | None = None):
-    """Merge a config file (or defaults) with command-line overrides into a validated config."""
+    """Merge a config file (or defaults) with command-line overrides into a validated config:
+    the setting flags through :func:`xlviz.transfer.settings.with_flags` (a namespace made by
+    hand may hold any of them), the method options' through :func:`method_settings`."""
     from xlviz.transfer.config import LEGACY_CORPUS_KEYS, TransferConfig, legacy_corpus_dict
+    from xlviz.transfer.settings import with_flags
 
     d = dict(base or {})
     if "source" not in d and LEGACY_CORPUS_KEYS & set(d):  # a transfer-corpus config file
         d = legacy_corpus_dict(d)
-    source_settings(args, d)
-    method_settings(args, d)
-    corpus = d.get("source", "world") != "world"
-    world = dict(d.get("world") or {})
-    for key in ("seed", "model_size", "vocab_size", "pretrain_steps", "transfer_steps", "finetune_steps", "batch_size", "mlm_batch_size", "block_size", "mixed_precision", "grad_accum", "workers", "log_with", "strict"):
-        if getattr(args, key, None) is not None:
-            d[key] = getattr(args, key)
-    if getattr(args, "name", None):
-        d["name"] = args.name
-    if getattr(args, "variants", None):
+    if getattr(args, "variants", None):  # --methods, when given too, wins
         from xlviz.transfer.config import parse_variants
 
         d["methods"] = parse_variants(args.variants)
-    if getattr(args, "methods", None):
-        d["methods"] = args.methods
-    for key in ("corpus_documents", "qa_train_paragraphs", "qa_test_paragraphs"):
-        if getattr(args, key, None) is not None:
-            if corpus and key == "qa_train_paragraphs":
-                d.setdefault("data", {})[key] = getattr(args, key)
-            else:
-                world[key] = getattr(args, key)
-    if getattr(args, "languages", None) is not None:  # '' is refused, not read as "the default languages"
-        from xlviz.data.typology import parse_languages
-
-        world["languages"] = parse_languages(args.languages)
-    if "seed" in d:
-        world.setdefault("seed", d["seed"])
-    if world:
-        d["world"] = world
+    with_flags(args, d)
+    method_settings(args, d)
     cfg = TransferConfig.from_dict(d, path=getattr(args, "config", None))
     check_resources(cfg, getattr(args, "config", None))  # the app's Runs form builds its runs here too
     return cfg
@@ -259,7 +157,7 @@ def register(sub) -> None:
                        description="Train the chosen systems (MONOTRANS and its variants, the joint multilingual baselines, ...) "
                                    "on one data source (--source: the generated world by default) and score each on the run's "
                                    "tasks (--tasks: QA zero-shot in every language, sentence retrieval, ...).")
-    p.add_argument("--config", help="JSON file with transfer settings (see xlviz/transfer/config.py)")
+    p.add_argument("--config", help="JSON file with transfer settings (see xlviz/transfer/settings.py)")
     p.add_argument("--resume", metavar="RUN_DIR", help="continue a killed run from its last completed stage")
     p.add_argument("--run-dir", dest="run_dir", help="exact run folder to create (default: <out>/<name>-<timestamp>)")
     add_transfer_options(p)

@@ -17,46 +17,35 @@ from __future__ import annotations
 
 import argparse
 
-# flag -> (config field, type); each overrides the config file's value (MONOTRANS's own
-# options, --dropout, --embedding-init, --mlm-head-* ..., come from its options dataclass)
-OPTIONS = {
-    "--name": ("name", str), "--seed": ("seed", int), "--l1": ("l1", str), "--l2": ("l2", str),
-    "--parallel-max": ("parallel_max", int), "--init-model": ("init_model", str), "--model-size": ("model_size", str),
-    "--vocab-size": ("vocab_size", int), "--l2-vocab-size": ("l2_vocab_size", int),
-    "--tokenizer": ("tokenizer", str), "--tokenizer-lines": ("tokenizer_lines", int), "--max-lines": ("max_lines", int),
-    "--block-size": ("block_size", int), "--shuffle-buffer": ("shuffle_buffer", int), "--mask-prob": ("mask_prob", float), "--batch-size": ("batch_size", int),
-    "--pretrain-steps": ("pretrain_steps", int), "--pretrain-lr": ("pretrain_lr", float),
-    "--transfer-steps": ("transfer_steps", int), "--transfer-lr": ("transfer_lr", float),
-    "--eval-pooling": ("eval_pooling", str),
-    "--eval-max-length": ("eval_max_length", int), "--qa-train": ("qa_train", str),
-    "--qa-train-paragraphs": ("qa_train_paragraphs", int), "--finetune-steps": ("finetune_steps", int),
-    "--finetune-lr": ("finetune_lr", float), "--qa-batch-size": ("qa_batch_size", int),
-    "--qa-max-length": ("qa_max_length", int), "--doc-stride": ("doc_stride", int),
-    "--qa-train-articles": ("qa_train_articles", int),
-    "--mixed-precision": ("mixed_precision", str), "--grad-accum": ("grad_accum", int), "--log-every": ("log_every", int),
-}
-LISTS = {"--l1-corpus": "l1_corpus", "--l2-corpus": "l2_corpus", "--qa-eval": "qa_eval"}
+# The former flags, by their former flat names (--pretrain-steps -> pretrain_steps); each
+# overrides the config file's value and has the type of the setting it becomes
+# (xlviz.transfer.config.LEGACY_CORPUS_RENAMED: batch_size is the masked-LM batch, qa_batch_size
+# the QA one, mask_prob the masking rate). MONOTRANS's own options (--dropout, --embedding-init,
+# --mlm-head-* ...) come from its options dataclass.
+LEGACY_FLAGS = ("name", "seed", "l1", "l2", "parallel_max", "init_model", "model_size", "vocab_size", "l2_vocab_size", "tokenizer",
+                "tokenizer_lines", "max_lines", "block_size", "shuffle_buffer", "mask_prob", "batch_size", "pretrain_steps",
+                "pretrain_lr", "transfer_steps", "transfer_lr", "eval_pooling", "eval_max_length", "qa_train", "qa_train_paragraphs",
+                "finetune_steps", "finetune_lr", "qa_batch_size", "qa_max_length", "doc_stride", "qa_train_articles",
+                "mixed_precision", "grad_accum", "log_every")
+# The corpus source's options given as lists or switched off, with their flags as transfer's.
+SOURCE_FLAGS = ("l1_corpus", "l2_corpus", "parallel", "qa_eval", "lowercase")
 
 
 def build_config(args: argparse.Namespace, base: dict | None = None):
     """The former flags and config file, read as they were, as a run of ``monotrans,floor`` on
     the ``files`` source (:func:`xlviz.transfer.config.legacy_corpus_dict`)."""
     from xlviz.commands.transfer import method_settings
+    from xlviz.fields import given
     from xlviz.transfer.config import TransferConfig, legacy_corpus_dict
+    from xlviz.transfer.settings import named_settings
 
     d = dict(base or {})
-    for flag, (key, _) in OPTIONS.items():
+    for key in LEGACY_FLAGS:
         value = getattr(args, key, None)
         if value is not None:
             d[key] = value
-    for flag, key in LISTS.items():
-        value = getattr(args, key, None)
-        if value:
-            d[key] = list(value)
-    if getattr(args, "parallel", None):
-        d["parallel"] = list(args.parallel)
-    if getattr(args, "no_lowercase", False):
-        d["lowercase"] = False
+    for s, value in given(args, named_settings(SOURCE_FLAGS)):
+        d[s.name] = value
     method_settings(args, d)
     if "source" not in d:
         d = legacy_corpus_dict(d)
@@ -92,16 +81,17 @@ def register(sub) -> None:
     p.add_argument("--run-dir", dest="run_dir", help="exact run folder (default: <out>/<name>-<timestamp>)")
     p.add_argument("--out", help="checkpoints root (default: $XLVIZ_CHECKPOINTS or ./checkpoints)")
     p.add_argument("--stop-after", dest="stop_after", metavar="STAGE", help="stop after this stage (e.g. s1_pretrain); --resume continues")
-    p.add_argument("--l1-corpus", dest="l1_corpus", nargs="+", metavar="GLOB", help="L1 corpus files/globs (.gz ok; shared:... = shared data)")
-    p.add_argument("--l2-corpus", dest="l2_corpus", nargs="+", metavar="GLOB", help="L2 corpus files/globs, independent of L1 (not translations)")
-    p.add_argument("--parallel", nargs=2, metavar=("L1_FILE", "L2_FILE"), help="line-aligned evaluation pairs (never trained on)")
-    p.add_argument("--qa-eval", dest="qa_eval", nargs="+", metavar="FILE_OR_DIR", help="SQuAD-format <name>.<lang>.json files or folders")
-    p.add_argument("--no-lowercase", dest="no_lowercase", action="store_true", help="keep case in the learned vocabularies")
+    from xlviz.fields import add_flags
     from xlviz.limits import SIZE_LIMITS
+    from xlviz.transfer.config import LEGACY_CORPUS_RENAMED
+    from xlviz.transfer.settings import named_settings
 
-    for flag, (key, typ) in OPTIONS.items():
+    add_flags(p, named_settings(SOURCE_FLAGS))
+    kinds = {key: s.type for key, s in zip(LEGACY_FLAGS, named_settings([LEGACY_CORPUS_RENAMED.get(k, k) for k in LEGACY_FLAGS]))}
+    for key in LEGACY_FLAGS:
         rng = SIZE_LIMITS.get(key)
-        p.add_argument(flag, dest=key, type=typ, help=f"{rng[0]:,} to {rng[1]:,}" if rng else None)
+        p.add_argument("--" + key.replace("_", "-"), dest=key, type=kinds[key] if kinds[key] in (int, float) else None,
+                       help=f"{rng[0]:,} to {rng[1]:,}" if rng else None)
     from xlviz.commands.transfer import add_method_options
 
     add_method_options(p, only=("monotrans",))

@@ -12,7 +12,7 @@ from __future__ import annotations
 import hashlib
 import json
 import random
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass
 from functools import cached_property
 from pathlib import Path
 
@@ -21,8 +21,9 @@ from xlviz.data.lexicon import (
     ADJECTIVES, ANIMALS, DATE_PREPOSITION, FOOD, HYPERNYMS, HOMONYMS, NAMES, PEOPLE, PLACES, PREPOSITIONS, SCRIPTS, TEXT, THINGS, TOOLS, VERBS,
     L2Lexicon, english_3sg, english_plural, surface_lemma,
 )
-from xlviz.data.typology import grammar_of, normal_form
+from xlviz.data.typology import grammar_of, normal_form, parse_languages
 from xlviz.errors import XlvizError, shown_keys
+from xlviz.fields import setting
 from xlviz.io import atomic_write_json, atomic_write_text, read_json
 from xlviz.names import check_code, language_entries
 from xlviz.runs import world_relpath
@@ -66,8 +67,14 @@ class LanguageSpec:
 @dataclass
 class WorldConfig:
     seed: int = 0
-    languages: list[LanguageSpec] = field(default_factory=lambda: [LanguageSpec("svo"), LanguageSpec("sov", "sov", "cyrillic")])
-    corpus_documents: int = 4000
+    # The settings declared with setting() have a flag of their own (xlviz.fields): the world's
+    # sizes a run changes most; the others are set in a config file or a sweep's grid.
+    languages: list[LanguageSpec] = setting(
+        default_factory=lambda: [LanguageSpec("svo"), LanguageSpec("sov", "sov", "cyrillic")], parse=parse_languages,
+        help="L2s of the generated world: code[:grammar[:script]], comma-separated, e.g. 'svo,sov', 'tr,cy', "
+             "'x:tr+determiner=before:greek'; a code that names a grammar preset takes it (presets: "
+             "svo step1 step2 step3 sov tr cy; docs/typology.md); or a JSON list of entries with 'features'")
+    corpus_documents: int = setting(4000, "documents per language corpus")
     question_share: float = 0.6
     habit_share: float = 0.5
     # Skew of the corpora's word choices: each word gets its own fixed preferences (a verb
@@ -102,9 +109,9 @@ class WorldConfig:
     # question to its sentence among two or three quickly; with more they stall on type
     # heuristics for thousands of steps (docs/world.md has the measurements).
     qa_facts: tuple[int, int] = (2, 3)
-    qa_train_paragraphs: int = 1200
+    qa_train_paragraphs: int = setting(1200, "QA training paragraphs (L1)")
     qa_dev_paragraphs: int = 60
-    qa_test_paragraphs: int = 100
+    qa_test_paragraphs: int = setting(100, "QA test paragraphs per language")
     parallel_pairs: int = 1000
     # Translation pairs the parallel-data methods (VECO, PPA) train on; disjoint from the
     # evaluation pairs above and from every QA test paragraph (``World.parallel_train``).

@@ -24,6 +24,7 @@ from xlviz.methods import corpus as corpus_source
 from xlviz.methods.base import Context, Stage, record_world_file, world_target
 from xlviz.models.monotrans import bert_config
 from xlviz.training.loop import train
+from xlviz.training.masking import masking
 from xlviz.training.mlm import MaskedOnlyMLM, mask_tokens, mlm_batches
 from xlviz.training.qa_loss import QALoss
 
@@ -140,8 +141,7 @@ def train_mlm(ctx: Context, model, lang: str, stage: str, steps: int, lr: float,
 
     def batches():
         for ids in blocks:
-            inputs, labels = mask_tokens(ids, mask_id=tok.mask_token_id, vocab_size=vocab, prob=cfg.mlm_probability, generator=gen,
-                                          random_share=cfg.mlm_random_share)
+            inputs, labels = mask_tokens(ids, mask_id=tok.mask_token_id, vocab_size=vocab, generator=gen, **masking(cfg))
             yield {"input_ids": inputs, "labels": labels}
 
     loop, on_log = ctx.loop(stage, steps, lr, pretraining=pretraining)

@@ -49,6 +49,7 @@ def stream_mlm(ctx: Context, model, tok, lang: str, stage: str, steps: int, lr: 
     (every method's masked-LM training on one language there: :func:`xlviz.methods.common.train_mlm`)."""
     from xlviz.models.surgery import MaskedOnlyLoss
     from xlviz.training.loop import train
+    from xlviz.training.masking import masking
     from xlviz.training.mlm import iter_blocks
     from xlviz.training.streamed import masked_lm_batches
 
@@ -59,7 +60,7 @@ def stream_mlm(ctx: Context, model, tok, lang: str, stage: str, steps: int, lr: 
     batches = masked_lm_batches(
         blocks, batch_size=cfg.mlm_batch_size, rank=ctx.acc.process_index, world_size=ctx.acc.num_processes,
         grad_accum=cfg.grad_accum, mask_id=tok.mask_token_id, vocab_size=min(len(tok), model.config.vocab_size),
-        special_ids=special_ids_of(tok), seed=cfg.seed * 2 + salt, prob=cfg.mlm_probability, random_share=cfg.mlm_random_share,
+        special_ids=special_ids_of(tok), seed=cfg.seed * 2 + salt, **masking(cfg),
     )
     loop, on_log = ctx.loop(stage, steps, lr, pretraining=pretraining)
     extra = {"after_step": after_step} if after_step is not None else {}

@@ -60,6 +60,7 @@ from xlviz.methods.options import MethodOptions, option
 from xlviz.models.monotrans import qa_from_mlm, zero_shot_model
 from xlviz.models.vocab_slice import slice_to_language
 from xlviz.training.loop import train
+from xlviz.training.masking import masking
 from xlviz.training.mlm import MaskedOnlyMLM, is_long_step, iter_blocks, mask_tokens
 from xlviz.training.multilingual import multilingual_batches
 
@@ -284,8 +285,7 @@ def pretrain_stage(system: str, l2: str | None) -> Stage:
 
         def batches():
             for _, ids in joint_blocks(ctx, reader):
-                inputs, labels = mask_tokens(ids, mask_id=mask_id, vocab_size=reader.size, prob=cfg.mlm_probability, generator=gen,
-                                              random_share=cfg.mlm_random_share)
+                inputs, labels = mask_tokens(ids, mask_id=mask_id, vocab_size=reader.size, generator=gen, **masking(cfg))
                 yield {"input_ids": inputs, "labels": labels}
 
         loop, on_log = ctx.loop(name, cfg.pretrain_steps, cfg.pretrain_lr, pretraining="joint")

@@ -40,6 +40,7 @@ from xlviz.models import register_model_types
 from xlviz.models.monotrans import qa_from_mlm, zero_shot_model
 from xlviz.models.vocab_slice import slice_to_language
 from xlviz.training.loop import train
+from xlviz.training.masking import masking
 from xlviz.training.ppa import OBJECTIVES, PPALoss, PPAModel, Specials, pair_batches, parse_objective
 from xlviz.training.qa_loss import QALoss
 
@@ -210,9 +211,8 @@ def align_stage(l2: str | None, objective: str) -> Stage:
             raise XlvizError(f"{len(pairs)} parallel training pairs: the MoCo queue ({cfg.ppa_queue_size}) must be smaller and a "
                              f"batch ({cfg.ppa_batch_size}) at most as large", field="ppa_queue_size")
         sp = Specials.of(rd.toks[run_l1(ctx)], rd.size)
-        batches = pair_batches(pairs, cfg.ppa_batch_size, sp, objective=cfg.ppa_objective, prob=cfg.mlm_probability, seed=cfg.seed,
-                               random_share=cfg.mlm_random_share,
-                               rank=ctx.acc.process_index, world_size=ctx.acc.num_processes)
+        batches = pair_batches(pairs, cfg.ppa_batch_size, sp, objective=cfg.ppa_objective, seed=cfg.seed,
+                               rank=ctx.acc.process_index, world_size=ctx.acc.num_processes, **masking(cfg))
         loop, on_log = ctx.loop(name, cfg.ppa_steps, cfg.ppa_lr)
         aligned = train(PPALoss(model), batches, loop, ctx.acc, on_log=on_log, desc=name).ppa.model
         ctx.acc.free_memory()

@@ -47,6 +47,7 @@ from xlviz.models.veco import (CROSS, VecoForMaskedLM, VecoForQuestionAnswering,
                                veco_config)
 from xlviz.models.vocab_slice import slice_to_language
 from xlviz.training.loop import train
+from xlviz.training.masking import masking
 from xlviz.training.qa_loss import QALoss
 from xlviz.training.veco import PairedQA, VecoPretraining, paired_qa_features, pretrain_batches, trim
 
@@ -114,8 +115,7 @@ def pretrain(ctx: Context, model: VecoForMaskedLM, l2: str, stage: str, steps: i
     pairs = [(reader.to_joint(l1, a), reader.to_joint(l2, b)) for a, b in zip(src, tgt)]
     tok = reader.toks[l1]
     batches = pretrain_batches(mono, pairs, pair_batch, mask_id=tok.mask_token_id,
-                               vocab_size=reader.size, prob=cfg.mlm_probability, seed=cfg.seed * 31 + rank,
-                               random_share=cfg.mlm_random_share)
+                               vocab_size=reader.size, seed=cfg.seed * 31 + rank, **masking(cfg))
     loop, on_log = ctx.loop(stage, steps, lr, pretraining="joint")
     if loop.monitor is not None:  # judged per language, as the pair models are
         loop.monitor.id_groups = language_groups(reader, ctx)

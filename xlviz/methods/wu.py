@@ -32,6 +32,7 @@ from xlviz.models.monotrans import MODEL_SIZES, zero_shot_model
 from xlviz.models.shared_layers import SharedTopLayers, with_bottom_layers
 from xlviz.models.vocab_slice import slice_to_language
 from xlviz.training.loop import train
+from xlviz.training.masking import masking
 from xlviz.training.mlm import mask_tokens
 from xlviz.training.multilingual import PerLanguageMLM
 
@@ -60,7 +61,7 @@ def pretrain_stage(system: str, l2: str) -> Stage:
         def batches():
             for lang, ids in joint_blocks(ctx, reader, mode="alternate"):
                 inputs, labels = mask_tokens(ids, mask_id=reader.toks[lang].mask_token_id, vocab_size=reader.size,
-                                             prob=cfg.mlm_probability, generator=gen, random_share=cfg.mlm_random_share)
+                                             generator=gen, **masking(cfg))
                 yield {"input_ids": inputs, "labels": labels, "language": torch.tensor(index[lang])}
 
         loop, on_log = ctx.loop(name, cfg.pretrain_steps, cfg.pretrain_lr, pretraining="joint")

@@ -23,6 +23,7 @@ from transformers.models.bert.modeling_bert import eager_attention_forward
 
 from xlviz.errors import XlvizError
 from xlviz.training.loop import BF16_ATTENTION
+from xlviz.training.masking import MASK_PROBABILITY, RANDOM_SHARE
 from xlviz.training.streamed import replaced_positions
 
 
@@ -143,8 +144,8 @@ def mlm_batches(
 
 
 def mask_tokens(
-    input_ids: torch.Tensor, *, mask_id: int, vocab_size: int, n_special: int = 5, prob: float = 0.15, generator: torch.Generator | None = None,
-    candidates: torch.Tensor | None = None, random_share: float = 0.1,
+    input_ids: torch.Tensor, *, mask_id: int, vocab_size: int, n_special: int = 5, prob: float = MASK_PROBABILITY, generator: torch.Generator | None = None,
+    candidates: torch.Tensor | None = None, random_share: float = RANDOM_SHARE,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """BERT masking: ``prob`` of the non-special tokens become targets; of those 80% -> [MASK],
     10% -> a random token, 10% unchanged. Returns (inputs, labels with -100 elsewhere).

@@ -25,6 +25,7 @@ from torch import nn
 from xlviz.data.joint_vocab import DisjointVocab, smoothed_weights
 from xlviz.errors import XlvizError
 from xlviz.models.shared_layers import SharedTopLayers
+from xlviz.training.masking import MASK_PROBABILITY, RANDOM_SHARE
 from xlviz.training.mlm import MaskedOnlyMLM, mask_tokens
 
 MODES = ("batch", "mixed", "alternate")
@@ -77,8 +78,8 @@ def mlm_inputs(
     mask_id: int,
     vocab: DisjointVocab | None = None,
     vocab_size: int | None = None,
-    prob: float = 0.15,
-    random_share: float = 0.1,
+    prob: float = MASK_PROBABILITY,
+    random_share: float = RANDOM_SHARE,
     seed: int = 0,
 ) -> Iterator[dict[str, torch.Tensor]]:
     """``loop.train`` batches ``{"input_ids", "labels", "language"}`` (language: the index in

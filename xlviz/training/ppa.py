@@ -30,6 +30,7 @@ from torch import nn
 from transformers.utils import ModelOutput
 
 from xlviz.errors import XlvizError
+from xlviz.training.masking import MASK_PROBABILITY, RANDOM_SHARE
 from xlviz.training.mlm import MaskedOnlyMLM, mask_tokens
 from xlviz.training.moco import MoCo
 
@@ -148,7 +149,7 @@ def tlm_rows(first: Sequence[Sequence[int]], second: Sequence[Sequence[int]], sp
 
 
 def masked(rows: Sequence[Sequence[int]], sp: Specials, prob: float, generator: torch.Generator,
-           random_share: float = 0.1) -> dict[str, torch.Tensor]:
+           random_share: float = RANDOM_SHARE) -> dict[str, torch.Tensor]:
     """Padded rows masked BERT's way (80/10/10 at the default ``random_share``) at ``prob`` of their
     non-special tokens."""
     ids, mask = pad(rows, sp.pad)
@@ -159,8 +160,8 @@ def masked(rows: Sequence[Sequence[int]], sp: Specials, prob: float, generator: 
 
 
 def pair_batches(pairs: Sequence[tuple[Sequence[int], Sequence[int]]], batch_size: int, sp: Specials, *, objective: str = "moco+tlm",
-                 prob: float = 0.15, seed: int = 0, rank: int = 0, world_size: int = 1,
-                 random_share: float = 0.1) -> Iterator[dict[str, torch.Tensor]]:
+                 prob: float = MASK_PROBABILITY, seed: int = 0, rank: int = 0, world_size: int = 1,
+                 random_share: float = RANDOM_SHARE) -> Iterator[dict[str, torch.Tensor]]:
     """Endless PPA batches of ``batch_size`` pairs (this process's share of each epoch's
     shuffle). Each pair's sides are swapped with probability 1/2 (random input shuffling); the
     first side is the query view, the second the key view, and the same order concatenates

@@ -36,6 +36,7 @@ from xlviz.io import atomic_dir
 from xlviz.names import check_config
 from xlviz.runs import Run, now_iso, package_versions
 from xlviz.training.loop import LoopConfig, make_accelerator, run_precision
+from xlviz.training.masking import masking
 from xlviz.training.verdicts import DEGENERATE, MLM_MARGIN, UNJUDGED, StageMonitor, mlm_verdict
 
 
@@ -431,7 +432,7 @@ class StagedRun:
             return
         margin = getattr(self.cfg, "verdict_mlm_margin", MLM_MARGIN)
         record = mlm_verdict(monitor.final_loss(), monitor.unigram_entropy(), monitor.bigram_entropy(), margin,
-                             random_share=getattr(self.cfg, "mlm_random_share", 0.1))
+                             random_share=masking(self.cfg)["random_share"])
         if not self.judged_mlm(stage):
             record.update(verdict=UNJUDGED, reason=record["reason"] + "; recorded, not judged")
         self.add_verdict(stage, record)

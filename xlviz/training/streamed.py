@@ -10,6 +10,7 @@ from typing import Iterator, Sequence
 import torch
 
 from xlviz.errors import XlvizError
+from xlviz.training.masking import MASK_PROBABILITY, RANDOM_SHARE
 
 
 def masked_lm_batches(
@@ -23,8 +24,8 @@ def masked_lm_batches(
     vocab_size: int,
     special_ids: Sequence[int],
     seed: int,
-    prob: float = 0.15,
-    random_share: float = 0.1,
+    prob: float = MASK_PROBABILITY,
+    random_share: float = RANDOM_SHARE,
 ) -> Iterator[dict]:
     """This process's micro-batches of a stream of global MLM batches.
 
@@ -58,7 +59,7 @@ def masked_lm_batches(
         step += 1
 
 
-def replaced_positions(chosen: torch.Tensor, roll: torch.Tensor, random_share: float = 0.1) -> tuple[torch.Tensor, torch.Tensor]:
+def replaced_positions(chosen: torch.Tensor, roll: torch.Tensor, random_share: float = RANDOM_SHARE) -> tuple[torch.Tensor, torch.Tensor]:
     """(where to show [MASK], where a random token) among the ``chosen`` targets, from one uniform
     ``roll`` per position: [MASK] below ``0.9 - random_share``, a random token up to 0.9, the top
     tenth unchanged (BERT's 80/10/10 at the default; ``mlm_random_share``). Every masking of
@@ -68,8 +69,8 @@ def replaced_positions(chosen: torch.Tensor, roll: torch.Tensor, random_share: f
 
 
 def mask_for_mlm(
-    ids: torch.Tensor, *, mask_id: int, special: torch.Tensor, allowed: torch.Tensor, prob: float = 0.15,
-    generator: torch.Generator | None = None, random_share: float = 0.1,
+    ids: torch.Tensor, *, mask_id: int, special: torch.Tensor, allowed: torch.Tensor, prob: float = MASK_PROBABILITY,
+    generator: torch.Generator | None = None, random_share: float = RANDOM_SHARE,
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """BERT masking for any vocabulary layout: ``prob`` of the non-special tokens become
     targets; 80% -> mask, 10% -> a random non-special token, 10% unchanged (``random_share``: the

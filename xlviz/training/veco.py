@@ -32,6 +32,7 @@ from torch.nn.utils.rnn import pad_sequence
 from xlviz.data.qa_features import prepare_eval_features, prepare_train_features
 from xlviz.data.squad import squad_examples
 from xlviz.models.veco import VecoForMaskedLM
+from xlviz.training.masking import RANDOM_SHARE
 from xlviz.training.mlm import MaskedOnlyMLM, mask_tokens
 
 
@@ -67,14 +68,14 @@ class VecoPretraining(nn.Module):
 
 
 def _mask(ids: torch.Tensor, attention: torch.Tensor, *, mask_id: int, vocab_size: int, prob: float, gen: torch.Generator,
-          random_share: float = 0.1):
+          random_share: float = RANDOM_SHARE):
     inputs, labels = mask_tokens(ids, mask_id=mask_id, vocab_size=vocab_size, prob=prob, generator=gen, random_share=random_share)
     labels[attention == 0] = -100  # padding ([PAD] is special, never chosen; kept explicit)
     return inputs, labels
 
 
 def pretrain_batches(mono: Iterator[torch.Tensor], pairs: Sequence[tuple[list[int], list[int]]], pair_batch: int, *,
-                     mask_id: int, vocab_size: int, prob: float, seed: int, random_share: float = 0.1) -> Iterator[dict]:
+                     mask_id: int, vocab_size: int, prob: float, seed: int, random_share: float = RANDOM_SHARE) -> Iterator[dict]:
     """Endless batches, monolingual and parallel in turn. ``mono`` yields [2 * pair_batch, 2 *
     block - 2] blocks (``[CLS] a b [SEP]``, joint ids), cut here into segments ``[CLS] a [SEP]``
     and ``[CLS] b [SEP]``; ``pairs`` are (x, y) joint ids with [CLS] ... [SEP] each."""

@@ -25,6 +25,8 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING, Iterable, Mapping
 
+from xlviz.training.masking import RANDOM_SHARE
+
 if TYPE_CHECKING:  # the pages read verdicts (xlviz.analysis.reports) and must not import torch (2.4 s cold)
     import torch
 
@@ -152,7 +154,7 @@ def plateau_loss(unigram: float, mask: float = 0.8, random: float = 0.1) -> floa
     return mask * unigram + (1 - mask) * (h + (1 - p) * unigram)
 
 
-def mlm_verdict(loss: float, unigram: float, bigram: float, margin: float = MLM_MARGIN, random_share: float = 0.1) -> dict:
+def mlm_verdict(loss: float, unigram: float, bigram: float, margin: float = MLM_MARGIN, random_share: float = RANDOM_SHARE) -> dict:
     """The verdict of a masked-LM stage: ``ok`` when ``loss`` is at least ``margin`` nats below
     the unigram entropy, else ``degenerate`` (a non-finite loss is degenerate)."""
     ok = math.isfinite(loss) and math.isfinite(unigram) and loss <= unigram - margin

@@ -11,8 +11,8 @@ from pathlib import Path
 
 from xlviz.data.world import WorldConfig
 from xlviz.errors import XlvizError, shown_keys
-from xlviz.models.monotrans import MODEL_SIZES
 from xlviz.names import check_config
+from xlviz.transfer.settings import RunSettings, methods_help, sources_help, tasks_help  # noqa: F401 (importable here)
 
 MIXED_PRECISION = ("auto", "no", "bf16", "fp16")
 DEMO_METHODS = ["monotrans", "floor", "dictionary-oracle", "jointpair-disjoint"]
@@ -61,115 +61,9 @@ def _all_methods():
 
 
 @dataclass
-class TransferSettings:
-    """The settings every run has; :data:`TransferConfig` adds each method's options (below)."""
-
-    name: str = "transfer"
-    seed: int = 0
-    world: WorldConfig = field(default_factory=WorldConfig)
-    # The systems to train and score (xlviz.methods registry names, or 'all', a method's name,
-    # 'wu-sweep'); configs written before the registry say "variants" instead (read as these).
-    methods: list[str] = field(default_factory=lambda: ["monotrans", "floor", "dictionary-oracle"])
-    model_size: str = "small"
-    vocab_size: int = 400
-    tokenizer: str = "wordpiece"
-    block_size: int = 24  # masked-LM blocks; short ones let step 1 leave the unigram plateau
-    qa_max_length: int = 96
-    doc_stride: int = 48
-    # Longest answer span (tokens) considered when decoding predictions. SQuAD's 30 suits
-    # Wikipedia; the generated world's answers are noun phrases of 1-4 subwords in every
-    # language. At 12, fine-tuned models stretched answers past the phrase (English F1
-    # 1.7-3.3 points lower) and blind ones (the floor) filled the span (docs/world.md).
-    max_answer_length: int = 6
-    batch_size: int = 32
-    # Masked-LM batches (steps 1 and 2) of short blocks: a small BERT leaves the unigram
-    # plateau (loss ~3.6) only with many short sequences per step (docs/world.md).
-    mlm_batch_size: int = 128
-    mlm_probability: float = 0.15  # BERT's share of masked tokens
-    # Share of the masked targets shown as a random token (BERT's 10%; drawn from the model's
-    # whole vocabulary, every language's on a joint model). The unchanged share stays 10%, the
-    # rest are [MASK]: 0 is Dufter & Schuetze's `no-random` (90% [MASK], 10% unchanged).
-    mlm_random_share: float = 0.1
-    # Share of MLM batches (steps 1 and 2, every masked-LM stage) of full-length blocks
-    # (max(block_size, qa_max_length) tokens, as many tokens per batch as a short one), spread
-    # evenly, so that every position QA inputs reach is trained (the paper trains at full length
-    # throughout; BERT 10% of its steps). 0: short blocks only, the code before (positions past
-    # block_size kept their random init). Plateau check and earlier measurements: docs/methods.md,
-    # "Faithfulness changes", and docs/world.md.
-    long_block_share: float = 0.1
-    # Budgeted for the 5-minute demo on a 2-core CPU with bf16 (auto); step 1's length and
-    # learning rate matter most for transfer, step 3's for English F1 (docs/world.md).
-    pretrain_steps: int = 1000
-    pretrain_lr: float = 2e-3
-    transfer_steps: int = 320
-    transfer_lr: float = 5e-3
-    finetune_steps: int = 600
-    finetune_lr: float = 1e-3
-    # Std of step 2's new L2 embedding rows, so also of the floor's untrained ones. Near zero,
-    # untrained rows carry almost no token identity: the floor then measures what the body
-    # gets from positions and sentence structure alone, the same for every seed; at BERT's
-    # 0.02, random rows let the QA model match identical words and the floor varies by seed.
-    # Step 2 learns as well from either (docs/world.md).
-    l2_init_std: float = 0.002
-    # The optimizer of every stage trained through the staged run's loop: the share of linear
-    # warm-up updates and AdamW's beta2 (torch's 0.999; RoBERTa pre-trains with 0.98). Settings
-    # so the plateau fix can be swept (docs/methods.md, "Stage verdicts").
-    warmup_ratio: float = 0.06
-    adam_beta2: float = 0.999
-    # The warm-up share of masked-LM pre-trainings from scratch, apart from the other stages'
-    # ``warmup_ratio``: ``pretrain_warmup_ratio`` for one-language bodies (MONOTRANS's step 1,
-    # mono-L2, CLWE's body), ``joint_warmup_ratio`` for models pre-trained on several languages at
-    # once (the joint and pair models, Wu's, VECO's). At 0.06 half the pair models of seeds 0-2
-    # ended on the unigram plateau (float32); warming up over a quarter of the updates took every
-    # pair model of the census off it and raised their English F1 (docs/methods.md, "Stage
-    # verdicts"). ``l2_body_warmup_ratio``: the L2 bodies pre-trained from scratch
-    # (``s1_pretrain-<l2>``: mono-L2, the xx→en bodies): at 0.06 the seed-0 `svo` body stayed on
-    # the plateau (bf16); at 0.25 every body of seeds 0-9 left it. ``pretrain_warmup_ratio``: the
-    # English bodies (MONOTRANS's step 1, CLWE's body): at 0.06 CLWE's seed-6 body stayed on the
-    # plateau (bf16, on a GPU and on a CPU) and step 1 at seeds 6 and 8 ended barely off it; at
-    # 0.25 that body left it. So every pre-training from scratch warms up over a quarter of its
-    # updates (corpus sources keep the 0.06 their runs were measured with).
-    pretrain_warmup_ratio: float = 0.25
-    joint_warmup_ratio: float = 0.25
-    l2_body_warmup_ratio: float = 0.25
-    # auto: bf16 where matmuls run natively in bf16 (CPUs with AMX or AVX512-BF16, GPUs), else float32. On a
-    # CPU, bf16 trains the model in bf16 with float32 master weights (bench/bench_mlm.py).
-    mixed_precision: str = "auto"
-    grad_accum: int = 1
-    log_every: int = 10
-    # where metrics go besides metrics.jsonl, through accelerate's trackers: "tensorboard" (event
-    # files under <run>/tensorboard), "wandb", "mlflow", "aim", a comma list, "all" or "none"
-    log_with: str = "tensorboard"
-    # QA fine-tuning on L1 scores the model on the world's L1 dev set every eval_every steps (and
-    # at its last): dev_exact_match / dev_f1 in metrics.jsonl and the trackers; 0: never
-    eval_every: int = 300  # the demo: 2 dev scores per fine-tuning, ~3 s each on one core (~2% of its time)
-    # Independent stages (the pair models, step 2 per language, the fine-tunings) run at once
-    # in this many worker processes, each on cores / workers torch threads; 0: one per core (at
-    # most 4), what `xlviz demo` uses. The small models here train as fast on one thread as on
-    # two, so on 2 cores 2 workers nearly halve a run (bench/bench_workers.py). A stage's bytes
-    # depend on its thread count: the same seed gives the same bytes for the same workers on
-    # the same machine.
-    workers: int = 1
-    # Stage verdicts (xlviz.training.verdicts; docs/methods.md, "Stage verdicts"): a pre-training
-    # stage is degenerate unless its final MLM loss is verdict_mlm_margin nats below the unigram
-    # entropy of its targets; a QA stage unless its L1 dev F1 beats the first-k-words baseline by
-    # verdict_qa_margin points. strict: stop the run at the first degenerate stage.
-    verdict_mlm_margin: float = 1.0
-    verdict_qa_margin: float = 10.0
-    strict: bool = False
-    # --- the data source (xlviz.data.sources) ------------------------------------------------
-    # "world" (generated), "multi30k", "files" or a registered source; a source sizes some of
-    # the settings above for its data when the config does not give them (Source.defaults).
-    source: str = "world"
-    data: dict = field(default_factory=dict)  # the source's options (files: l1, l2, l1_corpus, l2_corpus, parallel, qa_train ...)
-    # Step 1 from this model (an HF encoder folder or hub id; MiniLM offline: xlviz.models.minilm)
-    # instead of pre-training here; one without an MLM head gets step 1b (mlm_head_*).
-    init_model: str | None = None
-    # --- sentence retrieval on a corpus source's parallel pairs (the alignment stage) ----------
-    eval_pooling: str = "mean_no_special"
-    eval_max_length: int = 64
-    # --- what the run scores (xlviz.transfer.tasks): task names; empty: every task its source supports
-    tasks: list[str] = field(default_factory=list)
+class TransferSettings(RunSettings):
+    """The settings every run has (declared in :class:`xlviz.transfer.settings.RunSettings`),
+    read and checked; :data:`TransferConfig` adds each method's options (below)."""
 
     @property
     def systems(self) -> list[str]:
@@ -244,6 +138,8 @@ class TransferSettings:
             v = getattr(self, name)
             if isinstance(v, bool) or not isinstance(v, (int, float)) or not 0 <= v < 1:
                 raise XlvizError(f"must be a number in [0, 1), got {v!r}", path=path, field=name)
+        from xlviz.models.monotrans import MODEL_SIZES  # torch: only to validate (the app's forms read the settings)
+
         if self.model_size not in MODEL_SIZES:
             raise XlvizError(f"unknown model size {self.model_size!r}; choose from {list(MODEL_SIZES)}", path=path, field="model_size")
         if self.mixed_precision not in MIXED_PRECISION:

@@ -39,6 +39,7 @@ from xlviz.io import atomic_dir, atomic_write_json, read_json
 from xlviz.names import check_name
 from xlviz.runs import SWEEP_FILE as RUN_SWEEP_FILE
 from xlviz.runs import KILLED, SWEEP_RECORD, Run, artefacts, differing_settings, is_sweep_folder, now_iso
+from xlviz.transfer.settings import EVERY_COMMAND, named_settings
 
 # <sweep>/sweep: the sweep's own record (not a run folder: no config.json); xlviz.runs lists
 # the cells of a folder holding <sweep>/sweep/sweep.json as runs
@@ -172,10 +173,9 @@ def _show(value: object) -> str:
     return value if isinstance(value, str) else json.dumps(value)
 
 
-# Flags of ``xlviz transfer`` and the setting each sets: a grid key may not be given twice.
-FLAG_KEYS = {"languages": "world.languages", "corpus_documents": "world.corpus_documents",
-             "qa_train_paragraphs": "world.qa_train_paragraphs", "qa_test_paragraphs": "world.qa_test_paragraphs",
-             "variants": "methods"}
+# Flags of ``xlviz sweep`` named otherwise than the setting each sets (a world setting's flag,
+# --variants): a grid key may not be given twice.
+FLAG_KEYS = {**{s.name: s.path for s in named_settings(EVERY_COMMAND) if s.path != s.name}, "variants": "methods"}
 
 
 def make_cells(grid: list[tuple[str, list]], args: argparse.Namespace, base: dict | None,

@@ -13,13 +13,13 @@ import pandas as pd
 
 from xlviz import jobs
 from xlviz.errors import XlvizError
-from xlviz.limits import SIZE_LIMITS
 from xlviz.data.typology import PRESETS, parse_languages
 from xlviz.methods import method_of, methods, resolve
 from xlviz.names import check_code
 from xlviz.runs import Run
 from xlviz.training.verdicts import DEGENERATE, dead, is_degenerate, live
 from xlviz.ui.choices import config_value
+from xlviz.ui.forms import FORM_BUDGET, check_sizes, form_class, form_flags
 from xlviz.views.figures import legend_below
 
 MODEL_SIZES = ("tiny", "small", "medium")
@@ -81,27 +81,17 @@ def describe(system: str) -> str:
         return system_options().get(system, system)
 
 
-@dataclass
-class TransferForm:
-    """What the Runs page's form collects. The defaults (tiny model, a few hundred steps, a
-    small world) finish in a few minutes on a laptop CPU; the paper-like sizes are the CLI's."""
+# The settings the Runs form shows, in its command line's order: the world's apply to the
+# generated world only, and the world is the default source (no --source for it).
+RUN_FORM = ("seed", "source", "languages", "corpus_documents", "qa_train_paragraphs", "qa_test_paragraphs", "model_size",
+            "pretrain_steps", "transfer_steps", "finetune_steps", "methods", "batch_size", "mlm_batch_size", "workers")
 
-    languages: tuple[str, ...] = ("sov",)
-    model_size: str = "tiny"
-    pretrain_steps: int = 120
-    transfer_steps: int = 60
-    finetune_steps: int = 60
-    methods: tuple[str, ...] = ("monotrans", "floor", "dictionary-oracle")
-    seed: int = 0
-    batch_size: int = 16
-    mlm_batch_size: int = 64
-    corpus_documents: int = 1000
-    qa_train_paragraphs: int = 300
-    qa_test_paragraphs: int = 40
-    workers: int = 0  # stages at once (0: one per core, at most 4)
-    source: str = "world"  # a data source of the registry; the world's settings (languages, sizes) apply to "world" only
-    # method options (name -> value) set in the form; the others keep their defaults
-    options: dict = field(default_factory=dict)
+
+class _TransferForm:
+    """What the Runs page's form collects: the settings of :data:`RUN_FORM`, starting from the
+    forms' small budget (:data:`xlviz.ui.forms.FORM_BUDGET`: they finish in a few minutes on a
+    laptop CPU; the paper-like sizes are the CLI's) and one target language, and the method
+    options set in the form (``options``: name -> value; the others keep their defaults)."""
 
     def changed_options(self) -> list:
         """``(option, value)`` for the method options set to another value than their default, in registry order."""
@@ -113,11 +103,7 @@ class TransferForm:
             raise XlvizError("pick at least one target language", field="languages")
         if self.model_size not in MODEL_SIZES:
             raise XlvizError(f"model size must be one of {', '.join(MODEL_SIZES)}", field="model_size")
-        for name in ("seed", "pretrain_steps", "transfer_steps", "finetune_steps", "batch_size", "mlm_batch_size", "corpus_documents",
-                     "qa_train_paragraphs", "qa_test_paragraphs"):
-            lo, hi = SIZE_LIMITS[name]  # the documented range (docs/reliability.md)
-            if not lo <= int(getattr(self, name)) <= hi:
-                raise XlvizError(f"must be between {lo} and {hi}", field=name)
+        check_sizes(self, RUN_FORM)  # the documented ranges (docs/reliability.md)
         if not 0 <= int(self.workers) <= 64:
             raise XlvizError("must be between 0 (one per core) and 64", field="workers")
         for entry in self.languages if self.source == "world" else ():  # a preset, or code:grammar[:script] (e.g. x:tr+determiner=before)
@@ -136,22 +122,19 @@ class TransferForm:
             known[name].check(value)  # the method's own rule: one line naming the option
 
     def argv(self, run_dir: str | Path) -> list[str]:
-        """``xlviz transfer`` arguments for this form (without the program name)."""
+        """``xlviz transfer`` arguments for this form (without the program name): each setting's
+        generated flag (the world's on the world only, ``--source`` for another source)."""
         self.validate()
         run_dir = Path(run_dir)
-        world = [
-            "--languages", ",".join(self.languages), "--corpus-documents", str(int(self.corpus_documents)),
-            "--qa-train-paragraphs", str(int(self.qa_train_paragraphs)), "--qa-test-paragraphs", str(int(self.qa_test_paragraphs)),
-        ] if self.source == "world" else ["--source", self.source]
-        return [
-            "transfer", "--run-dir", str(run_dir), "--name", run_dir.name, "--seed", str(int(self.seed)),
-            *world, "--model-size", self.model_size,
-            "--pretrain-steps", str(int(self.pretrain_steps)), "--transfer-steps", str(int(self.transfer_steps)),
-            "--finetune-steps", str(int(self.finetune_steps)), "--methods", ",".join(self.methods),
-            "--batch-size", str(int(self.batch_size)), "--mlm-batch-size", str(int(self.mlm_batch_size)),
-            "--workers", str(int(self.workers)),
-            *[a for opt, value in self.changed_options() for a in (opt.flag, option_arg(value))],
-        ]
+        world = self.source == "world"
+        flags = [a for s, value in form_flags(self, RUN_FORM)
+                 if not (s.path.startswith("world.") and not world or s.name == "source" and world) for a in (s.flag, value)]
+        return ["transfer", "--run-dir", str(run_dir), "--name", run_dir.name, *flags,
+                *[a for opt, value in self.changed_options() for a in (opt.flag, option_arg(value))]]
+
+
+TransferForm = form_class("TransferForm", _TransferForm, RUN_FORM, {**FORM_BUDGET, "languages": ("sov",)},
+                          extra=(("options", dict, field(default_factory=dict)),))
 
 
 def parse_form(form, root: str | Path, name: str, *, command: str, thing: str, taken: str):

@@ -10,21 +10,21 @@ from __future__ import annotations
 
 import functools
 import json
-from dataclasses import dataclass
+from dataclasses import field
 from pathlib import Path
 
 import pandas as pd
 
 from xlviz import jobs
 from xlviz.errors import XlvizError
-from xlviz.limits import SIZE_LIMITS
-from xlviz.transfer.sweep import FLAG_KEYS, SWEEP_DIR, SweepSummary, list_sweeps, make_cells, parse_grid, sweep_summary
+from xlviz.transfer.sweep import SWEEP_DIR, SweepSummary, list_sweeps, make_cells, parse_grid, sweep_summary
 from xlviz.transfer.sweep_report import excluded_lines, ratio_figure, sweep_timing
 from xlviz.transfer.sweep_report import sweep_rows as _sweep_rows
 
 __all__ = ["SweepForm", "prepare_sweep", "all_sweeps", "start", "resume", "state", "list_sweeps", "sweep_summary", "sweep_rows",
            "ratio_figure", "results_table", "excluded_lines", "timing_line", "paired_table", "sweeps_table", "cells_table",
            "cell_l2s", "cell_models"]
+from xlviz.ui.forms import FORM_BUDGET, check_sizes, form_class, form_flags
 from xlviz.ui.runs_view import MODEL_SIZES
 
 MAX_CELLS = 500  # a typo in a grid must not start thousands of runs
@@ -35,41 +35,25 @@ def grid_lines(text: str) -> list[str]:
     return [line.strip() for line in str(text).splitlines() if line.strip() and not line.strip().startswith("#")]
 
 
-@dataclass
-class SweepForm:
-    """What the Sweeps page's form collects: the grid as text rows and the flags every cell
-    shares (each left out when the grid sets it). The defaults finish in minutes per cell."""
+# The settings every cell of a sweep started from the app shares (each left out when the grid
+# sets it), in its command line's order.
+SWEEP_FORM = ("methods", "model_size", "pretrain_steps", "transfer_steps", "finetune_steps", "batch_size", "mlm_batch_size",
+              "corpus_documents", "qa_train_paragraphs", "qa_test_paragraphs", "workers")
 
-    grid: str = "world.languages=svo,tr,sov\nseed=0,1,2"
-    methods: tuple[str, ...] = ("monotrans", "floor")
-    model_size: str = "tiny"
-    pretrain_steps: int = 120
-    transfer_steps: int = 60
-    finetune_steps: int = 60
-    batch_size: int = 16
-    mlm_batch_size: int = 64
-    corpus_documents: int = 1000
-    qa_train_paragraphs: int = 300
-    qa_test_paragraphs: int = 40
-    workers: int = 0
-    parallel: int = 1
+
+class _SweepForm:
+    """What the Sweeps page's form collects: the grid as text rows, the settings of
+    :data:`SWEEP_FORM` every cell shares (starting from the forms' small budget,
+    :data:`xlviz.ui.forms.FORM_BUDGET`: minutes per cell, and two systems) and the cells at once."""
 
     def flags(self) -> list[tuple[str, str, str]]:
         """(flag, setting it sets, value) for every shared flag."""
-        out = [("--model-size", "model_size", self.model_size)]
-        for dest in ("pretrain_steps", "transfer_steps", "finetune_steps", "batch_size", "mlm_batch_size", "corpus_documents",
-                     "qa_train_paragraphs", "qa_test_paragraphs", "workers"):
-            out.append(("--" + dest.replace("_", "-"), FLAG_KEYS.get(dest, dest), str(int(getattr(self, dest)))))
-        return out
+        return [(s.flag, s.path, value) for s, value in form_flags(self, SWEEP_FORM)]
 
     def validate(self) -> None:
         if self.model_size not in MODEL_SIZES:
             raise XlvizError(f"model size must be one of {', '.join(MODEL_SIZES)}", field="model_size")
-        for name in ("pretrain_steps", "transfer_steps", "finetune_steps", "batch_size", "mlm_batch_size", "corpus_documents",
-                     "qa_train_paragraphs", "qa_test_paragraphs"):
-            lo, hi = SIZE_LIMITS[name]
-            if not lo <= int(getattr(self, name)) <= hi:
-                raise XlvizError(f"must be between {lo} and {hi}", field=name)
+        check_sizes(self, SWEEP_FORM)
         if not 0 <= int(self.workers) <= 64:
             raise XlvizError("must be between 0 (one per core) and 64", field="workers")
         if not 1 <= int(self.parallel) <= 64:
@@ -87,12 +71,14 @@ class SweepForm:
         argv = ["sweep", "--out", str(folder)]
         for line in lines:
             argv += ["--grid", line]
-        if "methods" not in keys:
-            argv += ["--methods", ",".join(self.methods)]
         for flag, key, value in self.flags():
             if key not in keys:  # a setting in the grid is given once (the CLI refuses both)
                 argv += [flag, value]
         return argv + ["--parallel", str(int(self.parallel))]
+
+
+SweepForm = form_class("SweepForm", _SweepForm, SWEEP_FORM, {**FORM_BUDGET, "methods": ("monotrans", "floor")},
+                       extra=(("grid", str, field(default="world.languages=svo,tr,sov\nseed=0,1,2")), ("parallel", int, field(default=1))))
 
 
 def prepare_sweep(form: SweepForm, root: str | Path, name: str = "") -> tuple[Path, list[str], int]:

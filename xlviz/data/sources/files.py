@@ -12,13 +12,14 @@ from __future__ import annotations
 
 import glob
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Iterator
 
 from xlviz.data.real import file_kind, read_parallel_lines, read_text_corpus, shared_data_dir
 from xlviz.data.sources import Source
 from xlviz.errors import XlvizError, bounded
+from xlviz.fields import setting
 
 
 def shared_path(text: str, what: str) -> str:
@@ -58,31 +59,39 @@ def _positive(value, name: str, path: str | None) -> None:
 
 @dataclass
 class CorpusOptions:
-    """What a corpus source reads: the run config's ``data``."""
+    """What a corpus source reads: the run config's ``data``. Each option is declared with its
+    default and help (:func:`xlviz.fields.setting`): ``xlviz transfer``'s flags for it come from here."""
 
-    l1: str = "en"
-    l2: str = "de"
-    l1_corpus: list[str] = field(default_factory=list)  # files/globs; not needed with init_model
-    l2_corpus: list[str] = field(default_factory=list)
-    parallel: list[str] | None = None  # [l1 file, l2 file], line-aligned: evaluation only
+    l1: str = setting("en", "L1 language code")
+    l2: str = setting("de", "L2 language code")
+    l1_corpus: list[str] = setting(default_factory=list, nargs="+", metavar="GLOB",  # not needed with init_model
+                                   help="L1 corpus files/globs (.gz ok; shared:... = shared data)")
+    l2_corpus: list[str] = setting(default_factory=list, nargs="+", metavar="GLOB",
+                                   help="L2 corpus files/globs, independent of L1 (not translations)")
+    parallel: list[str] | None = setting(None, "line-aligned evaluation pairs (never trained on)", nargs=2,
+                                         metavar=("L1_FILE", "L2_FILE"))
     # [l1 file, l2 file], line-aligned training pairs: a bilingual dictionary is induced from them
     # (xlviz.data.dictionary) for word translation, scored on the ``parallel`` pairs (a training pair
     # sharing a line with them is left out); offered as "dictionary" when both are given
-    parallel_train: list[str] | None = None
-    dictionary_lines: int | None = None  # training pairs read for the dictionary (None: all)
-    dictionary_min_count: int = 5  # frequency floor: both words in at least this many training pairs
-    dictionary_threshold: float = 0.3  # both translation probabilities at least this
-    dictionary_test_fraction: float = 0.5  # share of the dictionary's source words held out for scoring
-    parallel_max: int = 1000
-    tokenizer_lines: int = 100_000  # lines per language used to learn a vocabulary
-    max_lines: int | None = None  # lines per language streamed for MLM (None: whole corpus, epoch after epoch)
-    lowercase: bool = True
-    shuffle_buffer: int = 4096  # blocks held for shuffling (memory bound)
-    l2_vocab_size: int | None = None  # default: the run's vocab_size
-    qa_train: str | None = None  # L1 SQuAD-format file: enables QA fine-tuning and scoring
-    qa_train_paragraphs: int | None = None
-    qa_train_articles: int | None = None  # instead: this many whole articles (no article in both train and evaluation)
-    qa_eval: list[str] = field(default_factory=list)  # files / folders of <name>.<lang>.json (l1 and l2 used)
+    parallel_train: list[str] | None = setting(
+        None, "line-aligned training pairs a bilingual dictionary is induced from (word translation)", nargs=2,
+        metavar=("L1_FILE", "L2_FILE"))
+    dictionary_lines: int | None = setting(None, "training pairs read for the dictionary (default: all)")
+    dictionary_min_count: int = setting(5, "dictionary frequency floor: both words in at least this many training pairs")
+    dictionary_threshold: float = setting(0.3, "dictionary entries need both translation probabilities at least this")
+    dictionary_test_fraction: float = setting(0.5, "share of the dictionary's source words held out for scoring")
+    parallel_max: int = setting(1000, "evaluation pairs read at most")
+    tokenizer_lines: int = setting(100_000, "lines per language used to learn a vocabulary")
+    max_lines: int | None = setting(None, "lines per language streamed for MLM (default: the whole corpus, epoch after epoch)")
+    lowercase: bool = setting(True, "lower-case the corpora (--no-lowercase: keep case in the learned vocabularies)")
+    shuffle_buffer: int = setting(4096, "blocks held for shuffling (memory bound)")
+    l2_vocab_size: int | None = setting(None, "L2 vocabulary size (default: the run's vocab_size)")
+    qa_train: str | None = setting(None, "L1 SQuAD-format file: enables QA fine-tuning and scoring")
+    qa_train_paragraphs: int | None = setting(None, "QA training paragraphs read from qa_train (default: all)")
+    qa_train_articles: int | None = setting(None, "instead: this many whole articles of qa_train (no article in both "
+                                                   "train and evaluation)")
+    qa_eval: list[str] = setting(default_factory=list, nargs="+", metavar="FILE_OR_DIR",  # l1 and l2 files used
+                                 help="SQuAD-format <name>.<lang>.json files or folders")
 
     def validate(self, *, path: str | None = None) -> None:
         for name in ("l1_corpus", "l2_corpus", "qa_eval"):
@@ -209,7 +218,7 @@ class CorpusData:
 # Run settings sized for real text (the former transfer-corpus defaults): applied to a config on
 # a corpus source where it does not give them.
 CORPUS_DEFAULTS = {
-    "vocab_size": 8000, "block_size": 64, "mlm_batch_size": 64, "mlm_probability": 0.15, "pretrain_lr": 5e-4,
+    "vocab_size": 8000, "block_size": 64, "mlm_batch_size": 64, "pretrain_lr": 5e-4,
     # the pre-trainings' warm-up these runs were measured with (the world's plateau fix is 0.25)
     "pretrain_warmup_ratio": 0.06, "joint_warmup_ratio": 0.06,
     "transfer_steps": 1000, "transfer_lr": 2e-3, "finetune_steps": 300, "finetune_lr": 1e-4, "batch_size": 16,
