@@ -196,7 +196,10 @@ def test_manifest_lists_what_the_run_wrote(finished_run):
         "s1_pretrain": "pretrained", "s2_transfer-svo": "transferred", "s2_transfer-sov": "transferred", "s3_finetune": "finetuned"}
     on_disk = {p.relative_to(finished_run.path).as_posix() for sub in ("export", "encoders", "predictions", "encodings")
                for p in (finished_run.path / sub).iterdir()}
-    assert on_disk == {e["path"] for e in entries if e["kind"] != "stage"}
+    assert on_disk == {e["path"] for e in entries if e["kind"] not in ("stage", *runs.WORLD_KINDS)}
+    # the world stage's files too (tokenizers, QA sets, parallel pairs, world.json), each on disk
+    world = [e for e in entries if e["kind"] in runs.WORLD_KINDS]
+    assert world and all(e["stage"] == "world" and (finished_run.path / e["path"]).exists() for e in world)
     # stored encodings: shared by the systems whose encoder they are, so no system or stage
     assert all(e["role"] == "encodings" and "stage" not in e and "system" not in e for e in entries if e["kind"] == "encodings")
     copy = Path(shutil.copytree(finished_run.path, finished_run.path.parent / "copy-without-manifest"))
@@ -211,7 +214,9 @@ def test_manifest_lists_what_the_run_wrote(finished_run):
     # stored encodings are named by a digest: a run without a manifest has none to read (the page computes);
     # nor does it know which stages a model comes from
     legacy = sorted(runs.legacy_artefacts(Run(copy)), key=lambda e: e["path"])
-    assert legacy == [{k: v for k, v in e.items() if k != "depends_on"} for e in entries if e["kind"] != "encodings"]
+    # (the world stage's files: found at their usual places by runs.world_path, not listed here)
+    assert legacy == [{k: v for k, v in e.items() if k != "depends_on"} for e in entries
+                      if e["kind"] != "encodings" and e["kind"] not in runs.WORLD_KINDS]
 
 
 @pytest.mark.slow

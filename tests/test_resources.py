@@ -263,7 +263,7 @@ def test_the_runs_page_tables_carry_the_label():
 def test_the_alignment_pages_score_a_runs_held_out_words(world, tmp_path):
     """The Alignment page's word translation on a run's world reads the same held-out part as
     the run's task (its seed and fraction from config.json); a world folder alone, the whole."""
-    from xlviz.analysis.reports import _scored_dictionary
+    from xlviz.data.parallel.world import _scored_dictionary
     from xlviz.errors import XlvizError
 
     run = tmp_path / "run"
@@ -310,5 +310,7 @@ def test_the_runs_and_xquad_pages_mark_each_row_by_its_resources(app_root, monke
     assert zero.loc["monotrans", "resources"] == "L1 labels only (derived)"
     assert translate.loc[SUPERVISED, "resources"] == "L2 labels (derived)"
     at = _page(app_root, monkeypatch, "xquad", models=["run:tt-run:export:monotrans", f"run:tt-run:export:{SUPERVISED}"])
-    matrices = [d.value for d in at.dataframe if "avg" in d.value.columns]
-    assert [m.loc[m.index[0], "resources"] for m in matrices] == ["L1 labels only (derived)"] * 2 + ["L2 labels (derived)"] * 2
+    # one table of what each model read above each setting's two score tables (zero-shot, then translate-train)
+    read = [d.value for d in at.dataframe if list(d.value.columns) == ["model", "resources", "parallel pairs"]]
+    assert [list(r["resources"]) for r in read] == [["L1 labels only (derived)"], ["L2 labels (derived)"]]
+    assert all("resources" not in d.value.columns for d in at.dataframe if "avg" in d.value.columns)
