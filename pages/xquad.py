@@ -34,6 +34,9 @@ from xlviz.views.xquad import question_card
 page_setup()
 URL_KEYS = ("xq_source", "xq_folder", "xq_limit", "xq_filter", "xq_search", "xq_pick")
 url_state("xquad", URL_KEYS)  # a bookmarked or shared view opens as it was
+# "Why the L2 answer differs": its L2 and which of its views are open, drawn below the cards
+WHY_URL_KEYS = ("xq_why_l2", "xq_rend", "xq_patch")
+url_state("xquad_why", WHY_URL_KEYS)
 
 FOLDER = "folder"
 COLUMNS_PER_ROW = 3
@@ -334,6 +337,7 @@ if l2s:
     if st.session_state.get("xq_why_l2") not in l2s:  # default: the first L2 on the cards
         st.session_state["xq_why_l2"] = next((l for l in langs if l in l2s), l2s[0])
     why_l2 = st.selectbox("L2", l2s, key="xq_why_l2", help="The L2 of both views below; English is the world's L1.")
+    write_url(("xq_why_l2",))
     renderings_view.renderings_section(models, dataset, why_l2, qid, colours, int(ig_steps) if predictions else why.DEFAULT_STEPS,
                                        ig_target if predictions else "total")
     patching_view.patching_section(dataset, why_l2, models, colours)

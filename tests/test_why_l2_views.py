@@ -124,3 +124,23 @@ def test_patching_draws_the_runs_table_computed_then_stored(root, monkeypatch):
     assert [d["name"] for d in curve["data"]] == ["monotrans"]
     assert _values(curve["data"][0]["error_y"]["array"]) == pytest.approx(
         [r["high"] - r["restored"] for r in stored["rows"] if r["group"] == "all"])
+
+
+def test_a_shared_url_opens_the_why_views_as_they_were(root, monkeypatch):
+    """The L2 and the open view are in the URL: a bookmark or a shared link reopens them."""
+    monkeypatch.setenv("XLVIZ_CHECKPOINTS", str(root))
+    at = AppTest.from_file(APP, default_timeout=180)
+    at.run()
+    at.switch_page("pages/xquad.py")
+    at.query_params["xq_why_l2"] = "sov"
+    at.query_params["xq_rend"] = "true"
+    at.run()
+    assert not at.exception and not at.error, [e.value for e in at.error]
+    assert at.session_state["xq_why_l2"] == "sov" and at.session_state["xq_rend"] is True
+    assert 'class="xlviz-rendering"' in _html(at)  # opened: computed and drawn
+    assert at.query_params["xq_rend"] == ["true"] or at.query_params["xq_rend"] == "true"
+    # closing it writes the URL back
+    at.session_state["xq_rend"] = False
+    at.run()
+    assert 'class="xlviz-rendering"' not in _html(at)
+    assert at.query_params["xq_rend"] in ("false", ["false"])

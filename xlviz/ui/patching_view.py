@@ -20,6 +20,7 @@ import streamlit as st
 from xlviz.ui.choices import ModelChoice, QADataset
 from xlviz.errors import XlvizError
 from xlviz.ui.common import few_threads, guard, plotly
+from xlviz.ui.state import write_url
 from xlviz.ui.text import md_text
 from xlviz.views.patching import PatchingView
 
@@ -126,6 +127,7 @@ def patching_section(dataset: QADataset, lang: str, models: list[ModelChoice], c
     picked = [m for m in models if m.run == dataset.run and m.system]
     exp = st.expander("Patching — where in the model the L2 run parts from the English one", key=key, on_change="rerun",
                       icon=":material/layers:")
+    write_url((key,))  # open or closed, in the page's URL (pages/xquad.py restores it)
     with exp:
         if not exp.open:
             return

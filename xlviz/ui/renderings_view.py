@@ -19,8 +19,9 @@ import streamlit as st
 from xlviz.ui.choices import ModelChoice, QADataset
 from xlviz.ui.common import NA, _load_model, few_threads, file_stamp, guard, qa_decoding, same_model_key
 from xlviz.ui.tables import SCORE_RULES, number_config
+from xlviz.ui.state import write_url
 from xlviz.ui.text import md_text
-from xlviz.views.renderings import (QuestionRendering, RenderingAnswer, answer_rendering, answer_rows, question_renderings,
+from xlviz.views.renderings import (QuestionRendering, RenderingAnswer, answer_rendering, answer_rows, question_renderings, side_by_side,
                                     rendering_card)
 
 __all__ = ["world_of", "world_l2s", "question_renderings_of", "renderings_section"]
@@ -122,6 +123,7 @@ def renderings_section(models: list[ModelChoice], dataset: QADataset, lang: str,
     numbers as a table, and integrated-gradients salience for one picked model on demand."""
     exp = st.expander("Renderings — this question in English, in the L2, and with one of the two swapped (words or order)",
                       key=key, on_change="rerun", icon=":material/swap_horiz:")
+    write_url((key,))  # open or closed, in the page's URL (pages/xquad.py restores it)
     with exp:
         if not exp.open:
             return
@@ -137,9 +139,8 @@ def renderings_section(models: list[ModelChoice], dataset: QADataset, lang: str,
                 "question; the words-versus-order split over the test set, with intervals: xlviz analyse renderings."))
             with st.spinner("Answering every rendering …"):
                 answers = _answers(models, rs, dataset, lang, qid)
-            cols = st.columns(len(rs))
-            for col, r in zip(cols, rs):
-                col.html(rendering_card(r, [(m.name, *answers[(r.name, m.name)]) for m in models], colours))
+            st.html(side_by_side([rendering_card(r, [(m.name, *answers[(r.name, m.name)]) for m in models], colours)
+                                  for r in rs]))
             table = pd.DataFrame(answer_rows([a for a, _ in answers.values() if a is not None], rs))
             if not table.empty:
                 st.dataframe(table, hide_index=True, width="stretch", key=f"{key}_table", placeholder=NA,
@@ -159,7 +160,8 @@ def _salience_part(models, rs, answers, n_steps: int, target: str, key: str) -> 
     if not show:
         return
     m = next(x for x in models if x.name == pick)
-    cols = st.columns(len(rs))
+    per_row = 4  # a salience strip needs about a quarter of the page's width
+    cols = [c for i in range(0, len(rs), per_row) for c in st.columns(per_row)][:len(rs)]
     for col, r in zip(cols, rs):
         a, why = answers.get((r.name, m.name), (None, ""))
         with col, guard(f"Salience of {m.name} on {r.label}"):

@@ -321,6 +321,14 @@ def rendering_card(r: QuestionRendering, answers: Sequence[tuple[str, RenderingA
             + f'<div style="font-size:.85em;margin-top:.4rem"><b>Gold:</b> {html.escape(gold_text)}</div>' + table + "</div>")
 
 
+def side_by_side(cards: Sequence[str], min_width_rem: int = 18) -> str:
+    """Cards side by side, as many to a row as fit at ``min_width_rem`` each, the rest wrapping
+    to the next row: a question has up to nine renderings, too many for one row of columns
+    (each card's table of answers and scores needs about 18rem)."""
+    return ('<div class="xlviz-rendering-cards" style="display:flex;gap:1rem;flex-wrap:wrap">'
+            + "".join(f'<div style="flex:1;min-width:{min_width_rem}rem">{c}</div>' for c in cards) + "</div>")
+
+
 def _example(r: QuestionRendering):
     from xlviz.data.squad import QAExample
 
@@ -343,8 +351,7 @@ class QuestionRenderingsView:
         by = {(a.rendering, a.model): a for a in self.answers}
         cards = [rendering_card(r, [(s, by.get((r.name, s)), f"{s} has no {r.reader} model") for s in systems], self.colours)
                  for r in self.renderings]
-        return ('<div style="display:flex;gap:1rem;flex-wrap:wrap">'
-                + "".join(f'<div style="flex:1;min-width:16rem">{c}</div>' for c in cards) + "</div>")
+        return side_by_side(cards)
 
     def _repr_html_(self) -> str:
         return self.cards()
