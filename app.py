@@ -13,9 +13,9 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # see xlviz/cli.py: trainin
 
 import streamlit as st
 
-from xlviz.ui import startup
+from xlviz.ui.serve import limit_threads
 
-startup.start()  # once per process: one BLAS thread for the app's small matrices (xlviz/ui/startup.py)
+limit_threads()  # once per process: one BLAS thread for the app's small matrices (xlviz/ui/serve.py)
 
 from xlviz.ui import sidebar  # noqa: E402
 

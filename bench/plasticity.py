@@ -124,7 +124,7 @@ def main() -> None:
         import plotly.graph_objects as go
         from plotly.subplots import make_subplots
 
-        from xlviz.ui.export import figure_image
+        from xlviz.views.export import figure_image
 
         palette = ["#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b"]
         fig = make_subplots(rows=1, cols=len(langs), subplot_titles=[f"step 2 on {lang}" for lang in langs])

@@ -19,14 +19,14 @@ from xlviz.analysis import encodings as enc
 from xlviz.analysis.reports import System, aligned_words, run_systems
 from xlviz.models.reference import ModelSpec
 from xlviz.ui import analysis as ua
-from xlviz.ui.choices import default_data_run, default_rows
-from xlviz.ui.colours import label_colours, system_colours
+from xlviz.views.choices import default_data_run, default_rows
+from xlviz.views.colours import label_colours, system_colours
 from xlviz.analysis.readability import at_chance, chance_line
 from xlviz.ui.common import NA, guard, plotly, readability_of, refused_warning
 from xlviz.ui.sidebar import current, page_setup
 from xlviz.views import figures as vf
 from xlviz.ui.state import keep, picks_in_context, url_state, write_url
-from xlviz.ui.text import md_join, md_text
+from xlviz.views.text import md_join, md_text
 from xlviz.ui.tables import ALIGNMENT_RULES, number_config
 
 page_setup()

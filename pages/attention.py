@@ -15,16 +15,16 @@ import streamlit as st
 
 from xlviz.runs import list_runs
 from xlviz.ui import analysis as ua
-from xlviz.ui import attention_view as av
+from xlviz.views import attention as av
 from xlviz.ui.common import attention, guard, has_own_cross_attention, max_positions, mixed_attention, own_cross_attention, plotly
 from xlviz.ui.common import mixed_query_keys, query_keys
 from xlviz.ui.common import readability_of, shares_body, typed_text_stats
-from xlviz.ui.choices import default_data_run
+from xlviz.views.choices import default_data_run
 from xlviz.ui.sidebar import current
 from xlviz.ui.sidebar import page_setup
 from xlviz.ui import renderings_tab as rt
 from xlviz.ui.state import keep, url_state, write_url
-from xlviz.ui.text import md_text
+from xlviz.views.text import md_text
 
 page_setup()
 # the view lives in the URL (bookmark, share, reload): the pair, the models, the feed mode, the layer and head

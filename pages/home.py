@@ -2,9 +2,10 @@
 
 import streamlit as st
 
-from xlviz.ui import runs_view
+from xlviz.views import runs as runs_view
 from xlviz.ui.common import NA, guard
 from xlviz.ui.sidebar import page_setup
+from xlviz.ui.tables import compare_column_config
 
 page_setup()
 
@@ -33,7 +34,7 @@ with guard("Could not read the runs folder"):
                    "A sweep's cells are listed on the Sweeps page.")
         first = ["run", "state", "best L2 F1, zero-shot", "best L2 F1, L2 labels", "systems"]
         st.dataframe(table, hide_index=True, width="stretch", column_order=first + [c for c in table.columns if c not in first],
-                     column_config=runs_view.compare_column_config(table) | {c: st.column_config.NumberColumn(f"{c} (%)", format="%.1f")
+                     column_config=compare_column_config(table) | {c: st.column_config.NumberColumn(f"{c} (%)", format="%.1f")
                                     for c in ("best L2 F1, zero-shot", "best L2 F1, L2 labels")}, placeholder=NA)
 st.page_link("pages/runs.py", label="Start or watch runs", icon=":material/model_training:")
 st.page_link("pages/xquad.py", label="Compare answers on XQuAD", icon=":material/quiz:")

@@ -21,12 +21,12 @@ import streamlit as st
 from xlviz.analysis.reports import ProbeModel, agreement_rows, probed_and_refused, run_probe_models
 from xlviz.models.reference import ModelSpec
 from xlviz.ui import analysis as ua
-from xlviz.ui.choices import AGREEMENT_VIEW, WIC_VIEW, default_rows, split_probeable
-from xlviz.ui.colours import label_colours, system_colours
+from xlviz.views.choices import AGREEMENT_VIEW, WIC_VIEW, default_rows, split_probeable
+from xlviz.views.colours import label_colours, system_colours
 from xlviz.ui.common import NA, guard, plotly, refused_warning, shared_data_dir
 from xlviz.ui.sidebar import current, page_setup
 from xlviz.ui.state import picks_in_context, url_state, write_url
-from xlviz.ui.text import md_text
+from xlviz.views.text import md_text
 
 page_setup()
 

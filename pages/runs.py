@@ -11,13 +11,14 @@ import streamlit as st
 from xlviz import jobs
 from xlviz.errors import XlvizError
 from xlviz.runs import KILLED, NOTE_MAX, Run, checkpoints_root
-from xlviz.ui import runs_view
-from xlviz.ui.choices import run_languages
-from xlviz.ui.colours import system_colours
+from xlviz.views import runs as runs_view
+from xlviz.views.choices import run_languages
+from xlviz.views.colours import system_colours
 from xlviz.ui.common import NA, FIGURES_KEY, file_stamp, guard, plotly
 from xlviz.ui.sidebar import page_setup
+from xlviz.ui.tables import compare_column_config
 from xlviz.ui.state import fresh_label, url_state, write_url
-from xlviz.ui.text import md_join, md_text
+from xlviz.views.text import md_join, md_text
 
 page_setup()
 URL_KEYS = ("runs_live_select", "runs_compare_pick", "runs_smoothing", "runs_curve_x")
@@ -249,7 +250,7 @@ def finished_run_panel(run: Run) -> None:
         table = runs_view.results_frame([run])
         if not table.empty:
             show_results_by_setting(table, run_languages(run))
-    from xlviz.ui.export import run_report_html
+    from xlviz.views.export import run_report_html
 
     figures = dict(st.session_state.get(FIGURES_KEY, {}))
     st.download_button("Run report (HTML)", lambda: run_report_html(run, figures).encode("utf-8"),
@@ -299,7 +300,7 @@ if runs:
         first = ["run", "state", "best L2 F1, zero-shot", "best L2 F1, L2 labels", "best L2 F1, translate-test", "systems"]
         st.dataframe(table, hide_index=True, width="stretch", key="runs_table",
                      column_order=first + [c for c in table.columns if c not in first],
-                     column_config=runs_view.compare_column_config(table) | {c: st.column_config.NumberColumn(f"{c} (%)", format="%.1f")
+                     column_config=compare_column_config(table) | {c: st.column_config.NumberColumn(f"{c} (%)", format="%.1f")
                                     for c in ("best L2 F1, zero-shot", "best L2 F1, L2 labels", "best L2 F1, translate-test")},
                      placeholder=NA)
         st.button("Refresh", icon=":material/refresh:", key="runs_refresh",
@@ -360,13 +361,13 @@ if runs:
                     part = part.dropna(axis=1, how="all")
                     st.dataframe(part, hide_index=True, width="stretch", key=f"runs_compare_{i}", placeholder=NA,
                                  column_order=runs_view.compare_column_order(part),  # F1 in view at 1,400 px
-                                 column_config=runs_view.compare_column_config(part))
+                                 column_config=compare_column_config(part))
                 groups = runs_view.seed_groups(chosen_runs)
                 if groups:
                     st.markdown("**Mean ± sd over runs that differ only in their seed**, with the mean's 95% t interval over them")
                     seeds = runs_view.seed_summary(long, groups)
                     st.dataframe(seeds, hide_index=True, width="stretch", key="runs_seeds", placeholder=NA,
-                                 column_config=runs_view.compare_column_config(seeds))
+                                 column_config=compare_column_config(seeds))
                 gone = runs_view.dead(long)
                 if len(gone):  # no bar for a row that is no result (the tables above say "degenerate")
                     st.caption(f"Not drawn: {len(gone)} degenerate row{'s' if len(gone) != 1 else ''} (no result); "

@@ -11,11 +11,11 @@ import streamlit as st
 from xlviz import jobs
 from xlviz.runs import checkpoints_root
 from xlviz.ui import analysis as ua
-from xlviz.ui import runs_view, sweeps_view
+from xlviz.views import runs as runs_view, sweeps as sweeps_view
 from xlviz.ui.common import NA, guard, plotly
 from xlviz.ui.sidebar import page_setup
 from xlviz.ui.state import fresh_label, url_state, write_url
-from xlviz.ui.text import md_text
+from xlviz.views.text import md_text
 
 page_setup()
 URL_KEYS = ("sw_sweep", "sw_systems", "sw_pair_a", "sw_pair_b", "sw_metric")

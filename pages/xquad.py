@@ -11,20 +11,20 @@ import math
 import streamlit as st
 
 from xlviz.errors import XlvizError
-from xlviz.ui import qa, runs_view
+from xlviz.views import qa, runs as runs_view
 from xlviz.ui import why
 from xlviz.ui import patching_view, renderings_view
 from xlviz.ui.slices_section import slice_filter, slices_section
-from xlviz.ui.paths import REFUSED, confine, is_allowed
-from xlviz.ui.text import md_text
-from xlviz.ui.text import md_join
-from xlviz.ui.choices import dataset_from_folder, discover_qa_datasets
-from xlviz.ui.colours import system_colours
+from xlviz.views.paths import REFUSED, confine, is_allowed
+from xlviz.views.text import md_text
+from xlviz.views.text import md_join
+from xlviz.views.choices import dataset_from_folder, discover_qa_datasets
+from xlviz.views.colours import system_colours
 from xlviz.evaluation.squad_metric import mlqa_languages
 from xlviz.ui.common import (CHUNK, NA, articles_of, cell_intervals, examples_of, guard, paired_tests, predict, qa_decoding,
                              same_model_key, saved_or_none, score_matrix_ci, shared_data_dir, data_readability)
-from xlviz.ui.runs_view import SETTING_NOTES, SETTINGS, export_setting
-from xlviz.ui.highlight import legend, model_colour
+from xlviz.views.runs import SETTING_NOTES, SETTINGS, export_setting
+from xlviz.views.highlight import legend, model_colour
 from xlviz.ui.sidebar import current
 from xlviz.ui.sidebar import page_setup
 from xlviz.ui.state import checked_int, url_state, write_url

@@ -36,13 +36,14 @@ UTILITIES = ("xlviz", "errors", "io", "names", "limits", "confined", "runs", "fi
 # Rank of each package: an import may go to the same rank or lower, never higher.
 RANKS: dict[str, int] = {
     "data": 0, "models": 1, "training": 2, "methods": 3, "evaluation": 4, "analysis": 5, "transfer": 6,
-    "views": 7, "ui": 7,  # the pages' figures (views) and their Streamlit helpers (ui): one presentation layer
-    "jobs": 8, "commands": 8, "cli": 8, "__main__": 9, "pages": 9,
+    "views": 7,  # the pages' and notebooks' Streamlit-free code, one module per view
+    "ui": 8,  # what needs Streamlit: built on the views, never below them
+    "jobs": 9, "commands": 9, "cli": 9, "__main__": 10, "pages": 10,
 }
 # Upward edges that are deliberate, with the reason.
 EXCEPTIONS: dict[tuple[str, str], str] = {
-    ("ui", "cli"): "the Runs form validates with the CLI's own parser, so the form and the CLI refuse the same input",
-    ("ui", "commands"): "the Runs form builds the run config with `xlviz transfer`'s own `build_config`",
+    ("views", "cli"): "the Runs form validates with the CLI's own parser, so the form and the CLI refuse the same input",
+    ("views", "commands"): "the Runs and Sweeps forms build the run config with `xlviz transfer`'s own `build_config`",
 }
 
 

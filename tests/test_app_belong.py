@@ -83,14 +83,14 @@ def test_live_and_dead_on_rows_and_frames():
 
 
 def _long() -> pd.DataFrame:
-    from xlviz.ui.runs_view import ZERO_SHOT
+    from xlviz.views.runs import ZERO_SHOT
 
     return pd.DataFrame([{**r, "setting": ZERO_SHOT, "parallel_pairs": 0, "l1": "en", "l1_f1": None} for r in ROWS])
 
 
 def test_compare_chart_draws_no_degenerate_bar_and_its_csv_keeps_the_verdict():
-    from xlviz.ui.export import figure_frame
-    from xlviz.ui.runs_view import compare_figure
+    from xlviz.views.export import figure_frame
+    from xlviz.views.runs import compare_figure
 
     fig = compare_figure(_long())
     drawn = [(t.name, x, y) for t in fig.data for x, y in zip(t.x, t.y)]
@@ -103,8 +103,8 @@ def test_compare_chart_draws_no_degenerate_bar_and_its_csv_keeps_the_verdict():
 
 
 def test_compare_table_and_the_html_report_keep_a_verdict_column(tmp_path):
-    from xlviz.ui.export import run_report_html
-    from xlviz.ui.runs_view import compare_table
+    from xlviz.views.export import run_report_html
+    from xlviz.views.runs import compare_table
 
     table = compare_table(_long())
     assert dict(zip(table["system"], table["verdict"])) == {"monotrans": f"{DEGENERATE}: sov", "floor": "ok"}
@@ -125,7 +125,7 @@ def test_compare_table_and_the_html_report_keep_a_verdict_column(tmp_path):
 
 
 def test_seed_summary_means_leave_degenerate_rows_out():
-    from xlviz.ui.runs_view import seed_summary
+    from xlviz.views.runs import seed_summary
 
     long = pd.concat([_long(), _long().assign(run="r2", f1=lambda d: d["f1"] + 2)])
     out = seed_summary(long, [["r", "r2"]])
@@ -136,7 +136,7 @@ def test_seed_summary_means_leave_degenerate_rows_out():
 # --- default data run ------------------------------------------------------------------------------
 
 def test_default_data_run_is_the_picked_models_own_run():
-    from xlviz.ui.choices import ModelChoice, default_data_run, trained_with
+    from xlviz.views.choices import ModelChoice, default_data_run, trained_with
 
     demo, typed = ModelChoice("a", "a", run="demo"), ModelChoice("t", "t")
     assert trained_with([typed, demo, demo]) == ["demo"]
@@ -287,7 +287,7 @@ def test_elapsed_time_stops_when_a_run_is_cancelled_before_its_status(tmp_path):
 
     from xlviz import jobs
     from xlviz.io import atomic_write_json
-    from xlviz.ui.runs_view import run_progress
+    from xlviz.views.runs import run_progress
 
     folder = tmp_path / "r"
     atomic_write_json(folder / jobs.JOB_FILE, {"started": "2026-01-01T10:00:00+00:00", "cancelled": "2026-01-01T10:02:30+00:00"})
@@ -301,7 +301,7 @@ def test_elapsed_time_stops_when_a_run_is_cancelled_before_its_status(tmp_path):
 
 
 def test_compare_table_puts_f1_first_with_its_interval_and_ratios_as_ratios():
-    from xlviz.ui.runs_view import compare_column_order, compare_table
+    from xlviz.views.runs import compare_column_order, compare_table
 
     long = _long().assign(f1_ci_low=1.0, f1_ci_high=99.0, exact_match_ci_low=1.0, exact_match_ci_high=99.0)
     table = compare_table(long)

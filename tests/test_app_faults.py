@@ -71,7 +71,7 @@ def hub_cache(tmp_path, monkeypatch) -> Path:
 
 
 def test_hub_id_not_in_the_cache_is_refused_once_when_added(hub_cache):
-    from xlviz.ui.choices import check_typed, folder_choice
+    from xlviz.views.choices import check_typed, folder_choice
 
     missing = check_typed("org/not-downloaded")
     assert not missing.ok and "not in the local Hugging Face cache" in missing.message
@@ -109,7 +109,7 @@ def _encoder_only(src: Path, dest: Path) -> Path:
 
 
 def test_probing_offers_only_masked_lms_and_says_why(fake_root, tmp_path, monkeypatch):
-    from xlviz.ui.choices import has_mlm_head, split_probeable
+    from xlviz.views.choices import has_mlm_head, split_probeable
 
     encoder = _encoder_only(fake_root / "demo-run" / "s1_pretrain", tmp_path / "minilm-encoder")
     assert has_mlm_head(encoder) is False and has_mlm_head(fake_root / "demo-run" / "s1_pretrain") is True
@@ -127,7 +127,7 @@ def test_probing_offers_only_masked_lms_and_says_why(fake_root, tmp_path, monkey
     # capability check refuses the encoder there too, and every floor built from it
     from types import SimpleNamespace as NS
 
-    from xlviz.ui.choices import WIC_VIEW
+    from xlviz.views.choices import WIC_VIEW
 
     enc = NS(name="enc", spec=NS(path=str(encoder), floor_seed=None))
     floor = NS(name="floor", spec=NS(path=str(encoder), floor_seed=1))
@@ -142,7 +142,7 @@ def test_probing_offers_only_masked_lms_and_says_why(fake_root, tmp_path, monkey
 def test_default_rows_keep_references_floors_and_the_first_systems():
     from types import SimpleNamespace as NS
 
-    from xlviz.ui.choices import default_rows
+    from xlviz.views.choices import default_rows
 
     small = [NS(role=r) for r in ("reference", "transferred", "floor")]
     assert default_rows(small) == small
@@ -184,7 +184,7 @@ def _look(trace) -> tuple:
 def test_runs_overlay_never_repeats_a_look_and_tells_attempts_apart():
     import pandas as pd
 
-    from xlviz.ui.runs_view import loss_figure, overlay_figure, with_attempts
+    from xlviz.views.runs import loss_figure, overlay_figure, with_attempts
 
     rows = [{"stage": f"s{i}", "step": s, "loss": 5.0 - s / 10} for i in range(8) for s in range(0, 30, 10)]
     rows += [{"stage": "s2", "step": s, "loss": 4.0} for s in range(0, 20, 10)]  # s2 resumed: a second attempt
@@ -308,14 +308,14 @@ def _oracle_run(root: Path):
 
 
 def test_best_l2_f1_leaves_the_oracle_out(tmp_path):
-    from xlviz.ui.runs_view import run_table
+    from xlviz.views.runs import run_table
 
     row = run_table([_oracle_run(tmp_path)]).iloc[0]
     assert row["best L2 F1, zero-shot"] == 30.0, "the dictionary oracle is an upper bound, not the best transfer"
 
 
 def test_single_run_table_has_em_beside_f1(tmp_path):
-    from xlviz.ui.runs_view import ZERO_SHOT, results_by_setting, results_frame
+    from xlviz.views.runs import ZERO_SHOT, results_by_setting, results_frame
 
     long = results_frame([_oracle_run(tmp_path)])
     wide = dict(results_by_setting(long, ["en", "sov"], ("exact_match", "f1")))[ZERO_SHOT]
@@ -324,8 +324,8 @@ def test_single_run_table_has_em_beside_f1(tmp_path):
 
 
 def test_bar_chart_csv_keeps_em_and_f1_apart(tmp_path):
-    from xlviz.ui.export import figure_frame
-    from xlviz.ui.runs_view import compare_figure, results_frame
+    from xlviz.views.export import figure_frame
+    from xlviz.views.runs import compare_figure, results_frame
 
     frame = figure_frame(compare_figure(results_frame([_oracle_run(tmp_path)])))
     sov = frame[(frame["x"] == "sov") & (frame["trace"].str.contains("monotrans"))]
@@ -333,8 +333,8 @@ def test_bar_chart_csv_keeps_em_and_f1_apart(tmp_path):
 
 
 def test_html_report_draws_the_loss_chart_once(tmp_path):
-    from xlviz.ui.export import run_report_html
-    from xlviz.ui.runs_view import loss_figure
+    from xlviz.views.export import run_report_html
+    from xlviz.views.runs import loss_figure
 
     run = _oracle_run(tmp_path)
     for step in range(3):

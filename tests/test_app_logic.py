@@ -30,7 +30,7 @@ def run_root(tmp_path_factory) -> Path:
 # --- XQuAD data and decoding ---------------------------------------------------------------------
 
 def test_generated_test_set_keeps_english_beside_train_file(run_root):
-    from xlviz.ui.choices import discover_qa_datasets
+    from xlviz.views.choices import discover_qa_datasets
 
     qa = run_root / "demo-run" / "world" / "qa"
     assert (qa / "train.en.json").is_file()  # sorts after test.en.json: it used to take en's place
@@ -40,7 +40,7 @@ def test_generated_test_set_keeps_english_beside_train_file(run_root):
 
 
 def test_run_models_decode_with_the_runs_settings(run_root, tmp_path):
-    from xlviz.ui.qa import run_decoding
+    from xlviz.views.qa import run_decoding
 
     dec = run_decoding(run_root / "demo-run" / "export" / "monotrans-sov")
     assert (dec.max_length, dec.doc_stride, dec.max_answer_length) == (48, 24, 6)
@@ -51,7 +51,7 @@ def test_run_models_decode_with_the_runs_settings(run_root, tmp_path):
 
 def test_saved_predictions_only_for_the_runs_own_model_and_data(run_root, tmp_path):
     from tests.app_fixtures import make_qa_folder
-    from xlviz.ui.qa import read_saved_predictions, saved_predictions_file
+    from xlviz.views.qa import read_saved_predictions, saved_predictions_file
 
     run = run_root / "demo-run"
     own = saved_predictions_file(run / "export" / "monotrans-en", run / "world" / "qa" / "test.en.json")
@@ -63,7 +63,7 @@ def test_saved_predictions_only_for_the_runs_own_model_and_data(run_root, tmp_pa
 
 
 def test_model_digest_is_equal_for_copies_only(run_root, tmp_path):
-    from xlviz.ui.qa import model_digest
+    from xlviz.views.qa import model_digest
 
     export = run_root / "demo-run" / "export"
     copy = shutil.copytree(export / "monotrans-en", tmp_path / "copy-en")
@@ -151,7 +151,7 @@ def _resumed_metrics() -> list[dict]:
 
 
 def test_loss_curve_after_a_resume_does_not_join_the_attempts():
-    from xlviz.ui.runs_view import loss_figure
+    from xlviz.views.runs import loss_figure
 
     fig = loss_figure(_resumed_metrics())
     xs = [list(t.x) for t in fig.data]
@@ -161,7 +161,7 @@ def test_loss_curve_after_a_resume_does_not_join_the_attempts():
 
 
 def test_overlay_smoothing_log_and_time_axis(tmp_path):
-    from xlviz.ui.runs_view import curves_frame, overlay_figure, smooth
+    from xlviz.views.runs import curves_frame, overlay_figure, smooth
 
     assert smooth([1.0, 3.0], 0.0) == [1.0, 3.0]
     # debiased EMA: w=0.5 -> 1, (0.25 + 0.75) / 0.75 = (0.5*0.5*1 + 0.5*3) / (1 - 0.25)
@@ -183,7 +183,7 @@ def test_overlay_smoothing_log_and_time_axis(tmp_path):
 
 
 def test_config_diff_seed_groups_and_ratio(tmp_path):
-    from xlviz.ui.runs_view import compare_table, config_diff, results_frame, seed_groups, seed_summary
+    from xlviz.views.runs import compare_table, config_diff, results_frame, seed_groups, seed_summary
 
     runs = []
     for name, seed, steps, f1 in (("s0", 0, 100, 60.0), ("s1", 1, 100, 70.0), ("long", 0, 400, 80.0)):
@@ -207,7 +207,7 @@ def test_config_diff_seed_groups_and_ratio(tmp_path):
 
 
 def test_one_colour_per_system_whatever_the_order():
-    from xlviz.ui.colours import colour_map
+    from xlviz.views.colours import colour_map
 
     a = colour_map(["floor", "monotrans", "clwe"])
     b = colour_map(["clwe", "monotrans", "floor", "floor"])
@@ -217,8 +217,8 @@ def test_one_colour_per_system_whatever_the_order():
 # --- export ----------------------------------------------------------------------------------------
 
 def test_figure_csv_and_self_contained_run_report(run_root):
-    from xlviz.ui.export import figure_frame, run_report_html
-    from xlviz.ui.runs_view import loss_figure
+    from xlviz.views.export import figure_frame, run_report_html
+    from xlviz.views.runs import loss_figure
 
     run = Run(run_root / "demo-run")
     fig = loss_figure(run.metrics())
@@ -236,7 +236,7 @@ def test_figure_csv_and_self_contained_run_report(run_root):
 def test_figure_png_and_svg_offline():
     import plotly.graph_objects as go
 
-    from xlviz.ui.export import figure_image
+    from xlviz.views.export import figure_image
 
     fig = go.Figure(go.Bar(x=["en", "sov"], y=[71.4, 52.0]))
     assert figure_image(fig, "png").startswith(b"\x89PNG")
@@ -247,7 +247,7 @@ def test_xquad_intervals_paired_tests_and_question_table():
     import pandas as pd
 
     from xlviz.data.squad import QAExample
-    from xlviz.ui.qa import cell_intervals, paired_tests, question_table
+    from xlviz.views.qa import cell_intervals, paired_tests, question_table
 
     rows = []
     for i in range(20):
@@ -272,7 +272,7 @@ def test_xquad_intervals_paired_tests_and_question_table():
 def test_head_view_and_overview_with_colorbar_and_separators():
     import numpy as np
 
-    from xlviz.ui.attention_view import head_view_html, overview
+    from xlviz.views.attention import head_view_html, overview
 
     attn = np.array([[0.9, 0.1, 0.0], [0.005, 0.5, 0.495], [0.2, 0.3, 0.5]])
     page = head_view_html(attn, ["the", "cat", "<b>"], [0, 0, 1])
@@ -289,7 +289,7 @@ def test_each_systems_encoders_are_one_choice(run_root, tmp_path):
     import shutil
 
     from xlviz.runs import Run
-    from xlviz.ui.choices import run_model_choices
+    from xlviz.views.choices import run_model_choices
 
     run_dir = tmp_path / "checkpoints" / "enc-run"
     shutil.copytree(run_root / "demo-run", run_dir)
@@ -309,9 +309,9 @@ def test_app_start_gives_blas_one_thread_and_imports_no_model_stack():
         "import sys\n"
         "from threadpoolctl import threadpool_info\n"
         "import numpy\n"
-        "from xlviz.ui import startup\n"
-        "startup.start()\n"
-        "startup.start()\n"  # once per process
+        "from xlviz.ui.serve import limit_threads\n"
+        "limit_threads()\n"
+        "limit_threads()\n"  # once per process
         "blas = [i for i in threadpool_info() if i['user_api'] == 'blas']\n"
         "assert blas and all(i['num_threads'] == 1 for i in blas), blas\n"
         "assert 'torch' not in sys.modules and 'transformers' not in sys.modules\n"

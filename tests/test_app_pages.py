@@ -14,7 +14,7 @@ from streamlit.testing.v1 import AppTest
 
 from xlviz import jobs
 from xlviz.runs import Run
-from xlviz.ui import runs_view
+from xlviz.views import runs as runs_view
 
 APP = str(Path(__file__).resolve().parents[1] / "app.py")
 TIMEOUT = 120
@@ -96,7 +96,7 @@ def test_sidebar_offers_run_models_per_language_and_exports(app):
 
 
 def test_sidebar_typed_model_is_checked_once_when_added(app, tmp_path, fake_root, monkeypatch):
-    monkeypatch.setenv("XLVIZ_MODELS", str(tmp_path))  # typed paths must lie in the app's roots (xlviz.ui.paths)
+    monkeypatch.setenv("XLVIZ_MODELS", str(tmp_path))  # typed paths must lie in the app's roots (xlviz.views.paths)
     missing = str(tmp_path / "no-such-model")
     app.sidebar.text_input(key="xlviz_model_path").set_value(missing)
     app.sidebar.button(key="xlviz_add_model").click().run()
@@ -320,7 +320,7 @@ def test_xquad_decodes_like_the_run_and_runs_one_model_once(app, fake_root, tmp_
         assert calls and all(c["max_answer_length"] == 6 and c["max_length"] == 48 and c["doc_stride"] == 24 for c in calls)
         assert len(calls) == 2  # en once for both systems (same files), sov once
         # another world's L2 is mostly unknown words to this run's sov vocabulary: said once, with the rate
-        warnings = [w.value.replace("\\", "") for w in at.warning]  # names are escaped markdown (xlviz.ui.text)
+        warnings = [w.value.replace("\\", "") for w in at.warning]  # names are escaped markdown (xlviz.views.text)
         # (its English is another world's too: spelled out letter by letter, said as well)
         warnings = [w for w in warnings if "Not readable" in w]
         assert any(w.startswith("sov questions: Not readable by monotrans's tokenizer") for w in warnings), warnings

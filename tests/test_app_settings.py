@@ -158,7 +158,7 @@ def test_probing_view_lives_in_the_url(root, monkeypatch):
 # --- Alignment: one colour per system --------------------------------------------------------------
 
 def test_alignment_charts_use_the_app_wide_system_colours(root, monkeypatch):
-    from xlviz.ui.colours import system_colours
+    from xlviz.views.colours import system_colours
 
     at = _app(root, monkeypatch, query={"run": "an-run", "l2": L2})
     _page(at, "alignment")
@@ -186,7 +186,7 @@ def test_compare_table_rows_by_setting_and_own_l1_ratio(tmp_path):
     numbers, rows written before ``l2_labels`` existed are zero-shot, and a pair model's L2/L1
     ratio divides by its own L1 F1 (``l1_f1``)."""
     from xlviz.runs import Run
-    from xlviz.ui.runs_view import TRANSLATE_TRAIN, ZERO_SHOT, compare_table, results_frame
+    from xlviz.views.runs import TRANSLATE_TRAIN, ZERO_SHOT, compare_table, results_frame
 
     run = Run(tmp_path / "r")
     run.write_config({"name": "r", "languages": ["sov"]})

@@ -87,7 +87,8 @@ def test_every_table_on_every_page_has_a_fixed_precision(root, monkeypatch):
 
 def test_compare_table_shows_run_names_whole(root, monkeypatch):
     from xlviz.runs import Run
-    from xlviz.ui import runs_view
+    from xlviz.ui.tables import compare_column_config
+    from xlviz.views import runs as runs_view
 
     monkeypatch.setenv("XLVIZ_CHECKPOINTS", str(root))
     at = AppTest.from_file(APP, default_timeout=TIMEOUT)
@@ -103,4 +104,4 @@ def test_compare_table_shows_run_names_whole(root, monkeypatch):
         assert isinstance(run.get("width"), int) and run["width"] > need and run.get("pinned"), run
         assert LONG in set(d.value["run"]), "the name itself is not shortened either"
     table = runs_view.compare_table(runs_view.results_frame([Run(root / LONG)]))
-    assert runs_view.compare_column_config(table)["run"]["width"] == runs_view.name_width([LONG]) > need
+    assert compare_column_config(table)["run"]["width"] == runs_view.name_width([LONG]) > need

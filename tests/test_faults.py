@@ -632,7 +632,7 @@ def test_disk_full_gives_one_line(qa_model, tmp_path, monkeypatch, capsys):
 
 def test_runs_form_sizes_and_codes_have_a_documented_range():
     from xlviz.limits import SIZE_LIMITS
-    from xlviz.ui.runs_view import TransferForm
+    from xlviz.views.runs import TransferForm
 
     TransferForm().validate()
     for field, value in (("pretrain_steps", SIZE_LIMITS["pretrain_steps"][1] + 1), ("corpus_documents", 10**12), ("seed", 2**40)):
@@ -773,8 +773,8 @@ def test_the_served_app_listens_on_127_0_0_1_only(tmp_path):
 
 
 def test_typed_paths_stay_inside_the_app_roots(tmp_path, monkeypatch):
-    from xlviz.ui import paths
-    from xlviz.ui.choices import check_typed
+    from xlviz.views import paths
+    from xlviz.views.choices import check_typed
 
     ck, models, shared, outside = (tmp_path / n for n in ("ck", "models", "shared", "outside"))
     for d in (ck / "run" / "export", models / "m", shared / "xquad", outside / "model"):
@@ -816,7 +816,7 @@ def test_typed_paths_stay_inside_the_app_roots(tmp_path, monkeypatch):
 def test_xquad_folder_source_is_confined(tmp_path, monkeypatch):
     from streamlit.testing.v1 import AppTest
 
-    from xlviz.ui import paths
+    from xlviz.views import paths
 
     outside = tmp_path / "outside"
     outside.mkdir()
@@ -863,7 +863,7 @@ def _markdown_values(at) -> list[str]:
 def test_text_from_disk_and_the_url_is_not_markdown(tmp_path, monkeypatch):
     from streamlit.testing.v1 import AppTest
 
-    from xlviz.ui.text import md_text
+    from xlviz.views.text import md_text
 
     root = tmp_path / "checkpoints"
     name = "evil-[a](http:evil.example)"  # a run folder's name can hold markdown too
@@ -896,7 +896,7 @@ def test_text_from_disk_and_the_url_is_not_markdown(tmp_path, monkeypatch):
 
 
 def test_md_text_escapes_every_markdown_construct():
-    from xlviz.ui.text import md_text
+    from xlviz.views.text import md_text
 
     j = "\u2060"  # the invisible word joiner that keeps GFM from linking bare URLs and addresses
     cases = {"![x](http://e.example/a.png)": "!\\[x\\](http\\:" + j + "//e.example/a.png)",
@@ -1087,7 +1087,7 @@ def test_names_from_disk_are_not_html_in_charts():
     folder (stage, run, system, language) go in as entities."""
     import pandas as pd
 
-    from xlviz.ui import runs_view
+    from xlviz.views import runs as runs_view
 
     evil = "<a href='http://evil.example'>x</a>"
     figs = [runs_view.loss_figure([{"stage": evil, "step": s, "loss": 1.0} for s in range(3)]),
@@ -1107,7 +1107,7 @@ def test_names_from_disk_are_not_html_in_charts():
 def test_parallel_pairs_of_a_run_are_read_confined(tmp_path):
     """The Attention and Alignment pages read a run's world/parallel/*.jsonl: a link out of the
     run folder or a FIFO there is refused, not shown or waited on."""
-    from xlviz.ui import attention_view as av
+    from xlviz.views import attention as av
 
     secret = tmp_path / "secret.jsonl"
     secret.write_text(json.dumps({"src": "SECRET", "tgt": "SECRET"}) + "\n")

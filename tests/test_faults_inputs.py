@@ -319,10 +319,11 @@ def test_projection_refuses_a_layer_the_vectors_lack(monkeypatch):
     import xlviz.analysis.reports as reports
     import xlviz.analysis.representations as representations
     import xlviz.views as xv
+    import xlviz.views.alignment as alignment
 
     system = SimpleNamespace(name="r · m", a="A", b="B")
-    monkeypatch.setattr(xv, "_systems", lambda run, l2, systems: [system])
-    monkeypatch.setattr(xv, "_spec", lambda spec, task="base": (None, None))
+    monkeypatch.setattr(alignment, "pick_systems", lambda run, l2, systems: [system])
+    monkeypatch.setattr(alignment, "spec_model", lambda spec, task="base": (None, None))
     monkeypatch.setattr(reports, "parallel_data", lambda *a, **k: SimpleNamespace(
         src=["a", "b", "c", "d"], tgt=["w", "x", "y", "z"], lang_a="en", lang_b="sov"))
     rng = np.random.default_rng(0)  # embeddings and 2 layers

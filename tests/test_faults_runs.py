@@ -25,7 +25,7 @@ from xlviz.cli import main
 from xlviz.errors import XlvizError
 from xlviz.io import atomic_write_json
 from xlviz.runs import Run, list_runs
-from xlviz.ui import runs_view
+from xlviz.views import runs as runs_view
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -9,6 +9,10 @@ run's world files.
   import no torch (the pages name models with it before loading any).
 - No two modules of ``xlviz/`` import each other, directly or round a circle, counting the
   imports inside functions (``scripts/architecture.py``'s ``module_cycles``).
+- Streamlit stays in ``xlviz/ui``: no module under ``xlviz/views`` (the Streamlit-free code the
+  pages and notebooks share, one module per view) imports Streamlit or ``xlviz.ui``, at module
+  level or inside a function; and every module of ``xlviz/ui`` that holds code imports Streamlit
+  (what does not need it belongs in ``xlviz/views``), but for the exceptions named below.
 - No module builds a path into a run's ``world/`` folder by hand (``run / "world" / "qa" /
   f"test.{lang}.json"``, ``ctx.path("world", "tokenizers", lang)``): the world stage records
   its files in the run's manifest and readers ask ``xlviz.runs.world_path`` / ``world_files``,
@@ -126,6 +130,81 @@ def test_the_cycle_check_finds_a_circle_through_a_function():
     assert arch.cycles(arch.module_edges(files)) == []
 
 
+# --------------------------------------------------------------------------- Streamlit stays in ui
+# Modules of xlviz/ui that hold code but import no Streamlit, and why they stay there (none today).
+UI_WITHOUT_STREAMLIT: dict[str, str] = {}
+
+
+def imported_modules(text: str, module: str) -> list[tuple[int, str]]:
+    """``(line, module)`` for every import of ``text`` (module ``module``), module level or inside a
+    function; ``from a import b`` counts as ``a.b`` (it may name a submodule), a relative import
+    is resolved against ``module``'s package."""
+    out = []
+    for node in ast.walk(ast.parse(text)):
+        if isinstance(node, ast.Import):
+            out += [(node.lineno, a.name) for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                package = module.split(".")[: -node.level]
+                base = ".".join(package + ([base] if base else []))
+            out += [(node.lineno, f"{base}.{a.name}" if base else a.name) for a in node.names]
+    return out
+
+
+def _below(name: str, top: str) -> bool:
+    return name == top or name.startswith(top + ".")
+
+
+def layer_problems(files: dict[str, str]) -> list[str]:
+    """Imports of Streamlit or ``xlviz.ui`` under ``xlviz/views``, and modules of ``xlviz/ui``
+    that hold code without importing Streamlit (not in :data:`UI_WITHOUT_STREAMLIT`)."""
+    problems = []
+    for path, text in sorted(files.items()):
+        module = path[:-3].replace("/", ".").removesuffix(".__init__")
+        if path.endswith("__init__.py"):
+            module += ".__init__"  # a package's relative imports start from the package itself
+        imports = imported_modules(text, module)
+        if path.startswith("xlviz/views/"):
+            problems += [f"{path}:{line} imports {name}" for line, name in imports
+                         if _below(name, "streamlit") or _below(name, "xlviz.ui")]
+        elif path.startswith("xlviz/ui/") and path not in UI_WITHOUT_STREAMLIT:
+            body = [n for n in ast.parse(text).body if not (isinstance(n, ast.Expr) and isinstance(n.value, ast.Constant))
+                    and not (isinstance(n, ast.ImportFrom) and n.module == "__future__")]
+            if body and not any(_below(name, "streamlit") for _, name in imports):
+                problems.append(f"{path} imports no Streamlit: its code belongs in xlviz/views")
+    return problems
+
+
+def test_streamlit_stays_in_ui_and_views_never_import_it():
+    files = {p: t for p, t in _sources().items() if p.startswith(("xlviz/views/", "xlviz/ui/"))}
+    assert "xlviz/views/attention.py" in files and "xlviz/ui/common.py" in files  # the scan sees both packages
+    assert layer_problems(files) == []
+    assert all(why for why in UI_WITHOUT_STREAMLIT.values())
+
+
+def test_the_layer_check_finds_streamlit_in_views_and_plain_code_in_ui():
+    files = {
+        "xlviz/views/a.py": "import streamlit as st\n",
+        "xlviz/views/b.py": "def f():\n    from xlviz.ui.common import guard\n",  # inside a function too
+        "xlviz/views/c.py": "from xlviz import ui\n",
+        "xlviz/views/d.py": "from streamlit.runtime import Runtime\n",
+        "xlviz/views/sub/__init__.py": "from ...ui import tables\n",  # relative: xlviz.ui.tables
+        "xlviz/views/e.py": "from xlviz.views.qa import score\nimport streamlined\nfrom xlviz.uix import y\n",
+        "xlviz/ui/f.py": '"""Docs."""\nfrom __future__ import annotations\n\nX = 1\n',
+        "xlviz/ui/g.py": "def g():\n    import streamlit as st\n",
+        "xlviz/ui/__init__.py": '"""The package: a docstring only."""\n',
+    }
+    assert layer_problems(files) == [
+        "xlviz/ui/f.py imports no Streamlit: its code belongs in xlviz/views",
+        "xlviz/views/a.py:1 imports streamlit",
+        "xlviz/views/b.py:2 imports xlviz.ui.common.guard",
+        "xlviz/views/c.py:1 imports xlviz.ui",
+        "xlviz/views/d.py:1 imports streamlit.runtime.Runtime",
+        "xlviz/views/sub/__init__.py:1 imports xlviz.ui.tables",
+    ]
+
+
 # --------------------------------------------------------------------------- a run's world files
 # Where a run's world/ folder may be joined into a path by hand: the module that names its files.
 WORLD_PATH_WRITERS = {
@@ -223,7 +302,7 @@ MASKING_PARAMETERS = ("prob", "random_share")
 SETTING_NUMBERS = {
     ("xlviz/transfer/settings.py", "RunSettings"): "the settings' declarations",
     ("xlviz/data/world.py", "WorldConfig"): "the world's flagged settings' declarations",
-    ("xlviz/ui/forms.py", "FORM_BUDGET"): "the Runs and Sweeps forms' small starting budget",
+    ("xlviz/views/forms.py", "FORM_BUDGET"): "the Runs and Sweeps forms' small starting budget",
     ("xlviz/data/sources/files.py", "CORPUS_DEFAULTS"): "what corpus sources size otherwise than the world (Source.defaults)",
     ("xlviz/training/masking.py", "MASK_PROBABILITY"): "BERT's masking, the masking settings' defaults",
     ("xlviz/training/masking.py", "RANDOM_SHARE"): "BERT's masking, the masking settings' defaults",
@@ -281,7 +360,7 @@ def test_each_setting_has_one_default():
     files = {p: t for p, t in _sources().items() if p.startswith(("xlviz/", "pages/")) or p == "app.py"}
     assert restated_numbers(files) == []
     from xlviz.transfer.settings import RunSettings
-    from xlviz.ui.forms import FORM_BUDGET
+    from xlviz.views.forms import FORM_BUDGET
 
     assert RunSettings().pretrain_steps > FORM_BUDGET["pretrain_steps"]  # the forms' budget is a smaller start
 
@@ -293,17 +372,17 @@ def test_the_default_check_finds_a_restated_default():
             "    pretrain_steps: int = 120\n"
             "def argv(self):\n"
             "    return dict(pretrain_steps=100, workers=0)\n")
-    assert restated_numbers({"xlviz/ui/runs_view.py": form}) == [
-        "xlviz/ui/runs_view.py:4 writes a number for pretrain_steps", "xlviz/ui/runs_view.py:6 writes a number for pretrain_steps"]
+    assert restated_numbers({"xlviz/views/runs.py": form}) == [
+        "xlviz/views/runs.py:4 writes a number for pretrain_steps", "xlviz/views/runs.py:6 writes a number for pretrain_steps"]
     staged = ("def judge(self, monitor):\n"
               "    return mlm_verdict(monitor, random_share=getattr(self.cfg, 'mlm_random_share', 0.1))\n"
               "def mask(ids, prob=0.15):\n"
               "    return ids\n")
     assert restated_numbers({"xlviz/training/staged.py": staged}) == [
         "xlviz/training/staged.py:2 writes a number for mlm_random_share", "xlviz/training/staged.py:3 writes a number for prob"]
-    assert restated_numbers({"xlviz/ui/forms.py": "FORM_BUDGET = {'pretrain_steps': 120}\n"}) == []
-    assert restated_numbers({"xlviz/ui/forms.py": "OTHER = {'pretrain_steps': 120}\n"}) == [
-        "xlviz/ui/forms.py:1 writes a number for pretrain_steps"]
+    assert restated_numbers({"xlviz/views/forms.py": "FORM_BUDGET = {'pretrain_steps': 120}\n"}) == []
+    assert restated_numbers({"xlviz/views/forms.py": "OTHER = {'pretrain_steps': 120}\n"}) == [
+        "xlviz/views/forms.py:1 writes a number for pretrain_steps"]
 
 
 def test_every_setting_has_a_flag_and_the_merge_is_generated():

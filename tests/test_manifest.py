@@ -183,8 +183,8 @@ def test_old_layout_through_the_readers(tmp_path):
     """The app's model choices, the analyses' run info and the saved-predictions lookup read
     the old layout as they did before (same keys, same pairs)."""
     from xlviz.analysis.reports import run_info
-    from xlviz.ui.choices import run_model_choices
-    from xlviz.ui.qa import saved_predictions_file
+    from xlviz.views.choices import run_model_choices
+    from xlviz.views.qa import saved_predictions_file
 
     run = old_layout(tmp_path / "old")
     keys = [c.key for c in run_model_choices(run)]
@@ -280,7 +280,7 @@ def test_a_bad_manifest_is_one_line_naming_file_and_field(tmp_path, what, conten
     if field:
         assert e.value.field == field and field in text
     # the app's model discovery skips such a run instead of failing the page
-    from xlviz.ui.choices import run_model_choices
+    from xlviz.views.choices import run_model_choices
 
     assert run_model_choices(run) == []
 
@@ -402,7 +402,7 @@ def test_old_world_through_the_readers(tmp_path, monkeypatch):
     """The app's QA data sets and languages, the analyses' tokenizers and a run's parallel pairs
     read an old run's world files as before."""
     from xlviz.analysis.reports import run_info
-    from xlviz.ui.choices import discover_qa_datasets, run_languages
+    from xlviz.views.choices import discover_qa_datasets, run_languages
 
     run = old_layout(tmp_path / "old")
     files = _old_world(run)

@@ -15,7 +15,7 @@ from xlviz.errors import XlvizError
 from xlviz.methods import all_systems, methods, resolve
 from xlviz.methods.options import MethodOptions, all_option_fields, option_fields
 from xlviz.transfer.config import TransferConfig, TransferSettings
-from xlviz.ui import runs_view
+from xlviz.views import runs as runs_view
 
 OPTIONS = all_option_fields()
 # A value of the wrong kind for each type, and one out of range where the type has a range.

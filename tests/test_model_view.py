@@ -157,7 +157,7 @@ def test_mixed_pair_query_keys_match_its_attention():
 # ---------------------------------------------------------------- figures
 
 def test_model_view_thumbnails_are_labelled_and_clickable():
-    from xlviz.ui.attention_view import clicked_head, overview
+    from xlviz.views.attention import clicked_head, overview
 
     rng = np.random.default_rng(0)
     attn = rng.random((2, 3, 5, 5))
@@ -181,7 +181,7 @@ def test_model_view_thumbnails_are_labelled_and_clickable():
 
 
 def test_neuron_figure_draws_the_numbers():
-    from xlviz.ui.attention_view import neuron_figure
+    from xlviz.views.attention import neuron_figure
 
     rng = np.random.default_rng(1)
     q, k = rng.normal(size=(1, 1, 4, 6)), rng.normal(size=(1, 1, 4, 6))

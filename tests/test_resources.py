@@ -249,7 +249,7 @@ def test_the_report_marks_rows_by_resources():
 def test_the_runs_page_tables_carry_the_label():
     import pandas as pd
 
-    from xlviz.ui.runs_view import RESULT_COLUMNS, resources_of, results_by_setting
+    from xlviz.views.runs import RESULT_COLUMNS, resources_of, results_by_setting
 
     rows = _rows()
     long = pd.DataFrame([{"run": "r", "setting": "zero-shot", "system": r["system"], "language": r["language"],

@@ -18,7 +18,7 @@ from xlviz.cli import main
 from xlviz.errors import XlvizError
 from xlviz.io import atomic_write_json
 from xlviz.runs import Run, explicit_run_dir, list_runs
-from xlviz.ui import runs_view
+from xlviz.views import runs as runs_view
 
 
 def _start_starting_run(root: Path, monkeypatch, tmp_path: Path) -> tuple[Path, list[str]]:

@@ -165,7 +165,7 @@ def test_a_long_context_is_explained_in_the_window_holding_the_answer(tmp_path):
     sal = integrated_gradients(model, tok, QUESTION_TEXT, context, answer=(start, start + 11), n_steps=8, max_length=32,
                                doc_stride=8)
     assert sal.n_windows > 1 and sal.window > 0 and sal.answer == "the big cat"
-    from xlviz.ui.salience_view import salience_html
+    from xlviz.views.salience import salience_html
 
     page = salience_html(sal)
     assert f"window {sal.window + 1} of {sal.n_windows}" in page and "opacity:.45" in page  # text outside greyed
@@ -220,7 +220,7 @@ def test_aligned_salience_by_hand():
     rows = aligned_salience(a, b, _aligned(qa_, qb, []), c, k=5)
     who = next(r for r in rows if r["a word"] == "who")
     assert who["b word"] is None and who["b salience"] is None and who["b rank"] is None
-    from xlviz.ui.salience_view import links_html
+    from xlviz.views.salience import links_html
 
     table = links_html(rows + [{**rows[0], "a word": "<img src=x>"}], "en", "sov")
     assert table.count("<tr>") == 1 + len(rows) + 1 and "(no translation)" in table and "#1" in table
@@ -369,7 +369,7 @@ def test_salience_view_needs_no_streamlit():
 
     root = Path(__file__).resolve().parents[1]
     code = ("import sys; sys.modules['streamlit'] = None\n"
-            "import xlviz.views as xv, xlviz.ui.salience_view, xlviz.analysis.salience\n"
+            "import xlviz.views as xv, xlviz.views.salience, xlviz.analysis.salience\n"
             "assert xv.salience.__doc__\nprint('ok')\n")
     out = subprocess.run([sys.executable, "-c", code], cwd=root, env={**os.environ, "PYTHONPATH": str(root)},
                          capture_output=True, text=True, timeout=120)

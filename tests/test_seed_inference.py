@@ -124,7 +124,7 @@ def test_report_compare_leaves_out_degenerate_rows(tmp_path, capsys):
 def test_sweep_paired_table_shows_what_the_package_decides(tmp_path):
     from tests.sweep_fixtures import make_sweep
     from xlviz.transfer.sweep_report import paired_differences
-    from xlviz.ui.sweeps_view import paired_table
+    from xlviz.views.sweeps import paired_table
 
     folder = make_sweep(tmp_path)
     diffs = paired_differences(folder, "monotrans", "floor", "f1")
@@ -148,7 +148,7 @@ def _q(model: str, right: set[int], lang: str = "en") -> list[dict]:
 
 
 def test_xquad_pairs_only_like_settings_and_leaves_degenerate_cells_out():
-    from xlviz.ui.qa import cell_intervals, paired_tests
+    from xlviz.views.qa import cell_intervals, paired_tests
 
     rows = pd.DataFrame(_q("A", {0, 1, 2, 3, 4}) + _q("B", {0, 1}) + _q("T", {0}) + _q("A", {0}, "sov") + _q("B", {1}, "sov"))
     setting = {"A": "zero-shot", "B": "zero-shot", "T": "translate-test"}

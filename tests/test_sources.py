@@ -173,7 +173,7 @@ def plugins(tmp_path):
 
 
 def test_a_new_source_and_task_are_found_by_the_cli_validation_and_form(plugins, tmp_path, capsys):
-    from xlviz.ui import runs_view
+    from xlviz.views import runs as runs_view
 
     with pytest.raises(SystemExit):
         cli(["transfer", "--help"])

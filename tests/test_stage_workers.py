@@ -156,7 +156,7 @@ def test_killed_parallel_run_leaves_no_worker_and_resumes_to_the_same_bytes(tmp_
 
 
 def test_runs_page_names_every_running_stage():
-    from xlviz.ui.runs_view import stage_text
+    from xlviz.views.runs import stage_text
 
     assert stage_text({"stage": "s1_pretrain", "running": ["s1_pretrain", "s1_jointpair-disjoint-svo"]}, "running") == \
         "s1_pretrain + s1_jointpair-disjoint-svo"

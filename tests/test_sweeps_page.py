@@ -55,7 +55,7 @@ def test_cells_are_runs_for_every_page(sweep_root):
     assert names == {"plain-run", "tiny-sweep/000-languages-sov_seed-0", "tiny-sweep/001-languages-sov_seed-1",
                      "tiny-sweep/002-languages-tr_seed-0", "tiny-sweep/003-languages-tr_seed-1"}
     from xlviz.analysis.reports import run_info
-    from xlviz.ui.choices import discover_models
+    from xlviz.views.choices import discover_models
 
     assert run_info(sweep_root / "tiny-sweep" / "000-languages-sov_seed-0").name == "tiny-sweep/000-languages-sov_seed-0"
     keys = {m.key for m in discover_models(sweep_root)}
@@ -174,7 +174,7 @@ def test_sweep_states_for_the_app(sweep_root, tmp_path):
 
     from xlviz.io import atomic_write_json
     from xlviz.runs import Run
-    from xlviz.ui import sweeps_view
+    from xlviz.views import sweeps as sweeps_view
 
     root = tmp_path / "checkpoints"
     early = root / "early"

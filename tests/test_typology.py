@@ -216,7 +216,7 @@ def test_typology_page_is_what_the_generator_renders():
 
 def test_runs_form_takes_presets_and_feature_sets(tmp_path):
     from xlviz.commands.transfer import build_config, register
-    from xlviz.ui.runs_view import L2_LANGUAGES, TransferForm
+    from xlviz.views.runs import L2_LANGUAGES, TransferForm
 
     assert set(PRESETS) <= set(L2_LANGUAGES)
     argv = TransferForm(languages=("tr", "x:cy+adjective=before")).argv(tmp_path / "r")

@@ -15,7 +15,7 @@ def _rows(model: str, right: set[int], lang: str = "en") -> list[dict]:
 
 
 def test_xquad_intervals_resample_paragraphs():
-    from xlviz.ui.qa import cell_intervals, paired_tests, score_matrix_ci
+    from xlviz.views.qa import cell_intervals, paired_tests, score_matrix_ci
 
     rows = pd.DataFrame(_rows("A", {0, 1, 2, 3, 4}) + _rows("B", {0, 1}) + _rows("B", {0, 1, 2}, "sov"))
     ci = cell_intervals(rows).set_index(["model", "language"])
@@ -39,7 +39,7 @@ def test_xquad_intervals_resample_paragraphs():
 
 def test_runs_page_tables_carry_intervals_and_keep_translate_test_apart(tmp_path):
     from xlviz.runs import Run
-    from xlviz.ui.runs_view import (TRANSLATE_TEST, TRANSLATE_TRAIN, ZERO_SHOT, compare_table, interval_caption,
+    from xlviz.views.runs import (TRANSLATE_TEST, TRANSLATE_TRAIN, ZERO_SHOT, compare_table, interval_caption,
                                     results_by_setting, results_frame, run_table)
 
     rows = [{"system": "veco", "language": "sov", "setting": "zero-shot", "exact_match": 10.0, "f1": 12.0,

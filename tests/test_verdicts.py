@@ -271,7 +271,7 @@ def test_app_pages_show_degenerate_not_a_number(planted_run, monkeypatch):
 def test_compare_table_blanks_ratio_and_mean_of_degenerate_rows():
     import pandas as pd
 
-    from xlviz.ui.runs_view import compare_table, seed_summary
+    from xlviz.views.runs import compare_table, seed_summary
 
     long = pd.DataFrame([
         {"run": r, "setting": "zero-shot", "system": "s", "language": lang, "exact_match": f1 - 5, "f1": f1, "parallel_pairs": 0,

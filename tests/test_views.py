@@ -33,11 +33,17 @@ def tiny_run(tmp_path_factory) -> Path:
 
 
 def test_views_import_and_draw_without_streamlit():
-    """The notebook API and everything it imports load with Streamlit blocked (a notebook
-    without it installed), and the figure functions draw."""
+    """The notebook API, every module under xlviz/views and everything they import load with
+    Streamlit blocked (a notebook without it installed), none reaches xlviz.ui, and the figure
+    functions draw."""
     code = (
         "import sys; sys.modules['streamlit'] = None\n"
-        "import xlviz.views as xv, xlviz.views.figures as vf, xlviz.views.xquad, xlviz.ui.attention_view, xlviz.ui.qa\n"
+        "import importlib, pkgutil\n"
+        "import xlviz.views as xv, xlviz.views.figures as vf\n"
+        "names = [m.name for m in pkgutil.iter_modules(xv.__path__)]\n"
+        "assert {'attention', 'qa', 'xquad', 'runs', 'sweeps', 'export'} <= set(names), names\n"
+        "for name in names: importlib.import_module('xlviz.views.' + name)\n"
+        "assert not [m for m in sys.modules if m.startswith('xlviz.ui')], 'a view imported xlviz.ui'\n"
         "rows = [{'system': 's', 'layer': l, 'retrieval_a_to_b': 0.5, 'retrieval_b_to_a': 0.25, 'cka': 0.1} for l in range(3)]\n"
         "f = vf.retrieval_figure(vf.retrieval_long(rows, 'en', 'sov'))\n"
         "assert len(f.data) == 2 and list(f.data[0].y) == [50.0] * 3, f.data\n"
@@ -134,7 +140,7 @@ def test_question_card_scores_like_the_table():
     """A card's EM/F1 are the table's (the language's articles stripped), not the official
     v1.1 normalisation: an L2 answer that differs from the gold by the L2's article."""
     from xlviz.data.squad import QAExample
-    from xlviz.ui.qa import prediction_rows
+    from xlviz.views.qa import prediction_rows
     from xlviz.views.xquad import question_card
 
     ex = QAExample("q1", "t", "ka dog saw ka cat", "who saw?", [{"text": "ka dog", "answer_start": 0}])
@@ -153,7 +159,7 @@ def test_xquad_page_card_scores_like_its_table(tiny_run, monkeypatch):
     from streamlit.testing.v1 import AppTest
 
     from xlviz.data.squad import language_articles, load_squad, read_squad_json
-    from xlviz.ui.qa import prediction_rows, read_saved_predictions
+    from xlviz.views.qa import prediction_rows, read_saved_predictions
 
     file = tiny_run / "world" / "qa" / f"test.{L2}.json"
     examples = {L2: load_squad(file)}

@@ -8,7 +8,7 @@ The app listens on 127.0.0.1 only (a tunnel, ``ssh -L 8501:localhost:8501``, rea
 elsewhere): anyone who can reach it can start and cancel runs and read what it shows.
 ``--host ADDR`` opts in to another address, with a warning. Paths typed into the app stay
 inside the checkpoints root, the shared data and the models folder unless
-``--allow-any-path`` (``XLVIZ_ALLOW_ANY_PATH=1``) is given (:mod:`xlviz.ui.paths`).
+``--allow-any-path`` (``XLVIZ_ALLOW_ANY_PATH=1``) is given (:mod:`xlviz.views.paths`).
 """
 
 from __future__ import annotations

@@ -4,7 +4,7 @@ registered with it (``Method(..., options=PpaOptions)``).
 Each field has a type hint, the default a run uses and its help and range in the field's
 metadata (:func:`option`). From these the CLI makes one ``--flag`` per field
 (:func:`xlviz.commands.transfer.add_method_options`, as ``HfArgumentParser`` does), the Runs
-form one widget per field (:func:`xlviz.ui.runs_view.option_fields`), and the run's config one
+form one widget per field (:func:`xlviz.views.runs.option_fields`), and the run's config one
 flat setting per field (:class:`xlviz.transfer.config.TransferConfig`, so ``config.json`` keeps
 ``"ppa_steps": 1000`` as runs always wrote it). A bad value is one line naming the field.
 """

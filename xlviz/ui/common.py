@@ -17,7 +17,7 @@ import streamlit as st
 
 from xlviz.errors import XlvizError
 from xlviz.models.reference import ModelSpec
-from xlviz.ui.text import md_text
+from xlviz.views.text import md_text
 
 REPO = Path(__file__).resolve().parents[2]
 PLOTLY_CONFIG = {"displaylogo": False, "toImageButtonOptions": {"format": "png", "scale": 2}}
@@ -184,7 +184,7 @@ def plotly(fig, *, key: str | None = None, export: bool = True, on_select=None) 
     name = (key or "figure").replace(" ", "-")
     title = fig.layout.title.text if fig.layout.title and fig.layout.title.text else name
     st.session_state.setdefault(FIGURES_KEY, {})[title] = fig
-    from xlviz.ui.export import figure_csv, figure_image
+    from xlviz.views.export import figure_csv, figure_image
 
     def image(fmt: str):
         def make() -> bytes:
@@ -248,8 +248,8 @@ def _predict_chunk(path: str, tokenizer: str | None, mkey: str, file: str, fstam
 
 def qa_decoding(ref: ModelSpec):
     """The decoding settings for a QA model: its run's (``config.json``), else SQuAD's capped
-    by the model's positions (see :func:`xlviz.ui.qa.run_decoding`)."""
-    from xlviz.ui.qa import capped, run_decoding
+    by the model's positions (see :func:`xlviz.views.qa.run_decoding`)."""
+    from xlviz.views.qa import capped, run_decoding
 
     model, _ = load_model(ref, "qa")
     max_pos = int(getattr(model.config, "max_position_embeddings", 512) or 512)
@@ -276,7 +276,7 @@ def same_model_key(ref: ModelSpec) -> str:
 
 def saved_or_none(ref: ModelSpec, file: str, ids: list[str]) -> dict | None:
     """The run's own saved predictions when ``ref`` is its export and ``file`` its test set."""
-    from xlviz.ui.qa import read_saved_predictions, saved_predictions_file
+    from xlviz.views.qa import read_saved_predictions, saved_predictions_file
 
     saved = saved_predictions_file(ref.path, file)
     return read_saved_predictions(saved, ids) if saved is not None else None
@@ -388,7 +388,7 @@ def _attention(path: str, tokenizer: str | None, mkey: str, text_a, text_b, max_
 
 @st.cache_data(show_spinner=False, max_entries=256)
 def _text_stats(path: str, tokenizer: str | None, mkey: str, text: str) -> dict:
-    from xlviz.ui.attention_view import text_stats
+    from xlviz.views.attention import text_stats
 
     _, tok = _load_model(path, tokenizer, "base")
     return text_stats(tok, text)
@@ -502,7 +502,7 @@ def mixed_query_keys(ref_a: ModelSpec, ref_b: ModelSpec, text_a, text_b, max_len
 
 @st.cache_data(show_spinner=False, max_entries=64)
 def score_matrix_ci(rows, metric: str, models: list[str], languages: list[str]):
-    from xlviz.ui import qa
+    from xlviz.views import qa
 
     return qa.score_matrix_ci(rows, metric, models, languages)
 
@@ -510,14 +510,14 @@ def score_matrix_ci(rows, metric: str, models: list[str], languages: list[str]):
 @st.cache_data(show_spinner=False, max_entries=32)
 def cell_intervals(rows, degenerate: dict | None = None):
     """``degenerate``: ``{model: [languages]}`` whose rows are no result (left out)."""
-    from xlviz.ui import qa
+    from xlviz.views import qa
 
     return qa.cell_intervals(rows, degenerate=degenerate)
 
 
 @st.cache_data(show_spinner=False, max_entries=32)
 def paired_tests(rows, setting_of: dict | None = None, degenerate: dict | None = None):
-    """Pairs of one setting only; degenerate cells left out (:func:`xlviz.ui.qa.paired_tests`)."""
-    from xlviz.ui import qa
+    """Pairs of one setting only; degenerate cells left out (:func:`xlviz.views.qa.paired_tests`)."""
+    from xlviz.views import qa
 
     return qa.paired_tests(rows, setting_of=setting_of, degenerate=degenerate)

@@ -17,11 +17,11 @@ from pathlib import Path
 import pandas as pd
 import streamlit as st
 
-from xlviz.ui.choices import ModelChoice, QADataset
+from xlviz.views.choices import ModelChoice, QADataset
 from xlviz.errors import XlvizError
 from xlviz.ui.common import few_threads, guard, plotly
 from xlviz.ui.state import write_url
-from xlviz.ui.text import md_text
+from xlviz.views.text import md_text
 from xlviz.views.patching import PatchingView
 
 PAGE_LIMIT = 12  # questions per system with no stored table: 2.5-4 s a system on the demo run (2 shared cores, load 9)
@@ -121,7 +121,7 @@ def patching_section(dataset: QADataset, lang: str, models: list[ModelChoice], c
     sidebar's, ``models``, of that run); its layer × token-group heatmap of the share restored
     and every system's ``all`` curve with its 95% paragraph interval, each system in its
     colour on the page (``colours``, by model name), else its app-wide one."""
-    from xlviz.ui.colours import system_colours
+    from xlviz.views.colours import system_colours
 
     run_path = str(Path(dataset.folder).parents[1])  # <run>/world/qa
     picked = [m for m in models if m.run == dataset.run and m.system]

@@ -7,7 +7,7 @@ Why: ``xlviz analyse renderings`` says how much F1 each rendering loses; this ta
 the model reads in each, sentence by sentence, and where its attention goes when only the
 order (or one feature of it) changes. The logic without Streamlit is
 :mod:`xlviz.views.renderings` (the renderings, their alignment, which model reads them) and
-:mod:`xlviz.ui.attention_view` (the figures); the attention is the page's own
+:mod:`xlviz.views.attention` (the figures); the attention is the page's own
 (:func:`xlviz.ui.common.attention`), cached per model and words.
 """
 
@@ -19,10 +19,10 @@ import numpy as np
 import pandas as pd
 import streamlit as st
 
-from xlviz.ui import attention_view as av
+from xlviz.views import attention as av
 from xlviz.ui.common import attention, file_stamp, guard, max_positions, mixed_attention, plotly, readability_of
 from xlviz.ui.common import shares_body
-from xlviz.ui.text import md_text
+from xlviz.views.text import md_text
 
 # the tab's part of the page's URL (the page adds them to its URL_KEYS)
 URL_KEYS = ("att_r_run", "att_r_l2", "att_r_fact", "att_r_item", "att_r_rendering", "att_r_model", "att_r_mode",
@@ -65,7 +65,7 @@ def _valid(key: str, options: list, default) -> None:
 
 def renderings_tab(models: list, languages: list[str]) -> None:
     """The tab: ``models`` are the sidebar's picked models, ``languages`` its languages."""
-    from xlviz.ui.choices import default_data_run
+    from xlviz.views.choices import default_data_run
     from xlviz.views.renderings import ASKED, STATEMENT, default_reader, fact_renderings, reader_ref
 
     runs = world_runs()

@@ -16,11 +16,11 @@ from pathlib import Path
 import pandas as pd
 import streamlit as st
 
-from xlviz.ui.choices import ModelChoice, QADataset
+from xlviz.views.choices import ModelChoice, QADataset
 from xlviz.ui.common import NA, _load_model, few_threads, file_stamp, guard, qa_decoding, same_model_key
 from xlviz.ui.tables import SCORE_RULES, number_config
 from xlviz.ui.state import write_url
-from xlviz.ui.text import md_text
+from xlviz.views.text import md_text
 from xlviz.views.renderings import (QuestionRendering, RenderingAnswer, answer_rendering, answer_rows, question_renderings, side_by_side,
                                     rendering_card)
 
@@ -103,7 +103,7 @@ def _answers(models: list[ModelChoice], rs: list[QuestionRendering], dataset: QA
 
 
 def _salience_of(m: ModelChoice, r: QuestionRendering, a: RenderingAnswer, n_steps: int):
-    from xlviz.ui.qa import prediction_span
+    from xlviz.views.qa import prediction_span
     from xlviz.views.renderings import _example
 
     span = prediction_span(_example(r), a.prediction)
@@ -150,7 +150,7 @@ def renderings_section(models: list[ModelChoice], dataset: QADataset, lang: str,
 
 
 def _salience_part(models, rs, answers, n_steps: int, target: str, key: str) -> None:
-    from xlviz.ui.salience_view import salience_html
+    from xlviz.views.salience import salience_html
 
     c1, c2 = st.columns([2, 3], vertical_alignment="bottom")
     names = [m.name for m in models]

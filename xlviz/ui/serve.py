@@ -1,5 +1,11 @@
-"""Serve the app with the model stack imported before the first page: ``python -m xlviz.ui.serve
-APP [streamlit options]`` (what ``xlviz app`` runs).
+"""The app process's start: one BLAS thread, and the model stack imported before the first page
+(``python -m xlviz.ui.serve APP [streamlit options]``, what ``xlviz app`` runs).
+
+BLAS (numpy's OpenBLAS) gets one thread (:func:`limit_threads`, called by ``app.py`` and by a page
+run on its own): the app's matrices are small (hundreds of sentences, hidden sizes up to a
+thousand), where a second thread gains little on an idle machine and its spinning wait costs
+many times the work on a shared one (measured: 20 SVDs of 128x128 took 0.12 s with one thread,
+3.5 s with two, load 7.9 on 2 cores).
 
 Importing torch and transformers' BERT classes takes about 8 CPU seconds on a 2-core AMD EPYC
 (torch 2.4; transformers 5.6, which pulls torch.distributed, sympy and scipy.optimize in), more
@@ -8,7 +14,9 @@ first page that shows a model (Attention's first visit took 9 s). Here it is pai
 main thread, before Streamlit starts listening: the server prints its URL a few seconds later,
 and no visitor waits for an import. Imports run before any session exists, so no script thread
 can meet a half-imported module (importing them in a background thread beside a page's script
-did: ``xlviz/ui/startup.py``).
+did: two threads importing one package side by side can meet a half-initialised module
+("cannot import name 'BertForMaskedLM' from 'transformers'" on the Runs page), and making every
+other import wait for it meant replacing ``builtins.__import__``).
 
 ``streamlit run app.py`` keeps working (the first page with a model then imports the stack).
 """
@@ -18,16 +26,35 @@ from __future__ import annotations
 import gc
 import os
 import sys
+import threading
 import time
+
+_started = False
+_lock = threading.Lock()
+
+
+def limit_threads() -> None:
+    """Idempotent: the first call in a process limits BLAS threads to one."""
+    global _started
+    with _lock:
+        if _started:
+            return
+        _started = True
+    os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")  # libraries loaded from now on
+    os.environ.setdefault("MKL_NUM_THREADS", "1")
+    try:
+        from threadpoolctl import threadpool_limits
+
+        threadpool_limits(limits=1, user_api="blas")  # those already loaded (numpy)
+    except Exception:  # noqa: BLE001 - without threadpoolctl the defaults stay
+        pass
 
 
 def preload() -> float:
     """Import what every model view needs, as the pages import it; seconds taken."""
     start = time.perf_counter()
     os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")  # as app.py: before torch is imported
-    from xlviz.ui import startup
-
-    startup.start()  # one BLAS thread, before numpy's or torch's pools start
+    limit_threads()  # one BLAS thread, before numpy's or torch's pools start
     import torch  # noqa: F401
     import transformers  # noqa: F401
     from transformers import (  # noqa: F401 - the classes xlviz.models.loading resolves for the bench's models

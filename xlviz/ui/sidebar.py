@@ -13,10 +13,10 @@ from pathlib import Path
 import streamlit as st
 
 from xlviz.runs import checkpoints_root, list_runs
-from xlviz.ui.choices import ModelChoice, check_typed, discover_models, folder_choice, qa_files, run_languages, with_aliases
+from xlviz.views.choices import ModelChoice, check_typed, discover_models, folder_choice, qa_files, run_languages, with_aliases
 from xlviz.ui.common import shared_data_dir
 from xlviz.ui.state import url_state, write_url
-from xlviz.ui.text import md_text
+from xlviz.views.text import md_text
 
 MODELS_KEY = "xlviz_models"
 TYPED_KEY = "xlviz_typed_models"
@@ -187,9 +187,9 @@ def page_setup() -> None:
     (a served app reruns at once through ``app.py``: otherwise that first view showed the pages
     folder's file names as its navigation).
     """
-    from xlviz.ui import startup
+    from xlviz.ui.serve import limit_threads
 
-    startup.start()  # app.py's thread limits also when it is skipped (AppTest ran pages with two BLAS threads)
+    limit_threads()  # app.py's thread limits also when it is skipped (AppTest ran pages with two BLAS threads)
     try:
         from streamlit.runtime.pages_manager import PagesManager
         from streamlit.runtime.scriptrunner import get_script_run_ctx

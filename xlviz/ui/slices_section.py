@@ -2,7 +2,7 @@
 with paragraph intervals, A − B per slice, and a slice picker that keeps only that slice's
 questions on the cards below.
 
-Why a helper: the page stays a list of sections; the numbers are :mod:`xlviz.ui.slices_view`'s.
+Why a helper: the page stays a list of sections; the numbers are :mod:`xlviz.views.slices`'s.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import streamlit as st
 
 from xlviz.ui.common import guard
 from xlviz.ui.tables import SCORE_RULES, number_config, with_p_text
-from xlviz.ui.slices_view import dataset_slices, pivot, slice_frames, slice_label
+from xlviz.views.slices import dataset_slices, pivot, slice_frames, slice_label
 
 NONE = "every question"
 KEY = "xq_slice"

@@ -63,3 +63,19 @@ def with_p_text(frame: pd.DataFrame) -> pd.DataFrame:
         if re.match(r"^p\b", str(col)) and pd.api.types.is_numeric_dtype(out[col]):
             out[col] = pd.Series([p_text(v) for v in out[col].tolist()], index=out.index, dtype=object)
     return out
+
+
+RATIO_RULES = ((r"/L1$", TWO),)  # the F1 L2/L1 ratios (0.94)
+
+
+def compare_column_config(table: pd.DataFrame) -> dict:
+    """column_config for a :func:`xlviz.views.runs.compare_table` part: the run and system names
+    pinned at the left and wide enough to read whole, every score with one decimal, the F1 L2/L1
+    ratios with two (0.94)."""
+    import streamlit as st
+
+    from xlviz.views.runs import name_width
+
+    names = {c: st.column_config.TextColumn(c, width=name_width(table[c]), pinned=True)
+             for c in ("run", "runs", "system") if c in table}
+    return number_config(table, RATIO_RULES + SCORE_RULES, config=names)

@@ -18,11 +18,11 @@ import streamlit as st
 
 from xlviz.analysis.salience import DEFAULT_STEPS, AlignedText, aligned_salience
 from xlviz.data.squad import QAExample
-from xlviz.ui.choices import ModelChoice, ModelSpec, QADataset
+from xlviz.views.choices import ModelChoice, ModelSpec, QADataset
 from xlviz.ui.common import NA, _load_model, examples_of, file_stamp, guard, load_examples, model_key, qa_decoding
-from xlviz.ui.qa import index_by_id, prediction_span
-from xlviz.ui.salience_view import TARGET_LABELS, TARGET_SHORT, links_html, salience_html
-from xlviz.ui.text import md_text
+from xlviz.views.qa import index_by_id, prediction_span
+from xlviz.views.salience import TARGET_LABELS, TARGET_SHORT, links_html, salience_html
+from xlviz.views.text import md_text
 
 __all__ = ["DEFAULT_STEPS", "TARGET_LABELS", "TARGET_SHORT", "salience", "world_alignment", "alignment_note", "why_this_answer"]
 

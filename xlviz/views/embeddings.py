@@ -10,11 +10,16 @@ Alignment page and ``xlviz.views.projector`` both build it here; the numbers com
 
 from __future__ import annotations
 
+import os
 import textwrap
 from dataclasses import dataclass, field
-from typing import Sequence
+from pathlib import Path
+from typing import Any, Sequence
 
 import numpy as np
+
+from xlviz.views.cache import loaded, pick_systems, spec_model
+from xlviz.views.colours import chart_colours
 
 SIDE_SYMBOLS = {"a": "circle", "b": "diamond"}  # marker per language side: A (usually L1), B
 AMONG = {"system": "the same system (both languages)", "all": "all points of the projector"}
@@ -159,7 +164,7 @@ def point_label(row: dict, width: int = 60) -> str:
 
 
 def _hover(row: dict) -> str:
-    from xlviz.ui.text import plot_text
+    from xlviz.views.text import plot_text
 
     body = "<br>".join(plot_text(line) for line in textwrap.wrap(row["text"], 70)) or "(empty)"
     return f"<b>{plot_text(row['system'])} · {plot_text(row['language'])} #{row['index']}</b><br>{body}"
@@ -173,7 +178,7 @@ def figure(proj: Projector, colours: dict[str, str] | None = None, title: str = 
     black ring. Every point carries its row number as ``customdata`` so a click selects it."""
     import plotly.graph_objects as go
 
-    from xlviz.ui.text import plot_text
+    from xlviz.views.text import plot_text
     from xlviz.views.figures import PALETTE
 
     colours = dict(colours or {})
@@ -250,3 +255,119 @@ def coinciding(blocks: Sequence[Block]) -> list[list[str]]:
         else:
             groups.append([b])
     return [[b.label for b in g] for g in groups if len(g) > 1]
+
+
+# --------------------------------------------------------------------------- the notebook's projector
+@dataclass
+class ProjectorView:
+    """The Alignment page's projector: ``figure`` (plotly: colour = system, marker = language,
+    search matches ringed, the selected point starred with its neighbours ringed), ``points``
+    (one row per point: system, language, sentence, text, x, y, match), ``neighbours`` (the
+    selected point's nearest points by cosine in the original vectors; ``translation`` marks
+    its own translation). ``neighbours_of(point)`` asks for another point."""
+
+    figure: Any
+    points: Any
+    neighbours: Any
+    point: int
+    data: Any = field(repr=False, default=None)
+
+    def neighbours_of(self, point, k: int = 10, among: str = "system"):
+        """Neighbours of ``point``: a row number of ``points`` or ``(system, language, sentence)``."""
+        import pandas as pd
+
+        return pd.DataFrame(neighbours(self.data, _projector_point(self.data, point), k, among))
+
+
+def _projector_point(proj, point) -> int:
+    from xlviz.errors import XlvizError
+
+    if point is None:
+        return 0
+    if isinstance(point, int) and not isinstance(point, bool):
+        if not 0 <= point < len(proj.rows):
+            raise XlvizError(f"no point {point}; there are {len(proj.rows)}", field="point")
+        return point
+    try:
+        system, language, index = point
+    except (TypeError, ValueError):
+        raise XlvizError(f"a point is a row number or (system, language, sentence), got {point!r}", field="point") from None
+    for i, r in enumerate(proj.rows):
+        if system in (r["system"], r["system"].rsplit(" · ", 1)[-1]) and r["language"] == language and r["index"] == index:
+            return i
+    raise XlvizError(f"no point {point!r} in the projector", field="point")
+
+
+def _two_sides(value) -> tuple:
+    """A model for each language: ``(model_a, model_b)`` given as two folders (or two loaded
+    pairs), else one model reading both languages (a folder, or a ``(model, tokenizer)`` pair)."""
+    if isinstance(value, tuple) and len(value) == 2 and isinstance(value[0], (str, os.PathLike, tuple)):
+        return value
+    return value, value
+
+
+def projector(run_or_models, lang: str, systems: Sequence[str] | None = None, *, sentences=None, lang_a: str = "en",
+              layer: int = -1, method: str = "pca", n: int = 150, query: str = "", point=None, k: int = 10,
+              among: str = "system", pooling: str = "mean", max_length: int = 128) -> ProjectorView:
+    """Several systems' sentence vectors of one parallel set in one 2-D space (the Alignment
+    page's projector), with a search (``query``: case ignored, literal text) and the nearest
+    neighbours of ``point`` (cosine in the original vectors).
+
+    ``run_or_models``: a run folder (its L1-``lang`` parallel pairs, its systems; ``systems``
+    picks some by name) or a dict ``{name: model or (model_a, model_b)}`` with ``sentences=
+    (texts_a, texts_b)`` (line i translates line i; ``lang_a`` names side A). All systems need
+    one hidden size; others are left out (``points`` does not have them; the figure title says so).
+    """
+    import pandas as pd
+
+    from xlviz.analysis.representations import sentence_embeddings
+    from xlviz.errors import XlvizError
+    from xlviz.views.figures import tidy
+
+    encoders = []  # (name, (model, tok) of side A, (model, tok) of side B)
+    if isinstance(run_or_models, dict):
+        if sentences is None or len(sentences) != 2:
+            raise XlvizError("models need sentences=(texts_a, texts_b), the parallel set to project", field="sentences")
+        src, tgt = list(sentences[0])[:n], list(sentences[1])[:n]
+        if len(src) != len(tgt) or not src:
+            raise XlvizError(f"sentences: {len(src)} and {len(tgt)} lines; both sides need the same number (> 0)",
+                             field="sentences")
+        names = list(systems) if systems is not None else list(run_or_models)
+        for name in names:
+            if name not in run_or_models:
+                raise XlvizError(f"no model {name!r}; there are {sorted(run_or_models)}", field="systems")
+            a, b = _two_sides(run_or_models[name])
+            encoders.append((str(name), lambda a=a: loaded(a), lambda b=b: loaded(b)))
+        la, lb = lang_a, lang
+    else:
+        from xlviz.analysis.reports import parallel_data
+
+        run = str(Path(run_or_models).expanduser())
+        chosen = pick_systems(run, lang, systems)
+        data = parallel_data("world", run_dir=run, l2=lang, lang_b=lang, limit=n)
+        src, tgt, la, lb = list(data.src), list(data.tgt), data.lang_a, data.lang_b
+        encoders = [(s.name, lambda s=s: spec_model(s.a), lambda s=s: spec_model(s.b)) for s in chosen]
+    blocks, layers = [], []
+    for name, load_a, load_b in encoders:
+        ea = sentence_embeddings(*load_a(), src, pooling=pooling, max_length=max_length)
+        eb = sentence_embeddings(*load_b(), tgt, pooling=pooling, max_length=max_length)
+        layers.append(min(ea.shape[0], eb.shape[0]))
+        blocks.append((name, ea, eb))
+    n_layers = min(layers)
+    if not -n_layers <= layer < n_layers:
+        raise XlvizError(f"no layer {layer}; the systems have layers 0 to {n_layers - 1}", field="layer")
+    layer = layer % n_layers
+    proj = build([b for name, ea, eb in blocks for b in (Block(name, la, "a", src, ea[layer]), Block(name, lb, "b", tgt, eb[layer]))],
+                 method=method, query=query)
+    chosen_point = _projector_point(proj, point)
+    near = neighbour_points(proj, chosen_point, k, among)
+    label = "PCA" if proj.method == "pca" else "UMAP"
+    title = f"{len(blocks)} system{'s' if len(blocks) > 1 else ''} · layer {layer} · {label} of sentences"
+    if proj.left_out:
+        from xlviz.views.text import plot_text
+
+        title += f" (left out, another width: {plot_text(', '.join(proj.left_out))})"
+    fig = tidy(figure(proj, chart_colours([name for name, _, _ in blocks]), title, selected=chosen_point, near=near))
+    points = pd.DataFrame([{"system": r["system"], "language": r["language"], "sentence": r["index"], "text": r["text"],
+                            "x": r["x"], "y": r["y"], "match": r["match"]} for r in proj.rows])
+    return ProjectorView(fig, points, pd.DataFrame(neighbours(proj, chosen_point, k, among)), chosen_point, proj)

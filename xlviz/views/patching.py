@@ -33,7 +33,7 @@ class PatchingView:
         import numpy as np
         import plotly.graph_objects as go
 
-        from xlviz.ui.text import plot_text
+        from xlviz.views.text import plot_text
 
         m, lo, hi = self.matrix(system), self.matrix(system, "low"), self.matrix(system, "high")
         text = [[("" if np.isnan(v) else f"{100 * v:.0f}%".replace("-0%", "0%")) for v in row] for row in m.values]
@@ -54,7 +54,7 @@ class PatchingView:
         fixed colour per system (the app-wide system colours)."""
         import plotly.graph_objects as go
 
-        from xlviz.ui.text import plot_text
+        from xlviz.views.text import plot_text
 
         fig = go.Figure()
         for system, g in self.rows[self.rows["group"] == group].groupby("system", sort=False):

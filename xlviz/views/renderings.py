@@ -105,9 +105,9 @@ class FactRendering:
         return self.text == self.english
 
     def pair(self):
-        """As the Attention page's parallel pair (:class:`xlviz.ui.attention_view.Pair`): English
+        """As the Attention page's parallel pair (:class:`xlviz.views.attention.Pair`): English
         as sentence A, this rendering as B, with their words and gold alignment."""
-        from xlviz.ui.attention_view import Pair
+        from xlviz.views.attention import Pair
 
         return Pair(self.name, "en", self.name, self.english, self.text, list(self.english_words), list(self.words),
                     list(self.alignment))
@@ -284,8 +284,8 @@ def rendering_card(r: QuestionRendering, answers: Sequence[tuple[str, RenderingA
     EM, F1 and [UNK] share, or a short line in place of the scores (not scorable: "not scored:
     8% [UNK]", the whole reason in its tooltip; no model for this rendering: ``(name, None,
     why)``). Every text escaped (never markdown)."""
-    from xlviz.ui.highlight import Span, highlight, qa_card
-    from xlviz.ui.qa import prediction_span
+    from xlviz.views.highlight import Span, highlight, qa_card
+    from xlviz.views.qa import prediction_span
 
     ex = _example(r)
     spans = []
@@ -360,14 +360,40 @@ class QuestionRenderingsView:
 def run_decoding_of(folder: str | os.PathLike, model) -> dict[str, int]:
     """The run's decoding of one of its QA exports (SQuAD's defaults, capped by the model's
     positions, for a folder outside a run), as the XQuAD page decodes it."""
-    from xlviz.ui.qa import capped, run_decoding
+    from xlviz.views.qa import capped, run_decoding
 
     max_pos = int(getattr(getattr(model, "config", None), "max_position_embeddings", 512) or 512)
     dec = capped(run_decoding(folder, max_pos), max_pos)
     return {"max_length": dec.max_length, "doc_stride": dec.doc_stride, "max_answer_length": dec.max_answer_length}
 
 
+def renderings_of_question(run: str | os.PathLike, lang: str, qid: str, systems: Sequence[str] | None = None) -> QuestionRenderingsView:
+    """Question ``qid`` of a run's generated test set in every rendering for the L2 ``lang``,
+    answered by each system's QA exports (its English export reads English words, its ``lang``
+    export the L2's), decoded with the run's settings: the XQuAD page's "Renderings"."""
+    import pandas as pd
+    from pathlib import Path
+
+    from xlviz.analysis.patching_report import _exports
+    from xlviz.data.world import load_world
+    from xlviz.runs import world_folder
+    from xlviz.views.cache import loaded
+    from xlviz.views.colours import chart_colours
+
+    run = Path(run).expanduser()
+    world = load_world(world_folder(run))
+    rs = question_renderings(world, lang, qid)
+    chosen = _exports(run, lang, list(systems) if systems else None)
+    answers = []
+    for system, (en_dir, l2_dir) in chosen.items():
+        folders = {world.l1: en_dir, lang: l2_dir}
+        for r in rs:
+            model, tok = loaded(folders[r.reader], None, "qa")
+            answers.append(answer_rendering(model, tok, r, run_decoding_of(folders[r.reader], model), system))
+    return QuestionRenderingsView(rs, answers, pd.DataFrame(answer_rows(answers, rs)), chart_colours(list(chosen)))
+
+
 __all__ = ["RenderingsView", "renderings", "Fact", "FactRendering", "facts_of", "fact_renderings", "default_reader",
            "reader_ref", "STATEMENT", "ASKED", "QuestionRendering", "question_renderings", "RenderingAnswer",
            "answer_rendering", "answer_rows", "not_scored", "rendering_card", "QuestionRenderingsView",
-           "run_decoding_of"]
+           "run_decoding_of", "renderings_of_question"]

@@ -1,6 +1,8 @@
-"""Attention page logic without Streamlit: parallel-pair sources, heatmaps, the model view
+"""The attention view without Streamlit: parallel-pair sources, heatmaps, the model view
 (layer × head thumbnails, labelled and clickable), the neuron view (query × key), VECO-style
-share matrices and CSV export.
+share matrices and CSV export, for the Attention page; and the notebook's :func:`head_view`,
+:func:`model_view`, :func:`cross_language_attention` and :func:`neuron_view`, drawn with the
+same figure functions (a notebook and the page never disagree).
 
 Only the layers/heads the page asks for are turned into figures (``attention_slice``), so the
 full [layers, heads, T, T] tensor never goes to the browser.
@@ -10,13 +12,17 @@ from __future__ import annotations
 
 import html
 import io
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any, Sequence
 
 import numpy as np
 import pandas as pd
 
 from xlviz.errors import XlvizError
+from xlviz.views.cache import layer_index, loaded
+from xlviz.views.text import HTML
 
 SEGMENT_COLOURS = {0: "#0072B2", 1: "#D55E00", -1: "#888888"}
 OVERVIEW_MAX_TOKENS = 40  # thumbnails are pooled down to this many tokens per side
@@ -525,3 +531,66 @@ def cross_frame(result, hide_special: bool = True) -> pd.DataFrame:
                 for k in range(len(tb)):
                     rows.append(("cross-attention A→B", l, h, q, ta[q], k, tb[k], float(A[q, k])))
     return pd.DataFrame(rows, columns=["input", "layer", "head", "query", "query_token", "key", "key_token", "weight"])
+
+
+# --------------------------------------------------------------------------- the notebook's attention views
+def _attention(model, sentence_a, sentence_b, tokenizer, max_length: int):
+    from xlviz.analysis.attention import attention_maps
+
+    m, tok = loaded(model, tokenizer)
+    return attention_maps(m, tok, sentence_a, sentence_b, max_length=max_length)
+
+
+def head_view(model: Any, sentence_a: str, sentence_b: str | None = None, *, layer: int = -1, head: int | None = None,
+              hide_special: bool = True, tokenizer: str | os.PathLike | None = None, max_length: int = 128) -> HTML:
+    """The Attention page's head view (as bertviz): queries left, keys right, one line per weight.
+
+    ``layer`` (negative counts from the top) and ``head`` (None: mean of the heads) pick the map;
+    ``sentence_b`` feeds the pair as one input so attention can cross between the sentences.
+    """
+    from xlviz.analysis.attention import attention_slice
+
+    res = _attention(model, sentence_a, sentence_b, tokenizer, max_length)
+    layer = layer_index(layer, res.n_layers)
+    sl = attention_slice(res, layers=[layer], heads=None if head is None else [head], hide_special=hide_special,
+                         average_heads=head is None)
+    return HTML(head_view_html(sl.attentions[0, 0], sl.tokens, sl.segment))
+
+
+def model_view(model: Any, sentence_a: str, sentence_b: str | None = None, *, layers: Sequence[int] | None = None,
+               hide_special: bool = True, tokenizer: str | os.PathLike | None = None, max_length: int = 128):
+    """The Attention page's model view: one small map per layer (rows) and head (columns), each
+    labelled ``"L3 H2"``, all layers unless ``layers`` is given. A plotly figure; each thumbnail's
+    click target carries ``customdata`` ``[layer, head]`` (the page opens that head on a click)."""
+    from xlviz.analysis.attention import attention_slice
+    from xlviz.views.figures import tidy
+
+    res = _attention(model, sentence_a, sentence_b, tokenizer, max_length)
+    sl = attention_slice(res, layers=sorted(layers) if layers is not None else None, heads=None, hide_special=hide_special)
+    return tidy(overview(sl.attentions, sl.layers, sl.heads, segment=sl.segment))
+
+
+def cross_language_attention(model: Any, sentence_a: str, sentence_b: str, *, hide_special: bool = True,
+                             tokenizer: str | os.PathLike | None = None, max_length: int = 128):
+    """Per layer and head, the share of attention that goes to the other sentence when a
+    translation pair is read as one input (VECO's Fig. 1 question). A plotly heatmap."""
+    from xlviz.analysis.attention import cross_attention_share
+    from xlviz.views.figures import tidy
+
+    res = _attention(model, sentence_a, sentence_b, tokenizer, max_length)
+    share = cross_attention_share(res, hide_special=hide_special)
+    return tidy(share_heatmap(share, "share of attention to the other sentence"))
+
+
+def neuron_view(model: Any, text: str, layer: int, head: int, token: int | str, *, text_b: str | None = None,
+                tokenizer: str | os.PathLike | None = None, max_length: int = 128):
+    """bertviz's neuron view, as the Attention page draws it: for query ``token`` (a position
+    counting [CLS], negative from the end, or the token's text) of ``head`` in ``layer``
+    (negative counts from the top), the query q, every key k_j, the products q ⊙ k_j, the scores
+    q·k_j/√d and their softmax (the head's attention weights). A plotly figure."""
+    from xlviz.analysis.attention import query_key_vectors
+    from xlviz.views.figures import tidy
+
+    m, tok = loaded(model, tokenizer)
+    qk = query_key_vectors(m, tok, text, text_b, max_length=max_length)
+    return tidy(neuron_figure(qk.neuron(layer, head, token)))

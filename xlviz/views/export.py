@@ -109,7 +109,7 @@ def go_copy(fig):
 def run_report_html(run, figures: dict[str, object] | None = None) -> str:
     """A self-contained HTML page for one run: config, status, loss curves, results table and
     ``figures`` (title -> plotly figure: analyses computed so far). plotly.js is inlined once."""
-    from xlviz.ui.runs_view import compare_table, flat_config, loss_figure, results_frame
+    from xlviz.views.runs import compare_table, flat_config, loss_figure, results_frame
 
     try:
         cfg = run.config()

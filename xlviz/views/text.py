@@ -15,11 +15,21 @@ block can start. GFM also turns bare ``http://...``, ``www....`` and ``a@b.c`` i
 escapes are resolved, so an invisible WORD JOINER (U+2060) goes before the ``//``, the ``.`` of
 ``www.`` and the ``@`` (a copied text carries it). Ordinary text (``s1_pretrain``, ``my-run``, ``a: b``) is left as it reads.
 Long text goes into ``st.code`` / ``st.text``, which never render markdown.
+
+:class:`HTML` marks the notebook views' HTML fragments (their texts escaped where they are built).
 """
 
 from __future__ import annotations
 
 import re
+
+
+class HTML(str):
+    """An HTML fragment that notebooks render (``_repr_html_``) and that is still a ``str``."""
+
+    def _repr_html_(self) -> str:
+        return str(self)
+
 
 _ALWAYS = set("[]<>`*~$\\@")
 _LIST_START = re.compile(r"\d{1,9}[.)]")

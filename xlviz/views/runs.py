@@ -18,8 +18,8 @@ from xlviz.methods import method_of, methods, resolve
 from xlviz.names import check_code
 from xlviz.runs import Run
 from xlviz.training.verdicts import DEGENERATE, dead, is_degenerate, live
-from xlviz.ui.choices import config_value
-from xlviz.ui.forms import FORM_BUDGET, check_sizes, form_class, form_flags
+from xlviz.views.choices import config_value
+from xlviz.views.forms import FORM_BUDGET, check_sizes, form_class, form_flags
 from xlviz.views.figures import legend_below
 
 MODEL_SIZES = ("tiny", "small", "medium")
@@ -89,7 +89,7 @@ RUN_FORM = ("seed", "source", "languages", "corpus_documents", "qa_train_paragra
 
 class _TransferForm:
     """What the Runs page's form collects: the settings of :data:`RUN_FORM`, starting from the
-    forms' small budget (:data:`xlviz.ui.forms.FORM_BUDGET`: they finish in a few minutes on a
+    forms' small budget (:data:`xlviz.views.forms.FORM_BUDGET`: they finish in a few minutes on a
     laptop CPU; the paper-like sizes are the CLI's) and one target language, and the method
     options set in the form (``options``: name -> value; the others keep their defaults)."""
 
@@ -588,13 +588,13 @@ CSV_FIELDS = ("metric", "setting")
 
 def compare_figure(long: pd.DataFrame, colours: dict[str, str] | None = None):
     """Grouped bars: language on x, one bar per run · system, EM and F1 side by side; colour =
-    system (the app-wide colour, :mod:`xlviz.ui.colours`), pattern = run; zero-shot and
+    system (the app-wide colour, :mod:`xlviz.views.colours`), pattern = run; zero-shot and
     translate-train rows in separate panels."""
     import plotly.express as px
 
-    from xlviz.ui.colours import colour_map
+    from xlviz.views.colours import colour_map
 
-    from xlviz.ui.text import plot_text
+    from xlviz.views.text import plot_text
 
     ids = ["run", "system", "language"] + (["setting"] if "setting" in long else [])
     gone = dead(long)  # a degenerate row is no result: no bar; the chart's CSV lists it with its verdict
@@ -609,7 +609,7 @@ def compare_figure(long: pd.DataFrame, colours: dict[str, str] | None = None):
                  facet_row="setting" if two else None, range_y=[0, 100], labels={"score": "score (%)", "setting": ""},
                  color_discrete_map=colours, hover_data=["run"], custom_data=CSV_FIELDS[:1 + ("setting" in df)],
                  category_orders={"setting": list(SETTINGS)} if two else None)
-    # the CSV export (xlviz.ui.export.figure_frame) reads these per bar: EM and F1 apart; and the
+    # the CSV export (xlviz.views.export.figure_frame) reads these per bar: EM and F1 apart; and the
     # rows left out, each with its verdict
     left_out = [{"trace": f"{r['system']}, {r['run']}", "x": r["language"], "y": None, "metric": m,
                  **({"setting": r["setting"]} if "setting" in gone else {}), "verdict": DEGENERATE}
@@ -647,7 +647,7 @@ def loss_figure(metrics: list[dict]):
     df = pd.DataFrame([m for m in metrics if "loss" in m and "step" in m and "stage" in m])
     if df.empty:
         return None
-    from xlviz.ui.text import plot_text
+    from xlviz.views.text import plot_text
 
     df["stage"] = df["stage"].map(plot_text)  # stage names from metrics.jsonl: plotly renders <a href>
     df = with_attempts(df)
@@ -709,7 +709,7 @@ def overlay_figure(curves: pd.DataFrame, *, x: str = "step", smoothing: float = 
     import plotly.graph_objects as go
     from plotly.colors import qualitative
 
-    from xlviz.ui.text import plot_text
+    from xlviz.views.text import plot_text
 
     fig = go.Figure()
     runs = list(dict.fromkeys(curves["run"]))
@@ -814,22 +814,6 @@ def name_width(names) -> int:
     return min(max(120, 8 * longest + 32), 640)
 
 
-def compare_column_config(table: pd.DataFrame) -> dict:
-    """column_config for a :func:`compare_table` part: the run and system names pinned at the
-    left and wide enough to read whole, every score with one decimal, the F1 L2/L1 ratios with
-    two (0.94)."""
-    import streamlit as st
-
-    from xlviz.ui.tables import SCORE_RULES, number_config
-
-    names = {c: st.column_config.TextColumn(c, width=name_width(table[c]), pinned=True)
-             for c in ("run", "runs", "system") if c in table}
-    return number_config(table, RATIO_RULES + SCORE_RULES, config=names)
-
-
-RATIO_RULES = ((r"/L1$", "%.2f"),)
-
-
 def compare_column_order(table: pd.DataFrame) -> list[str]:
     """The columns a :func:`compare_table` part shows, so that it fits a 1,400 px window with F1
     in view: the names, then F1 and EM per language, each as ``score [95% CI]`` where rows carry
@@ -881,7 +865,7 @@ def seed_summary(long: pd.DataFrame, groups: list[list[str]]) -> pd.DataFrame:
 
 def l1_language(run: Run) -> str:
     """The run's L1 (its first language)."""
-    from xlviz.ui.choices import run_languages
+    from xlviz.views.choices import run_languages
 
     langs = run_languages(run)
     return langs[0] if langs else "en"

@@ -59,3 +59,9 @@ def label_colours(labels: Iterable[str], by_system: dict[str, str] | None = None
         if label not in out:
             out[label] = free.pop(0) if free else PALETTE[len(out) % len(PALETTE)]
     return out
+
+
+def chart_colours(names: Iterable[str]) -> dict[str, str]:
+    """Colours for a notebook view's labels, as the pages draw them: :func:`label_colours` with
+    the runs folder's app-wide system colours (:func:`system_colours`)."""
+    return label_colours(list(names), system_colours())

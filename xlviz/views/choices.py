@@ -369,9 +369,9 @@ def cached_hub_config(repo_id: str) -> tuple[dict | None, str]:
 def check_typed(text: str) -> FolderCheck:
     """Read a typed folder's config once: does it exist, is it a model, does it have a QA or a
     masked-LM head? A hub id must be in the local Hugging Face cache (:func:`cached_hub_config`). A local path must
-    lie inside the app's roots (:mod:`xlviz.ui.paths`); a refusal does not tell whether it exists."""
+    lie inside the app's roots (:mod:`xlviz.views.paths`); a refusal does not tell whether it exists."""
     from xlviz.errors import XlvizError
-    from xlviz.ui.paths import typed_model
+    from xlviz.views.paths import typed_model
 
     try:
         kind, local = typed_model(text)

@@ -24,8 +24,8 @@ from xlviz.transfer.sweep_report import sweep_rows as _sweep_rows
 __all__ = ["SweepForm", "prepare_sweep", "all_sweeps", "start", "resume", "state", "list_sweeps", "sweep_summary", "sweep_rows",
            "ratio_figure", "results_table", "excluded_lines", "timing_line", "paired_table", "sweeps_table", "cells_table",
            "cell_l2s", "cell_models"]
-from xlviz.ui.forms import FORM_BUDGET, check_sizes, form_class, form_flags
-from xlviz.ui.runs_view import MODEL_SIZES
+from xlviz.views.forms import FORM_BUDGET, check_sizes, form_class, form_flags
+from xlviz.views.runs import MODEL_SIZES
 
 MAX_CELLS = 500  # a typo in a grid must not start thousands of runs
 
@@ -44,7 +44,7 @@ SWEEP_FORM = ("methods", "model_size", "pretrain_steps", "transfer_steps", "fine
 class _SweepForm:
     """What the Sweeps page's form collects: the grid as text rows, the settings of
     :data:`SWEEP_FORM` every cell shares (starting from the forms' small budget,
-    :data:`xlviz.ui.forms.FORM_BUDGET`: minutes per cell, and two systems) and the cells at once."""
+    :data:`xlviz.views.forms.FORM_BUDGET`: minutes per cell, and two systems) and the cells at once."""
 
     def flags(self) -> list[tuple[str, str, str]]:
         """(flag, setting it sets, value) for every shared flag."""
@@ -88,7 +88,7 @@ def prepare_sweep(form: SweepForm, root: str | Path, name: str = "") -> tuple[Pa
     unless everything passes; then a fresh folder for an unnamed sweep."""
     from xlviz.commands.transfer import build_config
     from xlviz.runs import new_run_path
-    from xlviz.ui.runs_view import parse_form
+    from xlviz.views.runs import parse_form
 
     root = Path(root)
     args, name = parse_form(form, root, name, command="sweep", thing="sweep", taken="folder")
@@ -309,7 +309,7 @@ def paired_table(folder: str | Path, a: str, b: str, metric: str) -> pd.DataFram
 def cell_l2s(run_name: str, root: str | Path | None = None) -> list[str]:
     """A cell's L2s (its config's languages after the L1)."""
     from xlviz.runs import Run, checkpoints_root
-    from xlviz.ui.choices import run_languages
+    from xlviz.views.choices import run_languages
 
     return run_languages(Run(checkpoints_root(root) / run_name))[1:]
 
@@ -317,6 +317,6 @@ def cell_l2s(run_name: str, root: str | Path | None = None) -> list[str]:
 def cell_models(run_name: str, root: str | Path | None = None) -> list[str]:
     """The sidebar's keys of a cell's exported QA systems (what XQuAD and Attention read)."""
     from xlviz.runs import Run, checkpoints_root
-    from xlviz.ui.choices import run_model_choices
+    from xlviz.views.choices import run_model_choices
 
     return [c.key for c in run_model_choices(Run(checkpoints_root(root) / run_name)) if c.group == "export"]

@@ -5,15 +5,18 @@ escaped (never markdown), and the original text is shaded through each token's c
 (not the tokenizer's ``##`` pieces). Positive salience (the token pushes the answer's logit up)
 is orange, negative blue (Okabe-Ito, colour-blind friendly); opacity is the magnitude relative
 to the largest of the window; the answer the model gave is outlined. No Streamlit here: the
-notebook API (:func:`xlviz.views.salience`) draws the same HTML.
+XQuAD page's "Why this answer" and the notebook's :func:`salience` draw the same HTML.
 """
 
 from __future__ import annotations
 
 import html
-from typing import Sequence
+import os
+from typing import Any, Sequence
 
 from xlviz.analysis.salience import CONTEXT, QUESTION, Salience
+from xlviz.views.cache import loaded
+from xlviz.views.text import HTML
 
 POSITIVE = (213, 94, 0)   # Okabe-Ito vermillion
 NEGATIVE = (0, 114, 178)  # Okabe-Ito blue
@@ -132,3 +135,33 @@ def links_html(rows: list[dict], lang_a: str, lang_b: str) -> str:
     return ('<table class="xlviz-links" style="font-size:.82em;width:100%;border-collapse:collapse">'
             f"<tr><th align=left style='{PAD}'>{a} word</th><th align=right style='{PAD}'>{a} model</th>"
             f"<th align=left style='{PAD}'>{b} translation</th><th align=right style='{PAD}'>{b} model</th></tr>{body}</table>")
+
+
+def salience(model: Any, question: str, context: str, *, answer: tuple[int, int] | None = None, target: str = "total",
+             tokenizer: str | os.PathLike | None = None, n_steps: int = 32, max_length: int | None = None,
+             doc_stride: int | None = None, max_answer_length: int | None = None) -> HTML:
+    """The XQuAD page's "Why this answer": integrated gradients of the answer's start and end
+    logits over the word embeddings ([PAD] baseline, special tokens kept), the question and
+    context shaded per token. HTML; its ``.salience`` holds the raw per-token values
+    (:class:`xlviz.analysis.salience.Salience`: ``tokens``, ``start``, ``end``, deltas).
+
+    ``model``: a QA model folder (a run's export is decoded with its run's settings) or a
+    ``(model, tokenizer)`` pair; ``answer``: the character span to explain in ``context``
+    (None: the model's own answer); ``target``: ``"total"`` (start + end), ``"start"`` or ``"end"``.
+    """
+    from xlviz.analysis.salience import integrated_gradients
+    from xlviz.views.qa import Decoding, run_decoding
+
+    m, tok = loaded(model, tokenizer, "qa")
+    max_pos = int(getattr(getattr(m, "config", None), "max_position_embeddings", 512) or 512)
+    if isinstance(model, tuple):  # no folder, so no run: SQuAD's settings capped by the model's positions
+        length = min(384, max_pos)
+        dec = Decoding(length, max(16, min(128, length // 3)), 30, "SQuAD defaults")
+    else:
+        dec = run_decoding(str(model), max_pos)
+    sal = integrated_gradients(m, tok, question, context, answer=answer, n_steps=n_steps,
+                               max_length=max_length or dec.max_length, doc_stride=doc_stride or dec.doc_stride,
+                               max_answer_length=max_answer_length or dec.max_answer_length)
+    out = HTML(salience_html(sal, target))
+    out.salience = sal
+    return out
