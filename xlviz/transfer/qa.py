@@ -28,7 +28,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Sequence
 
-
 from xlviz.data.squad import check_answer_starts, language_of_file, read_squad_json, squad_examples
 from xlviz.errors import XlvizError
 from xlviz.io import atomic_write_json

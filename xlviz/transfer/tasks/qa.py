@@ -5,7 +5,7 @@ scoring stage (:meth:`QA.score`, the one entry on either source); the model is f
 L1 QA by the system's own stages (corpus sources: :func:`finetune`, MONOTRANS's step 3).
 
 Everything that scores QA in a transfer run lives here: the test-set scores every route shares
-(:func:`test_scores`: predictions, EM/F1 under the source's normalisation, the official v1.1
+(:func:`score_test_set`: predictions, EM/F1 under the source's normalisation, the official v1.1
 scores, paragraph-bootstrap intervals), the world's rows (:func:`score_world`: exports,
 verdicts, its own L1 model's scores, slices) and a corpus source's (:func:`score_corpus`), and
 the hooks a QA fine-tuning on the world's L1 training set asks the run for (:func:`judge`,
@@ -71,8 +71,8 @@ def finetune(ctx) -> None:
     ctx.save(model, ctx.path("s3_finetune"), l1_tok, language=ctx.data.l1, role="finetuned")
 
 
-def test_scores(ctx, model, tok, data: dict, *, articles: list[str] | None = None, language: str | None = None,
-                max_answer_length: int = 30, accelerator=None) -> tuple[dict, dict, dict[str, str], list[dict]]:
+def score_test_set(ctx, model, tok, data: dict, *, articles: list[str] | None = None, language: str | None = None,
+                   max_answer_length: int = 30, accelerator=None) -> tuple[dict, dict, dict[str, str], list[dict]]:
     """(scores, official v1.1 scores, predictions, per-question rows) of ``model`` on the SQuAD
     dict ``data``: EM/F1 normalised with ``articles`` (the world's languages, MLQA-style) or a
     real ``language`` (MLQA's script), followed by their paragraph-bootstrap intervals
@@ -94,10 +94,10 @@ def test_scores(ctx, model, tok, data: dict, *, articles: list[str] | None = Non
 
 # --------------------------------------------------------------------------- the world
 def world_scores(ctx, model, tok, lang: str) -> tuple[dict, dict, dict[str, str], list[dict]]:
-    """:func:`test_scores` on the world's ``lang`` test set. Each language's own articles are
+    """:func:`score_test_set` on the world's ``lang`` test set. Each language's own articles are
     stripped (MLQA-style), so L2/L1 compares like with like; the official v1.1 numbers
     (English articles only) are kept beside them."""
-    return test_scores(ctx, model, tok, ctx.world.qa("test", lang), articles=ctx.world.articles(lang),
+    return score_test_set(ctx, model, tok, ctx.world.qa("test", lang), articles=ctx.world.articles(lang),
                        max_answer_length=ctx.cfg.max_answer_length)
 
 
@@ -267,7 +267,7 @@ def score_corpus(ctx, system: str) -> list[dict]:
         model.to(ctx.acc.device)
         # real languages are scored as MLQA's script scores them (official v1.1 kept beside)
         norm = lang if lang in mlqa_languages() else None
-        scores, v11, preds, _ = test_scores(ctx, model, tok, test, language=norm, accelerator=ctx.acc)
+        scores, v11, preds, _ = score_test_set(ctx, model, tok, test, language=norm, accelerator=ctx.acc)
         model.to("cpu")
         if ctx.main:
             ctx.write_predictions(system, lang, preds, setting="zero-shot")
