@@ -32,7 +32,7 @@ from pathlib import Path
 
 from xlviz.methods import method_of
 from xlviz.transfer.config import TransferConfig
-from xlviz.transfer.pipeline import Pipeline
+from xlviz.transfer.pipeline import Pipeline, StageKind
 
 SYSTEMS = ["monotrans", "monotrans+forgetting", "monotrans+wechsel", "wechsel-only", "monotrans+forgetting+wechsel"]
 TINY = {
@@ -129,7 +129,7 @@ def main() -> None:
               f"model {cfg.model_size}")
         print(f"{'stage':34s} {'seconds':>8s}")
         for name, t in run.times.items():
-            if not name.startswith("s4_"):
+            if run.planned[name].kind is not StageKind.SCORE:
                 print(f"{name:34s} {t:8.2f}")
         print(f"\n{'system':30s} {'seconds':>8s} {'vs monotrans':>13s}")
         for s in SYSTEMS:

@@ -418,3 +418,82 @@ def test_every_setting_has_a_flag_and_the_merge_is_generated():
         d = with_flags(args, {"source": "files"} if s.path.startswith("data.") else {})
         home, _, key = s.path.rpartition(".")
         assert (d[home] if home else d)[key] == (value if s.type is not bool else not s.default), s.path
+
+
+# --- stages typed, scoring in the tasks ----------------------------------------------------------
+# The one module that spells a scoring stage's name on disk (xlviz.runs.scoring_stage) and reads
+# names of runs made before the manifest (legacy_artefacts).
+STAGE_NAMER = "xlviz/runs.py"
+SCORE_PREFIX = "s4_"
+# What QA scoring is made of: the pipeline schedules the tasks' scoring and imports none of it.
+SCORING_MODULES = ("xlviz.evaluation", "xlviz.data.squad", "xlviz.transfer.qa", "xlviz.analysis")  # and any task module
+
+
+def stage_names_by_hand(files: dict[str, str]) -> list[str]:
+    """``path:line: text`` for every text (not a docstring) outside :data:`STAGE_NAMER` that
+    spells a scoring stage's prefix (``f"s4_{system}"``, ``stage.startswith("s4_")``,
+    ``"s4_" + lang``): built as a string or parsed from one rather than asked of
+    :func:`xlviz.runs.scoring_stage` and kept typed."""
+    found = []
+    for path, text in files.items():
+        if path == STAGE_NAMER:
+            continue
+        tree = ast.parse(text)
+        docstrings = {id(n.value) for n in ast.walk(tree) if isinstance(n, ast.Expr)}
+        parts = {id(v) for n in ast.walk(tree) if isinstance(n, ast.JoinedStr) for v in n.values}  # read with their f-string
+        for node in ast.walk(tree):
+            if id(node) in docstrings or id(node) in parts:
+                continue
+            if isinstance(node, ast.JoinedStr):
+                spelled = "".join(v.value if isinstance(v, ast.Constant) else "{}" for v in node.values)
+            elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+                spelled = node.value
+            else:
+                continue
+            if spelled.startswith(SCORE_PREFIX):
+                found.append(f"{path}:{node.lineno}: {spelled}")
+    return sorted(set(found))
+
+
+def scoring_imports(text: str) -> list[str]:
+    """The modules of QA scoring (:data:`SCORING_MODULES`, a task's own module) a module
+    imports, at the top or inside a function (the task registry, ``xlviz.transfer.tasks``, is
+    how a run reaches its tasks)."""
+    names = []
+    for node in ast.walk(ast.parse(text)):
+        if isinstance(node, ast.Import):
+            names += [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names.append(node.module)
+    return sorted({n for n in names if n.startswith("xlviz.transfer.tasks.") or any(n == m or n.startswith(m + ".") for m in SCORING_MODULES)})
+
+
+def test_no_stage_name_is_built_or_parsed_by_hand():
+    found = stage_names_by_hand(_sources())
+    assert found == [], "scoring stage names spelt by hand (ask xlviz.runs.scoring_stage, keep the stage typed):\n" + "\n".join(found)
+
+
+def test_the_stage_name_check_finds_the_old_ways():
+    old = {
+        "a.py": 'scored = [f"s4_{system}" for system in systems]\n',
+        "b.py": 'if stage.startswith("s4_") and stage[3:] in systems:\n    pass\n',
+        "c.py": 'name = "s4_" + lang\n',
+    }
+    assert [hit.split(":")[0] for hit in stage_names_by_hand(old)] == list(old)
+    unrelated = ('"""One ``s4_<system>`` stage per system."""\n'
+                 'def f():\n    """Scored in ``s4_<system>``."""\n'
+                 'name = scoring_stage(system)\n'
+                 'stage = "s3_finetune"\n')
+    assert stage_names_by_hand({"x.py": unrelated}) == []
+    assert stage_names_by_hand({STAGE_NAMER: old["a.py"]}) == []  # the module that names them
+
+
+def test_the_pipeline_schedules_and_scores_nothing():
+    """The transfer pipeline imports no piece of QA scoring (the metric, predictions, SQuAD
+    reading, the QA run's helpers, a task's module): the tasks score, it schedules."""
+    text = (REPO / "xlviz" / "transfer" / "pipeline.py").read_text()
+    assert scoring_imports(text) == []
+    assert scoring_imports("from xlviz.evaluation.squad_metric import evaluate_squad\n"
+                           "def f():\n    from xlviz.transfer.tasks.qa import judge\n") == [
+        "xlviz.evaluation.squad_metric", "xlviz.transfer.tasks.qa"]
+    assert scoring_imports("from xlviz.transfer.tasks import task_of\nfrom xlviz.transfer.exports import export_encoders\n") == []

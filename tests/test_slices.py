@@ -195,7 +195,7 @@ def test_analysis_files_are_plain_names_under_analyses():
 
 
 def test_a_results_rows_slices_are_the_report_slices_of_its_system(tmp_path):
-    """The ``slices`` field a run writes into each results row (``Pipeline.slice_rows``) is
+    """The ``slices`` field a run writes into each results row (``xlviz.transfer.tasks.qa.slice_rows``) is
     ``xlviz report --slices``'s table of that system and language, less its ``all`` row."""
     from xlviz.data.world import load_world
     from xlviz.evaluation.slices import WORLD_DIMENSIONS, row_slices, world_slices

@@ -140,7 +140,7 @@ def test_plateau_loss_by_hand():
 
 
 def test_first_words_baseline_is_the_best_k():
-    from xlviz.transfer.pipeline import first_words_baseline
+    from xlviz.transfer.tasks.qa import first_words_baseline
 
     data = {"data": [{"paragraphs": [
         {"context": "red fox jumps high", "qas": [{"id": "a", "question": "who?", "answers": [{"text": "red fox", "answer_start": 0}]},

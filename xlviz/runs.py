@@ -890,6 +890,16 @@ WORLD_STAGE = "world"  # the stage that writes them (on the world and on a corpu
 DEPENDS_MAX = 200
 PAIR_MARK = "@"  # encoders/<system>@<l2>-<l1>: the L1 encoder of a pair model's <l2> pair
 _PATH_PART_MAX = 200
+SCORING_STAGE_PREFIX = "s4_"  # the stage that scores one system (xlviz finetune-qa: one evaluation language)
+
+
+def scoring_stage(subject: str) -> str:
+    """The name a scoring stage has on disk (status.json, manifest.json, metrics.jsonl, the
+    log): ``s4_<system>`` (``xlviz finetune-qa``: ``s4_<language>``). The one place it is
+    spelt: runs keep their stages typed and ask here for the name."""
+    return SCORING_STAGE_PREFIX + subject
+
+
 NAME_MAX_LEN = 64
 
 
@@ -1099,7 +1109,7 @@ def legacy_artefacts(run: "Run") -> list[dict]:
             pair = None
             if kind == "encoder" and PAIR_MARK in system:
                 system, _, pair = system.partition(PAIR_MARK)
-            entry = {"kind": kind, "path": f"{sub}/{p.name}", "system": system, "language": lang, "stage": f"s4_{system}",
+            entry = {"kind": kind, "path": f"{sub}/{p.name}", "system": system, "language": lang, "stage": scoring_stage(system),
                      "role": {"export": "qa", "predictions": "predictions"}.get(kind) or ("l1-encoder" if lang == l1 else "l2-encoder")}
             if kind != "encoder" and (system, lang) in settings:
                 entry["setting"] = settings[(system, lang)]

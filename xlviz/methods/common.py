@@ -15,10 +15,8 @@ from typing import Callable, Iterable
 import torch
 from transformers import BertForMaskedLM
 
-from xlviz.data.qa_features import prepare_train_features, to_tensors
 from xlviz.data.squad import squad_examples
 from xlviz.data.tokenization import train_tokenizer
-from xlviz.errors import XlvizError
 from xlviz.io import atomic_dir
 from xlviz.methods import corpus as corpus_source
 from xlviz.methods.base import Context, Stage, record_world_file, world_target
@@ -26,7 +24,7 @@ from xlviz.models.monotrans import bert_config
 from xlviz.training.loop import train
 from xlviz.training.masking import masking
 from xlviz.training.mlm import MaskedOnlyMLM, mask_tokens, mlm_batches
-from xlviz.training.qa_loss import QALoss
+from xlviz.training.qa import finetune_qa as train_qa
 
 
 # --------------------------------------------------------------------------- the world
@@ -179,42 +177,20 @@ def load_mlm(ctx: Context, stage: str) -> BertForMaskedLM:
 
 
 # --------------------------------------------------------------------------- QA
-def qa_batches(ctx: Context, tok, data: dict | None = None):
-    """Shuffled batches of QA training windows, epoch after epoch (this process's share): the
-    L1 training set, or ``data`` (SQuAD JSON, e.g. translate-train data)."""
-    cfg = ctx.cfg
-    examples = squad_examples(data if data is not None else ctx.world.qa("train"))
-    feats = to_tensors(prepare_train_features(tok, examples, cfg.qa_max_length, cfg.doc_stride))
-    n = len(feats["input_ids"])
-    rank, world_size = ctx.acc.process_index, ctx.acc.num_processes
-    if n // world_size < cfg.batch_size:
-        raise XlvizError(f"only {n} QA training windows for a batch of {cfg.batch_size} on {world_size} process(es); "
-                         "lower batch_size or add qa_train_paragraphs", field="batch_size")
-    gen = torch.Generator().manual_seed(cfg.seed + 5)
-    while True:
-        order = torch.randperm(n, generator=gen)[rank::world_size]
-        for i in range(0, len(order) - cfg.batch_size + 1, cfg.batch_size):
-            idx = order[i: i + cfg.batch_size]
-            yield trim_padding({k: v[idx] for k, v in feats.items()})
-
-
-def trim_padding(batch: dict[str, torch.Tensor]) -> dict[str, torch.Tensor]:
-    """Cut a right-padded batch to its longest sequence (features are padded to max_length)."""
-    width = int(batch["attention_mask"].sum(1).max())
-    return {k: (v[:, :width] if v.ndim == 2 else v) for k, v in batch.items()}
-
-
 def finetune_qa(ctx: Context, model, stage: str, tokenizer=None, data: dict | None = None):
     """Fine-tune ``model`` for extractive QA on the L1 training set, or on ``data`` (SQuAD
     JSON), read with ``tokenizer`` (default the L1 vocabulary); returns the trained model.
-    On the L1 training set, dev EM/F1 join the metrics every ``eval_every`` steps."""
+    On the L1 training set, dev EM/F1 join the metrics every ``eval_every`` steps. The training
+    itself is every QA stage's (:func:`xlviz.training.qa.finetune_qa`), batched per process."""
+    cfg = ctx.cfg
     tok = tokenizer or ctx.tokenizer(ctx.world.l1)
-    loop, on_log = ctx.loop(stage, ctx.cfg.finetune_steps, ctx.cfg.finetune_lr)
+    loop, on_log = ctx.loop(stage, cfg.finetune_steps, cfg.finetune_lr)
     # dev EM/F1 during fine-tuning: the run scores (the evaluation layer sits above the methods)
     scorer = getattr(ctx, "dev_scorer", None)
-    on_eval = scorer(tok, stage) if scorer is not None and data is None and getattr(ctx.cfg, "eval_every", 0) else None
-    model = train(QALoss(model), qa_batches(ctx, tok, data), loop, ctx.acc, on_log=on_log, on_eval=on_eval, desc=stage).model
-    ctx.acc.free_memory()
+    on_eval = scorer(tok, stage) if scorer is not None and data is None and getattr(cfg, "eval_every", 0) else None
+    examples = squad_examples(data if data is not None else ctx.world.qa("train"))
+    model = train_qa(model, tok, examples, accelerator=ctx.acc, loop=loop, batch_size=cfg.batch_size, max_length=cfg.qa_max_length,
+                     doc_stride=cfg.doc_stride, seed=cfg.seed + 5, global_batch=False, on_log=on_log, on_eval=on_eval, desc=stage)
     judge = getattr(ctx, "judge_qa", None)
     if judge is not None and data is None:  # trained on the L1 set: judged on the L1 dev split
         judge(stage, model, tok)
@@ -222,5 +198,5 @@ def finetune_qa(ctx: Context, model, stage: str, tokenizer=None, data: dict | No
 
 
 __all__ = ["WORLD", "run_world", "on_corpus", "run_l1", "run_l2s", "run_languages", "corpus_texts", "corpus_sample",
-           "corpus_head", "lowercase", "data_stage", "new_body_config", "train_mlm", "new_bert", "pretrain_stage", "load_mlm", "qa_batches", "finetune_qa",
-           "trim_padding", "max_length"]
+           "corpus_head", "lowercase", "data_stage", "new_body_config", "train_mlm", "new_bert", "pretrain_stage", "load_mlm", "finetune_qa",
+           "max_length"]

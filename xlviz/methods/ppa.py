@@ -34,7 +34,7 @@ from xlviz.errors import XlvizError
 from xlviz.io import atomic_dir
 from xlviz.methods import joint
 from xlviz.methods.base import Context, Method, Stage, on_corpus_config, unit_stages
-from xlviz.methods.common import data_stage, max_length, on_corpus, run_l1, run_l2s, run_languages, trim_padding
+from xlviz.methods.common import data_stage, max_length, on_corpus, run_l1, run_l2s, run_languages
 from xlviz.methods.options import MethodOptions, option
 from xlviz.models import register_model_types
 from xlviz.models.monotrans import qa_from_mlm, zero_shot_model
@@ -42,6 +42,7 @@ from xlviz.models.vocab_slice import slice_to_language
 from xlviz.training.loop import train
 from xlviz.training.masking import masking
 from xlviz.training.ppa import OBJECTIVES, PPALoss, PPAModel, Specials, pair_batches, parse_objective
+from xlviz.training.qa import trim_padding
 from xlviz.training.qa_loss import QALoss
 
 # ppa_base may be any model folder, xlviz's adapter and VECO models too, and the stages here load

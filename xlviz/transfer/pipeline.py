@@ -4,9 +4,14 @@ sets, model size and step budget, and scores each zero-shot in every language.
 
 The stages come from the methods (:mod:`xlviz.methods`): each system lists its stages, stages
 of the same name run once (the world, the tokenizers, MONOTRANS's step 1), and the plan orders
-them by phase (data, pre-training, transfer, fine-tuning) and then by first appearance; then one
-``s4_<system>`` per system exports its QA model and its encoder per language, writes the
-predictions and the result rows. This class is a plain user of the generic
+them by phase (data, pre-training, transfer, fine-tuning) and then by first appearance; the
+tasks' own stages (sentence retrieval) come before fine-tuning; then one scoring stage per
+system (``s4_<system>`` on disk, :func:`xlviz.runs.scoring_stage`) in which the tasks
+(:mod:`xlviz.transfer.tasks`) score the system: the QA task exports its QA model and its
+encoder per language, writes the predictions and the result rows. The plan holds typed stages
+(:class:`PlannedStage`: a kind and, for a scoring stage, the system); their names are only what
+the run folder records. This class schedules (what runs when, resume, seeding, the manifest's
+stage of each artefact) and scores nothing itself; it is a plain user of the generic
 :class:`~xlviz.training.staged.StagedRun` (status, resume, seeding, accelerate).
 
 Run folder: ``world/``, one ``save_pretrained`` folder per training stage, the QA export of each
@@ -18,28 +23,52 @@ every reader finds it.
 
 from __future__ import annotations
 
+import enum
 import functools
 import zlib
+from dataclasses import dataclass
 from pathlib import Path
 
 from transformers.utils import logging as hf_logging
 
-from xlviz.data.squad import squad_examples
 from xlviz.data.world import World
-from xlviz.evaluation.qa_predict import predict_qa, predictions_to_text
 from xlviz.errors import XlvizError
-from xlviz.evaluation.squad_metric import evaluate_squad, per_question_scores
-from xlviz.evaluation.uncertainty import paragraph_ids, score_intervals
 from xlviz.methods import method_of
-from xlviz.methods.base import PHASES, Stage, setting_of
-from xlviz.methods.common import run_l1, run_l2s, run_languages
+from xlviz.methods.base import PHASES, Stage
+from xlviz.runs import scoring_stage
 from xlviz.training.loop import make_accelerator, run_precision
 from xlviz.training.staged import StagedRun
-from xlviz.training.verdicts import DEGENERATE, OK, degenerate_reason, degenerate_stages, qa_verdict
 from xlviz.transfer.config import TransferConfig
 
 hf_logging.disable_progress_bar()
 hf_logging.set_verbosity_error()
+
+
+class StageKind(enum.Enum):
+    """What a stage of the plan is: a method's stage (data, pre-training, transfer,
+    fine-tuning; :class:`xlviz.methods.base.Stage`), a task's own stage (run once per run), or
+    the stage that scores one system (its per-system tasks; on a corpus source also its
+    encoders' export)."""
+
+    METHOD = "method"
+    TASK = "task"
+    SCORE = "score"
+
+
+@dataclass(frozen=True)
+class PlannedStage:
+    """One stage of the plan, typed: its ``kind`` and, for a scoring stage, the ``system`` it
+    scores; a method's or a task's stage carries the name its method or task gives it
+    (``given``). :attr:`name` is what status.json, manifest.json, metrics.jsonl and the log
+    record."""
+
+    kind: StageKind
+    system: str | None = None
+    given: str | None = None
+
+    @property
+    def name(self) -> str:
+        return scoring_stage(self.system) if self.kind is StageKind.SCORE else self.given
 
 
 class Pipeline(StagedRun):
@@ -83,7 +112,7 @@ class Pipeline(StagedRun):
     @functools.cached_property
     def _placed(self) -> list[str]:
         """A corpus run's stages seeded by place: every stage but those only systems seeded by name run."""
-        own = {system: {s.name for s in self._lists[system]} | {f"s4_{system}"} for system in self.cfg.systems}
+        own = {system: {s.name for s in self._lists[system]} | {self._scoring[system].name} for system in self.cfg.systems}
         by_place = {s for system, names in own.items() if method_of(system).seeds_by_place(system) for s in names}
         by_name = {s for system, names in own.items() if not method_of(system).seeds_by_place(system) for s in names}
         return [s for s in self.plan() if s in by_place or s not in by_name]
@@ -128,19 +157,29 @@ class Pipeline(StagedRun):
         order = sorted(enumerate(seen.values()), key=lambda iv: (PHASES[iv[1].phase], iv[0]))
         return {s.name: s for _, s in order}
 
+    @functools.cached_property
+    def _scoring(self) -> dict[str, PlannedStage]:
+        """Each system's scoring stage, by system."""
+        return {system: PlannedStage(StageKind.SCORE, system=system) for system in self.cfg.systems}
+
+    @functools.cached_property
+    def planned(self) -> dict[str, PlannedStage]:
+        """The plan, typed, by the names the run folder records: the training stages by phase;
+        the tasks' own stages (sentence retrieval) once the encoders exist, before QA
+        fine-tuning; then one scoring stage per system that scores the per-system tasks (a
+        corpus run always has them: they also export each system's encoders, which the pages
+        open; a world run without per-system tasks has none)."""
+        train = [PlannedStage(StageKind.METHOD, given=n) for n, s in self._stages.items() if s.phase != "finetune"]
+        finetune = [PlannedStage(StageKind.METHOD, given=n) for n, s in self._stages.items() if s.phase == "finetune"]
+        tasks = [PlannedStage(StageKind.TASK, given=n) for n in self._task_stages()]
+        scored = list(self._scoring.values()) if self.per_system_tasks() or self.source_kind == "corpus" else []
+        return {s.name: s for s in train + tasks + finetune + scored}
+
     def plan(self) -> list[str]:
-        """The training stages by phase; the tasks' own stages (sentence retrieval) once the
-        encoders exist, before QA fine-tuning; then one ``s4_<system>`` per system that scores
-        the per-system tasks (a corpus run without QA data has none)."""
-        train = [n for n, s in self._stages.items() if s.phase != "finetune"]
-        finetune = [n for n, s in self._stages.items() if s.phase == "finetune"]
-        per_system = self.per_system_tasks()
-        # a corpus run's s4 stages also export each system's encoders (the pages open every system)
-        scored = [f"s4_{system}" for system in self.cfg.systems] if per_system or self.source_kind == "corpus" else []
-        return train + list(self._task_stages()) + finetune + scored
+        return list(self.planned)
 
     def per_system_tasks(self) -> list[str]:
-        """The run's tasks scored inside each system's ``s4_`` stage (no stage of their own)."""
+        """The run's tasks scored inside each system's scoring stage (no stage of their own)."""
         own = {t.name for t in self._task_stages().values()}
         return [t for t in self.task_names if t not in own]
 
@@ -155,7 +194,7 @@ class Pipeline(StagedRun):
 
     def rescore_added_tasks(self) -> None:
         """A resume whose ``tasks`` (edited in config.json) name a per-system task the done
-        ``s4_`` stages did not score runs those stages again: a done stage is skipped, so the
+        scoring stages did not score runs those stages again: a done stage is skipped, so the
         added task would otherwise be left out in silence (a task with its own stage just runs).
         The tasks scored are recorded in status.json (``tasks_scored``); a run written before
         that record is judged by the tasks its result rows hold."""
@@ -167,7 +206,7 @@ class Pipeline(StagedRun):
             scored = sorted({t for r in rows for t in r["tasks"]}) if rows else list(self.task_names)
         added = [t for t in self.per_system_tasks() if t not in scored]
         done = set(status.get("stages_done", []))
-        redo = [f"s4_{system}" for system in self.cfg.systems if f"s4_{system}" in done]
+        redo = [s.name for s in self._scoring.values() if s.name in done]
         if added and redo:
             self.run.unmark_stages(redo)
             self._log(f"task(s) {', '.join(added)} added since the scoring stages ran: {', '.join(redo)} run again")
@@ -182,13 +221,14 @@ class Pipeline(StagedRun):
         """What ``stage`` waits for: every data stage (the world, the vocabularies), and, in the
         list of each system that runs it, the stages of earlier phases (MONOTRANS's step 2
         waits for its step 1, not for the joint models' pre-training), plus the same-phase
-        stages it names (``Stage.needs``); ``s4_<system>`` waits for the system's stages.
-        A stage that reads a folder outside these fails (``StagedRun.path``)."""
+        stages it names (``Stage.needs``); a system's scoring stage waits for the system's
+        stages. A stage that reads a folder outside these fails (``StagedRun.path``)."""
         if self.source_kind == "corpus":  # one stage after the other, as planned
             plan = self.plan()
             return set(plan[: plan.index(stage)])
-        if stage.startswith("s4_") and stage[3:] in self.cfg.systems:
-            own = {s.name for s in self._lists[stage[3:]]}
+        planned = self.planned.get(stage)
+        if planned is not None and planned.kind is StageKind.SCORE:
+            own = {s.name for s in self._lists[planned.system]}
             return own | {n for s in own for n in self.needs(s)}
         st = self._stages[stage]
         out = set(st.needs)
@@ -201,24 +241,38 @@ class Pipeline(StagedRun):
         return out
 
     def run_stage(self, stage: str) -> None:
-        if stage.startswith("s4_") and stage[3:] in self.cfg.systems:
-            from xlviz.transfer.tasks import task_of
-
-            for task in map(task_of, self.task_names):
-                if not task.stage:
-                    task.score(self, stage[3:])
-            if self.source_kind == "corpus":  # the world's QA task exports them with its rows (stage_evaluate)
-                self.export_encoders(stage[3:])
-            return
-        if stage in self._task_stages():
+        planned = self.planned[stage]
+        if planned.kind is StageKind.SCORE:
+            return self.score_system(planned.system)
+        if planned.kind is StageKind.TASK:
             return self._task_stages()[stage].run(self)
         self._stages[stage].execute(self)
 
-    def finetune_corpus_qa(self) -> None:
-        """MONOTRANS's step 3 on a corpus source (its stage, :mod:`xlviz.methods.stream`, asks the run)."""
-        from xlviz.transfer.tasks.qa import finetune
+    def score_system(self, system: str) -> None:
+        """A system's scoring stage: each per-system task scores it (the QA task on the world
+        also exports its models); on a corpus source its encoders are exported too."""
+        from xlviz.transfer.tasks import task_of
 
-        finetune(self)
+        for task in map(task_of, self.task_names):
+            if not task.stage:
+                task.score(self, system)
+        if self.source_kind == "corpus":  # the world's QA task exports them with its rows
+            from xlviz.transfer.exports import export_encoders
+
+            export_encoders(self, system)
+
+    def finetune_corpus_qa(self) -> None:
+        """MONOTRANS's step 3 on a corpus source (its stage, :mod:`xlviz.methods.stream`, asks
+        the run; the QA task trains it)."""
+        self._qa().finetune(self)
+
+    @staticmethod
+    def _qa():
+        """The QA task (:mod:`xlviz.transfer.tasks.qa`), which owns QA fine-tuning on a corpus
+        source and the judging of a QA model, whether or not the run scores it."""
+        from xlviz.transfer.tasks import task_of
+
+        return task_of("qa")
 
     # --- verdicts ----------------------------------------------------------------------
     def judged_mlm(self, stage: str) -> bool:
@@ -226,43 +280,14 @@ class Pipeline(StagedRun):
         PPA and step 1b, a head on a pre-trained body, record theirs)."""
         return stage in self._stages and self._stages[stage].phase == "pretrain" and stage != "s1b_mlm_head"
 
+    # --- hooks a QA fine-tuning on the world's L1 training set asks for (the QA task answers) --
     def judge_qa(self, stage: str, model, tokenizer) -> None:
-        """A QA model fine-tuned on the L1 training set against the trivial baseline on the
-        world's L1 dev split (:func:`first_words_baseline`); records the stage's verdict."""
-        if not self.main:
-            return
-        data = self.world.qa("dev", self.world.l1)
-        articles = self.world.articles(self.world.l1)
-        preds = predictions_to_text(predict_qa(model, tokenizer, squad_examples(data), max_length=self.cfg.qa_max_length,
-                                               doc_stride=self.cfg.doc_stride, batch_size=64, max_answer_length=self.cfg.max_answer_length))
-        f1 = evaluate_squad(data, preds, articles=articles)["f1"]
-        baseline, k = first_words_baseline(data, self.cfg.max_answer_length, articles)
-        self.add_verdict(stage, qa_verdict(f1, baseline, self.cfg.verdict_qa_margin, baseline=f"the first {k} word{'s' * (k > 1)} of the context"))
+        """Judge the fine-tuned QA model against the trivial baseline (:meth:`xlviz.transfer.tasks.qa.QA.judge`)."""
+        self._qa().judge(self, stage, model, tokenizer)
 
     def dev_scorer(self, tok, stage: str):
-        """``on_eval`` for a QA fine-tuning on the L1 training set (:func:`xlviz.methods.common.finetune_qa`
-        asks the run for it): EM/F1 (percent, official v1.1) of the model being trained on the
-        world's L1 dev set, logged as ``dev_exact_match`` / ``dev_f1`` every ``eval_every``
-        steps. A model the plain QA decoder cannot read (one that needs a language or a pair
-        input) is noted once in the log and not evaluated again."""
-        dev = self.world.qa("dev")
-        examples = squad_examples(dev)
-        state = {"on": bool(examples)}
-
-        def on_eval(step: int, module) -> dict:
-            if not state["on"]:
-                return {}
-            try:
-                preds = predict_qa(module.model, tok, examples, max_length=self.cfg.qa_max_length, doc_stride=self.cfg.doc_stride,
-                                   batch_size=64, max_answer_length=self.cfg.max_answer_length)
-            except Exception as e:  # noqa: BLE001 - a dev score is a convenience; the run goes on
-                state["on"] = False
-                self.log(f"  {stage}: no dev scores during fine-tuning ({type(e).__name__}: {str(e)[:120]})")
-                return {}
-            scores = evaluate_squad(dev, {k: v["text"] for k, v in preds.items()})
-            return {"dev_exact_match": scores["exact_match"], "dev_f1": scores["f1"]}
-
-        return on_eval
+        """``on_eval`` with dev EM/F1 during fine-tuning (:meth:`xlviz.transfer.tasks.qa.QA.dev_scorer`)."""
+        return self._qa().dev_scorer(self, tok, stage)
 
     # --- data only some systems may read ------------------------------------------------
     def parallel_train(self, system: str, l2: str) -> list[dict]:
@@ -292,151 +317,6 @@ class Pipeline(StagedRun):
             raise XlvizError(f"system {system!r} does not declare translate-test (uses()['translate_test'] is false): "
                              "it may not read the test set's translation", field="methods")
         return self.world.qa("test", self.world.l1)
-
-    # --- step 4 ----------------------------------------------------------------------
-    def zero_shot(self, system: str, lang: str):
-        """The QA model ``system`` uses for ``lang`` and its tokenizer (None if it has none)."""
-        return method_of(system).qa_model(self, system, lang)
-
-    def score(self, model, tok, lang: str) -> tuple[dict, dict, dict]:
-        """(scores with ``lang``'s articles stripped and their paragraph-bootstrap intervals,
-        official v1.1 scores, predictions) on ``lang``'s test set."""
-        data = self.world.qa("test", lang)
-        preds = predictions_to_text(predict_qa(model, tok, squad_examples(data), max_length=self.cfg.qa_max_length, doc_stride=self.cfg.doc_stride, batch_size=64, max_answer_length=self.cfg.max_answer_length))
-        # Each language's own articles are stripped (MLQA-style), so L2/L1 compares like
-        # with like; the official v1.1 numbers (English articles only) are kept beside them.
-        scores = evaluate_squad(data, preds, articles=self.world.articles(lang))
-        # questions share paragraphs: the interval resamples whole paragraphs (fixed seed, so a
-        # resumed run writes the same results.json)
-        per_question = per_question_scores(data, preds, articles=self.world.articles(lang))
-        scores.update(score_intervals(per_question, paragraph_ids(data)))
-        return scores, evaluate_squad(data, preds), preds
-
-    def slice_rows(self, lang: str, preds: dict[str, str]) -> list[dict]:
-        """The results row's ``slices``: EM/F1 of ``preds`` on ``lang``'s test set per slice of
-        the world's questions (what each asks about, where its answer lies, its paragraph's size;
-        :func:`xlviz.evaluation.slices.world_slices`), each with its paragraph-bootstrap interval,
-        scored as the row (the language's own articles stripped): ``xlviz report --slices``'s
-        rows of this system and language, without its ``all`` row (the results row)."""
-        from xlviz.evaluation.slices import WORLD_DIMENSIONS, row_slices, world_slices
-
-        data = self.world.qa("test", lang)
-        per_question = per_question_scores(data, preds, articles=self.world.articles(lang))
-        return row_slices(per_question, paragraph_ids(data), world_slices(self.world, lang), order=WORLD_DIMENSIONS)
-
-    def stage_evaluate(self, system: str) -> None:
-        """Export each language's QA model and encoder and score the QA model on that
-        language's test set (pair models: also their own L1 scores, ``l1_f1`` and ``l1_exact_match``)."""
-        if not self.main:
-            return
-        method = method_of(system)
-        verdicts = self.run.verdicts()
-        rows = []
-        uses = {"translate_test": False, **method.uses(system, self.cfg)}
-        encoders: dict[str, Path] = {}  # language -> the encoder folder written
-        pair_l1: dict[str, Path] = {}  # l2 -> a pair model's L1 encoder folder
-        for lang in self.world.languages:
-            self.export_encoder(system, lang, encoders, pair_l1)
-            qa = method.qa_model(self, system, lang)
-            if qa is None:
-                continue
-            model, tok = qa
-            scores, v11, preds = self.score(model, tok, lang)
-            self.write_predictions(system, lang, preds, setting=setting_of(uses))
-            self.save_artefact(model, tok, "export", system, lang, role="qa", setting=setting_of(uses),
-                               depends_on=method.row_stages(self, system, lang))
-            # four decimals: tables print one, and two stored decimals rounded twice (7.4499 -> 7.45 -> 7.5)
-            row = {"system": system, "method": method.name, "language": lang, "setting": setting_of(uses),
-                   "exact_match": round(scores["exact_match"], 4), "f1": round(scores["f1"], 4),
-                   **{k: v for k, v in scores.items() if k not in ("exact_match", "f1")},
-                   "exact_match_v11": round(v11["exact_match"], 4), "f1_v11": round(v11["f1"], 4), **uses,
-                   "resources": method.resources(system, self.cfg, self, lang)}
-            bad = degenerate_stages(method.row_stages(self, system, lang), verdicts)
-            row["verdict"] = DEGENERATE if bad else OK
-            if bad:  # no result: every table shows it as degenerate and leaves it out of ratios and means
-                row["degenerate_stages"] = bad
-            own = method.own_l1_model(self, system, lang)
-            if own is not None:  # its own L1 model's scores: the ratios divide by them (EM beside F1)
-                l1_scores = self.score(*own, self.world.l1)[0]
-                row["l1_f1"] = round(l1_scores["f1"], 4)
-                row["l1_exact_match"] = round(l1_scores["exact_match"], 4)
-            row["tasks"] = ["qa"]
-            # last, so every other field keeps its place: EM/F1 per slice of the world's questions
-            row["slices"] = self.slice_rows(lang, preds)
-            rows.append(row)
-            self._log(f"  {system} {lang}: EM {scores['exact_match']:.1f} F1 {scores['f1']:.1f} (v1.1: EM {v11['exact_match']:.1f} F1 {v11['f1']:.1f})"
-                      + (f"; its own {self.world.l1} model: F1 {row['l1_f1']:.1f}" if "l1_f1" in row else "")
-                      + (f"; DEGENERATE ({degenerate_reason(row)}): not a result" if bad else ""))
-        self.add_results(rows)
-        self.store_encodings(system, encoders, pair_l1)
-
-    def export_encoder(self, system: str, lang: str, encoders: dict[str, Path], pair_l1: dict[str, Path]) -> None:
-        """Save ``system``'s encoder of ``lang`` (and, for an L2 after the first, a pair model's
-        own L1 side) and record it with the stages its weights come from; adds the folders
-        written to ``encoders`` (by language) and ``pair_l1`` (by L2). What the Alignment and
-        Probing pages and the CLI analyses read (:meth:`xlviz.analysis.reports.RunInfo.system_encoders`)."""
-        method = method_of(system)
-        l1, l2s = run_l1(self), run_l2s(self)
-        encoder = method.encoder(self, system, lang)
-        if encoder is not None:
-            encoders[lang] = self.save_artefact(encoder[0], encoder[1], "encoder", system, lang,
-                                                role="l1-encoder" if lang == l1 else "l2-encoder",
-                                                depends_on=method.encoder_stages(self, system, lang))
-        if lang != l1 and lang != l2s[0]:  # the first pair's L1 is the system's L1 encoder
-            pair = method.pair_l1_encoder(self, system, lang)
-            if pair is not None:
-                pair_l1[lang] = self.save_artefact(pair[0], pair[1], "encoder", system, l1, pair=lang, role="l1-encoder",
-                                                   depends_on=method.encoder_stages(self, system, l1, pair=lang))
-
-    def export_encoders(self, system: str) -> None:
-        """A corpus run's encoders of ``system``, one per language (its ``s4_<system>`` stage)."""
-        if not self.main:
-            return
-        encoders: dict[str, Path] = {}
-        for lang in run_languages(self):
-            self.export_encoder(system, lang, encoders, {})
-        self._log(f"  {system}: encoders of {', '.join(encoders)} exported for the Alignment and Probing pages")
-
-    def store_encodings(self, system: str, encoders: dict[str, Path], pair_l1: dict[str, Path]) -> None:
-        """Store the Alignment page's encodings of the system's encoders just exported, for each
-        L2 (:mod:`xlviz.analysis.encodings`): the page then reads them instead of loading the
-        models. Which encoder reads which side is what the page pairs up
-        (:meth:`xlviz.analysis.reports.RunInfo.system_encoders`). Systems sharing an encoder
-        share its file, recorded without a system or stage (stages at once may both write it;
-        the manifest reads the same either way). They save the page time and nothing else, so a
-        failure is logged and the run goes on (``xlviz analyse encodings`` writes them later)."""
-        from xlviz.analysis.encodings import write_encodings
-        from xlviz.analysis.reports import System
-        from xlviz.models.reference import ModelSpec
-
-        l1 = self.world.l1
-
-        def record(entries: list[dict]) -> None:
-            for e in entries:
-                e = dict(e)
-                self.record_artefact(e.pop("kind"), self.run.path / e.pop("path"), shared=True, **e)
-
-        for l2 in self.world.l2s:
-            a, b = pair_l1.get(l2, encoders.get(l1)), encoders.get(l2)
-            if a is None or b is None:
-                continue
-            try:
-                write_encodings(self.run.path, l2, [System(system, l1, l2, ModelSpec(str(a)), ModelSpec(str(b)))], record,
-                                log=self._log)
-            except XlvizError as e:
-                self._log(f"  {system} {l2}: no encodings stored for the Alignment page ({e})")
-
-
-def first_words_baseline(data: dict, max_words: int, articles: list[str] | None = None) -> tuple[float, int]:
-    """(F1, k) of the best trivial answer "the first k words of the context", k = 1 ..
-    ``max_words``, on a SQuAD dict: what a model that never read the question scores."""
-    best = (0.0, 1)
-    for k in range(1, max(1, max_words) + 1):
-        preds = {qa["id"]: " ".join(p["context"].split()[:k]) for a in data["data"] for p in a["paragraphs"] for qa in p["qas"]}
-        f1 = evaluate_squad(data, preds, articles=articles)["f1"]
-        if f1 > best[0]:
-            best = (f1, k)
-    return best
 
 
 def run_transfer(config: TransferConfig, run_dir: str | Path) -> list[dict]:

@@ -9,7 +9,8 @@ official v1.1 metric, and the rows written to ``results.json`` are the demo's
 ``{"system", "language", "exact_match", "f1"}`` (plus ``n_questions``).
 
 Stages: ``s3_finetune`` (the fine-tuned model + tokenizer, a plain HF folder) and one
-``s4_<lang>`` per evaluation language (``predictions/<system>-<lang>.json`` + a results row).
+scoring stage per evaluation language (``s4_<lang>``, :func:`xlviz.runs.scoring_stage`:
+``predictions/<system>-<lang>.json`` + a results row).
 Training runs unchanged under ``accelerate launch``: the batch size is global, each process
 trains on its slice of every batch, evaluation examples are sharded over processes and the
 predictions gathered before scoring on the main process.
@@ -27,18 +28,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Sequence
 
-import torch
-
-from xlviz.data.qa_features import prepare_train_features
 from xlviz.data.squad import check_answer_starts, language_of_file, read_squad_json, squad_examples
 from xlviz.errors import XlvizError
 from xlviz.io import atomic_write_json
-from xlviz.training.loop import LoopConfig, train
-from xlviz.training.qa_loss import QALoss
+from xlviz.runs import scoring_stage
+from xlviz.training.loop import LoopConfig
+from xlviz.training.qa import finetune_qa, train_features  # noqa: F401 (train_features re-exported)
+from xlviz.training.qa_loss import QALoss  # noqa: F401 (re-exported)
 from xlviz.transfer.config import MIXED_PRECISION
-from xlviz.transfer.runner import ConfigMixin, StagedRun, check_positive, feature_batches
-
-FEATURE_KEYS = ("input_ids", "attention_mask", "token_type_ids", "start_positions", "end_positions")
+from xlviz.transfer.runner import ConfigMixin, StagedRun, check_positive
 
 
 # --------------------------------------------------------------------------- data
@@ -125,21 +123,6 @@ def qa_files(specs: Sequence[str], languages: Sequence[str] | None = None) -> di
     return files
 
 
-def train_features(tokenizer, examples, max_length: int, doc_stride: int, chunk: int = 2000) -> dict[str, torch.Tensor]:
-    """Training windows as int32 tensors, featurised chunk by chunk so a full SQuAD train set
-    never sits in memory as Python lists."""
-    parts: dict[str, list[torch.Tensor]] = {}
-    keys = [k for k in FEATURE_KEYS if k in ("start_positions", "end_positions") or k in tokenizer.model_input_names]
-    for lo in range(0, len(examples), chunk):
-        f = prepare_train_features(tokenizer, examples[lo: lo + chunk], max_length, doc_stride)
-        for k in keys:
-            if k in f:
-                parts.setdefault(k, []).append(torch.tensor(f[k], dtype=torch.int32))
-    if not parts:
-        raise XlvizError("no training examples", field="train")
-    return {k: torch.cat(v) for k, v in parts.items()}
-
-
 # --------------------------------------------------------------------------- train / evaluate
 def train_qa(
     model, tokenizer, examples, *, accelerator, steps: int, lr: float, batch_size: int, grad_accum: int = 1,
@@ -147,24 +130,19 @@ def train_qa(
     on_log: Callable[[int, float, float], None] | None = None, desc: str = "qa",
 ):
     """Fine-tune ``model`` (any ``*ForQuestionAnswering``) for ``steps`` optimizer steps of
-    ``batch_size`` windows (global); returns the unwrapped model."""
-    feats = train_features(tokenizer, examples, max_length, doc_stride)
-    batches = feature_batches(feats, batch_size=batch_size, rank=accelerator.process_index, world_size=accelerator.num_processes,
-                              grad_accum=grad_accum, seed=seed)
+    ``batch_size`` windows (global); returns the unwrapped model. The loop's settings are these
+    arguments (not a transfer run's: its warm-up and Adam betas are not read here); the training
+    is every QA stage's (:func:`xlviz.training.qa.finetune_qa`)."""
     loop = LoopConfig(steps=steps, lr=lr, grad_accum=grad_accum, log_every=log_every, warmup_ratio=warmup_ratio)
-    trained = train(QALoss(model), batches, loop, accelerator, on_log=on_log, desc=desc).model
-    accelerator.free_memory()
-    return trained
+    return finetune_qa(model, tokenizer, examples, accelerator=accelerator, loop=loop, batch_size=batch_size, max_length=max_length,
+                       doc_stride=doc_stride, seed=seed, global_batch=True, on_log=on_log, desc=desc)
 
 
-def evaluate_qa(model, tokenizer, data: dict, *, accelerator=None, max_length: int = 384, doc_stride: int = 128,
-                batch_size: int = 64, max_answer_length: int = 30, language: str | None = None) -> tuple[dict, dict[str, str]]:
-    """(``{"exact_match", "f1", "n_questions"}``, ``{id: answer}``) of ``model`` on a SQuAD dict.
-    With an accelerator of several processes, examples are sharded and predictions gathered
-    (every process gets the scores). ``language``: a real language's MLQA normalisation for
-    ``exact_match``/``f1``, with the official v1.1 scores beside them (``*_v11``)."""
+def predict_answers(model, tokenizer, data: dict, *, accelerator=None, max_length: int = 384, doc_stride: int = 128,
+                    batch_size: int = 64, max_answer_length: int = 30) -> dict[str, str]:
+    """``{id: answer}`` of ``model`` on a SQuAD dict: with an accelerator of several processes,
+    examples are sharded and the predictions gathered (every process gets them all)."""
     from xlviz.evaluation.qa_predict import predict_qa, predictions_to_text
-    from xlviz.evaluation.squad_metric import evaluate_squad
 
     examples = squad_examples(data)
     rank, world = (accelerator.process_index, accelerator.num_processes) if accelerator is not None else (0, 1)
@@ -175,11 +153,24 @@ def evaluate_qa(model, tokenizer, data: dict, *, accelerator=None, max_length: i
         from accelerate.utils import gather_object
 
         preds = dict(gather_object(list(preds.items())))
+    return preds
+
+
+def evaluate_qa(model, tokenizer, data: dict, *, accelerator=None, max_length: int = 384, doc_stride: int = 128,
+                batch_size: int = 64, max_answer_length: int = 30, language: str | None = None) -> tuple[dict, dict[str, str]]:
+    """(``{"exact_match", "f1", "n_questions"}``, ``{id: answer}``) of ``model`` on a SQuAD dict
+    (:func:`predict_answers`: sharded over an accelerator's processes, every process gets the
+    scores). ``language``: a real language's MLQA normalisation for ``exact_match``/``f1``, with
+    the official v1.1 scores beside them (``*_v11``)."""
+    from xlviz.evaluation.squad_metric import evaluate_squad
+
+    preds = predict_answers(model, tokenizer, data, accelerator=accelerator, max_length=max_length, doc_stride=doc_stride,
+                            batch_size=batch_size, max_answer_length=max_answer_length)
     scores = evaluate_squad(data["data"], preds, language=language)
     if language is not None:
         v11 = evaluate_squad(data["data"], preds)
         scores.update(exact_match_v11=v11["exact_match"], f1_v11=v11["f1"], normalisation=f"mlqa-{language}")
-    return {**scores, "n_questions": len(examples)}, preds
+    return {**scores, "n_questions": len(squad_examples(data))}, preds
 
 
 # --------------------------------------------------------------------------- the run
@@ -243,15 +234,21 @@ class QAPipeline(StagedRun):
     def eval_files(self) -> dict[str, Path]:
         return qa_files(self.cfg.eval, self.cfg.languages)
 
+    def planned(self) -> dict[str, str | None]:
+        """The stages by the names the run folder records, each with the language it scores:
+        the fine-tuning (None), then one scoring stage per evaluation language."""
+        return {"s3_finetune": None, **{scoring_stage(lang): lang for lang in self.eval_files()}}
+
     def plan(self) -> list[str]:
-        return ["s3_finetune"] + [f"s4_{lang}" for lang in self.eval_files()]
+        return list(self.planned())
 
     def run_stage(self, stage: str) -> None:
-        if stage == "s3_finetune":
+        planned = self.planned()
+        if stage not in planned:
+            raise XlvizError(f"unknown stage {stage!r}")
+        if planned[stage] is None:
             return self.stage_finetune_qa()
-        if stage.startswith("s4_"):
-            return self.stage_evaluate_language(stage[3:])
-        raise XlvizError(f"unknown stage {stage!r}")
+        return self.stage_evaluate_language(planned[stage])
 
     def training_data(self) -> tuple[dict, set[str]]:
         data = read_squad_json(self.cfg.train)
@@ -307,6 +304,6 @@ def run_finetune_qa(config: QAConfig, run_dir: str | Path) -> list[dict]:
 
 
 __all__ = [
-    "QAConfig", "QAPipeline", "QALoss", "train_qa", "evaluate_qa", "train_features", "qa_files", "paragraph_split",
+    "QAConfig", "QAPipeline", "QALoss", "train_qa", "predict_answers", "evaluate_qa", "train_features", "qa_files", "paragraph_split",
     "squad_subset", "repair_answer_starts", "run_finetune_qa",
 ]

@@ -4,9 +4,11 @@ A *task* (one module of this package defining ``TASK``, a :class:`Task`) declare
 of the data source (names of :data:`xlviz.data.sources.OFFERS`) and the kinds of source it is
 written for; it scores either once per run in a stage of its own (``stage``: sentence retrieval
 runs as soon as the encoders exist, before QA fine-tuning) or per system in the system's
-``s4_<system>`` stage (``score``). A run lists the tasks it scores in its config's ``tasks``
-(empty: every default task its source supports); result rows carry ``task`` (a row that
-merges several tasks' fields for one system and language lists them in ``tasks``).
+scoring stage, ``s4_<system>`` (``score``). A task owns its scoring: the run only schedules
+its stage or calls ``score`` (the QA task's own hooks: :class:`xlviz.transfer.tasks.qa.QA`).
+A run lists the tasks it scores in its config's ``tasks`` (empty: every default task its
+source supports); result rows carry ``task`` (a row that merges several tasks' fields for one
+system and language lists them in ``tasks``).
 
 Tasks registered at runtime (:func:`register`) are found beside the modules here.
 """
