@@ -469,3 +469,15 @@ def test_corpus_qa_rows_carry_paragraph_bootstrap_intervals(tmp_path, monkeypatc
         assert r["exact_match"] == pytest.approx(50.0) and r["n_questions"] == 12 and r["n_paragraphs"] == 6
         assert r["ci_method"] == "paragraph bootstrap" and 0 <= r["exact_match_ci_low"] < 50 < r["exact_match_ci_high"] <= 100
         assert r["f1_ci_low"] <= r["f1"] <= r["f1_ci_high"]
+    # and EM/F1 per slice of the text's questions, each dimension a partition of the questions
+    from xlviz.evaluation.slices import REAL_DIMENSIONS
+
+    for r in rows:
+        by_dim: dict[str, list[dict]] = {}
+        for s in r["slices"]:
+            by_dim.setdefault(s["dimension"], []).append(s)
+        assert set(by_dim) == set(REAL_DIMENSIONS)
+        assert all(sum(s["n_questions"] for s in ss) == 12 for ss in by_dim.values())
+        # every question asks "which?" (the question word comes from the English file)
+        assert [(s["value"], s["n_questions"], s["n_paragraphs"]) for s in by_dim["question word"]] == [("which", 12, 6)]
+        assert by_dim["question word"][0]["exact_match"] == pytest.approx(50.0)

@@ -8,7 +8,8 @@ A run lives in ``<checkpoints>/<run>/`` and holds
 - ``log.txt``       human-readable log (the app shows its tail)
 - ``results.json``  list of rows ``{"system", "language", "exact_match", "f1"}`` (``"verdict":
   "degenerate"`` and ``degenerate_stages`` on a row that depends on a degenerate stage; a world
-  run's rows end with ``slices``, EM/F1 per slice of the world's questions with intervals)
+  run's rows end with ``slices``, EM/F1 per slice of the world's questions with intervals; a
+  corpus run's QA rows with the slices of the text's questions)
 - ``notes.json``    the researcher's note and tags (written by the app or ``xlviz runs note|tag``)
 - ``verdicts.json`` ``{stage: {"verdict": "ok" | "degenerate" | "unjudged", ...}}``, each judged
   stage's outcome with its numbers (:mod:`xlviz.training.verdicts`)

@@ -240,7 +240,9 @@ def score_corpus(ctx, system: str) -> list[dict]:
     from xlviz.data.sources.files import shared_path
     from xlviz.data.squad import read_squad_json
     from xlviz.data.vocabulary import special_row_map
+    from xlviz.evaluation.slices import REAL_DIMENSIONS, row_slices, squad_slices
     from xlviz.evaluation.squad_metric import mlqa_languages
+    from xlviz.evaluation.uncertainty import paragraph_ids
     from xlviz.methods import method_of
     from xlviz.models.loading import load_model
     from xlviz.models.monotrans import zero_shot_model
@@ -252,6 +254,8 @@ def score_corpus(ctx, system: str) -> list[dict]:
     if not langs:
         raise XlvizError(f"no {data.l1} or {data.l2} file among the QA evaluation files {sorted(files)}", field="data.qa_eval")
     train_ids = qa_data(ctx)[1]
+    # XQuAD shares question ids across languages: the slices' question word is read from English
+    english = read_squad_json(files["en"]) if "en" in files else None
     qa, l1_tok = load_model(ctx.path("s3_finetune"), task="qa", attn_implementation="sdpa")
     l2 = None
     rows = []
@@ -267,7 +271,7 @@ def score_corpus(ctx, system: str) -> list[dict]:
         model.to(ctx.acc.device)
         # real languages are scored as MLQA's script scores them (official v1.1 kept beside)
         norm = lang if lang in mlqa_languages() else None
-        scores, v11, preds, _ = score_test_set(ctx, model, tok, test, language=norm, accelerator=ctx.acc)
+        scores, v11, preds, per_question = score_test_set(ctx, model, tok, test, language=norm, accelerator=ctx.acc)
         model.to("cpu")
         if ctx.main:
             ctx.write_predictions(system, lang, preds, setting="zero-shot")
@@ -277,7 +281,10 @@ def score_corpus(ctx, system: str) -> list[dict]:
             intervals = {k: v for k, v in scores.items() if k not in ("exact_match", "f1")}
             rows.append({"system": system, "language": lang, "exact_match": round(scores["exact_match"], 4),
                          "f1": round(scores["f1"], 4), "n_questions": scores["n_questions"], **named, **intervals,
-                         "resources": method_of(system).resources(system, cfg, ctx, lang)})
+                         "resources": method_of(system).resources(system, cfg, ctx, lang),
+                         # EM/F1 per slice of the text's questions (question word, answer length and
+                         # position, question-context overlap), each with its paragraph interval
+                         "slices": row_slices(per_question, paragraph_ids(test), squad_slices(test, english), order=REAL_DIMENSIONS)})
             ctx.log(f"  {system} {lang}: EM {scores['exact_match']:.1f} F1 {scores['f1']:.1f} ({scores['n_questions']} questions)")
     return rows
 
