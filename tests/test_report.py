@@ -127,3 +127,15 @@ def test_report_over_seeds_adds_the_seeds_by_paragraphs_interval(tmp_path, capsy
     assert cli(["report", str(tmp_path / "s0"), str(tmp_path / "s1"), "--compare", "m", "m"]) == 0
     assert ("| sov | F1 | +0.0 | [+0.0, +0.0] | 1.000 | 1.000 | 1.000 (min 0.500: cannot reach 0.05) | too few seeds for a "
             "verdict (2; needs 3) | 2 | — | 8 | 24 |") in capsys.readouterr().out
+
+
+def test_rows_of_other_tasks_only_are_left_out_of_the_qa_table():
+    """A system scored by probing alone in a language (no QA there) has a row without EM/F1:
+    the QA table leaves it out instead of failing on the missing score."""
+    from xlviz.transfer.report import results_table
+
+    rows = [{"system": "mono-l2-supervised", "language": "en", "agreement": 0.8, "tasks": ["probing"]},
+            {"system": "mono-l2-supervised", "language": "sov", "exact_match": 40.0, "f1": 50.0, "tasks": ["qa", "probing"]}]
+    lines = results_table(rows).splitlines()
+    assert [l.split()[:2] for l in lines if l.startswith("mono-l2-supervised")] == [["mono-l2-supervised", "sov"]]
+    assert results_table(rows[:1]).startswith("No QA rows")

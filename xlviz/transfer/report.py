@@ -103,7 +103,11 @@ def results_table(rows: list[dict], l1: str = "en") -> str:
     with its interval; the L2/L1 ratio divides by the same model's L1 F1 (``l1_f1`` of a pair
     model's row, else the system's L1 row). EM/F1 strip each language's own articles
     (MLQA-style); ``F1 v1.1`` is the official English-only normalisation, shown when the rows
-    carry it."""
+    carry it. Rows of other tasks only (a system scored by probing or word translation, no
+    QA: no ``f1``) are not QA results and are left out."""
+    rows = [r for r in rows if "f1" in r]
+    if not rows:
+        return "No QA rows: the run's systems were scored by other tasks only."
     l1_f1 = {r["system"]: r["f1"] for r in rows if r["language"] == l1 and not is_degenerate(r)}
     v11 = any("f1_v11" in r for r in rows)
     w = max([20] + [len(str(r["system"])) for r in rows])
