@@ -212,3 +212,43 @@ def test_a_results_rows_slices_are_the_report_slices_of_its_system(tmp_path):
     want = [{k: v for k, v in r.items() if k != "system"} for r in compute(path, "sov", ["monotrans"]).rows if r["dimension"] != "all"]
     assert got == want and len(got) >= 10
     assert {"dimension", "value", "n_questions", "exact_match", "exact_match_low", "f1", "f1_high"} <= set(got[0])
+
+
+def test_report_slices_of_a_corpus_run_read_its_qa_files(tmp_path, capsys):
+    """A corpus run scored XQuAD-style files (``data.qa_eval``) without its trained questions:
+    ``xlviz report --slices`` reads the same files, slices the questions it scored (question
+    word from the English file of the same ids) and its ``all`` row is the run's score."""
+    from xlviz.transfer import slices as run_slices
+
+    def squad(lang, question):  # 2 articles x 2 paragraphs x 3 questions
+        data = []
+        for a in range(2):
+            paras = []
+            for p in range(2):
+                text = f"the answer is word{a}{p} here and more text follows"
+                paras.append({"context": text, "qas": [{"id": f"q{a}{p}{q}", "question": question,
+                                                        "answers": [{"text": f"word{a}{p}", "answer_start": 14}]}
+                                                       for q in range(3)]})
+            data.append({"title": f"t{a}", "paragraphs": paras})
+        return {"version": "1.1", "data": data}
+
+    qa = tmp_path / "qa"
+    qa.mkdir()
+    (qa / "xquad.en.json").write_text(json.dumps(squad("en", "who is the answer?")))
+    (qa / "xquad.de.json").write_text(json.dumps(squad("de", "wer ist die antwort?")))
+    run = tmp_path / "run"
+    (run / "predictions").mkdir(parents=True)
+    (run / "config.json").write_text(json.dumps({"source": "files", "seed": 0, "data": {
+        "l1": "en", "l2": "de", "qa_eval": [str(qa / "xquad.en.json"), str(qa / "xquad.de.json")]}}))
+    # q0xx were trained on (not scored); right on article 1's first paragraph only
+    preds = {f"q1{p}{q}": ("word10" if p == 0 else "nothing") for p in range(2) for q in range(3)}
+    (run / "predictions" / "monotrans-de.json").write_text(json.dumps(preds))
+    report = run_slices.compute(run, "de", ["monotrans"])
+    assert report.source == "squad"
+    rows = {(r["dimension"], r["value"]): r for r in report.rows}
+    assert rows[("all", "all")]["n_questions"] == 6 and rows[("all", "all")]["exact_match"] == pytest.approx(50.0)
+    assert rows[("question word", "who")]["n_questions"] == 6  # read from the English file: "wer" is no English wh word
+    assert {q for ids in report.members.values() for v in ids.values() for q in v} == set(preds)
+    assert cli(["report", "--slices", str(run), "--language", "de"]) == 0
+    out = capsys.readouterr().out
+    assert "the text's slices" in out and "question word: who" in out

@@ -83,17 +83,18 @@ def slice_request(run_dir: str | os.PathLike, lang: str, systems: list[str] | No
     """What a slice table of the run is computed from (the stored file must say exactly this),
     and the systems' predictions files."""
     from xlviz.runs import Run, world_path
+    from xlviz.transfer.uncertainty import scored_test_set
 
     run = Run(Path(run_dir))
     if not run.exists():
         raise XlvizError("not a run folder (no config.json)", path=run.path)
-    data_file = world_path(run, "qa", split="test", language=lang)
-    if not data_file.is_file():
-        raise XlvizError(f"the run has no {lang} test set", path=data_file)
+    test = scored_test_set(run.path, lang)  # the world's test set, or a corpus run's QA evaluation file
+    if test is None:
+        raise XlvizError(f"the run has no {lang} test set", path=world_path(run, "qa", split="test", language=lang))
     chosen = _systems(run, lang, list(dict.fromkeys([*(systems or []), *(pair or [])])) if systems or pair else None)
     if not chosen:
         raise XlvizError(f"the run kept no {lang} predictions", path=run.path, field="language")
-    inputs = {"test": _digest(data_file, run.path)}
+    inputs = {"test": _digest(test.file, test.root)}
     world = world_path(run, "world")
     if world.is_file():
         inputs["world"] = _digest(world, run.path)
@@ -120,21 +121,23 @@ def compute(run_dir: str | os.PathLike, lang: str, systems: list[str] | None = N
             n_resamples: int = N_RESAMPLES) -> SliceReport:
     """The slice table of the run's ``systems`` (default: every system with saved ``lang``
     predictions) on ``lang``, and ``pair``'s paired differences; computed, not stored."""
-    from xlviz.runs import world_folder, world_path
-    from xlviz.transfer.uncertainty import question_scores
+    from xlviz.runs import world_folder
+    from xlviz.transfer.uncertainty import question_scores, scored_test_set
 
     request, chosen = slice_request(run_dir, lang, systems, pair, n_resamples)
     run = Path(run_dir)
-    english = world_path(run, "qa", split="test", language="en")
-    slices, order, source = test_set_slices(world_path(run, "qa", split="test", language=lang), lang,
-                                            world_dir=world_folder(run),
-                                            english_file=english if english.is_file() else None)
+    test = scored_test_set(run, lang)
+    slices, order, source = test_set_slices(test.file, lang, world_dir=world_folder(run) if test.world else None,
+                                            english_file=test.english)
     scores = {}
     for s in chosen:
         qs = question_scores(run, s, lang)
         if qs is None:
             raise XlvizError(f"no {lang} scores of {s}", path=run, field="systems")
         scores[s] = qs
+    if not test.world:  # a corpus run's file also holds the questions it trained on: only those it scored
+        scored = {q for qs in scores.values() for q in qs.ids}
+        slices = {q: v for q, v in slices.items() if q in scored}
     rows = slice_table(scores, slices, order=order, n_resamples=n_resamples)
     diffs = slice_differences(pair[0], scores[pair[0]], pair[1], scores[pair[1]], slices, order=order,
                               n_resamples=n_resamples) if pair else []

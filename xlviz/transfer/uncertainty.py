@@ -5,7 +5,8 @@ results rows carried them, combine seeds question by question, and compare two s
 the same questions.
 
 Scores are the run's own: each language's articles stripped (the test file's ``"articles"``),
-as :meth:`xlviz.transfer.pipeline.Pipeline.score` computes them.
+as the QA task scores the world; a corpus run's QA evaluation files (``data.qa_eval``, e.g.
+XQuAD) under MLQA's normalisation of a real language, on the questions it scored.
 """
 
 from __future__ import annotations
@@ -41,22 +42,76 @@ def _part(value: object, field: str) -> str:
     return value
 
 
-def question_scores(run_dir: str | Path, system: str, lang: str) -> QuestionScores | None:
-    """The run's per-question EM/F1 of ``system`` on ``lang`` (None when the run kept no
-    predictions or test set for it)."""
-    from xlviz.data.squad import language_articles, read_squad_json
-    from xlviz.evaluation.squad_metric import per_question_scores, read_predictions_json
+@dataclass(frozen=True)
+class TestSet:
+    """The test file a run scored ``lang`` on: the world's generated set (``world``), or a
+    corpus run's QA evaluation file (``data.qa_eval``, e.g. XQuAD; read where the config names
+    it, ``root`` its folder), the English file of the same ids when there is one, and the real
+    language whose MLQA normalisation a corpus run scored with (None: the world's articles)."""
 
-    from xlviz.runs import artefact, world_path
+    file: Path
+    root: Path
+    english: Path | None
+    world: bool
+    language: str | None = None
+
+    def read(self, ids: set[str] | None = None) -> dict:
+        """The SQuAD dict; a corpus file only with the questions ``ids`` (those the run scored:
+        the ones it trained on are left out)."""
+        from xlviz.data.squad import read_squad_json
+        from xlviz.transfer.qa import squad_subset
+
+        data = read_squad_json(self.file)
+        return data if self.world or ids is None else squad_subset(data, lambda qid: qid in ids)
+
+
+def scored_test_set(run_dir: str | Path, lang: str) -> TestSet | None:
+    """Where the run's ``lang`` test questions are (None when it scored no QA in ``lang``)."""
+    from xlviz.runs import Run, world_path
 
     run = Path(run_dir)
     data_file = world_path(run, "qa", split="test", language=_part(lang, "language"))
-    saved = artefact(run, "predictions", system=_part(system, "system"), language=lang)  # the run's manifest says where
-    if saved is None or not data_file.is_file() or not saved.folder.is_file():
+    if data_file.is_file():
+        english = world_path(run, "qa", split="test", language="en")
+        return TestSet(data_file, run, english if english.is_file() else None, True)
+    try:
+        cfg = Run(run).config()
+    except XlvizError:
         return None
-    pred_file = saved.folder
-    data = read_squad_json(data_file)
-    rows = per_question_scores(data, read_predictions_json(pred_file), articles=language_articles(data, data_file))
+    data = cfg.get("data")
+    specs = data.get("qa_eval") if isinstance(data, dict) and cfg.get("source", "world") != "world" else None
+    if not specs:
+        return None
+    from xlviz.data.sources.files import shared_path
+    from xlviz.evaluation.squad_metric import mlqa_languages
+    from xlviz.transfer.qa import qa_files
+
+    files = qa_files([shared_path(f, "qa_eval") for f in ([specs] if isinstance(specs, str) else specs)])
+    if lang not in files:
+        return None
+    return TestSet(files[lang], files[lang].resolve().parent, files.get("en"), False,
+                   lang if lang in mlqa_languages() else None)
+
+
+def question_scores(run_dir: str | Path, system: str, lang: str) -> QuestionScores | None:
+    """The run's per-question EM/F1 of ``system`` on ``lang`` (None when the run kept no
+    predictions or test set for it)."""
+    from xlviz.data.squad import language_articles
+    from xlviz.evaluation.squad_metric import per_question_scores, read_predictions_json
+
+    from xlviz.runs import artefact
+
+    run = Path(run_dir)
+    saved = artefact(run, "predictions", system=_part(system, "system"), language=_part(lang, "language"))  # the manifest says where
+    test = scored_test_set(run, lang) if saved is not None and saved.folder.is_file() else None
+    if test is None:
+        return None
+    preds = read_predictions_json(saved.folder)
+    data = test.read(set(preds))
+    if test.world:
+        rows = per_question_scores(data, preds, articles=language_articles(data, test.file))
+    else:
+        rows = per_question_scores(data, preds, language=test.language)
     para = paragraph_ids(data)
     return QuestionScores([r["id"] for r in rows], [para[r["id"]] for r in rows], [r["exact_match"] for r in rows],
                           [r["f1"] for r in rows])
