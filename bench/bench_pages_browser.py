@@ -9,8 +9,12 @@ again), median of ``--repeat`` rounds.
 Each round also prints, per visit, when the load event came (the app's shell parsed) and when
 the first heading appeared: the part of a page's time spent before its script drew anything.
 A page's time runs from ``page.goto`` until its last element rendered: the moment after which, for
-``--quiet-s`` seconds, Streamlit shows no "running" indicator (status widget, spinner) and the
-number of elements in the main area no longer changes. With ``--checkpoints`` the
+``--quiet-s`` seconds, Streamlit shows no "running" indicator (status widget, spinner), the
+number of elements in the main area no longer changes, and the server has said the page's script
+finished (its ``script_finished`` message on the websocket; before that the page counts as busy:
+Streamlit 1.67 shows no status widget in this browser, and a page computing behind a progress bar
+changes no element count, so a Probing page still scoring its models once passed for done, and
+its tab was closed mid-computation). With ``--checkpoints`` the
 app reads that folder (e.g. a copy of a finished demo run: real tiny models); without it, a fake
 run (tests/app_fixtures.py). Models are "cached" as the issue means it: on disk, not in the
 process; the cold column includes loading them, the warm one does not.
@@ -92,10 +96,27 @@ class Server:
         self.proc.wait(timeout=30)
 
 
+def _script_finished(frame, finished: list[float]) -> None:
+    """Note the time of a ``script_finished`` message (not one ended early for a rerun, not a fragment's)."""
+    if isinstance(frame, str):
+        return
+    from streamlit.proto.ForwardMsg_pb2 import ForwardMsg
+
+    try:
+        msg = ForwardMsg.FromString(frame)
+    except Exception:  # noqa: BLE001 - not a ForwardMsg
+        return
+    if msg.WhichOneof("type") == "script_finished" and msg.script_finished in (
+            ForwardMsg.FINISHED_SUCCESSFULLY, ForwardMsg.FINISHED_WITH_COMPILE_ERROR):
+        finished.append(time.perf_counter())
+
+
 def time_page(ctx, url: str, quiet_s: float, timeout_s: float = 300) -> float:
     """Seconds from navigation until the page's last change (see the module's docstring), in a
     new tab of the browser context ``ctx`` (its HTTP cache shared with the context's other tabs)."""
     page = ctx.new_page()
+    finished: list[float] = []  # when the server said a (non-fragment) run of the page's script ended
+    page.on("websocket", lambda ws: ws.on("framereceived", lambda frame: _script_finished(frame, finished)))
     try:
         start = time.perf_counter()
         page.goto(url)  # returns at the load event: the app's shell (HTML and scripts) parsed
@@ -104,7 +125,7 @@ def time_page(ctx, url: str, quiet_s: float, timeout_s: float = 300) -> float:
         PHASES.append((url, loaded, time.perf_counter() - start))  # load event, first heading
         last, seen = time.perf_counter(), -1
         while time.perf_counter() - start < timeout_s:
-            busy = page.locator(BUSY).count() > 0
+            busy = page.locator(BUSY).count() > 0 or not finished
             n = page.evaluate(ELEMENTS)
             now = time.perf_counter()
             if busy or n != seen:

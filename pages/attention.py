@@ -17,6 +17,7 @@ from xlviz.runs import list_runs
 from xlviz.ui import analysis as ua
 from xlviz.views import attention as av
 from xlviz.ui.common import attention, guard, has_own_cross_attention, max_positions, mixed_attention, own_cross_attention, plotly
+from xlviz.ui.common import shared_figure
 from xlviz.ui.common import mixed_query_keys, query_keys
 from xlviz.ui.common import readability_of, shares_body, typed_text_stats
 from xlviz.views.choices import default_data_run
@@ -237,7 +238,7 @@ for col, (name, res) in zip(cols, inputs):
                           "token to keep only its lines."):
             # st.iframe (the deprecated components html call's replacement); the view's tokens are HTML-escaped
             st.iframe(av.head_view_html(sl.attentions[0, 0], sl.tokens, sl.segment), height=60 + 22 * len(sl.tokens))
-        plotly(av.heatmap(sl.attentions[0, 0], sl.tokens, sl.segment, title), key=f"att_heat_{name}")
+        plotly(shared_figure(av.heatmap, sl.attentions[0, 0], sl.tokens, sl.segment, title), key=f"att_heat_{name}")
         csv_frames.append(av.slice_frame(sl.attentions, sl.layers, sl.heads, sl.tokens, name))
 
 # --- neuron view ----------------------------------------------------------------------------------
@@ -302,8 +303,8 @@ with model_view_box:
                 if len(inputs) > 1:
                     st.caption(md_text(name))
                 chart = f"att_ov_{name}"
-                plotly(av.overview(sl.attentions, sl.layers, sl.heads, segment=sl.segment,
-                                   selected=(layer, None if head == "mean of heads" else head)),
+                plotly(shared_figure(av.overview, sl.attentions, sl.layers, sl.heads, segment=sl.segment,
+                                     selected=(layer, None if head == "mean of heads" else head)),
                        key=chart, on_select=lambda chart=chart: _open_clicked(chart))
 
 # --- VECO Fig. 1: attention to the other sentence / the aligned word ----------------------------
@@ -319,14 +320,14 @@ else:
     c1, c2 = st.columns(2)
     with c1, guard("Could not compute the cross-sentence share"):
         shares["other_sentence"] = cross_attention_share(res, hide_special=hide)
-        plotly(av.share_heatmap(shares["other_sentence"], "share of attention to the other sentence"), key="att_share_cross")
+        plotly(shared_figure(av.share_heatmap, shares["other_sentence"], "share of attention to the other sentence"), key="att_share_cross")
         st.caption(f"Mean over layers and heads: {np.nanmean(shares['other_sentence']):.2f}. VECO (Luo et al. 2021, "
                    "Fig. 1) finds this small in multilingual encoders: attention mostly stays inside each language.")
     with c2:
         if pair.alignment and pair.words_a:
             with guard("Could not compute the aligned-word share"):
                 shares["aligned_word"] = aligned_attention_share(res, pair.alignment, hide_special=hide)
-                plotly(av.share_heatmap(shares["aligned_word"], "share of attention to the aligned word"), key="att_share_aligned")
+                plotly(shared_figure(av.share_heatmap, shares["aligned_word"], "share of attention to the aligned word"), key="att_share_aligned")
                 st.caption(f"{len(pair.alignment)} gold word alignments; mean share "
                            f"{np.nanmean(shares['aligned_word']):.2f}.")
         else:
@@ -346,9 +347,9 @@ if own_a:
         own = own_cross_attention(ref_a, ref_b, pair.input_a(), pair.input_b(), max_length)
         A, ta, tb = own.slice(layer, None if head == "mean of heads" else head, hide)
         title = f"cross-attention · layer {layer} · " + ("mean of heads" if head == "mean of heads" else f"head {head}")
-        plotly(av.cross_heatmap(A, ta, tb, title), key="att_cross_heat")
+        plotly(shared_figure(av.cross_heatmap, A, ta, tb, title), key="att_cross_heat")
         own_layers = ov_layers or list(range(own.n_layers))
-        plotly(av.cross_overview(own, sorted(own_layers), hide_special=hide), key="att_cross_ov")
+        plotly(shared_figure(av.cross_overview, own, sorted(own_layers), hide_special=hide), key="att_cross_ov")
         csv_frames.append(av.cross_frame(own, hide_special=hide))
 
 # --- numbers -------------------------------------------------------------------------------------

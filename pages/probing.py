@@ -23,7 +23,7 @@ from xlviz.models.reference import ModelSpec
 from xlviz.ui import analysis as ua
 from xlviz.views.choices import AGREEMENT_VIEW, WIC_VIEW, default_rows, split_probeable
 from xlviz.views.colours import label_colours, system_colours
-from xlviz.ui.common import NA, guard, plotly, refused_warning, shared_data_dir
+from xlviz.ui.common import NA, guard, plotly, refused_warning, shared_data_dir, shared_figure
 from xlviz.ui.sidebar import current, page_setup
 from xlviz.ui.state import picks_in_context, url_state, write_url
 from xlviz.views.text import md_text
@@ -159,10 +159,9 @@ def _wilson(row) -> pd.Series:
     return pd.Series({"err_plus": 100 * hi - row["accuracy"], "err_minus": row["accuracy"] - 100 * lo})
 
 
-@st.cache_data(show_spinner=False, max_entries=32)
 def agreement_figure(df: pd.DataFrame, dname: str, colours: dict[str, str]):
-    """The agreement bars of one dataset, built once per table: plotly express takes 0.2-0.3 s
-    a chart, every time a tab opens the page."""
+    """The agreement bars of one dataset, built once per table (through ``shared_figure``): plotly
+    express takes 0.2-0.3 s a chart, every time a tab opens the page."""
     import plotly.express as px
 
     bar = df[df["category"] != "all"].assign(accuracy=lambda x: 100 * x["accuracy"])
@@ -252,7 +251,7 @@ if probe == AGREEMENT:
             with st.expander("Coverage per category (%)", expanded=dname != WORLD_DATA):
                 st.dataframe(cov, key=f"pr_cov_{dname}",
                              column_config={c: st.column_config.NumberColumn(c, format="%.1f") for c in cats}, placeholder=NA)
-        fig = agreement_figure(df, dname, colours)
+        fig = shared_figure(agreement_figure, df, dname, colours)
         plotly(fig, key=f"pr_fig_agr_{dname}")
     st.download_button("Download agreement grid (CSV)", ua.csv_bytes(grid_rows), file_name="xlviz-agreement.csv",
                        mime="text/csv", icon=":material/download:", key="pr_dl_agr")
@@ -327,10 +326,10 @@ else:
         stop()
     c1, c2 = st.columns(2)
     with c1:
-        plotly(ua.layer_lines(rows, "accuracy", "Word-in-context probe accuracy (cross-validated)", color="system", dash="language",
+        plotly(shared_figure(ua.layer_lines, rows, "accuracy", "Word-in-context probe accuracy (cross-validated)", color="system", dash="language",
                               y_label="accuracy (%)", baseline=rows[0]["majority"], colours=_by_model), key="pr_fig_wic")
     with c2:
-        plotly(ua.layer_lines(rows, "spearman", "Contextual similarity: Spearman ρ of cosine vs. gold", percent=False,
+        plotly(shared_figure(ua.layer_lines, rows, "spearman", "Contextual similarity: Spearman ρ of cosine vs. gold", percent=False,
                               color="system", dash="language", y_label="Spearman ρ", colours=_by_model), key="pr_fig_sim")
     st.caption("Gold similarity is binary here (same sense = 1, different sense = 0), so ρ is a rank-biserial "
                "correlation; the table also has ROC AUC and the mean cosine of each class.")

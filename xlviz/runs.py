@@ -43,6 +43,7 @@ import math
 import os
 import platform
 import signal
+import stat
 import sys
 import threading
 from dataclasses import dataclass, field
@@ -1153,13 +1154,64 @@ def _artefact(entry: dict, run_path: Path) -> Artefact:
     return Artefact(run_path=run_path, **{**entry, "depends_on": None if deps is None else tuple(deps)})
 
 
+# Parsed manifests and world listings, per state of their files. Every page asks for a run's
+# artefacts many times a render (the sidebar's models, each table, each world file), and a
+# manifest of a hundred entries took 10-40 ms to read and check each time: up to 2 s of a warm
+# page. A state is the files' (device, inode, mtime, size, mode), taken before reading: a run's
+# writer replaces manifest.json atomically (a new inode), and adding or removing a file changes
+# its folder's mtime, so the next read after any change parses again.
+_PARSED_MAX = 256
+_MANIFESTS: dict[str, tuple[tuple, list[dict]]] = {}
+_WORLD_LISTINGS: dict[str, tuple[tuple, list[dict]]] = {}
+
+
+def _file_state(*paths: str | os.PathLike) -> tuple:
+    """What a cached parse of ``paths`` depends on: each one's lstat (and, for a symbolic link,
+    its target's stat), None for a missing one."""
+    out = []
+    for p in paths:
+        try:
+            st = os.lstat(p)
+        except OSError:
+            out.append(None)
+            continue
+        state = (st.st_dev, st.st_ino, st.st_mtime_ns, st.st_size, st.st_mode)
+        if stat.S_ISLNK(st.st_mode):
+            try:
+                t = os.stat(p)
+                state += (t.st_dev, t.st_ino, t.st_mtime_ns, t.st_size, t.st_mode)
+            except OSError:
+                state += (None,)
+        out.append(state)
+    return tuple(out)
+
+
+def _parsed(cache: dict, key: str, state: tuple, parse) -> list[dict]:
+    """``parse()``'s entries, reused while ``state`` is unchanged; copies, so no caller changes
+    the cached ones. A parse that raises is not kept (the next read says why again)."""
+    hit = cache.get(key)
+    if hit is not None and hit[0] == state:
+        entries = hit[1]
+    else:
+        entries = parse()
+        if len(cache) >= _PARSED_MAX:
+            cache.clear()
+        cache[key] = (state, entries)
+    return [dict(e) for e in entries]
+
+
 def _manifest_entries(run: "Run") -> list[dict]:
-    """The run's checked manifest entries: ``manifest.json`` (confined, bounded), else its
-    folders read once (:func:`legacy_artefacts`)."""
+    """The run's checked manifest entries: ``manifest.json`` (confined, bounded; parsed once per
+    state of the file), else its folders read once (:func:`legacy_artefacts`)."""
     if not os.path.lexists(run.manifest_path):
         return legacy_artefacts(run)
-    data = run._read_json(run.manifest_path, "artefact manifest", limits.RESULTS_MAX_BYTES)
-    return parse_manifest(data, run.manifest_path)
+    state = _file_state(run.manifest_path)
+
+    def parse() -> list[dict]:
+        data = run._read_json(run.manifest_path, "artefact manifest", limits.RESULTS_MAX_BYTES)
+        return parse_manifest(data, run.manifest_path)
+
+    return _parsed(_MANIFESTS, os.path.abspath(run.manifest_path), state, parse)
 
 
 def _split_parallel(stem: str, l1: str | None) -> tuple[str, str] | None:
@@ -1176,8 +1228,15 @@ def legacy_world_artefacts(run: "Run") -> list[dict]:
     them (it ran before they were recorded), found where it put them: ``world/world.json``,
     ``world/tokenizers/<language>``, ``world/qa/<split>.<language>.json``,
     ``world/parallel/<l1>-<l2>.jsonl`` (the one place those names are parsed). Never written
-    into the manifest: read at each look, as the readers did before."""
+    into the manifest: read at each look (listed once per state of the world's folders)."""
     root = run.path / WORLD_DIR
+    state = _file_state(root, root / "world.json", root / "tokenizers", root / "qa", root / "parallel",
+                        run.config_path)
+    return _parsed(_WORLD_LISTINGS, os.path.abspath(root), state, lambda: _list_world(run, root))
+
+
+def _list_world(run: "Run", root: Path) -> list[dict]:
+    """:func:`legacy_world_artefacts`, read from the folders."""
 
     def listed(sub: str) -> list[Path]:
         folder = root / sub
@@ -1231,15 +1290,22 @@ def artefacts(run: "Run | str | os.PathLike", kind: str | None = None, *, system
 
 def _matching(entries: list[dict], run: "Run", kind: str | None, *, system: str | None = None, language: str | None = None,
               role: str | None = None, split: str | None = None, present: bool = True) -> list[Artefact]:
+    wanted = {k: v for k, v in (("kind", kind), ("system", system), ("language", language), ("role", role), ("split", split))
+              if v is not None}
+    root = os.path.realpath(run.path) if present else ""  # confined.inside's rule, the run's folder resolved once
     out = []
     for e in entries:
+        if any(e.get(k) != v for k, v in wanted.items()):
+            continue
         a = _artefact(e, run.path)
-        if ((kind is None or a.kind == kind) and (system is None or a.system == system)
-                and (language is None or a.language == language) and (role is None or a.role == role)
-                and (split is None or a.split == split)):
-            if present and not (os.path.lexists(a.folder) and not os.path.islink(a.folder) and confined.inside(run.path, a.folder)):
+        if present:
+            folder = a.folder
+            if not os.path.lexists(folder) or os.path.islink(folder):
                 continue
-            out.append(a)
+            real = os.path.realpath(folder)
+            if not (real == root or real.startswith(root.rstrip(os.sep) + os.sep)):
+                continue
+        out.append(a)
     return sorted(out, key=lambda a: a.path)
 
 
@@ -1274,8 +1340,8 @@ def owner_of(folder: str | os.PathLike) -> tuple["Run", Artefact] | None:
         if not run.config_path.is_file():
             continue
         rel = p.relative_to(parent).as_posix()
-        try:
-            found = [a for a in artefacts(run) if a.path == rel]
+        try:  # its entry only, then whether it is present (not every entry's folder)
+            found = _matching([e for e in _entries(run) if e["path"] == rel], run, None)
         except XlvizError:
             return None
         return (run, found[0]) if found else None

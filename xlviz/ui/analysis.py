@@ -224,8 +224,9 @@ class Progress:
         self.total, self.done = max(total, 1), 0
         self.bar = st.progress(0.0, text=text)
 
-    def step(self, text: str) -> None:
-        self.done += 1
+    def step(self, text: str, n: int = 1) -> None:
+        """``n`` chunks done (one update of the bar: work read from a cache takes no time to show)."""
+        self.done += n
         self.bar.progress(min(self.done / self.total, 1.0), text=f"{text} ({min(self.done, self.total)}/{self.total})")
 
     def close(self) -> None:
@@ -303,8 +304,7 @@ def side_vectors(run_path: str | None, spec: ModelSpec, texts: list[str], words:
     got = stored_vectors(run_path, spec, texts, words, pooling, max_length)
     if got is not None:
         if progress:
-            for _ in range(n_chunks(len(texts)) * (1 if words is None else 2)):
-                progress.step(f"{text} (stored)")
+            progress.step(f"{text} (stored)", n_chunks(len(texts)) * (1 if words is None else 2))
         return got
     if words is None:
         return sentence_vectors(spec, texts, pooling, max_length, progress, text), None
@@ -424,20 +424,59 @@ def _agreement_chunk(path, tokenizer, floor, stamp, data: str, run_path, max_per
         return agreement_accuracy(model, tok, pairs[lo:hi], unit=unit)["items"]
 
 
+@st.cache_resource(show_spinner=False)
+def _finished() -> dict:
+    """Whole results of the chunked computations below, by every input of their chunks (the
+    model's files through :meth:`ModelSpec.stamp`, the data file's state, the settings), as
+    pickles: each caller gets its own copy, as from ``st.cache_data``. Why: a page probing
+    thirteen models looked up ~170 cached chunks a render, and Streamlit's hashing of each
+    call's arguments took 1.2 s of the Probing page's warm 2.5 s."""
+    return {}
+
+
+_FINISHED_MAX = 512
+
+
+def _finished_get(key: tuple):
+    import pickle
+
+    got = _finished().get(key)
+    return None if got is None else pickle.loads(got)
+
+
+def _finished_put(key: tuple, value) -> None:
+    import pickle
+
+    done = _finished()
+    if len(done) >= _FINISHED_MAX:
+        done.clear()
+    done[key] = pickle.dumps(value, protocol=5)
+
+
 def agreement(spec: ModelSpec, data: str, run_path: str | None, max_per_category: int | None, unit: str,
               progress: Progress | None = None, text: str = "Scoring") -> dict:
-    """``agreement_accuracy``'s result (summary, by_category, items), chunk by chunk."""
+    """``agreement_accuracy``'s result (summary, by_category, items), chunk by chunk; once all
+    chunks are done, the whole result again until the model's files or the data change."""
     from xlviz.analysis.probing import agreement_summary
 
-    load(spec, "mlm")
     dstamp = data_stamp(data, run_path)
+    key = ("agreement", spec.path, spec.tokenizer, _floor(spec), spec.stamp(), data, run_path, max_per_category, dstamp, unit)
+    found = _finished_get(key)
+    if found is not None:
+        chunks = found.pop("_chunks")
+        if progress and chunks:
+            progress.step(text, chunks)
+        return found
+    load(spec, "mlm")
     _, pairs = agreement_pairs(data, run_path, max_per_category, dstamp)
     items: list[dict] = []
     for lo in range(0, len(pairs), CHUNK):
         items += _agreement_chunk(*_args(spec), data, run_path, max_per_category, dstamp, lo, lo + CHUNK, unit)
         if progress:
             progress.step(text)
-    return {**agreement_summary(items), "unit": unit, "items": items}
+    result = {**agreement_summary(items), "unit": unit, "items": items}
+    _finished_put(key, {**result, "_chunks": n_chunks(len(pairs))})
+    return result
 
 
 @st.cache_data(show_spinner=False, max_entries=64)

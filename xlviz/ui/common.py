@@ -170,11 +170,47 @@ FIGURES_KEY = "_xlviz_figures"  # title -> figure: the analyses drawn this sessi
 from xlviz.views.figures import tidy  # noqa: E402  (shared with the notebook API)
 
 
+@st.cache_resource(show_spinner=False, max_entries=64)
+def _shared_figure(name: str, digest: str, _build, _args: tuple, _kwargs: dict):
+    return tidied(_build(*_args, **_kwargs))
+
+
+def tidied(fig):
+    """``fig`` tidied (:func:`tidy`) and marked so: a figure shared by sessions (a
+    ``st.cache_resource`` value) is tidied before any session sees it, and :func:`plotly`
+    then leaves it as it is."""
+    if fig is not None:
+        tidy(fig)
+        fig._xlviz_tidy = True
+    return fig
+
+
+def shared_figure(build, *args, **kwargs):
+    """``build(*args, **kwargs)``: a plotly figure built once per process for the same
+    arguments and shared by every session and rerun. Plotly takes tenths of a second to a few
+    seconds to build a chart (the Attention page's model view: 2.6 s of its warm render); a
+    copy out of ``st.cache_data`` still costs a quarter of that. Keyed by the arguments'
+    content (their pickle's digest), so other numbers are another figure, never a stale one.
+    Shared, so never changed after: :func:`plotly` only tidies it, once. Arguments that cannot
+    be pickled build the figure each time."""
+    import hashlib
+    import pickle
+
+    try:
+        digest = hashlib.sha1(pickle.dumps((args, sorted(kwargs.items())), protocol=5)).hexdigest()
+    except Exception:  # noqa: BLE001 - e.g. a lambda among the arguments: not shared
+        return build(*args, **kwargs)
+    name = f"{getattr(build, '__module__', '')}.{getattr(build, '__qualname__', build)}"
+    return _shared_figure(name, digest, build, args, kwargs)
+
+
 def plotly(fig, *, key: str | None = None, export: bool = True, on_select=None) -> None:
     """Show a plotly figure with its modebar, and export buttons: PNG and SVG (rendered on
     click by kaleido with the system chromium, offline) and the data as CSV. ``on_select``: a
     callback run (before the rerun) when a point is clicked; its selection is ``st.session_state[key]``."""
-    tidy(fig)
+    if not getattr(fig, "_xlviz_tidy", False):  # a shared figure (shared_figure) is tidied once
+        tidy(fig)
+        fig._xlviz_tidy = True
     if on_select is None:
         st.plotly_chart(fig, key=key, config=PLOTLY_CONFIG, width="stretch")
     else:
@@ -343,11 +379,21 @@ def readability_of(ref: ModelSpec, texts, who: str = "the model's tokenizer"):
 
 
 def data_readability(ref: ModelSpec, file: str, n: int = 50, who: str = "the model's tokenizer"):
-    """Readability of the first ``n`` questions and contexts of a SQuAD file under ``ref``'s tokenizer."""
+    """Readability of the first ``n`` questions and contexts of a SQuAD file under ``ref``'s tokenizer,
+    cached per model files and state of the data file (no copy of the file's questions and no
+    hash of their texts per call: the XQuAD page checks every model and language each render)."""
+    return _data_readability(ref.path, ref.tokenizer, model_key(ref, "base"), file, file_stamp(file), n, who)
+
+
+@st.cache_data(show_spinner=False, max_entries=256)
+def _data_readability(path: str, tokenizer: str | None, mkey: str, file: str, fstamp: str, n: int, who: str):
+    from xlviz.analysis.readability import MAX_TEXTS
+
     texts = []
-    for ex in load_examples(file, file_stamp(file))[:n]:
+    for ex in load_examples(file, fstamp)[:n]:
         texts += [ex.question, ex.context]
-    return readability_of(ref, texts, who)
+    texts = tuple(dict.fromkeys(t for t in texts if isinstance(t, str)))[:MAX_TEXTS]
+    return _readability(path, tokenizer, mkey, texts, who)
 
 
 def predict(ref: ModelSpec, file: str, ids: list[str], progress=None, done: int = 0, total: int | None = None) -> dict:

@@ -36,6 +36,29 @@ def _stamp(paths: list[str]) -> tuple:
     return tuple(out)
 
 
+ROW_KEY = ["id", "language", "model", "paragraph", "exact_match", "f1"]  # what the slice numbers read of the rows
+
+
+def _rows_digest(rows: pd.DataFrame, lang: str) -> str:
+    """A digest of ``lang``'s rows as the slice numbers read them (one hash over them, not
+    Streamlit's argument hashing of the whole frame)."""
+    import hashlib
+
+    part = rows.loc[rows["language"] == lang, ROW_KEY]
+    return hashlib.sha1(pd.util.hash_pandas_object(part, index=False).to_numpy().tobytes()).hexdigest() + f"|{len(part)}"
+
+
+@st.cache_data(show_spinner=False, max_entries=32)
+def _frames(rows_digest: str, slices_key: str, lang: str, names: tuple, pair: tuple | None, _rows: pd.DataFrame,
+            _slices: dict, _order: dict) -> tuple[pd.DataFrame, pd.DataFrame, dict]:
+    """:func:`slice_frames` of the rows with that digest and the slices of that state of the
+    files (``slices_key``), computed once: its bootstrap and permutation tests took a second a
+    render, most of the XQuAD page's warm time, behind a closed expander."""
+    ids = set(_rows.loc[_rows["language"] == lang, "id"])
+    slices = {k: v for k, v in _slices.items() if k in ids}
+    return slice_frames(_rows, lang, list(names), slices, _order, pair)
+
+
 def slices_section(rows: pd.DataFrame, dataset, langs: list[str], names: list[str]) -> None:
     """Draw the section (inside an expander); the picked slice's ids go to ``st.session_state``
     (read by :func:`slice_filter`)."""
@@ -47,11 +70,10 @@ def slices_section(rows: pd.DataFrame, dataset, langs: list[str], names: list[st
         world_dir = str(Path(dataset.folder).parent) if dataset.run else None
         files = tuple(dataset.files)
         with guard("Could not group the questions by slice"):
-            slices, order, source = _slices(files, lang, world_dir,
-                                            _stamp([f for _, f in files] + ([world_dir + "/world.json"] if world_dir else [])))
-            ids = set(rows.loc[rows["language"] == lang, "id"])
-            slices = {k: v for k, v in slices.items() if k in ids}
-            table, diffs, groups = slice_frames(rows, lang, names, slices, order, (a, b) if a and b else None)
+            stamp = _stamp([f for _, f in files] + ([world_dir + "/world.json"] if world_dir else []))
+            slices, order, source = _slices(files, lang, world_dir, stamp)
+            table, diffs, groups = _frames(_rows_digest(rows, lang), repr((files, world_dir, stamp)), lang, tuple(names),
+                                           (a, b) if a and b else None, rows, slices, order)
             st.caption(("Slices from the world generator (what each question asks about and where its answer lies)"
                         if source == "world" else "Slices from the text (question word from the English question, answer "
                         "length and position, share of the question's words in the context)")

@@ -11,6 +11,7 @@ from __future__ import annotations
 from xlviz.evaluation.uncertainty import N_RESAMPLES
 
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 from typing import Iterable, Mapping
 
@@ -46,14 +47,21 @@ def score(prediction: str | None, answers: list[dict], articles: list[str] | Non
     """(EM, F1) in percent of one prediction against the gold answers (0, 0 when missing);
     ``articles``: the language's own article words (MLQA-style), ``language``: MLQA's script
     for a real language, else official v1.1."""
-    from xlviz.evaluation.squad_metric import metric_max_over_ground_truths, scorers
-
-    golds = [a["text"] for a in answers] or [""]
     if prediction is None:
         return 0.0, 0.0
-    em_fn, f1_fn = scorers(articles, language)
-    em = metric_max_over_ground_truths(em_fn, prediction, golds)
-    f1 = metric_max_over_ground_truths(f1_fn, prediction, golds)
+    golds = tuple(a["text"] for a in answers) or ("",)
+    return _score(prediction, golds, None if articles is None else tuple(articles), language)
+
+
+@lru_cache(maxsize=1 << 16)
+def _score(prediction: str, golds: tuple[str, ...], articles: tuple[str, ...] | None, language: str | None) -> tuple[float, float]:
+    """:func:`score` of hashable arguments, remembered: a page scores every (question, model,
+    language) on each render (2,800 answers took 1.5 s), and a score depends on these only."""
+    from xlviz.evaluation.squad_metric import metric_max_over_ground_truths, scorers
+
+    em_fn, f1_fn = scorers(None if articles is None else list(articles), language)
+    em = metric_max_over_ground_truths(em_fn, prediction, list(golds))
+    f1 = metric_max_over_ground_truths(f1_fn, prediction, list(golds))
     return 100.0 * float(em), 100.0 * float(f1)
 
 
