@@ -39,7 +39,7 @@ PRIMITIVE_CALLERS = {
     "bench/bench_analysis.py": "a randomly initialised stand-in model for timing the analyses, not a run's floor",
 }
 # The modules that each built the floor their own way before: they call floor_model now.
-FLOOR_CALLERS = ("xlviz/methods/monotrans.py", "xlviz/methods/stream.py", "xlviz/models/reference.py", "xlviz/methods/into_l1.py")
+FLOOR_CALLERS = ("xlviz/methods/monotrans.py", "xlviz/models/reference.py", "xlviz/methods/into_l1.py")
 REFERENCE = ("ModelSpec", "load_spec", "load_tokenizer")
 
 
@@ -93,8 +93,8 @@ def test_the_floor_check_finds_a_second_builder():
     assert floor_problems({"xlviz/analysis/reports.py": copy}) == [
         "xlviz/analysis/reports.py imports make_l2_mlm from xlviz.models.monotrans, not xlviz.models.floor",
         "xlviz/analysis/reports.py calls make_l2_mlm: build step 2's starting point with floor_model"]
-    assert floor_problems({"xlviz/methods/stream.py": "def new_l2_embeddings(x):\n    return x\n"}) == [
-        "xlviz/methods/stream.py defines new_l2_embeddings (the floor module's)", "xlviz/methods/stream.py no longer calls floor_model"]
+    assert floor_problems({"xlviz/methods/monotrans.py": "def new_l2_embeddings(x):\n    return x\n"}) == [
+        "xlviz/methods/monotrans.py defines new_l2_embeddings (the floor module's)", "xlviz/methods/monotrans.py no longer calls floor_model"]
     assert floor_problems({FLOOR_MODULE: "def floor_model():\n    pass\n"}) == [
         f"{FLOOR_MODULE} does not define make_l2_mlm", f"{FLOOR_MODULE} does not define new_l2_embeddings"]
 
@@ -497,3 +497,18 @@ def test_the_pipeline_schedules_and_scores_nothing():
                            "def f():\n    from xlviz.transfer.tasks.qa import judge\n") == [
         "xlviz.evaluation.squad_metric", "xlviz.transfer.tasks.qa"]
     assert scoring_imports("from xlviz.transfer.tasks import task_of\nfrom xlviz.transfer.exports import export_encoders\n") == []
+
+
+# MONOTRANS's stages on a corpus source live in its own module (``corpus_stages``), the pieces
+# every method's corpus stages share in xlviz/methods/corpus.py: no second MONOTRANS module.
+FOLDED_MODULES = ("xlviz/methods/stream.py",)
+
+
+def test_monotrans_corpus_stages_live_in_the_method_module():
+    assert [m for m in FOLDED_MODULES if (REPO / m).exists()] == []
+    monotrans = ast.parse((REPO / "xlviz/methods/monotrans.py").read_text())
+    defined = {n.name for n in monotrans.body if isinstance(n, ast.FunctionDef)}
+    assert {"corpus_stages", "new_l2_model", "l2_model"} <= defined
+    imports = [f"{n.module}" for path, text in _sources().items() for n in ast.walk(ast.parse(text))
+               if isinstance(n, ast.ImportFrom) and n.module == "xlviz.methods" and any(a.name == "stream" for a in n.names)]
+    assert imports == []

@@ -10,7 +10,8 @@ language's corpus, streamed.
 
 Corpora are never held in memory (:func:`xlviz.training.mlm.iter_blocks`); under ``accelerate
 launch`` every process reads the same stream and trains on its slice of each global batch
-(:mod:`xlviz.training.streamed`). MONOTRANS's own stages there: :mod:`xlviz.methods.stream`.
+(:mod:`xlviz.training.streamed`). MONOTRANS's own stages there are in :mod:`xlviz.methods.monotrans`
+(``corpus_stages``); its step-1 model, which the QA task also reads, is :func:`load_l1`.
 """
 
 from __future__ import annotations
@@ -41,6 +42,20 @@ def needs_mlm_head(cfg) -> bool:
     from xlviz.models.mlm_head import learns_mlm_head
 
     return bool(cfg.init_model) and learns_mlm_head(cfg.init_model)
+
+
+def l1_dir(ctx: Context):
+    """Step 1's model folder: ``init_model`` itself, or ``s1_pretrain`` (pre-trained here, or
+    ``init_model`` with the MLM head step 1b learned)."""
+    cfg = ctx.cfg
+    return cfg.init_model if cfg.init_model and not needs_mlm_head(cfg) else ctx.path("s1_pretrain")
+
+
+def load_l1(ctx: Context):
+    """(L1 masked LM, L1 tokenizer) in eval mode on CPU."""
+    from xlviz.models.loading import load_model
+
+    return load_model(l1_dir(ctx), task="mlm", attn_implementation="sdpa", tokenizer=ctx.world_file("tokenizer", language=ctx.data.l1))
 
 
 def stream_mlm(ctx: Context, model, tok, lang: str, stage: str, steps: int, lr: float, after_step=None, *,

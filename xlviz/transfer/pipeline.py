@@ -262,7 +262,7 @@ class Pipeline(StagedRun):
             export_encoders(self, system)
 
     def finetune_corpus_qa(self) -> None:
-        """MONOTRANS's step 3 on a corpus source (its stage, :mod:`xlviz.methods.stream`, asks
+        """MONOTRANS's step 3 on a corpus source (its stage, :func:`xlviz.methods.monotrans.corpus_stages`, asks
         the run; the QA task trains it)."""
         self._qa().finetune(self)
 
