@@ -140,7 +140,7 @@ from xlviz.transfer.tasks import Task, register
 
 class VocabSize(Task):
     def score(self, ctx, system):
-        lang = ctx.data.l2 if ctx.data is not None else ctx.world.l2s[0]
+        lang = ctx.data.l2s[0]
         ctx.add_task_rows(self.name, [{{"system": system, "language": lang, "vocab_rows": len(ctx.tokenizer(lang))}}])
 
 

@@ -1,7 +1,7 @@
 """What every method's stages on a corpus source share (:mod:`xlviz.data.sources.files`,
 ``multi30k``: text files streamed line by line instead of the generated world): the run's
-vocabularies (stage ``world``), the positions its models need, and masked-LM training on one
-language's corpus, streamed.
+vocabularies (stage ``world``), step 1's model, and masked-LM training on one language's
+corpus, streamed (the positions its models need: ``ctx.data.positions``).
 
 - ``world``: one vocabulary per language learned on its own corpus (``world/tokenizers/<lang>``;
   the L2 vocabulary is shaped like the L1 tokenizer, :mod:`xlviz.data.vocabulary`) and the
@@ -30,11 +30,6 @@ def _streamed(blocks: Iterator[list[int]], lang: str) -> Iterator[list[int]]:
         yield from blocks
     except ValueError as e:  # iter_blocks: corpus too small for one block (of block_size tokens)
         raise XlvizError(f"{lang} corpus: {getattr(e, 'message', e)}", field=f"{lang}_corpus") from None
-
-
-def max_length(cfg) -> int:
-    """Positions every model of a corpus run needs: MLM blocks, QA windows, retrieval sentences."""
-    return max(cfg.block_size, cfg.qa_max_length, cfg.eval_max_length)
 
 
 def needs_mlm_head(cfg) -> bool:
@@ -92,7 +87,7 @@ def stage_vocabularies(ctx: Context) -> None:
     from xlviz.methods.budget import sample_lines
 
     cfg, data = ctx.cfg, ctx.data
-    size = max_length(cfg)
+    size = data.positions(cfg)
     lines = sample_lines(cfg, data.o.tokenizer_lines)
     if lines < data.o.tokenizer_lines:
         ctx.log(f"  vocabularies learned on the first {lines} lines of each corpus (the run's budget; tokenizer_lines {data.o.tokenizer_lines})")

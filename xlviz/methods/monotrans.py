@@ -161,7 +161,7 @@ def finetune_stage(v: Variant) -> Stage:
             h.remove()
         if v.pos:
             fold_cls_position(model)
-        ctx.save(model, ctx.path(name), ctx.tokenizer(ctx.world.l1), language=ctx.world.l1, role="finetuned",
+        ctx.save(model, ctx.path(name), ctx.tokenizer(ctx.data.l1), language=ctx.data.l1, role="finetuned",
                  variant=v.s3_suffix.lstrip("-") or None)
         if noise is not None and ctx.main:
             atomic_write_json(ctx.path(name, "noise.json"), noise, root=ctx.path(name))
@@ -179,7 +179,7 @@ class Monotrans(Method):
         v = VARIANTS[system]
         out = [WORLD, pretrain_stage()]
         if v.step2:
-            out += [transfer_stage(lang, v) for lang in ctx.world.l2s]
+            out += [transfer_stage(lang, v) for lang in ctx.data.l2s]
         out.append(finetune_stage(v))
         return out
 
@@ -188,7 +188,7 @@ class Monotrans(Method):
         touch this language's encoder (fine-tuning never does)."""
         if on_corpus(ctx):
             return super().encoder_stages(ctx, system, lang, pair)
-        own = {transfer_stage(lang, VARIANTS[system]).name} if lang != ctx.world.l1 and VARIANTS[system].step2 else set()
+        own = {transfer_stage(lang, VARIANTS[system]).name} if lang != ctx.data.l1 and VARIANTS[system].step2 else set()
         return [s.name for s in self.stages(ctx, system) if s.phase in ("data", "pretrain") or s.name in own]
 
     def describe(self, system: str) -> str:
@@ -202,7 +202,7 @@ class Monotrans(Method):
         v = VARIANTS[system]
         qa = BertForQuestionAnswering.from_pretrained(ctx.path(f"s3_finetune{v.s3_suffix}"), use_safetensors=True)
         tok = ctx.tokenizer(lang)
-        if lang == ctx.world.l1:
+        if lang == ctx.data.l1:
             return qa, tok
         l2 = self._l2_mlm(ctx, v, lang)  # zero_shot_model copies the oracle's rows from the fine-tuned L1 model
         rows = oracle_rows(ctx, lang) if v.oracle else None
@@ -254,7 +254,7 @@ class Monotrans(Method):
             return (l1, l1_tok) if lang == ctx.data.l1 else l2_model(ctx, VARIANTS[system].step2, l1, l1_tok)
         v = VARIANTS[system]
         tok = ctx.tokenizer(lang)
-        if lang == ctx.world.l1:
+        if lang == ctx.data.l1:
             return load_mlm(ctx, "s1_pretrain"), tok
         model = self._l2_mlm(ctx, v, lang)
         if v.oracle:
@@ -276,8 +276,8 @@ class Monotrans(Method):
 def oracle_rows(ctx: Context, lang: str) -> dict[int, int]:
     """``{lang id: L1 id}`` of the dictionary oracle: gold translations that are whole tokens in
     both vocabularies, and the sentence punctuation."""
-    pairs = [(r[ctx.world.l1], r[lang]) for r in ctx.world.dictionary(lang)] + [(p, p) for p in ".?"]
-    return translation_rows(pairs, ctx.tokenizer(ctx.world.l1), ctx.tokenizer(lang))
+    pairs = [(r[ctx.data.l1], r[lang]) for r in ctx.data.dictionary(lang)] + [(p, p) for p in ".?"]
+    return translation_rows(pairs, ctx.tokenizer(ctx.data.l1), ctx.tokenizer(lang))
 
 
 # --- MONOTRANS and its floor on a corpus source -------------------------------------------
