@@ -207,7 +207,7 @@ def test_analysis_floor_of_a_corpus_run_is_its_step2_start(tmp_path, init):
     world's l2_init_std) or from the L1 rows' statistics; the analyses rebuild that floor, weight
     for weight, for a run without exported encoders."""
     from xlviz.analysis.reports import run_info, run_systems
-    from xlviz.methods import stream
+    from xlviz.methods import corpus, monotrans
     from xlviz.models.reference import load_spec
     from xlviz.transfer.pipeline import Pipeline
 
@@ -226,8 +226,8 @@ def test_analysis_floor_of_a_corpus_run_is_its_step2_start(tmp_path, init):
     assert (run_info(pipe.run.path).floor_init, run_info(pipe.run.path).floor_init_std) == (init, None)
     spec = next(s.b for s in run_systems(pipe.run.path, "de") if s.name.endswith("floor"))
     analysed, _ = load_spec(spec, "mlm")
-    l1, l1_tok = stream.load_l1(pipe)
-    scored = stream.new_l2_model(pipe, l1, l1_tok, pipe.tokenizer("de"))
+    l1, l1_tok = corpus.load_l1(pipe)
+    scored = monotrans.new_l2_model(pipe, l1, l1_tok, pipe.tokenizer("de"))
     a, b = analysed.bert.embeddings.word_embeddings.weight, scored.bert.embeddings.word_embeddings.weight
     assert a.shape == b.shape and torch.equal(a, b)
     assert float(a[N_SPECIAL:].detach().std()) > 0.01, "rows at initializer_range (0.02), not l2_init_std (0.002)"
@@ -271,7 +271,7 @@ def test_corpus_alignment_reports_held_out_retrieval(tmp_path, monkeypatch):
     """The retrieval task's result rows: the layer chosen on one half, retrieval on the other,
     both split sizes recorded (sentence embeddings stubbed with the test above's layout)."""
     import xlviz.analysis.representations as representations
-    from xlviz.methods import stream
+    from xlviz.methods import corpus, monotrans
     from xlviz.transfer.config import TransferConfig
     from xlviz.transfer.pipeline import Pipeline
     from xlviz.transfer.tasks import task_of
@@ -291,8 +291,8 @@ def test_corpus_alignment_reports_held_out_retrieval(tmp_path, monkeypatch):
     B[1, order[:20]] = A[1, order[:20]]
     B[2] = A[2] + 0.3 * rng.normal(size=(n, 16))
     B[2, order[20:]] = A[2, order[20:]]
-    monkeypatch.setattr(stream, "load_l1", lambda ctx: ("l1", None))
-    monkeypatch.setattr(stream, "l2_model", lambda ctx, system, l1, tok: ("l2", None))
+    monkeypatch.setattr(corpus, "load_l1", lambda ctx: ("l1", None))
+    monkeypatch.setattr(monotrans, "l2_model", lambda ctx, system, l1, tok: ("l2", None))
     monkeypatch.setattr(representations, "sentence_embeddings", lambda model, tok, texts, **kw: A if model == "l1" else B)
     task_of("retrieval").run(pipe)
     row = pipe.run.results()[0]

@@ -269,8 +269,9 @@ def test_corpus_sample_reads_only_the_budget(tmp_path):
         def corpus(self, lang):
             return [f"{lang} doc {i}" for i in range(50_000)]
 
-    world_ctx = _Ctx(_config(model_size="tiny", pretrain_steps=1, transfer_steps=1), None, "world")
-    world_ctx.world = World()
+    from xlviz.data.sources.world import WorldData
+
+    world_ctx = _Ctx(_config(model_size="tiny", pretrain_steps=1, transfer_steps=1), WorldData(World()), "world")
     assert len(corpus_sample(world_ctx, "svo")) == 50_000
 
 

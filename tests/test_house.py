@@ -39,7 +39,7 @@ PRIMITIVE_CALLERS = {
     "bench/bench_analysis.py": "a randomly initialised stand-in model for timing the analyses, not a run's floor",
 }
 # The modules that each built the floor their own way before: they call floor_model now.
-FLOOR_CALLERS = ("xlviz/methods/monotrans.py", "xlviz/methods/stream.py", "xlviz/models/reference.py", "xlviz/methods/into_l1.py")
+FLOOR_CALLERS = ("xlviz/methods/monotrans.py", "xlviz/models/reference.py", "xlviz/methods/into_l1.py")
 REFERENCE = ("ModelSpec", "load_spec", "load_tokenizer")
 
 
@@ -93,8 +93,8 @@ def test_the_floor_check_finds_a_second_builder():
     assert floor_problems({"xlviz/analysis/reports.py": copy}) == [
         "xlviz/analysis/reports.py imports make_l2_mlm from xlviz.models.monotrans, not xlviz.models.floor",
         "xlviz/analysis/reports.py calls make_l2_mlm: build step 2's starting point with floor_model"]
-    assert floor_problems({"xlviz/methods/stream.py": "def new_l2_embeddings(x):\n    return x\n"}) == [
-        "xlviz/methods/stream.py defines new_l2_embeddings (the floor module's)", "xlviz/methods/stream.py no longer calls floor_model"]
+    assert floor_problems({"xlviz/methods/monotrans.py": "def new_l2_embeddings(x):\n    return x\n"}) == [
+        "xlviz/methods/monotrans.py defines new_l2_embeddings (the floor module's)", "xlviz/methods/monotrans.py no longer calls floor_model"]
     assert floor_problems({FLOOR_MODULE: "def floor_model():\n    pass\n"}) == [
         f"{FLOOR_MODULE} does not define make_l2_mlm", f"{FLOOR_MODULE} does not define new_l2_embeddings"]
 
@@ -497,3 +497,94 @@ def test_the_pipeline_schedules_and_scores_nothing():
                            "def f():\n    from xlviz.transfer.tasks.qa import judge\n") == [
         "xlviz.evaluation.squad_metric", "xlviz.transfer.tasks.qa"]
     assert scoring_imports("from xlviz.transfer.tasks import task_of\nfrom xlviz.transfer.exports import export_encoders\n") == []
+
+
+# MONOTRANS's stages on a corpus source live in its own module (``corpus_stages``), the pieces
+# every method's corpus stages share in xlviz/methods/corpus.py: no second MONOTRANS module.
+FOLDED_MODULES = ("xlviz/methods/stream.py",)
+
+
+def test_monotrans_corpus_stages_live_in_the_method_module():
+    assert [m for m in FOLDED_MODULES if (REPO / m).exists()] == []
+    monotrans = ast.parse((REPO / "xlviz/methods/monotrans.py").read_text())
+    defined = {n.name for n in monotrans.body if isinstance(n, ast.FunctionDef)}
+    assert {"corpus_stages", "new_l2_model", "l2_model"} <= defined
+    imports = [f"{n.module}" for path, text in _sources().items() for n in ast.walk(ast.parse(text))
+               if isinstance(n, ast.ImportFrom) and n.module == "xlviz.methods" and any(a.name == "stream" for a in n.names)]
+    assert imports == []
+
+
+# A method's stages read the run's data through ``ctx.data`` (xlviz.data.sources.RunData), the
+# same way on every source. These are the only places in xlviz/methods that still ask which
+# source it is (``on_corpus``, ``source_kind``, a source's ``kind``) or hold the generated world
+# itself (``ctx.world``), each where the premise truly differs.
+SOURCE_BRANCHES = {
+    ("xlviz/methods/base.py", "on_corpus_config"): "the config-level predicate itself (what a method needs there)",
+    ("xlviz/methods/base.py", "needs"): "a system with corpus stages needs the two corpora only there (it is scored by the tasks)",
+    ("xlviz/methods/common.py", "run_world"): "the world stage generates and writes the world itself",
+    ("xlviz/methods/common.py", "data_stage"): "the data stage differs: the generated world, or vocabularies learned on files",
+    ("xlviz/methods/common.py", "new_body_config"): "the corpus runs were measured with the run's dropout, the world's without",
+    ("xlviz/methods/common.py", "train_mlm"): "streamed blocks and global batches on files; in-memory batches per process on the world",
+    ("xlviz/methods/clwe.py", "run_vectors"): "VecMap's loop follows the run's budget on real vocabularies",
+    ("xlviz/methods/clwe.py", "stages"): "a corpus run scores by its tasks: no QA fine-tuning stage",
+    ("xlviz/methods/joint.py", "stages"): "a corpus run scores by its tasks: no QA fine-tuning stage",
+    ("xlviz/methods/ppa.py", "stages"): "a corpus run scores by its tasks: no QA fine-tuning stage",
+    ("xlviz/methods/veco.py", "stages"): "a corpus run scores by its tasks: no QA fine-tuning stage",
+    ("xlviz/methods/wu.py", "stages"): "a corpus run scores by its tasks: no QA fine-tuning stage",
+    ("xlviz/methods/joint.py", "joint_blocks"): "no long blocks on streamed text (the corpus runs were measured without)",
+    ("xlviz/methods/joint.py", "block_batches"): "a shuffle buffer for streamed text",
+    ("xlviz/methods/monotrans.py", "stages"): "MONOTRANS's corpus stages (init_model, step 1b, streamed, seeded by place)",
+    ("xlviz/methods/monotrans.py", "encoder_stages"): "MONOTRANS's corpus stages",
+    ("xlviz/methods/monotrans.py", "encoder"): "MONOTRANS's corpus stages wrote its models",
+    ("xlviz/methods/monotrans.py", "dictionary"): "the oracle counts the generated world's gold dictionary",
+    ("xlviz/methods/wechsel.py", "dictionary_split"): "the gold dictionary's held-out split is the world's (gold_split)",
+    ("xlviz/methods/ppa.py", "check_run"): "the world's parallel training pairs are sized by its config; a corpus source's by its files",
+    ("xlviz/methods/wechsel.py", "run_vectors"): "static vectors trained on the world's corpus items",
+}
+
+
+def source_branches(files: dict[str, str]) -> set[tuple[str, str]]:
+    """(path, innermost function) of each place in ``files`` that asks which source the run
+    reads (``on_corpus``, ``on_corpus_config``, ``source_kind``, ``<x>.kind ==``) or holds the
+    generated world itself (``ctx.world``)."""
+    found = set()
+
+    def hit(n: ast.AST) -> bool:
+        return (isinstance(n, ast.Call) and isinstance(n.func, ast.Name) and n.func.id in ("on_corpus", "on_corpus_config")
+                or isinstance(n, ast.Attribute) and n.attr == "source_kind"
+                or isinstance(n, ast.Compare) and isinstance(n.left, ast.Attribute) and n.left.attr == "kind"
+                or isinstance(n, ast.Attribute) and n.attr == "world" and isinstance(n.value, ast.Name) and n.value.id == "ctx")
+
+    def visit(node: ast.AST, path: str, fn: str) -> None:
+        for child in ast.iter_child_nodes(node):
+            inner = child.name if isinstance(child, (ast.FunctionDef, ast.AsyncFunctionDef)) else fn
+            if hit(child):
+                found.add((path, inner))
+            visit(child, path, inner)
+
+    for path, text in files.items():
+        visit(ast.parse(text), path, "<module>")
+    return found
+
+
+def test_methods_read_the_run_data_the_same_way_on_every_source():
+    methods = {p: t for p, t in _sources().items() if p.startswith("xlviz/methods/")}
+    assert source_branches(methods) == set(SOURCE_BRANCHES)
+
+
+def test_the_source_branch_check_finds_a_new_branch():
+    text = "def stage(ctx):\n    return ctx.world.l1 if ctx.source_kind == 'world' else ctx.data.l1\n"
+    assert source_branches({"xlviz/methods/x.py": text}) == {("xlviz/methods/x.py", "stage")}
+    assert source_branches({"xlviz/methods/x.py": "def stage(ctx):\n    return ctx.data.l1\n"}) == set()
+
+
+def test_the_world_and_the_corpus_sources_give_the_same_run_data():
+    from xlviz.data.sources import RunData
+    from xlviz.data.sources.files import CorpusData
+    from xlviz.data.sources.world import WorldData
+
+    members = {n for n in vars(RunData) if not n.startswith("_")} | set(RunData.__annotations__)
+    assert {"l1", "l2s", "corpus", "sample", "qa", "dictionary", "parallel_train", "kind"} <= members
+    for cls in (WorldData, CorpusData):
+        assert sorted(n for n in members if not hasattr(cls, n)) == [], cls.__name__
+    assert (WorldData.kind, CorpusData.kind) == ("world", "corpus")

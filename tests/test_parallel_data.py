@@ -89,8 +89,10 @@ class _Run:
     def __init__(self, world):
         from xlviz.transfer.config import TransferConfig
         from xlviz.transfer.pipeline import Pipeline
+        from xlviz.data.sources.world import WorldData
+
         self.cfg = TransferConfig()
-        self.world = world
+        self.world, self.data = world, WorldData(world)
         self.parallel_train = Pipeline.parallel_train.__get__(self)
         self.translate_train = Pipeline.translate_train.__get__(self)
 

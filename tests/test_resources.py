@@ -51,7 +51,9 @@ class FakeRun:
     def __init__(self, world, folder: Path, **cfg):
         from xlviz.data.tokenization import train_tokenizer
 
-        self.world, self.main, self.folder = world, True, folder
+        from xlviz.data.sources.world import WorldData
+
+        self.world, self.data, self.main, self.folder = world, WorldData(world), True, folder
         self.cfg = TransferConfig(seed=0, **cfg)
         self._toks = {lang: train_tokenizer(world.corpus(lang), 300) for lang in world.languages}
 

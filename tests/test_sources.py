@@ -140,7 +140,7 @@ from xlviz.transfer.tasks import Task, register
 
 class VocabSize(Task):
     def score(self, ctx, system):
-        lang = ctx.data.l2 if ctx.data is not None else ctx.world.l2s[0]
+        lang = ctx.data.l2s[0]
         ctx.add_task_rows(self.name, [{{"system": system, "language": lang, "vocab_rows": len(ctx.tokenizer(lang))}}])
 
 
@@ -314,7 +314,8 @@ def test_tatoeba_and_pud_retrieval_tasks_score_their_pairs(shared_data, tmp_path
     import numpy as np
 
     import xlviz.analysis.representations as representations
-    from xlviz.methods import stream
+    from xlviz.methods import corpus
+    from xlviz.methods import monotrans as monotrans_method
     from xlviz.transfer.pipeline import Pipeline
 
     monkeypatch.setenv("XLVIZ_SHARED_DATA", str(shared_data))
@@ -331,8 +332,8 @@ def test_tatoeba_and_pud_retrieval_tasks_score_their_pairs(shared_data, tmp_path
         seen.setdefault(model, []).append(texts)
         return np.stack([np.eye(len(texts))] * 2)
 
-    monkeypatch.setattr(stream, "load_l1", lambda ctx: ("l1", None))
-    monkeypatch.setattr(stream, "l2_model", lambda ctx, system, l1, tok: ("l2", None))
+    monkeypatch.setattr(corpus, "load_l1", lambda ctx: ("l1", None))
+    monkeypatch.setattr(monotrans_method, "l2_model", lambda ctx, system, l1, tok: ("l2", None))
     monkeypatch.setattr(representations, "sentence_embeddings", embed)
     for name in ("retrieval-tatoeba", "retrieval-pud"):
         task_of(name).run(pipe)
@@ -421,7 +422,8 @@ def test_corpus_qa_rows_carry_paragraph_bootstrap_intervals(tmp_path, monkeypatc
     import xlviz.models.loading as loading
     import xlviz.models.monotrans as monotrans
     import xlviz.transfer.qa as tqa
-    from xlviz.methods import stream
+    from xlviz.methods import corpus
+    from xlviz.methods import monotrans as monotrans_method
     from xlviz.transfer.pipeline import Pipeline
     from xlviz.transfer.tasks import qa as qa_task
 
@@ -451,8 +453,8 @@ def test_corpus_qa_rows_carry_paragraph_bootstrap_intervals(tmp_path, monkeypatc
             return self
 
     monkeypatch.setattr(loading, "load_model", lambda *a, **k: (Stub(), "tok"))
-    monkeypatch.setattr(stream, "load_l1", lambda ctx: ("l1", "tok"))
-    monkeypatch.setattr(stream, "l2_model", lambda ctx, system, l1, tok: ("l2", "tok"))
+    monkeypatch.setattr(corpus, "load_l1", lambda ctx: ("l1", "tok"))
+    monkeypatch.setattr(monotrans_method, "l2_model", lambda ctx, system, l1, tok: ("l2", "tok"))
     monkeypatch.setattr(monotrans, "zero_shot_model", lambda *a, **k: Stub())
     monkeypatch.setattr(vocabulary, "special_row_map", lambda *a, **k: {})
     monkeypatch.setattr(qa_task, "qa_data", lambda ctx: ({}, set()))  # nothing held out for training

@@ -197,7 +197,7 @@ class RunInfo:
 
 
 def _on_corpus(cfg: dict) -> bool:
-    """Whether a run config's source is a corpus source (its stages: :mod:`xlviz.methods.stream`),
+    """Whether a run config's source is a corpus source (MONOTRANS's stages there: :func:`xlviz.methods.monotrans.corpus_stages`),
     as the run decides it (the source's kind); a ``transfer-corpus`` run names its corpora instead."""
     from xlviz.data.sources import source_of
 
@@ -213,7 +213,7 @@ def _on_corpus(cfg: dict) -> bool:
 def _floor_settings(cfg: dict) -> tuple[str, float | None]:
     """(init, std) of the untrained L2 rows the run's step 2 started from, so of its floor: on a
     corpus source its ``embedding_init`` drawn at the model's ``initializer_range``
-    (:func:`xlviz.methods.stream.new_l2_model`); on the generated world random rows at its
+    (:func:`xlviz.methods.monotrans.new_l2_model`); on the generated world random rows at its
     ``l2_init_std`` (:func:`xlviz.methods.monotrans.l2_init_model`; absent before it existed:
     those runs drew at ``initializer_range``, None)."""
     if _on_corpus(cfg):

@@ -65,7 +65,7 @@ def run(args: argparse.Namespace) -> int:
     with pipeline.run.writer_lock(main=pipeline.main):
         rows = pipeline.run_all()
     if pipeline.main:
-        print_corpus_rows(rows, pipeline.data.l1 if pipeline.data is not None else pipeline.world.l1)
+        print_corpus_rows(rows, pipeline.data.l1)
     return 0
 
 

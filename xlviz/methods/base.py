@@ -12,7 +12,7 @@ each system it declares
 - a QA model per language (``qa_model``), scored zero-shot by the run;
 - an encoder per language (``encoder``), exported for the analysis pages.
 
-Stage functions receive the run as their context (:class:`Context`): its config, its world,
+Stage functions receive the run as their context (:class:`Context`): its config, its data,
 its accelerator and the helpers that write the run folder. Methods never import
 :mod:`xlviz.transfer`; the run imports them through the registry.
 """
@@ -71,7 +71,8 @@ class Context(Protocol):
     """What a stage function may use of the run that executes it."""
 
     cfg: Any  # xlviz.transfer.config.TransferConfig
-    world: Any  # xlviz.data.world.World
+    data: Any  # xlviz.data.sources.RunData: the run's data, read the same way on every source
+    world: Any  # xlviz.data.world.World (None on a corpus source): for the world's own stage and resources
     acc: Any  # accelerate.Accelerator
     main: bool
 

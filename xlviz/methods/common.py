@@ -51,26 +51,25 @@ WORLD = Stage("world", "data", run=run_world, note="the generated world's data a
 
 def max_length(ctx: Context) -> int:
     """Positions every model of the run needs: MLM blocks and QA windows (on a corpus source
-    also the retrieval task's sentences: :func:`xlviz.methods.corpus.max_length`)."""
-    if on_corpus(ctx):
-        return corpus_source.max_length(ctx.cfg)
-    return max(ctx.cfg.block_size, ctx.cfg.qa_max_length)
+    also the retrieval task's sentences), as the run's data says (``ctx.data.positions``)."""
+    return ctx.data.positions(ctx.cfg)
 
 
 # --------------------------------------------------------------------------- the run's languages and text
-# One stage implementation per method reads its data through these, whichever the source: the
-# generated world (in memory) or a corpus source (text files streamed line by line, ctx.data).
+# One stage implementation per method reads its data through ctx.data, whichever the source
+# (xlviz.data.sources.RunData): the generated world (in memory) or a corpus source (text files
+# streamed line by line). on_corpus is left to the few stages whose premise differs there.
 def on_corpus(ctx: Context) -> bool:
     """Whether the run's source is a corpus source (streamed text files) rather than the world."""
     return getattr(ctx, "source_kind", "world") == "corpus"
 
 
 def run_l1(ctx: Context) -> str:
-    return ctx.data.l1 if on_corpus(ctx) else ctx.world.l1
+    return ctx.data.l1
 
 
 def run_l2s(ctx: Context) -> list[str]:
-    return [ctx.data.l2] if on_corpus(ctx) else list(ctx.world.l2s)
+    return list(ctx.data.l2s)
 
 
 def run_languages(ctx: Context) -> list[str]:
@@ -80,21 +79,17 @@ def run_languages(ctx: Context) -> list[str]:
 def corpus_texts(ctx: Context, lang: str) -> Callable[[], Iterable[str]]:
     """A callable giving a fresh pass over ``lang``'s corpus: the world's list, or a corpus
     source's files streamed (``max_lines`` per pass)."""
-    if on_corpus(ctx):
-        return ctx.data.texts(lang, ctx.data.o.max_lines)
-    corpus = ctx.world.corpus(lang)
-    return lambda: corpus
+    return ctx.data.corpus(lang)
 
 
 def corpus_sample(ctx: Context, lang: str) -> list[str]:
     """The lines of ``lang``'s corpus a vocabulary (or CLWE's skip-gram) is learned on: the
     world's whole corpus, or a corpus source's first ``tokenizer_lines``, capped by the run's
     budget (:func:`xlviz.methods.budget.sample_lines`, as MONOTRANS's vocabularies there)."""
-    if on_corpus(ctx):
-        from xlviz.methods.budget import sample_lines
+    from xlviz.methods.budget import sample_lines
 
-        return list(ctx.data.texts(lang, sample_lines(ctx.cfg, ctx.data.o.tokenizer_lines))())
-    return ctx.world.corpus(lang)
+    lines = ctx.data.tokenizer_lines
+    return ctx.data.sample(lang, None if lines is None else sample_lines(ctx.cfg, lines))
 
 
 def corpus_head(ctx: Context, lang: str, n: int) -> list[str]:
@@ -104,7 +99,7 @@ def corpus_head(ctx: Context, lang: str, n: int) -> list[str]:
 
 def lowercase(ctx: Context) -> bool:
     """Whether the run's vocabularies lowercase (a corpus source's ``lowercase``; the world's: yes)."""
-    return bool(ctx.data.o.lowercase) if on_corpus(ctx) else True
+    return ctx.data.lowercase
 
 
 def data_stage(ctx: Context) -> Stage:
@@ -131,8 +126,7 @@ def train_mlm(ctx: Context, model, lang: str, stage: str, steps: int, lr: float,
         return corpus_source.stream_mlm(ctx, model, ctx.tokenizer(lang), lang, stage, steps, lr, after_step=after_step, pretraining=pretraining)
     cfg = ctx.cfg
     tok = ctx.tokenizer(lang)
-    corpus = ctx.world.corpus(lang)
-    blocks = mlm_batches(lambda: corpus, tok, cfg.block_size, cfg.mlm_batch_size, long_block_size=max_length(ctx),
+    blocks = mlm_batches(ctx.data.corpus(lang), tok, cfg.block_size, cfg.mlm_batch_size, long_block_size=max_length(ctx),
                          long_share=cfg.long_block_share, seed=cfg.seed, rank=ctx.acc.process_index, world_size=ctx.acc.num_processes)
     gen = torch.Generator().manual_seed(cfg.seed * 31 + ctx.acc.process_index)
     vocab = model.config.vocab_size
@@ -160,10 +154,10 @@ def pretrain_stage(lang: str | None = None) -> Stage:
     name = "s1_pretrain" if lang is None else f"s1_pretrain-{lang}"
 
     def build(ctx: Context) -> BertForMaskedLM:
-        return new_bert(ctx, lang or ctx.world.l1)
+        return new_bert(ctx, lang or ctx.data.l1)
 
     def run_train(ctx: Context, model) -> None:
-        target = lang or ctx.world.l1
+        target = lang or ctx.data.l1
         model = train_mlm(ctx, model, target, name, ctx.cfg.pretrain_steps, ctx.cfg.pretrain_lr,
                           pretraining=True if lang is None else "l2_body")
         ctx.save(model, ctx.path(name), ctx.tokenizer(target), language=target, role="pretrained")
@@ -183,12 +177,12 @@ def finetune_qa(ctx: Context, model, stage: str, tokenizer=None, data: dict | No
     On the L1 training set, dev EM/F1 join the metrics every ``eval_every`` steps. The training
     itself is every QA stage's (:func:`xlviz.training.qa.finetune_qa`), batched per process."""
     cfg = ctx.cfg
-    tok = tokenizer or ctx.tokenizer(ctx.world.l1)
+    tok = tokenizer or ctx.tokenizer(ctx.data.l1)
     loop, on_log = ctx.loop(stage, cfg.finetune_steps, cfg.finetune_lr)
     # dev EM/F1 during fine-tuning: the run scores (the evaluation layer sits above the methods)
     scorer = getattr(ctx, "dev_scorer", None)
     on_eval = scorer(tok, stage) if scorer is not None and data is None and getattr(cfg, "eval_every", 0) else None
-    examples = squad_examples(data if data is not None else ctx.world.qa("train"))
+    examples = squad_examples(data if data is not None else ctx.data.qa("train"))
     model = train_qa(model, tok, examples, accelerator=ctx.acc, loop=loop, batch_size=cfg.batch_size, max_length=cfg.qa_max_length,
                      doc_stride=cfg.doc_stride, seed=cfg.seed + 5, global_batch=False, on_log=on_log, on_eval=on_eval, desc=stage)
     judge = getattr(ctx, "judge_qa", None)

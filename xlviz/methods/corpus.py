@@ -1,7 +1,7 @@
 """What every method's stages on a corpus source share (:mod:`xlviz.data.sources.files`,
 ``multi30k``: text files streamed line by line instead of the generated world): the run's
-vocabularies (stage ``world``), the positions its models need, and masked-LM training on one
-language's corpus, streamed.
+vocabularies (stage ``world``), step 1's model, and masked-LM training on one language's
+corpus, streamed (the positions its models need: ``ctx.data.positions``).
 
 - ``world``: one vocabulary per language learned on its own corpus (``world/tokenizers/<lang>``;
   the L2 vocabulary is shaped like the L1 tokenizer, :mod:`xlviz.data.vocabulary`) and the
@@ -10,7 +10,8 @@ language's corpus, streamed.
 
 Corpora are never held in memory (:func:`xlviz.training.mlm.iter_blocks`); under ``accelerate
 launch`` every process reads the same stream and trains on its slice of each global batch
-(:mod:`xlviz.training.streamed`). MONOTRANS's own stages there: :mod:`xlviz.methods.stream`.
+(:mod:`xlviz.training.streamed`). MONOTRANS's own stages there are in :mod:`xlviz.methods.monotrans`
+(``corpus_stages``); its step-1 model, which the QA task also reads, is :func:`load_l1`.
 """
 
 from __future__ import annotations
@@ -31,16 +32,25 @@ def _streamed(blocks: Iterator[list[int]], lang: str) -> Iterator[list[int]]:
         raise XlvizError(f"{lang} corpus: {getattr(e, 'message', e)}", field=f"{lang}_corpus") from None
 
 
-def max_length(cfg) -> int:
-    """Positions every model of a corpus run needs: MLM blocks, QA windows, retrieval sentences."""
-    return max(cfg.block_size, cfg.qa_max_length, cfg.eval_max_length)
-
-
 def needs_mlm_head(cfg) -> bool:
     """Step 1b: ``init_model`` is a local BERT folder whose weights have no masked-LM head."""
     from xlviz.models.mlm_head import learns_mlm_head
 
     return bool(cfg.init_model) and learns_mlm_head(cfg.init_model)
+
+
+def l1_dir(ctx: Context):
+    """Step 1's model folder: ``init_model`` itself, or ``s1_pretrain`` (pre-trained here, or
+    ``init_model`` with the MLM head step 1b learned)."""
+    cfg = ctx.cfg
+    return cfg.init_model if cfg.init_model and not needs_mlm_head(cfg) else ctx.path("s1_pretrain")
+
+
+def load_l1(ctx: Context):
+    """(L1 masked LM, L1 tokenizer) in eval mode on CPU."""
+    from xlviz.models.loading import load_model
+
+    return load_model(l1_dir(ctx), task="mlm", attn_implementation="sdpa", tokenizer=ctx.world_file("tokenizer", language=ctx.data.l1))
 
 
 def stream_mlm(ctx: Context, model, tok, lang: str, stage: str, steps: int, lr: float, after_step=None, *,
@@ -77,7 +87,7 @@ def stage_vocabularies(ctx: Context) -> None:
     from xlviz.methods.budget import sample_lines
 
     cfg, data = ctx.cfg, ctx.data
-    size = max_length(cfg)
+    size = data.positions(cfg)
     lines = sample_lines(cfg, data.o.tokenizer_lines)
     if lines < data.o.tokenizer_lines:
         ctx.log(f"  vocabularies learned on the first {lines} lines of each corpus (the run's budget; tokenizer_lines {data.o.tokenizer_lines})")

@@ -61,12 +61,12 @@ def embedding_reset(model: BertForMaskedLM, every: int, steps: int, seed: int, p
 def run_pretrain(ctx: Context, model) -> None:
     steps, every = ctx.cfg.pretrain_steps, forget_every(ctx)
     reset = embedding_reset(model, every, steps, seed=ctx.cfg.seed)
-    model = train_mlm(ctx, model, ctx.world.l1, S1, steps, ctx.cfg.pretrain_lr, after_step=reset, pretraining=True)
+    model = train_mlm(ctx, model, ctx.data.l1, S1, steps, ctx.cfg.pretrain_lr, after_step=reset, pretraining=True)
     ctx.log(f"  token embeddings re-drawn after {len(reset.done)} of {steps} updates (every {every})")
-    ctx.save(model, ctx.path(S1), ctx.tokenizer(ctx.world.l1))
+    ctx.save(model, ctx.path(S1), ctx.tokenizer(ctx.data.l1))
 
 
-PRETRAIN = Stage(S1, "pretrain", build=lambda ctx: new_bert(ctx, ctx.world.l1), train=run_pretrain, trains=(r".*",),
+PRETRAIN = Stage(S1, "pretrain", build=lambda ctx: new_bert(ctx, ctx.data.l1), train=run_pretrain, trains=(r".*",),
                  note="every parameter: masked LM on the L1 corpus, the token embeddings re-drawn every K updates")
 
 TRANSFER_TRAINS = (r"(.*\.)?word_embeddings\.weight", r"cls\.predictions\.(decoder\.)?bias")
@@ -96,7 +96,7 @@ def build_finetune(ctx: Context):
 
 def run_finetune(ctx: Context, model) -> None:
     model = finetune_qa(ctx, model, S3)
-    ctx.save(model, ctx.path(S3), ctx.tokenizer(ctx.world.l1))
+    ctx.save(model, ctx.path(S3), ctx.tokenizer(ctx.data.l1))
 
 
 FINETUNE = Stage(S3, "finetune", build=build_finetune, train=run_finetune, trains=(r".*",), rows="special",
@@ -106,7 +106,7 @@ FINETUNE = Stage(S3, "finetune", build=build_finetune, train=run_finetune, train
 def swap(ctx: Context, s3: str, l2_model, lang: str):
     """Step 4: ``s3``'s fine-tuned model with ``l2_model``'s embeddings swapped in."""
     qa = BertForQuestionAnswering.from_pretrained(ctx.path(s3), use_safetensors=True)
-    if lang == ctx.world.l1:
+    if lang == ctx.data.l1:
         return qa, ctx.tokenizer(lang)
     return zero_shot_model(qa, l2_model), ctx.tokenizer(lang)
 
@@ -114,7 +114,7 @@ def swap(ctx: Context, s3: str, l2_model, lang: str):
 class Forgetting(Method):
     def stages(self, ctx: Context, system: str) -> list[Stage]:
         return [WORLD, PRETRAIN] + [transfer_stage(f"s2_forgetting-{lang}", S1, lang, random_init, "from random rows")
-                                    for lang in ctx.world.l2s] + [FINETUNE]
+                                    for lang in ctx.data.l2s] + [FINETUNE]
 
     def describe(self, system: str) -> str:
         return "MONOTRANS on a body pre-trained with active forgetting (embeddings re-drawn every K updates; Chen et al. 2023)"
@@ -123,10 +123,10 @@ class Forgetting(Method):
         return BertForMaskedLM.from_pretrained(ctx.path(f"s2_forgetting-{lang}"), use_safetensors=True)
 
     def qa_model(self, ctx: Context, system: str, lang: str):
-        return swap(ctx, S3, None if lang == ctx.world.l1 else self._l2(ctx, lang), lang)
+        return swap(ctx, S3, None if lang == ctx.data.l1 else self._l2(ctx, lang), lang)
 
     def encoder(self, ctx: Context, system: str, lang: str):
-        return (load_mlm(ctx, S1) if lang == ctx.world.l1 else self._l2(ctx, lang)), ctx.tokenizer(lang)
+        return (load_mlm(ctx, S1) if lang == ctx.data.l1 else self._l2(ctx, lang)), ctx.tokenizer(lang)
 
 
 @dataclass

@@ -37,12 +37,12 @@ def into_l1_stage(l2: str) -> Stage:
     def build(ctx: Context):
         body = load_mlm(ctx, f"s1_pretrain-{l2}")
         # step 2's starting point with the languages' roles swapped: the L2 body, new L1 rows
-        model = floor_model(body, ctx.tokenizer(l2), ctx.tokenizer(ctx.world.l1), seed=ctx.cfg.seed + 1, init_std=ctx.cfg.l2_init_std)
+        model = floor_model(body, ctx.tokenizer(l2), ctx.tokenizer(ctx.data.l1), seed=ctx.cfg.seed + 1, init_std=ctx.cfg.l2_init_std)
         freeze_for_step2(model)
         return model
 
     def run_train(ctx: Context, model) -> None:
-        l1 = ctx.world.l1
+        l1 = ctx.data.l1
         model = train_mlm(ctx, model, l1, name, ctx.cfg.transfer_steps, ctx.cfg.transfer_lr)
         ctx.save(model, ctx.path(name), ctx.tokenizer(l1))
 
@@ -54,7 +54,7 @@ def into_l1_stage(l2: str) -> Stage:
 class IntoL1(Method):
     def stages(self, ctx: Context, system: str) -> list[Stage]:
         out = [WORLD, pretrain_stage()]  # the L1 model: the reference the xx→en rows are probed beside
-        for l2 in ctx.world.l2s:
+        for l2 in ctx.data.l2s:
             out += [pretrain_stage(l2), into_l1_stage(l2)]
         return out
 
@@ -78,21 +78,21 @@ class IntoL1(Method):
         """L1 (a pair's, else the first L2's): that L2's body and the L1 embeddings learned under
         it; an L2: its own body alone."""
         stages = self.stages(ctx, system)
-        if lang == ctx.world.l1:
-            return unit_stages(stages, pair or ctx.world.l2s[0])
+        if lang == ctx.data.l1:
+            return unit_stages(stages, pair or ctx.data.l2s[0])
         return [s for s in unit_stages(stages, lang) if s != into_l1_stage(lang).name]
 
     def encoder(self, ctx: Context, system: str, lang: str):
         """L1: the first L2's body with learned L1 embeddings; an L2: its own BERT, the same body
         with the embeddings it was pre-trained with (so an alignment pair is one body's two
         embedding sets, as MONOTRANS's is)."""
-        l1 = ctx.world.l1
+        l1 = ctx.data.l1
         if lang == l1:
-            return self.pair_l1_encoder(ctx, system, ctx.world.l2s[0])
+            return self.pair_l1_encoder(ctx, system, ctx.data.l2s[0])
         return load_mlm(ctx, f"s1_pretrain-{lang}"), ctx.tokenizer(lang)
 
     def pair_l1_encoder(self, ctx: Context, system: str, l2: str):
-        return BertForMaskedLM.from_pretrained(ctx.path(f"s2_into_l1-{l2}"), use_safetensors=True), ctx.tokenizer(ctx.world.l1)
+        return BertForMaskedLM.from_pretrained(ctx.path(f"s2_into_l1-{l2}"), use_safetensors=True), ctx.tokenizer(ctx.data.l1)
 
 
 METHOD = IntoL1(SYSTEM, (SYSTEM,), description="MONOTRANS into L1 (xx→en probing, Artetxe et al. App. D)", order=31)

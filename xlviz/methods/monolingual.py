@@ -57,9 +57,9 @@ def supervised_stage(l2: str) -> Stage:
 
 class MonoL2(Method):
     def stages(self, ctx: Context, system: str) -> list[Stage]:
-        out = [WORLD, pretrain_stage()] + [pretrain_stage(l2) for l2 in ctx.world.l2s]
+        out = [WORLD, pretrain_stage()] + [pretrain_stage(l2) for l2 in ctx.data.l2s]
         if VARIANTS[system].supervised:
-            out += [supervised_stage(l2) for l2 in ctx.world.l2s]
+            out += [supervised_stage(l2) for l2 in ctx.data.l2s]
         return out
 
     def describe(self, system: str) -> str:
@@ -69,7 +69,7 @@ class MonoL2(Method):
         return {"parallel_pairs": 0, "l2_labels": VARIANTS[system].supervised}
 
     def qa_model(self, ctx: Context, system: str, lang: str):
-        if not VARIANTS[system].supervised or lang == ctx.world.l1:
+        if not VARIANTS[system].supervised or lang == ctx.data.l1:
             return None
         return BertForQuestionAnswering.from_pretrained(ctx.path(f"s3_supervised-{lang}"), use_safetensors=True), ctx.tokenizer(lang)
 
@@ -82,7 +82,7 @@ class MonoL2(Method):
         return unit_stages(self.stages(ctx, system), lang)
 
     def encoder(self, ctx: Context, system: str, lang: str):
-        stage = "s1_pretrain" if lang == ctx.world.l1 else f"s1_pretrain-{lang}"
+        stage = "s1_pretrain" if lang == ctx.data.l1 else f"s1_pretrain-{lang}"
         return load_mlm(ctx, stage), ctx.tokenizer(lang)
 
 

@@ -1,4 +1,5 @@
-"""MONOTRANS (Artetxe, Ruder & Yogatama 2020, §2) and its variants on the generated world.
+"""MONOTRANS (Artetxe, Ruder & Yogatama 2020, §2) and its variants on the generated world, and
+MONOTRANS and its floor on a corpus source (:func:`corpus_stages`, below).
 
 1. ``s1_pretrain``: a small BERT pre-trained with MLM on L1 (shared with other methods).
 2. ``s2_transfer-<l2>[-pos][-adapters]``: the body frozen, new L2 token embeddings learned with
@@ -23,11 +24,13 @@ from dataclasses import dataclass
 import torch
 from transformers import BertForMaskedLM, BertForQuestionAnswering
 
-from xlviz.data.vocabulary import translation_rows
+from xlviz.data.vocabulary import special_ids_of, translation_rows
+from xlviz.errors import XlvizError
 from xlviz.io import atomic_write_json
-from xlviz.methods import stream
+from xlviz.methods import corpus
 from xlviz.methods.base import Context, Method, Stage
-from xlviz.methods.common import WORLD, finetune_qa, load_mlm, on_corpus, pretrain_stage, run_l1, train_mlm
+from xlviz.methods.common import WORLD, finetune_qa, load_mlm, new_body_config, on_corpus, pretrain_stage, run_l1, train_mlm
+from xlviz.methods.corpus import VOCABULARIES, needs_mlm_head, stream_mlm
 from xlviz.methods.options import MethodOptions, option
 from xlviz.models.adapters import XlvizBertForMaskedLM
 from xlviz.models.floor import EMBEDDING_INITS, floor_model
@@ -40,7 +43,7 @@ from xlviz.models.surgery import word_embeddings
 
 @dataclass
 class MonotransOptions(MethodOptions):
-    """MONOTRANS's settings (its variants' and those of its stages on a corpus source, xlviz.methods.stream)."""
+    """MONOTRANS's settings (its variants' and those of its stages on a corpus source, :func:`corpus_stages`)."""
 
     adapter_size: int = option(32, "bottleneck width of the Houlsby adapters learned in step 2 (monotrans+adapters)", low=1)
     # "scaled": sigma = noise_std x the model's word-embedding row norm at initialisation
@@ -61,7 +64,7 @@ class MonotransOptions(MethodOptions):
 @dataclass(frozen=True)
 class Variant:
     """What a MONOTRANS system changes: step 2 (None: skipped), L2 positions, adapters, noise;
-    whether it has stages on corpus sources too (xlviz.methods.stream), and its one-line description."""
+    whether it has stages on corpus sources too (:func:`corpus_stages`), and its one-line description."""
 
     step2: bool = True
     pos: bool = False
@@ -158,7 +161,7 @@ def finetune_stage(v: Variant) -> Stage:
             h.remove()
         if v.pos:
             fold_cls_position(model)
-        ctx.save(model, ctx.path(name), ctx.tokenizer(ctx.world.l1), language=ctx.world.l1, role="finetuned",
+        ctx.save(model, ctx.path(name), ctx.tokenizer(ctx.data.l1), language=ctx.data.l1, role="finetuned",
                  variant=v.s3_suffix.lstrip("-") or None)
         if noise is not None and ctx.main:
             atomic_write_json(ctx.path(name, "noise.json"), noise, root=ctx.path(name))
@@ -172,11 +175,11 @@ def finetune_stage(v: Variant) -> Stage:
 class Monotrans(Method):
     def stages(self, ctx: Context, system: str) -> list[Stage]:
         if on_corpus(ctx):
-            return stream.stages(ctx, VARIANTS[system].step2)
+            return corpus_stages(ctx, VARIANTS[system].step2)
         v = VARIANTS[system]
         out = [WORLD, pretrain_stage()]
         if v.step2:
-            out += [transfer_stage(lang, v) for lang in ctx.world.l2s]
+            out += [transfer_stage(lang, v) for lang in ctx.data.l2s]
         out.append(finetune_stage(v))
         return out
 
@@ -185,7 +188,7 @@ class Monotrans(Method):
         touch this language's encoder (fine-tuning never does)."""
         if on_corpus(ctx):
             return super().encoder_stages(ctx, system, lang, pair)
-        own = {transfer_stage(lang, VARIANTS[system]).name} if lang != ctx.world.l1 and VARIANTS[system].step2 else set()
+        own = {transfer_stage(lang, VARIANTS[system]).name} if lang != ctx.data.l1 and VARIANTS[system].step2 else set()
         return [s.name for s in self.stages(ctx, system) if s.phase in ("data", "pretrain") or s.name in own]
 
     def describe(self, system: str) -> str:
@@ -199,7 +202,7 @@ class Monotrans(Method):
         v = VARIANTS[system]
         qa = BertForQuestionAnswering.from_pretrained(ctx.path(f"s3_finetune{v.s3_suffix}"), use_safetensors=True)
         tok = ctx.tokenizer(lang)
-        if lang == ctx.world.l1:
+        if lang == ctx.data.l1:
             return qa, tok
         l2 = self._l2_mlm(ctx, v, lang)  # zero_shot_model copies the oracle's rows from the fine-tuned L1 model
         rows = oracle_rows(ctx, lang) if v.oracle else None
@@ -247,11 +250,11 @@ class Monotrans(Method):
         untrained) L2 embeddings under the same body for an L2; the oracle's with its gold
         translations' L1 rows (step 1's), as its QA model reads."""
         if on_corpus(ctx):  # step 1's model (or init_model) and step 2's, as the corpus stages wrote them
-            l1, l1_tok = stream.load_l1(ctx)
-            return (l1, l1_tok) if lang == ctx.data.l1 else stream.l2_model(ctx, VARIANTS[system].step2, l1, l1_tok)
+            l1, l1_tok = corpus.load_l1(ctx)
+            return (l1, l1_tok) if lang == ctx.data.l1 else l2_model(ctx, VARIANTS[system].step2, l1, l1_tok)
         v = VARIANTS[system]
         tok = ctx.tokenizer(lang)
-        if lang == ctx.world.l1:
+        if lang == ctx.data.l1:
             return load_mlm(ctx, "s1_pretrain"), tok
         model = self._l2_mlm(ctx, v, lang)
         if v.oracle:
@@ -273,8 +276,98 @@ class Monotrans(Method):
 def oracle_rows(ctx: Context, lang: str) -> dict[int, int]:
     """``{lang id: L1 id}`` of the dictionary oracle: gold translations that are whole tokens in
     both vocabularies, and the sentence punctuation."""
-    pairs = [(r[ctx.world.l1], r[lang]) for r in ctx.world.dictionary(lang)] + [(p, p) for p in ".?"]
-    return translation_rows(pairs, ctx.tokenizer(ctx.world.l1), ctx.tokenizer(lang))
+    pairs = [(r[ctx.data.l1], r[lang]) for r in ctx.data.dictionary(lang)] + [(p, p) for p in ".?"]
+    return translation_rows(pairs, ctx.tokenizer(ctx.data.l1), ctx.tokenizer(lang))
+
+
+# --- MONOTRANS and its floor on a corpus source -------------------------------------------
+# Text files streamed line by line (xlviz.methods.corpus) instead of the generated world:
+# - ``world``: the vocabularies and parallel pairs every method's run there starts from
+#   (:data:`xlviz.methods.corpus.VOCABULARIES`).
+# - ``s1_pretrain``: masked-LM pre-training of a small BERT on the L1 corpus; with ``init_model``
+#   nothing: step 1 *is* that model.
+# - ``s1b_mlm_head`` (only when ``init_model`` has no masked-LM head, e.g. all-MiniLM-L6-v2): an
+#   MLM head and the ``[MASK]`` row learned on the L1 corpus, body frozen, output layer tied
+#   (:mod:`xlviz.models.mlm_head`), saved as the run's ``s1_pretrain/``.
+# - ``s2_transfer-<l2>``: the L1 body frozen, new L2 token embeddings learned with MLM on the L2
+#   corpus (never on parallel text). ``floor`` skips it: the same body with untrained L2 rows.
+# - ``s3_finetune`` (with QA data): QA fine-tuning on L1 with the L1 token embeddings frozen;
+#   the run provides it (``ctx.finetune_corpus_qa``: QA training lives above this layer).
+
+
+def new_l2_model(ctx: Context, l1, l1_tok, l2_tok):
+    """Step 2's starting point on a corpus source, and (untrained) the floor:
+    :func:`xlviz.models.floor.floor_model` with the run's seed + 1 and ``embedding_init``. The
+    random rows are drawn at the model's ``initializer_range`` (0.02 for xlviz's BERTs), not at
+    the world's ``l2_init_std``: the corpus runs were measured so (docs/real-models.md: "The
+    German rows start at std 0.02")."""
+    return floor_model(l1, l1_tok, l2_tok, seed=ctx.cfg.seed + 1, init=ctx.cfg.embedding_init)
+
+
+def l2_model(ctx: Context, step2: bool, l1, l1_tok):
+    """(The L2 masked LM, the L2 tokenizer): step 2's model, or without ``step2`` (the floor)
+    its untrained starting point."""
+    from xlviz.models.loading import load_model
+
+    l2_tok = ctx.tokenizer(ctx.data.l2)
+    if not step2:  # the floor: step 2's untrained rows
+        return new_l2_model(ctx, l1, l1_tok, l2_tok).eval(), l2_tok
+    mono, _ = load_model(ctx.path(f"s2_transfer-{ctx.data.l2}"), task="mlm", attn_implementation="sdpa")
+    return mono, l2_tok
+
+
+def corpus_pretrain(ctx: Context) -> None:
+    """Step 1: MLM pre-training of a small BERT on the L1 corpus (nothing with init_model)."""
+    cfg = ctx.cfg
+    if cfg.init_model:
+        ctx.log(f"  step 1 taken from {cfg.init_model}")
+        return
+    tok = ctx.tokenizer(ctx.data.l1)
+    model = BertForMaskedLM(new_body_config(ctx, len(tok)))  # the same body as every system's pre-trained here
+    model = stream_mlm(ctx, model, tok, ctx.data.l1, "s1_pretrain", cfg.pretrain_steps, cfg.pretrain_lr, pretraining=True)
+    ctx.save(model, ctx.path("s1_pretrain"), tok, language=ctx.data.l1, role="pretrained")
+
+
+def corpus_mlm_head(ctx: Context) -> None:
+    """Step 1b: learn an MLM head for ``init_model`` on the L1 corpus, body and embeddings
+    frozen, output layer tied to the embeddings; the result is the run's step-1 model."""
+    from xlviz.models.mlm_head import freeze_for_head, mlm_from_encoder
+
+    cfg, data = ctx.cfg, ctx.data
+    if not data.o.l1_corpus:
+        raise XlvizError(f"{cfg.init_model} has no masked-LM head: step 1b learns one on an L1 corpus; give l1_corpus",
+                         field="data.l1_corpus")
+    model, tok = mlm_from_encoder(cfg.init_model, tokenizer=ctx.world_file("tokenizer", language=data.l1))
+    trainable = freeze_for_head(model, mask_id=tok.mask_token_id if cfg.mlm_head_mask_row else None, top_layers=cfg.mlm_head_top_layers)
+    ctx.log(f"  step 1b: training {', '.join(trainable)} (the rest of the body and the tied output layer frozen)")
+    model = stream_mlm(ctx, model, tok, data.l1, "s1b_mlm_head", cfg.mlm_head_steps, cfg.mlm_head_lr)
+    ctx.save(model, ctx.path("s1_pretrain"), tok, language=data.l1, role="pretrained")
+
+
+def corpus_transfer(ctx: Context) -> None:
+    """Step 2: freeze the L1 body, learn L2 token embeddings with MLM on the L2 corpus."""
+    lang = ctx.data.l2
+    l1, l1_tok = corpus.load_l1(ctx)
+    l2_tok = ctx.tokenizer(lang)
+    model = new_l2_model(ctx, l1, l1_tok, l2_tok)
+    del l1
+    trainable = freeze_for_step2(model, special_ids=special_ids_of(l2_tok))
+    ctx.log(f"  training {', '.join(trainable)}")
+    stage = f"s2_transfer-{lang}"
+    model = stream_mlm(ctx, model, l2_tok, lang, stage, ctx.cfg.transfer_steps, ctx.cfg.transfer_lr)
+    ctx.save(model, ctx.path(stage), l2_tok, language=lang, role="transferred")
+
+
+def corpus_stages(ctx: Context, step2: bool) -> list[Stage]:
+    """MONOTRANS (``monotrans``) or, without ``step2``, its floor (``floor``) on a corpus source."""
+    out = [VOCABULARIES, Stage("s1_pretrain", "pretrain", run=corpus_pretrain)]
+    if needs_mlm_head(ctx.cfg):
+        out.append(Stage("s1b_mlm_head", "pretrain", run=corpus_mlm_head, needs=("s1_pretrain",)))
+    if step2:
+        out.append(Stage(f"s2_transfer-{ctx.data.l2}", "transfer", run=corpus_transfer))
+    if "qa_train" in ctx.offers:
+        out.append(Stage("s3_finetune", "finetune", run=lambda c: c.finetune_corpus_qa()))
+    return out
 
 
 METHOD = Monotrans("monotrans", VARIANTS.keys(), description="MONOTRANS and its variants (Artetxe et al. 2020)", order=0,

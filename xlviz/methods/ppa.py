@@ -250,13 +250,13 @@ def finetune_stage(l2: str | None) -> Stage:
     name = f"s3_ppa{suffix(l2)}"
 
     def build(ctx: Context):
-        mlm = AutoModelForMaskedLM.from_pretrained(encoder_folder(ctx, l2, ctx.world.l1), use_safetensors=True)
+        mlm = AutoModelForMaskedLM.from_pretrained(encoder_folder(ctx, l2, ctx.data.l1), use_safetensors=True)
         return qa_from_mlm(mlm, seed=ctx.cfg.seed + 3)
 
     def run_train(ctx: Context, model) -> None:
         from xlviz.methods.common import finetune_qa
 
-        tok = AutoTokenizer.from_pretrained(encoder_folder(ctx, l2, ctx.world.l1))
+        tok = AutoTokenizer.from_pretrained(encoder_folder(ctx, l2, ctx.data.l1))
         ctx.save(finetune_qa(ctx, model, name, tokenizer=tok), ctx.path(name), tok)
 
     return Stage(name, "finetune", build=build, train=run_train, trains=(r".*",), note="QA on L1, every parameter")
@@ -266,8 +266,8 @@ def codeswitch_batches(ctx: Context, rd, l2s: list[str]):
     """Shuffled batches of L1 windows and code-switched windows; an example's two switched
     versions (and their windows) sit next to each other, so they share a batch unless a batch
     boundary falls between them."""
-    cfg, l1 = ctx.cfg, ctx.world.l1
-    english = ctx.world.qa("train")
+    cfg, l1 = ctx.cfg, ctx.data.l1
+    english = ctx.data.qa("train")
     groups: dict[str, list[dict]] = {}
     examples = monolingual_examples(english, l1)
     for l2 in l2s:
@@ -380,15 +380,15 @@ class Ppa(Method):
             qa = AutoModelForQuestionAnswering.from_pretrained(ctx.path(f"s3_ppa-codeswitch{suffix(u)}"), use_safetensors=True)
             return (slice_to_language(qa, rd.vocab, lang) if rd.disjoint else qa), rd.toks[lang]
         qa = AutoModelForQuestionAnswering.from_pretrained(ctx.path(f"s3_ppa{suffix(u)}"), use_safetensors=True)
-        if lang == ctx.world.l1 or not rd.disjoint:
+        if lang == ctx.data.l1 or not rd.disjoint:
             return qa, rd.toks[lang]
         l2 = AutoModelForMaskedLM.from_pretrained(encoder_folder(ctx, u, lang), use_safetensors=True)
         return zero_shot_model(qa, l2), rd.toks[lang]
 
     def own_l1_model(self, ctx: Context, system: str, lang: str):
-        if not is_pair(ctx.cfg) or lang == ctx.world.l1:
+        if not is_pair(ctx.cfg) or lang == ctx.data.l1:
             return None
-        return self._qa(ctx, system, lang, ctx.world.l1)
+        return self._qa(ctx, system, lang, ctx.data.l1)
 
 
 METHOD = Ppa("ppa", VARIANTS.keys(), options=PpaOptions, description="post-pretraining alignment with parallel text (Pan et al. 2021)", order=40)

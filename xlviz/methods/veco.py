@@ -180,10 +180,10 @@ def plugout_stage(ctx: Context, l2: str) -> Stage:
         name = f"s3_veco-from-{PAIR}-{l2}"
 
     def build(ctx: Context):
-        return qa_from_mlm(plug_out(load_veco(ctx, s1, ctx.world.l1)), seed=ctx.cfg.seed + 3)
+        return qa_from_mlm(plug_out(load_veco(ctx, s1, ctx.data.l1)), seed=ctx.cfg.seed + 3)
 
     def run_train(ctx: Context, model) -> None:
-        tok = AutoTokenizer.from_pretrained(ctx.path(s1, ctx.world.l1))
+        tok = AutoTokenizer.from_pretrained(ctx.path(s1, ctx.data.l1))
         ctx.save(finetune_qa(ctx, model, name, tokenizer=tok), ctx.path(name), tok)
 
     return Stage(name, "finetune", build=build, train=run_train, trains=(r".*",), note="plug-out: QA on L1, every parameter")
@@ -192,9 +192,9 @@ def plugout_stage(ctx: Context, l2: str) -> Stage:
 def plugin_batches(ctx: Context, l2: str):
     """Translate-train batches of bilingual windows, half L2 (read with L1), half L1 (read
     with L2), shuffled epoch after epoch (this process's share)."""
-    cfg, l1 = ctx.cfg, ctx.world.l1
+    cfg, l1 = ctx.cfg, ctx.data.l1
     reader = Reader(ctx, PAIR, l2)
-    l2_data, l1_data = ctx.translate_train(PLUGIN, l2), ctx.world.qa("train")
+    l2_data, l1_data = ctx.translate_train(PLUGIN, l2), ctx.data.qa("train")
     args = (reader.vocab, cfg.qa_max_length, cfg.doc_stride)
     sides = [paired_qa_features(l2_data, l1_data, reader.toks[l2], reader.toks[l1], args[0], l2, l1, *args[1:]),
              paired_qa_features(l1_data, l2_data, reader.toks[l1], reader.toks[l2], args[0], l1, l2, *args[1:])]
@@ -286,14 +286,14 @@ class Veco(Method):
 
     def own_l1_model(self, ctx: Context, system: str, lang: str):
         v = VARIANTS[system]
-        if v.plugged_test or lang == ctx.world.l1:
+        if v.plugged_test or lang == ctx.data.l1:
             return None
         if v.plugin:
-            return self._plugin_out_qa(ctx, lang, ctx.world.l1)
-        return self._plugout_qa(ctx, lang), AutoTokenizer.from_pretrained(ctx.path(s1_name(ctx, lang), ctx.world.l1))
+            return self._plugin_out_qa(ctx, lang, ctx.data.l1)
+        return self._plugout_qa(ctx, lang), AutoTokenizer.from_pretrained(ctx.path(s1_name(ctx, lang), ctx.data.l1))
 
     def qa_model(self, ctx: Context, system: str, lang: str):
-        l1, v = ctx.world.l1, VARIANTS[system]
+        l1, v = ctx.data.l1, VARIANTS[system]
         if v.plugged_test:
             if lang == l1:
                 return None  # plug-in reads an example with its translation: L2 rows only
@@ -302,7 +302,7 @@ class Veco(Method):
             cfg = ctx.cfg
             # the gold L1 translation of the test set: only a translate-test system may read it
             translation = ctx.test_translation(system, lang)
-            wrapped = PairedQA.build(model, ctx.world.qa("test", lang), translation, reader.toks[lang], reader.toks[l1],
+            wrapped = PairedQA.build(model, ctx.data.qa("test", lang), translation, reader.toks[lang], reader.toks[l1],
                                      reader.vocab, lang, l1, cfg.qa_max_length, cfg.doc_stride)
             return wrapped, reader.toks[lang]
         if v.plugin:

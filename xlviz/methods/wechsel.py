@@ -113,14 +113,14 @@ def dictionary_pairs(ctx: Context, lang: str) -> list[tuple[str, str]] | None:
     train, _ = dictionary_split(ctx, lang)
     if cfg.wechsel_dictionary == "gold":
         return train
-    v1, v2 = ctx.tokenizer(ctx.world.l1).get_vocab(), ctx.tokenizer(lang).get_vocab()
+    v1, v2 = ctx.tokenizer(ctx.data.l1).get_vocab(), ctx.tokenizer(lang).get_vocab()
     usable = [(a, b) for a, b in train if a in v1 and b in v2]
     return sorted(random.Random(f"wechsel-seed-{cfg.seed}-{lang}").sample(usable, min(cfg.wechsel_seed_size, len(usable))))
 
 
 def gold_ids(ctx: Context, lang: str) -> dict[int, int]:
     """{L2 id: L1 id} of the held-out gold pairs that are one token on both sides (for precision@1)."""
-    v1, v2 = ctx.tokenizer(ctx.world.l1).get_vocab(), ctx.tokenizer(lang).get_vocab()
+    v1, v2 = ctx.tokenizer(ctx.data.l1).get_vocab(), ctx.tokenizer(lang).get_vocab()
     _, held_out = dictionary_split(ctx, lang)
     return {v2[b]: v1[a] for a, b in held_out if a in v1 and b in v2}
 
@@ -173,7 +173,7 @@ class Wechsel(Method):
         v = VARIANTS[system]
         out = [WORLD, forgetting.PRETRAIN if v.forgetting else pretrain_stage(), VECTORS]
         if v.step2:
-            out += [forgetting.transfer_stage(v.s2(lang), v.s1, lang, wechsel_init, "from the WECHSEL rows") for lang in ctx.world.l2s]
+            out += [forgetting.transfer_stage(v.s2(lang), v.s1, lang, wechsel_init, "from the WECHSEL rows") for lang in ctx.data.l2s]
         return out + [forgetting.FINETUNE if v.forgetting else finetune_stage(Variant())]
 
     def describe(self, system: str) -> str:
@@ -200,7 +200,7 @@ class Wechsel(Method):
             return {"size": None, "source": "induced", "split": "train"}
         size = None
         if ctx is not None and getattr(ctx, "world", None) is not None:
-            size = len(dictionary_pairs(ctx, lang if lang in ctx.world.l2s else ctx.world.l2s[0]))
+            size = len(dictionary_pairs(ctx, lang if lang in ctx.data.l2s else ctx.data.l2s[0]))
         elif choice == "seed" and cfg is not None:
             size = cfg.wechsel_seed_size
         return {"size": size, "source": "gold", "split": "train"}
@@ -213,10 +213,10 @@ class Wechsel(Method):
         return BertForMaskedLM.from_pretrained(ctx.path(v.s2(lang)), use_safetensors=True)
 
     def qa_model(self, ctx: Context, system: str, lang: str):
-        return forgetting.swap(ctx, VARIANTS[system].s3, None if lang == ctx.world.l1 else self._l2(ctx, system, lang), lang)
+        return forgetting.swap(ctx, VARIANTS[system].s3, None if lang == ctx.data.l1 else self._l2(ctx, system, lang), lang)
 
     def encoder(self, ctx: Context, system: str, lang: str):
-        model = load_mlm(ctx, VARIANTS[system].s1) if lang == ctx.world.l1 else self._l2(ctx, system, lang)
+        model = load_mlm(ctx, VARIANTS[system].s1) if lang == ctx.data.l1 else self._l2(ctx, system, lang)
         return model, ctx.tokenizer(lang)
 
 

@@ -15,7 +15,7 @@ pickle weights, a size cap), only the files a Hugging Face folder needs are writ
 folder appears atomically once it is complete.
 
 The model has no masked-LM head (it was trained for sentence embeddings): MONOTRANS step 1b
-learns one (:mod:`xlviz.models.mlm_head`, stage ``s1b_mlm_head`` of a corpus-source run, :mod:`xlviz.methods.stream`).
+learns one (:mod:`xlviz.models.mlm_head`, stage ``s1b_mlm_head`` of a corpus-source run, :func:`xlviz.methods.monotrans.corpus_stages`).
 """
 
 from __future__ import annotations

@@ -85,9 +85,13 @@ class Pipeline(StagedRun):
         self.source_kind = self.source.kind
         self.offers = config.offers()
         self.task_names = run_tasks(list(config.tasks), self.source_kind, self.offers)
+        # the run's data, read the same way on every source (xlviz.data.sources.RunData); the world
+        # itself stays at hand for its own stage and the resources only it offers
         if self.source_kind == "world":
+            from xlviz.data.sources.world import WorldData
+
             self.world = World(config.world)
-            self.data = None
+            self.data = WorldData(self.world)
         else:  # a corpus source: text files streamed by the stages (xlviz.methods.corpus)
             from xlviz.data.sources.files import CorpusData
 
@@ -262,7 +266,7 @@ class Pipeline(StagedRun):
             export_encoders(self, system)
 
     def finetune_corpus_qa(self) -> None:
-        """MONOTRANS's step 3 on a corpus source (its stage, :mod:`xlviz.methods.stream`, asks
+        """MONOTRANS's step 3 on a corpus source (its stage, :func:`xlviz.methods.monotrans.corpus_stages`, asks
         the run; the QA task trains it)."""
         self._qa().finetune(self)
 
@@ -291,17 +295,13 @@ class Pipeline(StagedRun):
 
     # --- data only some systems may read ------------------------------------------------
     def parallel_train(self, system: str, l2: str) -> list[dict]:
-        """The world's parallel training corpus for ``l2``, for a system that declares it
-        (``uses()['parallel_pairs']``), cut to the number of pairs it declares."""
+        """The source's parallel training pairs for ``l2`` (on a corpus source its parallel training
+        files, scored lines left out), for a system that declares them (``uses()['parallel_pairs']``),
+        cut to the number of pairs it declares."""
         n = method_of(system).uses(system, self.cfg)["parallel_pairs"]
         if not n:
             raise XlvizError(f"system {system!r} declares no parallel data (uses()['parallel_pairs'] is 0)", field="methods")
-        if self.source_kind == "corpus":  # the source's parallel training files, scored lines left out
-            pairs, _ = self.data.parallel_train_pairs()
-            if not pairs:
-                raise XlvizError("no parallel training pairs", path=self.data.parallel_train_files()[0], field="data.parallel_train")
-            return [{"id": f"train-{i}", "src": a, "tgt": b} for i, (a, b) in enumerate(pairs[:n])]
-        return self.world.parallel_train(l2, n)
+        return self.data.parallel_train(l2, n)
 
     def translate_train(self, system: str, l2: str) -> dict:
         """The L1 QA training set rendered in ``l2``, for a translate-train system only: a

@@ -16,7 +16,7 @@ from __future__ import annotations
 import importlib
 import pkgutil
 from dataclasses import dataclass, field, fields
-from typing import Any
+from typing import Any, Callable, Iterable, Protocol
 
 from xlviz.errors import XlvizError, shown_keys
 
@@ -87,6 +87,36 @@ class Source:
         return options.l1, options.l2
 
 
+class RunData(Protocol):
+    """What a method's stages read of the run's data, the same way on every source (``ctx.data``):
+    the generated world's wrapper (:class:`xlviz.data.sources.world.WorldData`) or a corpus
+    source's files streamed line by line (:class:`xlviz.data.sources.files.CorpusData`).
+    Resources only some sources offer (:data:`OFFERS`: QA sets, a gold dictionary) are read
+    through it too; a method that needs them declares it (:meth:`xlviz.methods.base.Method.needs`),
+    so the config refuses it on a source without them before anything trains."""
+
+    kind: str  # the source's kind (KINDS): what the few stages whose premise differs read
+
+    @property
+    def l1(self) -> str: ...
+
+    @property
+    def l2s(self) -> list[str]: ...
+
+    @property
+    def lowercase(self) -> bool: ...  # whether the run's vocabularies lowercase
+
+    @property
+    def tokenizer_lines(self) -> int | None: ...  # lines a vocabulary is learned on at most (None: the whole corpus)
+
+    def corpus(self, lang: str) -> Callable[[], Iterable[str]]: ...  # a fresh pass over lang's training text
+    def sample(self, lang: str, lines: int | None) -> list[str]: ...  # the lines a vocabulary is learned on
+    def positions(self, cfg: Any) -> int: ...  # positions every model of the run needs
+    def parallel_train(self, l2: str, n: int) -> list[dict]: ...  # parallel training pairs {id, src, tgt}
+    def qa(self, split: str, lang: str | None = None) -> dict: ...  # a SQuAD-format QA set
+    def dictionary(self, l2: str) -> list[dict]: ...  # the gold bilingual dictionary's rows
+
+
 _SOURCES: dict[str, Source] | None = None
 _EXTRA: dict[str, Source] = {}
 
@@ -126,4 +156,4 @@ def source_of(name: str) -> Source:
     return table[name]
 
 
-__all__ = ["OFFERS", "KINDS", "Source", "sources", "source_of", "register", "unregister"]
+__all__ = ["OFFERS", "KINDS", "Source", "RunData", "sources", "source_of", "register", "unregister"]

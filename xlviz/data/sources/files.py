@@ -157,7 +157,10 @@ class CorpusOptions:
 
 
 class CorpusData:
-    """The files a corpus source's options name, read as streams."""
+    """The files a corpus source's options name, read as streams: the run's data on a corpus
+    source (:class:`xlviz.data.sources.RunData`)."""
+
+    kind = "corpus"
 
     def __init__(self, options: CorpusOptions):
         self.o = options
@@ -169,6 +172,45 @@ class CorpusData:
     @property
     def l2(self) -> str:
         return self.o.l2
+
+    @property
+    def l2s(self) -> list[str]:
+        return [self.o.l2]
+
+    @property
+    def lowercase(self) -> bool:
+        return bool(self.o.lowercase)
+
+    @property
+    def tokenizer_lines(self) -> int | None:
+        return self.o.tokenizer_lines
+
+    def corpus(self, lang: str) -> Callable[[], Iterator[str]]:
+        """A fresh pass over ``lang``'s corpus files (``max_lines`` per pass)."""
+        return self.texts(lang, self.o.max_lines)
+
+    def sample(self, lang: str, lines: int | None) -> list[str]:
+        """The first ``lines`` lines of ``lang``'s corpus."""
+        return list(self.texts(lang, lines)())
+
+    def positions(self, cfg) -> int:
+        """MLM blocks, QA windows and the retrieval task's sentences."""
+        return max(cfg.block_size, cfg.qa_max_length, cfg.eval_max_length)
+
+    def parallel_train(self, l2: str, n: int) -> list[dict]:
+        """The first ``n`` parallel training pairs, scored lines left out (:meth:`parallel_train_pairs`)."""
+        pairs, _ = self.parallel_train_pairs()
+        if not pairs:
+            raise XlvizError("no parallel training pairs", path=self.parallel_train_files()[0], field="data.parallel_train")
+        return [{"id": f"train-{i}", "src": a, "tgt": b} for i, (a, b) in enumerate(pairs[:n])]
+
+    def qa(self, split: str, lang: str | None = None) -> dict:
+        """A corpus source's QA files are read by the QA task (its own split of ``qa_train``), not by a method's stages."""
+        raise XlvizError(f"a corpus source gives no {split} QA set to a method's stages (the qa task reads qa_train)", field="methods")
+
+    def dictionary(self, l2: str) -> list[dict]:
+        """A corpus source has no gold dictionary (the word-translation task induces one)."""
+        raise XlvizError("a corpus source has no gold dictionary", field="methods")
 
     def corpus_files(self, lang: str) -> list[Path]:
         """The corpus files of ``lang``; a file that is also the parallel evaluation set is refused."""

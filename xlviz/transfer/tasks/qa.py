@@ -50,13 +50,13 @@ def finetune(ctx) -> None:
     """Step 3 on a corpus source: QA fine-tuning on L1 with the L1 token embeddings frozen (special rows train)."""
     from xlviz.data.squad import squad_examples
     from xlviz.data.vocabulary import special_ids_of
-    from xlviz.methods import method_of, stream
+    from xlviz.methods import corpus as corpus_methods
     from xlviz.models.monotrans import freeze_for_step3, qa_from_mlm
     from xlviz.transfer.qa import repair_answer_starts, train_qa
 
     cfg = ctx.cfg
     ctx.micro_batch(cfg.batch_size)
-    l1, l1_tok = stream.load_l1(ctx)
+    l1, l1_tok = corpus_methods.load_l1(ctx)
     model = qa_from_mlm(l1, seed=cfg.seed + 3)
     del l1
     freeze_for_step3(model, special_ids=special_ids_of(l1_tok))

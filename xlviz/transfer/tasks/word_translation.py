@@ -71,7 +71,7 @@ def corpus_dictionary(ctx) -> dict:
 class WordTranslation(Task):
     def check(self, ctx) -> None:
         """On a corpus source: the parallel training and scored files exist (and differ)."""
-        if ctx.data is not None:
+        if ctx.world is None:
             ctx.data.parallel_train_files()
 
     def score(self, ctx, system: str) -> None:
