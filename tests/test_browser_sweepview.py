@@ -48,7 +48,8 @@ def test_sweeps_page_in_the_browser(sweep_server, page):
     page.goto(f"{sweep_server}/sweeps")
     wait_idle(page, timeout_s=180)
     # the status widget can be hidden for a moment between reruns: wait for the sweep's own table too
-    page.get_by_test_id("stMain").get_by_text("tiny-sweep").first.wait_for(timeout=180_000)
+    # (the sweep's heading: a data grid's cells holding the name are hidden from the locator)
+    page.get_by_test_id("stMain").get_by_role("heading").filter(has_text="tiny-sweep").first.wait_for(timeout=180_000)
     wait_idle(page, timeout_s=180)
     assert_no_exception(page)
     nav = [t.strip().splitlines()[-1] for t in page.get_by_test_id("stSidebarNavLink").all_inner_texts()]
