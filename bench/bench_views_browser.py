@@ -88,7 +88,7 @@ def open_page(ctx, url: str, quiet_s: float):
     start = time.perf_counter()
     page.goto(url)
     page.wait_for_selector("h1", timeout=300_000)
-    return page, settle(page, start, quiet_s)
+    return page, settle(page, start, quiet_s, started_s=0)  # loaded: already shown
 
 
 def click(page, locator, quiet_s: float) -> float:
