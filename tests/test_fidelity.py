@@ -12,6 +12,8 @@ import json
 import math
 from types import SimpleNamespace
 
+from xlviz.data.sources.world import WorldData
+
 import pytest
 import torch
 from transformers import AutoTokenizer, BertForMaskedLM
@@ -180,7 +182,8 @@ def test_joint_batches_follow_the_smoothed_language_weights():
 
     def share_of_a(alpha: float) -> float:
         ctx = SimpleNamespace(cfg=SimpleNamespace(seed=0, language_alpha=alpha), acc=SimpleNamespace(process_index=0, num_processes=1),
-                              world=SimpleNamespace(corpus=lambda lang: corpora[lang]))
+                              world=SimpleNamespace(corpus=lambda lang: corpora[lang]),
+                              data=WorldData(SimpleNamespace(corpus=lambda lang: corpora[lang])))
         reader = SimpleNamespace(langs=["a", "b"], toks=toks, to_joint=lambda lang, ids: ids,
                                  sizes=lambda c: {lang: sum(len(ids) for ids in toks[lang](corpora[lang])["input_ids"]) for lang in corpora})
         rows = torch.cat([ids for _, (_, ids) in zip(range(100), block_batches(ctx, reader, 8, 64))])
@@ -196,7 +199,8 @@ def test_joint_batches_follow_the_smoothed_language_weights():
     assert share_of_a(1.0) == pytest.approx(0.8, abs=0.02)
     from xlviz.methods.joint import corpus_sizes
 
-    ctx = SimpleNamespace(world=SimpleNamespace(corpus=lambda lang: corpora[lang]))
+    world = SimpleNamespace(corpus=lambda lang: corpora[lang])
+    ctx = SimpleNamespace(world=world, data=WorldData(world))
     assert corpus_sizes(ctx, toks, ["a", "b"]) == {"a": 4800, "b": 1200}, "p_i: corpus sizes in tokens"
     assert TransferConfig().language_alpha == 0.7 and TransferConfig().to_dict()["language_alpha"] == 0.7
     with pytest.raises(Exception, match="language_alpha"):

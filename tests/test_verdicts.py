@@ -349,7 +349,8 @@ def test_l2_bodies_ask_for_their_own_warmup(monkeypatch):
         raise StopIteration  # nothing to save
 
     monkeypatch.setattr(common, "train_mlm", fake_train_mlm)
-    ctx = SimpleNamespace(cfg=SimpleNamespace(pretrain_steps=1, pretrain_lr=1e-3), world=SimpleNamespace(l1="en"))
+    world = SimpleNamespace(l1="en")
+    ctx = SimpleNamespace(cfg=SimpleNamespace(pretrain_steps=1, pretrain_lr=1e-3), world=world, data=world)
     for lang in (None, "sov"):
         with pytest.raises(StopIteration):
             common.pretrain_stage(lang).train(ctx, None)
@@ -647,7 +648,10 @@ def test_shared_vocabulary_ids_go_to_the_language_that_uses_them_most():
 
     corpora = {"en": ["a a b"], "xx": ["c c", "b b"]}
     reader = SimpleNamespace(disjoint=False, langs=["en", "xx"], toks={"en": tok, "xx": tok}, size=9)
-    groups = language_groups(reader, SimpleNamespace(world=SimpleNamespace(corpus=corpora.__getitem__)))
+    from xlviz.data.sources.world import WorldData
+
+    world = SimpleNamespace(corpus=corpora.__getitem__)
+    groups = language_groups(reader, SimpleNamespace(world=world, data=WorldData(world)))
     # a: en only; b: 1/3 of en's tokens, 1/2 of xx's -> xx; c: xx; specials and unseen ids: -1
     assert groups.tolist() == [-1, -1, -1, -1, -1, 0, 1, 1, -1]
 
