@@ -427,10 +427,11 @@ def _agreement_chunk(path, tokenizer, floor, stamp, data: str, run_path, max_per
 @st.cache_resource(show_spinner=False)
 def _finished() -> dict:
     """Whole results of the chunked computations below, by every input of their chunks (the
-    model's files through :meth:`ModelSpec.stamp`, the data file's state, the settings), as
-    pickles: each caller gets its own copy, as from ``st.cache_data``. Why: a page probing
+    model's files through :meth:`ModelSpec.stamp`, the data file's state, the settings); each
+    caller gets its own deep copy, as from ``st.cache_data``. Why: a page probing
     thirteen models looked up ~170 cached chunks a render, and Streamlit's hashing of each
-    call's arguments took 1.2 s of the Probing page's warm 2.5 s."""
+    call's arguments took 1.2 s of the Probing page's warm 2.5 s. Copies, not pickles: the
+    project never unpickles."""
     return {}
 
 
@@ -438,19 +439,19 @@ _FINISHED_MAX = 512
 
 
 def _finished_get(key: tuple):
-    import pickle
+    import copy
 
     got = _finished().get(key)
-    return None if got is None else pickle.loads(got)
+    return None if got is None else copy.deepcopy(got)
 
 
 def _finished_put(key: tuple, value) -> None:
-    import pickle
+    import copy
 
     done = _finished()
     if len(done) >= _FINISHED_MAX:
         done.clear()
-    done[key] = pickle.dumps(value, protocol=5)
+    done[key] = copy.deepcopy(value)
 
 
 def agreement(spec: ModelSpec, data: str, run_path: str | None, max_per_category: int | None, unit: str,
