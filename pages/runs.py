@@ -54,7 +54,10 @@ def option_input(where, opt):
 
 
 # --- start a run --------------------------------------------------------------------------
-with st.expander("Start a transfer run", expanded=not runs, icon=":material/play_arrow:"):
+def start_run_form() -> list[Run] | None:
+    """The form that starts ``xlviz transfer``: about 65 widgets, drawn only while its expander is
+    open, so a visit to the page sends none of them. Returns the runs listed afresh once one started."""
+    started = None
     with st.form("start_run"):
         st.caption("Defaults finish in a few minutes on a CPU. The run goes on in the background; "
                    "you can close the tab and come back.")
@@ -115,7 +118,14 @@ with st.expander("Start a transfer run", expanded=not runs, icon=":material/play
             st.session_state["runs_watch"] = run_dir.name
             st.session_state["runs_live_select"] = run_dir.name  # show the new run in the live view
             st.success(f"Started **{md_text(run_dir.name)}** (process {pid}).", icon=":material/check_circle:")
-            runs = runs_view.all_runs(root)
+            started = runs_view.all_runs(root)
+    return started
+
+
+start = st.expander("Start a transfer run", expanded=not runs, key="runs_start", on_change="rerun", icon=":material/play_arrow:")
+with start:
+    if start.open:
+        runs = start_run_form() or runs
 
 
 # --- live view ------------------------------------------------------------------------------
@@ -138,32 +148,48 @@ def _remove(name: str, how: str) -> None:
 def manage_panel(run: Run, state: str) -> None:
     """Notes and tags (notes.json, shown as text), the run's config (read-only) and, once it
     is not running, delete or archive behind a confirmation."""
-    with st.expander("Notes, tags and config", icon=":material/edit_note:"):
-        with guard("Could not read the notes"):
-            notes = run.notes()
-            with st.form(f"runs_notes_{run.name}", border=False):
-                note = st.text_area("Note", value=notes["note"], max_chars=NOTE_MAX, key=f"runs_note_{run.name}")
-                tags = st.text_input("Tags (comma-separated)", value=", ".join(notes["tags"]), key=f"runs_tags_{run.name}")
-                if st.form_submit_button("Save notes", icon=":material/save:"):
-                    with guard("Could not save the notes"):
-                        run.write_notes(note=note, tags=runs_view.parse_tags(tags))
-                        st.success("Saved.", icon=":material/check_circle:")
-        with guard("Could not read the config"):
-            cfg = runs_view.config_table(run)
-            if cfg.empty:
-                st.caption("No config.json yet: the run has not started writing.")
-            else:
-                st.dataframe(cfg, hide_index=True, width="stretch", key=f"runs_config_{run.name}")
+    notes_box = st.expander("Notes, tags and config", key=f"runs_notes_open_{run.name}", on_change="rerun",
+                            icon=":material/edit_note:")  # drawn only while open, as every closed panel here
+    with notes_box:
+        if notes_box.open:
+            notes_panel(run)
     if state in ACTIVE:
         return
-    with st.expander("Delete or archive", icon=":material/delete:"):
-        sure = st.checkbox(f"Remove {md_text(run.name)} from the list", key=f"runs_confirm_{run.name}",
-                           help="Archive moves the folder into .archive/ under the checkpoints root; delete removes it for good.")
-        c1, c2 = st.columns(2)
-        c1.button("Archive", key=f"runs_archive_{run.name}", disabled=not sure, on_click=_remove, args=(run.name, "archive"),
-                  icon=":material/archive:")
-        c2.button("Delete for good", key=f"runs_delete_{run.name}", disabled=not sure, on_click=_remove,
-                  args=(run.name, "delete"), type="primary", icon=":material/delete_forever:")
+    remove_box = st.expander("Delete or archive", key=f"runs_remove_open_{run.name}", on_change="rerun",
+                             icon=":material/delete:")
+    with remove_box:
+        if remove_box.open:
+            remove_panel(run)
+
+
+def notes_panel(run: Run) -> None:
+    """The run's notes and tags (a form) and its config (read-only)."""
+    with guard("Could not read the notes"):
+        notes = run.notes()
+        with st.form(f"runs_notes_{run.name}", border=False):
+            note = st.text_area("Note", value=notes["note"], max_chars=NOTE_MAX, key=f"runs_note_{run.name}")
+            tags = st.text_input("Tags (comma-separated)", value=", ".join(notes["tags"]), key=f"runs_tags_{run.name}")
+            if st.form_submit_button("Save notes", icon=":material/save:"):
+                with guard("Could not save the notes"):
+                    run.write_notes(note=note, tags=runs_view.parse_tags(tags))
+                    st.success("Saved.", icon=":material/check_circle:")
+    with guard("Could not read the config"):
+        cfg = runs_view.config_table(run)
+        if cfg.empty:
+            st.caption("No config.json yet: the run has not started writing.")
+        else:
+            st.dataframe(cfg, hide_index=True, width="stretch", key=f"runs_config_{run.name}")
+
+
+def remove_panel(run: Run) -> None:
+    """Delete or archive, behind a confirmation."""
+    sure = st.checkbox(f"Remove {md_text(run.name)} from the list", key=f"runs_confirm_{run.name}",
+                       help="Archive moves the folder into .archive/ under the checkpoints root; delete removes it for good.")
+    c1, c2 = st.columns(2)
+    c1.button("Archive", key=f"runs_archive_{run.name}", disabled=not sure, on_click=_remove, args=(run.name, "archive"),
+              icon=":material/archive:")
+    c2.button("Delete for good", key=f"runs_delete_{run.name}", disabled=not sure, on_click=_remove,
+              args=(run.name, "delete"), type="primary", icon=":material/delete_forever:")
 
 
 @st.cache_resource(show_spinner=False, max_entries=32)
@@ -227,8 +253,11 @@ def live_view(path) -> None:
     else:
         st.caption("No training steps logged yet.")
     log = run.log_tail(25) or jobs.job_output_tail(path, 25)
-    with st.expander("Log", expanded=state in ("failed",) or fig is None):
-        st.code(log or "(empty)", language=None)
+    log_box = st.expander("Log", expanded=state in ("failed",) or fig is None, key=f"runs_log_open_{run.name}",
+                          on_change="rerun")
+    with log_box:
+        if log_box.open:
+            st.code(log or "(empty)", language=None)
     if state == "failed" and not run.log_tail(1):
         st.code(jobs.job_output_tail(path, 25) or "(no output)", language=None)
     if state == "completed":

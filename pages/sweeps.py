@@ -52,7 +52,10 @@ folders = sweeps_view.all_sweeps(root)
 
 # --- start a sweep ------------------------------------------------------------------------------
 defaults = sweeps_view.SweepForm()
-with st.expander("Start a sweep", expanded=not folders, icon=":material/play_arrow:"):
+def start_sweep_form() -> list | None:
+    """The form that starts ``xlviz sweep``, drawn only while its expander is open (a visit to the
+    page sends none of its widgets). Returns the sweeps listed afresh once one started."""
+    started = None
     with st.form("start_sweep"):
         st.caption("One row per setting: KEY=V1,V2,... (the CLI's --grid). world.languages takes grammar presets "
                    "(svo step1 step2 step3 sov tr cy) or code:grammar entries, one L2 per value; seed, pretrain_steps, "
@@ -90,7 +93,14 @@ with st.expander("Start a sweep", expanded=not folders, icon=":material/play_arr
             pid = sweeps_view.start(folder, argv)
             st.session_state["sw_sweep"] = folder.name
             st.success(f"Started sweep **{md_text(folder.name)}**: {n} cells (process {pid}).", icon=":material/check_circle:")
-            folders = sweeps_view.all_sweeps(root)
+            started = sweeps_view.all_sweeps(root)
+    return started
+
+
+start = st.expander("Start a sweep", expanded=not folders, key="sw_start", on_change="rerun", icon=":material/play_arrow:")
+with start:
+    if start.open:
+        folders = start_sweep_form() or folders
 
 if not folders:
     st.info("No sweeps yet — start one above, or run `xlviz sweep --out <checkpoints>/<name> ...`.", icon=":material/info:")
@@ -150,8 +160,10 @@ def watch(name: str) -> None:
     st.progress(done / max(len(summary.cells), 1), text=md_text(f"{done} of {len(summary.cells)} cells completed"
                                                                + "".join(f" · {v} {k}" for k, v in counts.items() if k != "completed")))
     st.dataframe(sweeps_view.cells_table(summary), hide_index=True, width="stretch", key=f"sw_cells_{name}", placeholder=NA)
-    with st.expander("Sweep log", expanded=state == "failed"):
-        st.code(log or "(empty)", language=None)
+    log_box = st.expander("Sweep log", expanded=state == "failed", key=f"sw_log_open_{name}", on_change="rerun")
+    with log_box:
+        if log_box.open:
+            st.code(log or "(empty)", language=None)
 
 
 with st.container(border=True):

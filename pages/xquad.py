@@ -232,37 +232,43 @@ if not rows.empty:
                            "here say nothing about transfer."), icon=":material/translate:")
     st.caption(f"[low, high]: 95% intervals resampling whole paragraphs (a context's questions go together; {qa.N_RESAMPLES} "
                "resamples, as in the run's results); each model is one seed, so the spread over training seeds is not in them.")
-    with st.expander("Uncertainty: 95% paragraph bootstrap intervals" + (" and paired tests" if len(names) > 1 else "")):
-        from xlviz.evaluation.seeds import ONE_SEED_NOTE
+    xq_uncertainty_box = st.expander("Uncertainty: 95% paragraph bootstrap intervals" + (" and paired tests" if len(names) > 1 else ""), key="xq_uncertainty", on_change="rerun")
+    with xq_uncertainty_box:
+        if xq_uncertainty_box.open:
+            from xlviz.evaluation.seeds import ONE_SEED_NOTE
 
-        st.caption(f"Each cell resampled by paragraph ({qa.N_RESAMPLES} bootstrap samples). {ONE_SEED_NOTE}: each model "
-                   "is one training seed (`xlviz report RUN... --compare A B` over seeds decides about methods).")
-        if results.empty:
-            st.info("Every picked row is degenerate: no interval, no test.", icon=":material/info:")
-        elif len(results) < len(rows):
-            st.caption("Left out: " + md_join([f"{n} · {lang}" for n, ls in degenerate_of.items() for lang in ls if lang in langs])
-                       + " (degenerate: no result).")
-        cells = cell_intervals(results)
-        st.dataframe(cells, hide_index=True, width="stretch", key="xq_ci", placeholder=NA,
-                     column_config=number_config(cells, SCORE_RULES))
-        if len(names) > 1:
-            st.caption("Two models of the same setting on the same questions (zero-shot, translate-train and "
-                       "translate-test are never paired): the F1 difference with its paired paragraph-bootstrap "
-                       "interval, and paired permutation tests flipping whole paragraphs for F1 and EM ('p from' says "
-                       "whether every sign pattern was enumerated or random patterns drawn); 'Holm': adjusted over every "
-                       f"p of this table. {ONE_SEED_NOTE}.")
-            paired = with_p_text(paired_tests(results, setting_of={n: setting_of[n][0] for n in names}))  # p < 0.0005 reads "< 0.001"
-            st.dataframe(paired, hide_index=True, width="stretch", key="xq_paired", placeholder=NA,
-                         column_config=number_config(paired, SCORE_RULES))
-    with st.expander("Per-question F1 (%) — sort a column to find where a system fails"):
-        per_question = qa.question_table(results, examples)
-        st.dataframe(per_question, hide_index=True, width="stretch", key="xq_questions", placeholder=NA,
-                     column_config=number_config(per_question, SCORE_RULES,
-                                                 config={"id": st.column_config.TextColumn(width="small")}))
+            st.caption(f"Each cell resampled by paragraph ({qa.N_RESAMPLES} bootstrap samples). {ONE_SEED_NOTE}: each model "
+                       "is one training seed (`xlviz report RUN... --compare A B` over seeds decides about methods).")
+            if results.empty:
+                st.info("Every picked row is degenerate: no interval, no test.", icon=":material/info:")
+            elif len(results) < len(rows):
+                st.caption("Left out: " + md_join([f"{n} · {lang}" for n, ls in degenerate_of.items() for lang in ls if lang in langs])
+                           + " (degenerate: no result).")
+            cells = cell_intervals(results)
+            st.dataframe(cells, hide_index=True, width="stretch", key="xq_ci", placeholder=NA,
+                         column_config=number_config(cells, SCORE_RULES))
+            if len(names) > 1:
+                st.caption("Two models of the same setting on the same questions (zero-shot, translate-train and "
+                           "translate-test are never paired): the F1 difference with its paired paragraph-bootstrap "
+                           "interval, and paired permutation tests flipping whole paragraphs for F1 and EM ('p from' says "
+                           "whether every sign pattern was enumerated or random patterns drawn); 'Holm': adjusted over every "
+                           f"p of this table. {ONE_SEED_NOTE}.")
+                paired = with_p_text(paired_tests(results, setting_of={n: setting_of[n][0] for n in names}))  # p < 0.0005 reads "< 0.001"
+                st.dataframe(paired, hide_index=True, width="stretch", key="xq_paired", placeholder=NA,
+                             column_config=number_config(paired, SCORE_RULES))
+    xq_per_question_box = st.expander("Per-question F1 (%) — sort a column to find where a system fails", key="xq_per_question", on_change="rerun")
+    with xq_per_question_box:
+        if xq_per_question_box.open:
+            per_question = qa.question_table(results, examples)
+            st.dataframe(per_question, hide_index=True, width="stretch", key="xq_questions", placeholder=NA,
+                         column_config=number_config(per_question, SCORE_RULES,
+                                                     config={"id": st.column_config.TextColumn(width="small")}))
     slices_section(rows, dataset, langs, names)
     if how_decoded:
-        with st.expander("How each cell was computed"):
-            st.markdown("\n".join(f"- {md_text(line)}" for line in how_decoded))
+        xq_how_box = st.expander("How each cell was computed", key="xq_how", on_change="rerun")
+        with xq_how_box:
+            if xq_how_box.open:
+                st.markdown("\n".join(f"- {md_text(line)}" for line in how_decoded))
     uncovered = [f"{m.name} has no {lang} model" for m in models for lang in langs if not m.covers(lang)]
     if uncovered:
         st.caption("Not scored: " + md_join(uncovered, "; ") + ".")

@@ -162,3 +162,10 @@ if __name__ == "__main__":  # python -m tests.app_fixtures DIR: a demo run to cl
     import sys
 
     print(make_run(sys.argv[1] if len(sys.argv) > 1 else "checkpoints"))
+
+
+def open_panel(at, key: str):
+    """Open the lazy expander ``key`` (drawn only while open, ``on_change="rerun"``) as a
+    user's click does, and rerun the page."""
+    at.session_state[key] = True
+    return at.run()

@@ -22,6 +22,7 @@ import pytest
 from streamlit.testing.v1 import AppTest
 
 from tests.analysis_fixtures import L2, make_analysis_run
+from tests.app_fixtures import open_panel
 from tests.tiny_models import make_tokenizer
 from xlviz.analysis.readability import at_chance, chance_p_value, judge, readability, shares
 from xlviz.runs import Run
@@ -245,6 +246,7 @@ def test_xquad_all_degenerate_export_has_no_average_interval_or_test(two_worlds,
     run = Run(root / "demo")
     run.write_results([{**r, "verdict": DEGENERATE, "degenerate_stages": ["s1_pretrain"]} for r in run.results()])
     at = _page(_app(root, monkeypatch, ["run:demo:export:monotrans"]), "xquad")
+    at = open_panel(at, "xq_uncertainty")  # the Uncertainty panel, drawn only while open
     em = next(d.value for d in at.dataframe if "avg" in d.value.columns)
     assert list(em.loc["monotrans", ["en", L2, "avg"]]) == [DEGENERATE] * 3
     assert any("Every picked row is degenerate" in str(i.value) for i in at.info)

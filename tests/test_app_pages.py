@@ -16,6 +16,8 @@ from xlviz import jobs
 from xlviz.runs import Run
 from xlviz.views import runs as runs_view
 
+from tests.app_fixtures import open_panel
+
 APP = str(Path(__file__).resolve().parents[1] / "app.py")
 TIMEOUT = 120
 
@@ -118,7 +120,7 @@ def test_sidebar_typed_model_is_checked_once_when_added(app, tmp_path, fake_root
 def test_runs_form_starts_the_transfer_cli(app, monkeypatch, fake_root):
     calls = []
     monkeypatch.setattr(jobs, "start_job", lambda argv, run_dir: calls.append((list(argv), Path(run_dir))) or 4242)
-    at = _page(app, "runs")
+    at = open_panel(_page(app, "runs"), "runs_start")
     form_inputs = {ni.label: ni for ni in at.number_input}
     form_inputs["Pre-training steps (L1 MLM)"].set_value(7)
     form_inputs["Transfer steps (L2 embeddings)"].set_value(5)
@@ -150,7 +152,7 @@ def test_runs_form_starts_the_transfer_cli(app, monkeypatch, fake_root):
 def test_runs_form_rejects_bad_input_with_a_message(app, monkeypatch):
     calls = []
     monkeypatch.setattr(jobs, "start_job", lambda argv, run_dir: calls.append(argv) or 1)
-    at = _page(app, "runs")
+    at = open_panel(_page(app, "runs"), "runs_start")
     next(m for m in at.multiselect if m.label == "Target languages").set_value([])
     next(b for b in at.button if b.label == "Start run").click().run()
     assert not at.exception and not calls
@@ -278,7 +280,7 @@ def test_xquad_side_by_side_with_scores_and_highlights(app):
 
 
 def test_xquad_generated_world_shows_english_and_the_runs_own_numbers(app):
-    at = _page(app, "xquad")
+    at = open_panel(_page(app, "xquad"), "xq_how")  # the panel that says how each cell was computed
     assert not at.error, _texts(at.error)
     em = _matrices(at)[0]
     assert "en" in em.columns  # train.en.json no longer hides test.en.json

@@ -190,7 +190,8 @@ def test_populated_walk(server, page):
     # English is there for a generated world, and the run's saved predictions are its numbers
     assert "this data set has en, sov" in main.inner_text()
     assert page.locator(".xlviz-qa[data-lang='en']").count() == 1
-    page.get_by_text("How each cell was computed").click()
+    page.get_by_text("How each cell was computed").click()  # a lazy panel: drawn by the rerun its click starts
+    main.get_by_text("the run's saved predictions").first.wait_for(timeout=60_000)
     assert "the run's saved predictions" in main.inner_text()
     shot(page, "walk-xquad")
 

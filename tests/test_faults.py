@@ -1487,7 +1487,7 @@ BAD_INPUT_CASES += ["export disk full then resume"] + [f"runs form name {n[:10]!
 def test_runs_form_refuses_what_the_cli_would_refuse_before_creating_anything(tmp_path, monkeypatch, name):
     from streamlit.testing.v1 import AppTest
 
-    from tests.app_fixtures import make_run
+    from tests.app_fixtures import make_run, open_panel
 
     root = tmp_path / "checkpoints"
     make_run(root, "demo-run", models=False)
@@ -1498,6 +1498,7 @@ def test_runs_form_refuses_what_the_cli_would_refuse_before_creating_anything(tm
     at = AppTest.from_file(str(Path(__file__).resolve().parents[1] / "app.py"), default_timeout=120)
     at.run()
     at.switch_page("pages/runs.py").run()
+    open_panel(at, "runs_start")
     next(t for t in at.text_input if t.label == "Run name (optional)").set_value(name)
     next(b for b in at.button if b.label == "Start run").click().run()
     assert not at.exception, [e.message for e in at.exception]

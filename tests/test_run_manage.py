@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.app_fixtures import open_panel
 from xlviz import jobs
 from xlviz.cli import main
 from xlviz.errors import XlvizError
@@ -206,6 +207,9 @@ def test_runs_page_notes_config_and_delete(tmp_path, monkeypatch):
     run = _finished(root, "page-run")
     run.write_notes(note="**kept as text**", tags=["t1"])
     at = _runs_page(root, monkeypatch)
+    assert not at.text_area, "a closed panel sends nothing"
+    at.session_state["runs_remove_open_page-run"] = True
+    at = open_panel(at, "runs_notes_open_page-run")
     note = at.text_area(key="runs_note_page-run")
     assert note.value == "**kept as text**"
     assert at.text_input(key="runs_tags_page-run").value == "t1"

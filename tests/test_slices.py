@@ -164,7 +164,7 @@ def test_slices_view(tmp_path):
 def test_xquad_page_slices_link_to_their_questions(tmp_path, monkeypatch):
     from streamlit.testing.v1 import AppTest
 
-    from tests.app_fixtures import make_run
+    from tests.app_fixtures import make_run, open_panel
 
     root = tmp_path / "checkpoints"
     make_run(root, "demo-run")
@@ -174,6 +174,8 @@ def test_xquad_page_slices_link_to_their_questions(tmp_path, monkeypatch):
     at.switch_page("pages/xquad.py").run()
     assert not at.exception, [e.message for e in at.exception]
     assert any("Scores by slice" in e.label for e in at.get("expander"))
+    assert not [d for d in at.dataframe if "answer role: subject" in d.value.index], "drawn only while open"
+    at = open_panel(at, "xq_slices")
     tables = [d.value for d in at.dataframe if "answer role: subject" in d.value.index]
     assert len(tables) == 1 and "all" in tables[0].index and "monotrans" in tables[0].columns
     assert "world generator" in "\n".join(c.value for c in at.caption)

@@ -13,6 +13,8 @@ from streamlit.testing.v1 import AppTest
 
 from xlviz.runs import list_runs
 
+from tests.app_fixtures import open_panel
+
 APP = str(Path(__file__).resolve().parents[1] / "app.py")
 TIMEOUT = 120
 
@@ -127,7 +129,7 @@ def test_the_form_starts_xlviz_sweep(sweep_root, monkeypatch):
 
     started = []
     monkeypatch.setattr(jobs, "start_job", lambda argv, run_dir, **kw: started.append((list(argv), Path(run_dir))) or 4242)
-    at = _sweeps(sweep_root, monkeypatch)
+    at = open_panel(_sweeps(sweep_root, monkeypatch), "sw_start")
     at.text_area[0].set_value("world.languages=svo,tr\nseed=0,1")
     next(t for t in at.text_input if t.label.startswith("Sweep name")).set_value("my-sweep")
     next(b for b in at.button if "Start sweep" in b.label).click().run()
@@ -157,7 +159,7 @@ def test_a_bad_grid_is_one_line(sweep_root, monkeypatch, grid, message):
 
     started = []
     monkeypatch.setattr(jobs, "start_job", lambda argv, run_dir, **kw: started.append(argv) or 1)
-    at = _sweeps(sweep_root, monkeypatch)
+    at = open_panel(_sweeps(sweep_root, monkeypatch), "sw_start")
     before = sorted(sweep_root.iterdir())
     at.text_area[0].set_value(grid)
     next(b for b in at.button if "Start sweep" in b.label).click().run()
