@@ -120,7 +120,9 @@ def test_sidebar_typed_model_is_checked_once_when_added(app, tmp_path, fake_root
 def test_runs_form_starts_the_transfer_cli(app, monkeypatch, fake_root):
     calls = []
     monkeypatch.setattr(jobs, "start_job", lambda argv, run_dir: calls.append((list(argv), Path(run_dir))) or 4242)
-    at = open_panel(_page(app, "runs"), "runs_start")
+    at = _page(app, "runs")
+    assert not [ni for ni in at.number_input if ni.label == "Seed"], "a closed form sends none of its widgets"
+    at = open_panel(at, "runs_start")
     form_inputs = {ni.label: ni for ni in at.number_input}
     form_inputs["Pre-training steps (L1 MLM)"].set_value(7)
     form_inputs["Transfer steps (L2 embeddings)"].set_value(5)
