@@ -105,7 +105,7 @@ def agreement_results(run_dir: str | os.PathLike, *, max_per_category: int | Non
     run = Path(run_dir)
     rows = _chosen(run, systems)
     if not rows:
-        raise XlvizError("no row of the Probing page reads this run's generated world", path=run)
+        raise XlvizError("no model of the run to probe (one built on a degenerate stage is never probed)", path=run)
     pairs: dict[str, list[dict]] = {}
     done: dict[str, dict] = {}  # request key -> result: byte-identical models are scored once
     out = []
