@@ -22,6 +22,7 @@ from xlviz.analysis.reports import ProbeModel, agreement_rows, probed_and_refuse
 from xlviz.models.reference import ModelSpec
 from xlviz.ui import analysis as ua
 from xlviz.views.choices import AGREEMENT_VIEW, WIC_VIEW, default_rows, split_probeable
+from xlviz.views.probing import FLOOR, PAIRS_PER_CATEGORY, UNIT, reads_world_pairs
 from xlviz.views.colours import label_colours, system_colours
 from xlviz.ui.common import NA, guard, plotly, refused_warning, shared_data_dir, shared_figure
 from xlviz.ui.sidebar import current, page_setup
@@ -99,7 +100,7 @@ if runs:
     if "pr_l2s" not in st.session_state or not all(l in run.l2s for l in st.session_state["pr_l2s"]):
         st.session_state["pr_l2s"] = list(run.l2s)
     l2s = c2.multiselect("Target languages", run.l2s, key="pr_l2s")
-    valid("pr_floor", [True, False], True)
+    valid("pr_floor", [True, False], FLOOR)
     floor = c3.toggle("Floor", key="pr_floor", help="Also probe the floor: the L1 body with untrained L2 "
                       "embeddings (what the transferred model was before the transfer step).")
     ua.sync_query(PAGE, run.name, l2s[0] if len(l2s) == 1 else None)
@@ -192,8 +193,9 @@ if probe == AGREEMENT:
         st.session_state["pr_agr_data"] = data_opts[:1]
     c1, c2, c3 = st.columns([3, 1, 2], vertical_alignment="bottom")
     data_sel = c1.multiselect("Minimal pairs from", data_opts, key="pr_agr_data")
-    within("pr_agr_max", 1, 20000, 100)
-    valid("pr_agr_unit", ["word", "token"])
+    # the first view's settings are those ``xlviz analyse agreement RUN`` stores (read, not computed)
+    within("pr_agr_max", 1, 20000, PAIRS_PER_CATEGORY)
+    valid("pr_agr_unit", ["word", "token"], UNIT)
     max_cat = c2.number_input("Pairs per category", min_value=1, max_value=20000, step=50, key="pr_agr_max",
                               help="Evenly spread through each category (Marvin & Linzen lists singular subjects first).")
     unit = c3.radio("Scored pairs", ["word", "token"], key="pr_agr_unit", horizontal=True,
@@ -202,7 +204,7 @@ if probe == AGREEMENT:
                     "coverage says how many qualify. “Differ in one sub-word” also scores e.g. walk ##s / walk ##ed.")
     jobs = []
     for m in models:
-        if WORLD_DATA in data_sel and run is not None and (m.role != "model" or m.language == "en"):
+        if WORLD_DATA in data_sel and run is not None and reads_world_pairs(m):
             jobs.append((m, f"world:{m.language}", WORLD_DATA))
         if ML_DATA in data_sel and m.language == "en":
             jobs.append((m, "marvin-linzen", "Marvin & Linzen"))

@@ -6,7 +6,9 @@ prints a short table):
 - ``alignment``: per-layer sentence retrieval (both directions), linear CKA, word translation
   accuracy (generated world) and, with ``--train-fraction``, retrieval before/after an
   orthogonal map; for a run's transferred model and floor, or for any HF encoder(s).
-- ``agreement``: Goldberg's masked-LM agreement probe, per category, with coverage.
+- ``agreement``: Goldberg's masked-LM agreement probe, per category, with coverage; with a
+  RUN folder first, store in the run the results the Probing page's first view of it shows
+  (:mod:`xlviz.views.probing`), so the page reads them instead of loading every model.
 - ``wic``: word-in-context probe and contextual similarity per layer.
 - ``probing``: agreement + wic for a run's L1 model (on L1), transferred models and floor.
 - ``encodings``: store in a run the vectors the Alignment page's default view of it needs (each
@@ -30,6 +32,7 @@ import sys
 
 
 def register(sub: argparse._SubParsersAction) -> None:
+    from xlviz.analysis.agreement_store import PAIRS_PER_CATEGORY as AG_PAIRS, UNIT as AG_UNIT
     from xlviz.data.parallel import sources as parallel_sources
 
     p = sub.add_parser("analyse", aliases=["analyze"], help="alignment and probing analyses of models and runs",
@@ -61,14 +64,25 @@ def register(sub: argparse._SubParsersAction) -> None:
     _outputs(a)
     a.set_defaults(handler=run_alignment_cmd)
 
-    g = asub.add_parser("agreement", help="masked-LM agreement on minimal pairs (Goldberg 2019), per category")
+    g = asub.add_parser("agreement", help="masked-LM agreement on minimal pairs (Goldberg 2019), per category; "
+                        "with RUN: store the Probing page's first view of the run in it",
+                        description="Goldberg's masked-LM agreement probe, per category, with coverage. With a RUN "
+                        "folder first (xlviz analyse agreement RUN): score the rows the Probing page opens on (the "
+                        "run's masked LMs of every L2, the floor, the page's default rows) on the run's generated-world "
+                        "minimal pairs and store each result in the run (analyses/agreement-<key>.json and .csv, "
+                        "listed in its manifest), so the page reads them instead of loading the models. Results "
+                        "already stored are kept.")
+    g.add_argument("run_dir", nargs="?", metavar="RUN", help="run folder: store the Probing page's agreement results in it")
     _model_options(g)
-    g.add_argument("--data", default="marvin-linzen", help="world:LANG (a run's generated world) or marvin-linzen")
+    g.add_argument("--data", help="world:LANG (a run's generated world) or marvin-linzen (default)")
     g.add_argument("--ml-file", dest="ml_file", help="Marvin & Linzen TSV (default ../shared/data/syneval/marvin_linzen.tsv.gz)")
-    g.add_argument("--max-per-category", dest="max_per_category", type=int, help="first N pairs of each category")
-    g.add_argument("--unit", default="word", choices=["word", "token"],
+    g.add_argument("--max-per-category", dest="max_per_category", type=int,
+                   help=f"N pairs of each category, spread through it (default: all; with RUN: the page's {AG_PAIRS})")
+    g.add_argument("--unit", default=AG_UNIT, metavar="{word,token}",
                    help="word: both forms must be single tokens (Goldberg, the paper's coverage); token: the "
-                   "tokenizations may differ in one sub-word")
+                   f"tokenizations may differ in one sub-word (default {AG_UNIT})")
+    g.add_argument("--systems", help="with RUN: comma-separated systems whose rows to store (default: the rows the "
+                   "page opens on); the L1 model's row is stored too")
     g.add_argument("--items", help="also write every pair (masked sentence, log-probabilities, choice) to this CSV")
     _outputs(g)
     g.set_defaults(handler=run_agreement_cmd)
@@ -391,12 +405,23 @@ def run_alignment_cmd(args: argparse.Namespace) -> int:
 
 
 def run_agreement_cmd(args: argparse.Namespace) -> int:
-    from xlviz.analysis.probing import agreement_accuracy
+    from xlviz.analysis.probing import UNITS, agreement_accuracy
     from xlviz.analysis.reports import agreement_data, agreement_rows
+    from xlviz.errors import XlvizError
     from xlviz.models.reference import load_spec
 
+    if args.unit not in UNITS:
+        raise XlvizError(f"unknown unit {args.unit!r}; use one of {', '.join(UNITS)}", field="--unit")
+    if args.max_per_category is not None and args.max_per_category < 1:
+        raise XlvizError("must be at least 1", field="--max-per-category")
+    if args.run_dir is not None:
+        return store_agreement_cmd(args)
+    if args.systems:
+        raise XlvizError("--systems picks a run's rows to store: give the run folder first (xlviz analyse agreement RUN)",
+                         field="--systems")
     _threads(args)
 
+    args.data = args.data or "marvin-linzen"
     lang, pairs = agreement_data(args.data, run_dir=args.run, max_per_category=args.max_per_category, path=args.ml_file)
     rows, all_items, results = [], [], {}
     progress = _progress(args)
@@ -413,6 +438,71 @@ def run_agreement_cmd(args: argparse.Namespace) -> int:
     print(f"agreement on {args.data} ({lang}), {len(pairs)} pairs; accuracy and coverage in %")
     print(format_table(rows, ["model", "category", "accuracy", "n_scored", "n_total", "coverage"], ("accuracy", "coverage")))
     return 0
+
+
+def store_agreement_cmd(args: argparse.Namespace) -> int:
+    """``xlviz analyse agreement RUN``: the Probing page's first view of the run, stored in it."""
+    import time
+
+    from xlviz.errors import XlvizError
+
+    given = [flag for flag, v in (("--model", args.model), ("--tokenizer", args.tokenizer), ("--run", args.run),
+                                  ("--data", args.data), ("--ml-file", args.ml_file), ("--items", args.items)) if v]
+    if given:
+        raise XlvizError(f"stores the run's own rows on its world pairs; {given[0]} belongs to the form without RUN",
+                         field=given[0])
+    _threads(args)
+    run = _analysis_run(args.run_dir)
+    t0 = time.perf_counter()
+    rows, how, _ = store_probing(run, max_per_category=args.max_per_category, unit=args.unit, systems=_systems(args),
+                              log=None if args.quiet else print)
+    table = [{"model": r.model.name, "language": r.model.language, "accuracy": r.result["accuracy"],
+              "n_scored": r.result["n_scored"], "n_total": r.result["n_total"], "coverage": r.result["coverage"], "result": r.how}
+             for r in rows]
+    if not args.quiet:
+        print(f"agreement on the generated world, {args.unit} unit; accuracy and coverage in %")
+        print(format_table(table, ["model", "language", "accuracy", "n_scored", "n_total", "coverage", "result"],
+                           ("accuracy", "coverage")))
+    if args.out or args.csv:
+        from xlviz.analysis.reports import agreement_rows
+
+        grid = [g for r in rows for g in agreement_rows(r.model.name, r.model.language, r.result, r.model.role, r.data)]
+        _write(args, {"analysis": "agreement", "meta": {"run": str(run.path), "unit": args.unit,
+                                                        "max_per_category": args.max_per_category}, "rows": grid}, grid)
+    print(f"{how} ({time.perf_counter() - t0:.1f} s)")
+    return 0
+
+
+def store_probing(run, *, max_per_category: int | None = None, unit: str | None = None, systems: list[str] | None = None,
+                  log=None, locked: bool = False) -> tuple[list, str, bool]:
+    """The agreement results of the Probing page's first view of ``run`` (:class:`xlviz.runs.Run`),
+    computed where not stored and written as the run's writer (its lock taken unless ``locked``:
+    the caller holds it, as ``xlviz demo`` does); a line saying what was stored where; and
+    whether every row is now stored."""
+    from xlviz.analysis.agreement_store import PAIRS_PER_CATEGORY, UNIT
+    from xlviz.errors import XlvizError
+    from xlviz.runs import record_artefacts
+    from xlviz.views.probing import agreement_results, store_agreement
+
+    rows = agreement_results(run.path, max_per_category=PAIRS_PER_CATEGORY if max_per_category is None else max_per_category,
+                             unit=unit or UNIT, systems=systems, log=log)
+    computed = sum(r.how == "computed" for r in rows)
+    if not computed:
+        return rows, f"all {len(rows)} rows' agreement results were already stored in {run.path / 'analyses'}", True
+
+    def write() -> list:
+        return store_agreement(run.path, rows, lambda entries: record_artefacts(run, entries))
+
+    try:
+        if locked:
+            written = write()
+        else:
+            with run.writer_lock():
+                written = write()
+    except XlvizError as e:
+        return rows, f"agreement results computed, not stored ({e})", False
+    return rows, (f"agreement results of {len(written)} row(s) written to {run.path / 'analyses'}"
+                  + (f" ({len(rows) - computed} already stored)" if len(rows) > computed else "")), True
 
 
 def run_wic_cmd(args: argparse.Namespace) -> int:

@@ -416,12 +416,53 @@ def data_stamp(data: str, run_path: str | None) -> str:
 @st.cache_data(show_spinner=False, max_entries=4096)
 def _agreement_chunk(path, tokenizer, floor, stamp, data: str, run_path, max_per_category, dstamp: str,
                      lo: int, hi: int, unit: str) -> list[dict]:
-    from xlviz.analysis.probing import agreement_accuracy
+    from xlviz.analysis.agreement_store import score_chunk
 
     model, tok = _load(path, tokenizer, floor, "mlm", stamp)
     _, pairs = agreement_pairs(data, run_path, max_per_category, dstamp)
-    with few_threads(model):
-        return agreement_accuracy(model, tok, pairs[lo:hi], unit=unit)["items"]
+    return score_chunk(model, tok, pairs[lo:hi], unit)
+
+
+@st.cache_data(show_spinner=False, max_entries=32)
+def _data_inputs(data: str, run_path: str, max_per_category: int | None, dstamp: str) -> dict[str, str]:
+    from xlviz.analysis.agreement_store import data_inputs
+
+    _, pairs = agreement_pairs(data, run_path, max_per_category, dstamp)
+    return data_inputs(run_path, data, max_per_category, pairs)
+
+
+@st.cache_data(show_spinner=False, max_entries=256)
+def _stored_agreement(run_path: str, request: str, manifest: str) -> dict | None:
+    """The run's stored result of the request (a JSON text), looked up again when its manifest changes."""
+    import json
+
+    from xlviz.analysis.agreement_store import find
+
+    got = find(run_path, json.loads(request))
+    return None if got is None else got[0]
+
+
+def stored_agreement(spec: ModelSpec, data: str, run_path: str | None, max_per_category: int | None, unit: str) -> dict | None:
+    """The result ``xlviz analyse agreement RUN`` stored in the run for this row
+    (:mod:`xlviz.analysis.agreement_store`) when its request is exactly what would be computed
+    now (same model files, world, pairs and settings), else None. Loads no model."""
+    import json
+
+    from xlviz.analysis.agreement_store import request
+    from xlviz.analysis.encodings import spec_fingerprint
+
+    if not run_path or not data.startswith("world:"):
+        return None  # Marvin & Linzen: computed only
+    stamp = spec.stamp()
+    try:
+        model = spec_fingerprint(spec, digest=lambda folder: cached_digest(folder, stamp))
+        if model is None:
+            return None
+        inputs = _data_inputs(data, run_path, max_per_category, data_stamp(data, run_path))
+        req = request(model, data, inputs, max_per_category, unit)
+        return _stored_agreement(run_path, json.dumps(req, sort_keys=True), file_stamp(Path(run_path) / "manifest.json"))
+    except (XlvizError, OSError):  # an unreadable world or manifest: computed, as without a stored result
+        return None
 
 
 @st.cache_resource(show_spinner=False)
@@ -456,9 +497,10 @@ def _finished_put(key: tuple, value) -> None:
 
 def agreement(spec: ModelSpec, data: str, run_path: str | None, max_per_category: int | None, unit: str,
               progress: Progress | None = None, text: str = "Scoring") -> dict:
-    """``agreement_accuracy``'s result (summary, by_category, items), chunk by chunk; once all
-    chunks are done, the whole result again until the model's files or the data change."""
-    from xlviz.analysis.probing import agreement_summary
+    """``agreement_accuracy``'s result (summary, by_category, items): the one stored in the run
+    when it matches exactly (:func:`stored_agreement`: no model loaded), else computed chunk by
+    chunk; once had, the whole result again until the model's files or the data change."""
+    from xlviz.analysis.agreement_store import result_of
 
     dstamp = data_stamp(data, run_path)
     key = ("agreement", spec.path, spec.tokenizer, _floor(spec), spec.stamp(), data, run_path, max_per_category, dstamp, unit)
@@ -468,6 +510,13 @@ def agreement(spec: ModelSpec, data: str, run_path: str | None, max_per_category
         if progress and chunks:
             progress.step(text, chunks)
         return found
+    stored = stored_agreement(spec, data, run_path, max_per_category, unit)
+    if stored is not None:
+        chunks = n_chunks(len(stored["items"]))
+        if progress and chunks:
+            progress.step(f"{text} (stored)", chunks)
+        _finished_put(key, {**stored, "_chunks": chunks})
+        return stored
     load(spec, "mlm")
     _, pairs = agreement_pairs(data, run_path, max_per_category, dstamp)
     items: list[dict] = []
@@ -475,7 +524,7 @@ def agreement(spec: ModelSpec, data: str, run_path: str | None, max_per_category
         items += _agreement_chunk(*_args(spec), data, run_path, max_per_category, dstamp, lo, lo + CHUNK, unit)
         if progress:
             progress.step(text)
-    result = {**agreement_summary(items), "unit": unit, "items": items}
+    result = result_of(items, unit)
     _finished_put(key, {**result, "_chunks": n_chunks(len(pairs))})
     return result
 

@@ -17,34 +17,11 @@ import streamlit as st
 
 from xlviz.errors import XlvizError
 from xlviz.models.reference import ModelSpec
+from xlviz.models.threads import SMALL_HIDDEN, few_threads  # noqa: F401  (the pages' thread policy, shared with the CLI)
 from xlviz.views.text import md_text
 
 REPO = Path(__file__).resolve().parents[2]
 PLOTLY_CONFIG = {"displaylogo": False, "toImageButtonOptions": {"format": "png", "scale": 2}}
-
-
-SMALL_HIDDEN = 256  # models at most this wide run their forward passes on one thread
-
-
-@contextlib.contextmanager
-def few_threads(model) -> Iterator[None]:
-    """One torch thread while a small model (``model``, or its hidden size: at most
-    ``SMALL_HIDDEN``, the bench's tiny and small models) computes: its matrices are too small to share out, and a second thread's
-    waiting costs more than it gains (a tiny model's 16 batches of 32 sentences: 0.42 s on one
-    thread, 0.50 s on two with 2 cores shared; 1.0 against 8.3 s when threads spin). Larger
-    models keep torch's threads."""
-    import torch
-
-    hidden = model if isinstance(model, int) else getattr(getattr(model, "config", None), "hidden_size", None)
-    if not isinstance(hidden, int) or hidden > SMALL_HIDDEN or torch.get_num_threads() == 1:
-        yield
-        return
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(before)
 
 
 class Shown(Exception):
