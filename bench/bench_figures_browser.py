@@ -25,6 +25,29 @@ TIMED = """async (spec) => { const f = JSON.parse(spec); const t0 = performance.
   return performance.now() - t0; }"""
 
 
+def draw_times(specs: list[str], repeat: int) -> list[list[float]]:
+    """Milliseconds of ``Plotly.newPlot`` for each plotly JSON of ``specs``, ``repeat`` times, each
+    draw in a new page of one headless Chromium (``--disable-gpu``, as the browser tests run),
+    round-robin so that a busy moment hits every figure alike."""
+    import plotly
+    from playwright.sync_api import sync_playwright
+
+    js = Path(plotly.__file__).parent / "package_data" / "plotly.min.js"
+    times: list[list[float]] = [[] for _ in specs]
+    with tempfile.TemporaryDirectory() as tmp, sync_playwright() as pw:
+        html = Path(tmp) / "page.html"
+        html.write_text(f"<html><body><div id=g style='width:1200px'></div><script src='{js.as_uri()}'></script></body></html>")
+        browser = pw.chromium.launch(executable_path="/usr/bin/chromium", args=["--no-sandbox", "--disable-gpu"])
+        for _ in range(repeat):
+            for i, spec in enumerate(specs):
+                page = browser.new_page()
+                page.goto(html.as_uri())
+                times[i].append(page.evaluate(TIMED, spec))
+                page.close()
+        browser.close()
+    return times
+
+
 def page_figures(page: str) -> list[tuple[str, str]]:
     """(chart key, plotly JSON) of every figure ``page`` draws on its first view."""
     from streamlit.testing.v1 import AppTest
@@ -43,26 +66,12 @@ def main() -> int:
     args = ap.parse_args()
     os.environ["XLVIZ_CHECKPOINTS"] = str(Path(args.checkpoints).resolve())
     sys.path.insert(0, str(REPO))
-    import plotly
     import plotly.graph_objects as go
-    from playwright.sync_api import sync_playwright
 
     figures = [("baseline", "one point", go.Figure(go.Scatter(x=[0], y=[0])).to_json())]
     for page in [p for p in args.pages.split(",") if p]:
         figures += [(page, key, spec) for key, spec in page_figures(page)]
-    js = Path(plotly.__file__).parent / "package_data" / "plotly.min.js"
-    with tempfile.TemporaryDirectory() as tmp, sync_playwright() as pw:
-        html = Path(tmp) / "page.html"
-        html.write_text(f"<html><body><div id=g style='width:1200px'></div><script src='{js.as_uri()}'></script></body></html>")
-        browser = pw.chromium.launch(executable_path="/usr/bin/chromium", args=["--no-sandbox", "--disable-gpu"])
-        times: dict[int, list[float]] = {i: [] for i in range(len(figures))}
-        for _ in range(args.repeat):
-            for i, (_, _, spec) in enumerate(figures):  # round-robin: a busy moment hits every figure alike
-                page = browser.new_page()
-                page.goto(html.as_uri())
-                times[i].append(page.evaluate(TIMED, spec))
-                page.close()
-        browser.close()
+    times = draw_times([spec for _, _, spec in figures], args.repeat)
     base = statistics.median(times[0])
     print(f"median of {args.repeat} draws, ms (baseline: a one-point figure, {base:.0f} ms)")
     per_page: dict[str, float] = {}

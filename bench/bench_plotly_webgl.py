@@ -15,7 +15,7 @@ import argparse
 import json
 import random
 import statistics
-import tempfile
+import sys
 from pathlib import Path
 
 import plotly
@@ -23,10 +23,8 @@ import plotly.utils
 
 from xlviz.views.figures import projection_figure
 
-TIMED = """async (spec) => { const f = JSON.parse(spec); const t0 = performance.now();
-  await Plotly.newPlot('g', f.data, f.layout);
-  await new Promise(r => requestAnimationFrame(() => requestAnimationFrame(r)));
-  return performance.now() - t0; }"""
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_figures_browser import draw_times  # noqa: E402  (the one timed draw of a figure)
 
 
 def rows(pairs: int, seed: int = 0) -> list[dict]:
@@ -48,27 +46,13 @@ def main() -> int:
     ap.add_argument("--pairs", type=int, default=150)
     ap.add_argument("--repeat", type=int, default=6)
     args = ap.parse_args()
-    from playwright.sync_api import sync_playwright
-
     fig = projection_figure(rows(args.pairs), "projection")
     specs = {"scatter (SVG)": fig.to_json()}
     as_dict = fig.to_plotly_json()
     for trace in as_dict["data"]:
         trace["type"] = "scattergl"
     specs["scattergl (WebGL)"] = json.dumps(as_dict, cls=plotly.utils.PlotlyJSONEncoder)
-    js = Path(plotly.__file__).parent / "package_data" / "plotly.min.js"
-    times: dict[str, list[float]] = {k: [] for k in specs}
-    with tempfile.TemporaryDirectory() as tmp, sync_playwright() as pw:
-        html = Path(tmp) / "page.html"
-        html.write_text(f"<html><body><div id=g style='width:1200px;height:520px'></div><script src='{js.as_uri()}'></script></body></html>")
-        browser = pw.chromium.launch(executable_path="/usr/bin/chromium", args=["--no-sandbox", "--disable-gpu"])
-        for _ in range(args.repeat):
-            for name, spec in specs.items():  # alternating, so a busy moment hits both
-                page = browser.new_page()
-                page.goto(html.as_uri())
-                times[name].append(page.evaluate(TIMED, spec))
-                page.close()
-        browser.close()
+    times = dict(zip(specs, draw_times(list(specs.values()), args.repeat)))
     points = sum(len(t.x or []) for t in fig.data)
     print(f"{points} x values in {len(fig.data)} traces; median of {args.repeat} draws, ms:")
     med = {k: statistics.median(v) for k, v in times.items()}

@@ -14,7 +14,7 @@ from xlviz.runs import KILLED, NOTE_MAX, Run, checkpoints_root
 from xlviz.views import runs as runs_view
 from xlviz.views.choices import run_languages
 from xlviz.views.colours import system_colours
-from xlviz.ui.common import NA, FIGURES_KEY, file_stamp, guard, plotly, shared_figure, tidied
+from xlviz.ui.common import NA, FIGURES_KEY, file_stamp, guard, open_only, plotly, shared_figure, tidied
 from xlviz.ui.sidebar import page_setup
 from xlviz.ui.tables import compare_column_config
 from xlviz.ui.state import fresh_label, url_state, write_url
@@ -122,10 +122,8 @@ def start_run_form() -> list[Run] | None:
     return started
 
 
-start = st.expander("Start a transfer run", expanded=not runs, key="runs_start", on_change="rerun", icon=":material/play_arrow:")
-with start:
-    if start.open:
-        runs = start_run_form() or runs
+runs = open_only("Start a transfer run", start_run_form, key="runs_start", expanded=not runs,
+                 icon=":material/play_arrow:") or runs
 
 
 # --- live view ------------------------------------------------------------------------------
@@ -148,18 +146,10 @@ def _remove(name: str, how: str) -> None:
 def manage_panel(run: Run, state: str) -> None:
     """Notes and tags (notes.json, shown as text), the run's config (read-only) and, once it
     is not running, delete or archive behind a confirmation."""
-    notes_box = st.expander("Notes, tags and config", key=f"runs_notes_open_{run.name}", on_change="rerun",
-                            icon=":material/edit_note:")  # drawn only while open, as every closed panel here
-    with notes_box:
-        if notes_box.open:
-            notes_panel(run)
+    open_only("Notes, tags and config", notes_panel, run, key=f"runs_notes_open_{run.name}", icon=":material/edit_note:")
     if state in ACTIVE:
         return
-    remove_box = st.expander("Delete or archive", key=f"runs_remove_open_{run.name}", on_change="rerun",
-                             icon=":material/delete:")
-    with remove_box:
-        if remove_box.open:
-            remove_panel(run)
+    open_only("Delete or archive", remove_panel, run, key=f"runs_remove_open_{run.name}", icon=":material/delete:")
 
 
 def notes_panel(run: Run) -> None:
@@ -253,11 +243,8 @@ def live_view(path) -> None:
     else:
         st.caption("No training steps logged yet.")
     log = run.log_tail(25) or jobs.job_output_tail(path, 25)
-    log_box = st.expander("Log", expanded=state in ("failed",) or fig is None, key=f"runs_log_open_{run.name}",
-                          on_change="rerun")
-    with log_box:
-        if log_box.open:
-            st.code(log or "(empty)", language=None)
+    open_only("Log", lambda: st.code(log or "(empty)", language=None), key=f"runs_log_open_{run.name}",
+              expanded=state in ("failed",) or fig is None)
     if state == "failed" and not run.log_tail(1):
         st.code(jobs.job_output_tail(path, 25) or "(no output)", language=None)
     if state == "completed":

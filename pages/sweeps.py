@@ -12,7 +12,7 @@ from xlviz import jobs
 from xlviz.runs import checkpoints_root
 from xlviz.ui import analysis as ua
 from xlviz.views import runs as runs_view, sweeps as sweeps_view
-from xlviz.ui.common import NA, guard, plotly
+from xlviz.ui.common import NA, guard, open_only, plotly
 from xlviz.ui.sidebar import page_setup
 from xlviz.ui.state import fresh_label, url_state, write_url
 from xlviz.views.text import md_text
@@ -97,10 +97,8 @@ def start_sweep_form() -> list | None:
     return started
 
 
-start = st.expander("Start a sweep", expanded=not folders, key="sw_start", on_change="rerun", icon=":material/play_arrow:")
-with start:
-    if start.open:
-        folders = start_sweep_form() or folders
+folders = open_only("Start a sweep", start_sweep_form, key="sw_start", expanded=not folders,
+                    icon=":material/play_arrow:") or folders
 
 if not folders:
     st.info("No sweeps yet — start one above, or run `xlviz sweep --out <checkpoints>/<name> ...`.", icon=":material/info:")
@@ -160,10 +158,8 @@ def watch(name: str) -> None:
     st.progress(done / max(len(summary.cells), 1), text=md_text(f"{done} of {len(summary.cells)} cells completed"
                                                                + "".join(f" · {v} {k}" for k, v in counts.items() if k != "completed")))
     st.dataframe(sweeps_view.cells_table(summary), hide_index=True, width="stretch", key=f"sw_cells_{name}", placeholder=NA)
-    log_box = st.expander("Sweep log", expanded=state == "failed", key=f"sw_log_open_{name}", on_change="rerun")
-    with log_box:
-        if log_box.open:
-            st.code(log or "(empty)", language=None)
+    open_only("Sweep log", lambda: st.code(log or "(empty)", language=None), key=f"sw_log_open_{name}",
+              expanded=state == "failed")
 
 
 with st.container(border=True):

@@ -21,7 +21,7 @@ from xlviz.views.text import md_join
 from xlviz.views.choices import dataset_from_folder, discover_qa_datasets
 from xlviz.views.colours import system_colours
 from xlviz.evaluation.squad_metric import mlqa_languages
-from xlviz.ui.common import (CHUNK, NA, articles_of, cell_intervals, examples_of, guard, paired_tests, predict, qa_decoding,
+from xlviz.ui.common import (CHUNK, NA, articles_of, cell_intervals, examples_of, guard, open_only, paired_tests, predict, qa_decoding,
                              same_model_key, saved_or_none, score_matrix_ci, shared_data_dir, data_readability)
 from xlviz.views.runs import SETTING_NOTES, SETTINGS, export_setting
 from xlviz.views.highlight import legend, model_colour
@@ -180,6 +180,13 @@ for i, m in enumerate(models):
         (model_colour(j) for j in range(i, i + 50) if model_colour(j) not in colours.values()), model_colour(i))
 
 # --- aggregate matrix (Table 3 layout) -------------------------------------------------------
+def per_question_table(results, examples) -> None:
+    """Every question's F1 per system and language: sort a column to find where a system fails."""
+    table = qa.question_table(results, examples)
+    st.dataframe(table, hide_index=True, width="stretch", key="xq_questions", placeholder=NA,
+                 column_config=number_config(table, SCORE_RULES, config={"id": st.column_config.TextColumn(width="small")}))
+
+
 if not rows.empty:
     st.subheader("Scores: model × language")
     own = [lang for lang in langs if articles[lang]]
@@ -232,9 +239,9 @@ if not rows.empty:
                            "here say nothing about transfer."), icon=":material/translate:")
     st.caption(f"[low, high]: 95% intervals resampling whole paragraphs (a context's questions go together; {qa.N_RESAMPLES} "
                "resamples, as in the run's results); each model is one seed, so the spread over training seeds is not in them.")
-    xq_uncertainty_box = st.expander("Uncertainty: 95% paragraph bootstrap intervals" + (" and paired tests" if len(names) > 1 else ""), key="xq_uncertainty", on_change="rerun")
-    with xq_uncertainty_box:
-        if xq_uncertainty_box.open:
+    uncertainty = st.expander("Uncertainty: 95% paragraph bootstrap intervals" + (" and paired tests" if len(names) > 1 else ""), key="xq_uncertainty", on_change="rerun")
+    with uncertainty:
+        if uncertainty.open:
             from xlviz.evaluation.seeds import ONE_SEED_NOTE
 
             st.caption(f"Each cell resampled by paragraph ({qa.N_RESAMPLES} bootstrap samples). {ONE_SEED_NOTE}: each model "
@@ -256,19 +263,12 @@ if not rows.empty:
                 paired = with_p_text(paired_tests(results, setting_of={n: setting_of[n][0] for n in names}))  # p < 0.0005 reads "< 0.001"
                 st.dataframe(paired, hide_index=True, width="stretch", key="xq_paired", placeholder=NA,
                              column_config=number_config(paired, SCORE_RULES))
-    xq_per_question_box = st.expander("Per-question F1 (%) — sort a column to find where a system fails", key="xq_per_question", on_change="rerun")
-    with xq_per_question_box:
-        if xq_per_question_box.open:
-            per_question = qa.question_table(results, examples)
-            st.dataframe(per_question, hide_index=True, width="stretch", key="xq_questions", placeholder=NA,
-                         column_config=number_config(per_question, SCORE_RULES,
-                                                     config={"id": st.column_config.TextColumn(width="small")}))
+    open_only("Per-question F1 (%) — sort a column to find where a system fails", per_question_table, results, examples,
+              key="xq_per_question")
     slices_section(rows, dataset, langs, names)
     if how_decoded:
-        xq_how_box = st.expander("How each cell was computed", key="xq_how", on_change="rerun")
-        with xq_how_box:
-            if xq_how_box.open:
-                st.markdown("\n".join(f"- {md_text(line)}" for line in how_decoded))
+        open_only("How each cell was computed", lambda: st.markdown("\n".join(f"- {md_text(line)}" for line in how_decoded)),
+                  key="xq_how")
     uncovered = [f"{m.name} has no {lang} model" for m in models for lang in langs if not m.covers(lang)]
     if uncovered:
         st.caption("Not scored: " + md_join(uncovered, "; ") + ".")

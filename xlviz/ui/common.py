@@ -11,7 +11,7 @@ from __future__ import annotations
 import contextlib
 import os
 from pathlib import Path
-from typing import Iterator
+from typing import Callable, Iterator, TypeVar
 
 import streamlit as st
 
@@ -19,6 +19,8 @@ from xlviz.errors import XlvizError
 from xlviz.models.reference import ModelSpec
 from xlviz.models.threads import SMALL_HIDDEN, few_threads  # noqa: F401  (the pages' thread policy, shared with the CLI)
 from xlviz.views.text import md_text
+
+T = TypeVar("T")
 
 REPO = Path(__file__).resolve().parents[2]
 PLOTLY_CONFIG = {"displaylogo": False, "toImageButtonOptions": {"format": "png", "scale": 2}}
@@ -179,6 +181,15 @@ def shared_figure(build, *args, **kwargs):
         return build(*args, **kwargs)
     name = f"{getattr(build, '__module__', '')}.{getattr(build, '__qualname__', build)}"
     return _shared_figure(name, digest, build, args, kwargs)
+
+
+def open_only(label: str, draw: Callable[..., T], *args, key: str, expanded: bool = False, icon: str | None = None) -> T | None:
+    """An expander that runs ``draw(*args)`` inside it only while it is open (Streamlit's
+    ``on_change="rerun"``): a closed panel sends the browser nothing, which is most of what a
+    page costs on a small machine. Returns what ``draw`` returned, None while closed."""
+    box = st.expander(label, expanded=expanded, key=key, on_change="rerun", icon=icon)
+    with box:
+        return draw(*args) if box.open else None
 
 
 def plotly(fig, *, key: str | None = None, export: bool = True, on_select=None) -> None:

@@ -62,9 +62,9 @@ def _frames(rows_digest: str, slices_key: str, lang: str, names: tuple, pair: tu
 def slices_section(rows: pd.DataFrame, dataset, langs: list[str], names: list[str]) -> None:
     """Draw the section (inside an expander); the picked slice's ids go to ``st.session_state``
     (read by :func:`slice_filter`)."""
-    xq_slices_box = st.expander("Scores by slice — where each model gains and loses (click a slice to see its questions below)", key="xq_slices", on_change="rerun")
-    with xq_slices_box:
-        if xq_slices_box.open:
+    box = st.expander("Scores by slice — where each model gains and loses (click a slice to see its questions below)", key="xq_slices", on_change="rerun")
+    with box:
+        if box.open:
             c1, c2, c3 = st.columns(3)
             lang = c1.selectbox("Language", langs, index=len(langs) - 1, key="xq_slice_lang")
             a = c2.selectbox("Difference: A", names, key="xq_slice_a") if len(names) > 1 else None
