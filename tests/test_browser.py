@@ -189,6 +189,7 @@ def test_populated_walk(server, page):
     main = page.get_by_test_id("stMain")
     # English is there for a generated world, and the run's saved predictions are its numbers
     assert "this data set has en, sov" in main.inner_text()
+    page.locator(".xlviz-qa[data-lang='en']").first.wait_for(timeout=120_000)  # the cards come after the tables
     assert page.locator(".xlviz-qa[data-lang='en']").count() == 1
     page.get_by_text("How each cell was computed").click()  # a lazy panel: drawn by the rerun its click starts
     main.get_by_text("the run's saved predictions").first.wait_for(timeout=60_000)
@@ -286,10 +287,12 @@ def test_probing_offers_only_probeable_models_and_draws_languages_apart(server, 
     # rows would test word identity and are named as not probed (line styles: test_app_faults)
     page.get_by_test_id("stButtonGroup").get_by_text("Word in context", exact=True).click()
     wait_idle(page, timeout_s=240)
-    page.locator(".js-plotly-plot").first.wait_for(timeout=120_000)
+    # the word-in-context figure, not the agreement one still on screen (stored results draw it at once)
+    names_js = """() => Array.from(document.querySelectorAll('.js-plotly-plot')).flatMap(p =>
+        (p.data || []).filter(t => t.name && t.name.includes(', ')).map(t => t.name))"""
+    page.wait_for_function(f"({names_js})().length > 0", timeout=120_000)
     assert_no_exception(page)
-    names = page.evaluate("""() => Array.from(document.querySelectorAll('.js-plotly-plot')).flatMap(p =>
-        (p.data || []).filter(t => t.name && t.name.includes(', ')).map(t => t.name))""")
+    names = page.evaluate(names_js)
     assert names and {n.rsplit(", ", 1)[1] for n in names} == {"en"}, names
     assert "Not probed (same sense = same word in sov" in page.get_by_test_id("stMain").inner_text()
     shot(page, "probing-wic")
