@@ -326,8 +326,8 @@ if tabs["Table"].open:
     with tabs["Table"]:
         df = pd.DataFrame(rows)
         st.dataframe(df, hide_index=True, key="al_table", placeholder=NA, column_config=number_config(df, ALIGNMENT_RULES))
-        st.download_button("Download alignment table (CSV)", ua.csv_bytes(rows), file_name="xlviz-alignment.csv",
-                           mime="text/csv", icon=":material/download:", key="al_dl")
+        st.download_button("Download alignment table (CSV)", lambda rows=rows: ua.csv_bytes(rows), file_name="xlviz-alignment.csv",
+                           mime="text/csv", icon=":material/download:", key="al_dl", on_click="ignore")
 
 # --- projection -----------------------------------------------------------------------------------------
 st.subheader("Projection")
@@ -503,5 +503,5 @@ if post:
     plotly(shared_figure(ua.layer_lines, post, "retrieval", f"Held-out retrieval {ab}, before and after the orthogonal map",
                           dash="when", y_label="accuracy (%)", colours=colours), key="al_fig_posthoc")
     st.caption(f"Map fitted on {round(len(data) * frac)} pairs, retrieval on the other {post[0]['n_test']}.")
-    st.download_button("Download post-hoc alignment (CSV)", ua.csv_bytes(post), file_name="xlviz-posthoc-alignment.csv",
-                       mime="text/csv", icon=":material/download:", key="al_dl_post")
+    st.download_button("Download post-hoc alignment (CSV)", lambda post=post: ua.csv_bytes(post), file_name="xlviz-posthoc-alignment.csv",
+                       mime="text/csv", icon=":material/download:", key="al_dl_post", on_click="ignore")

@@ -355,9 +355,9 @@ if own_a:
 # --- numbers -------------------------------------------------------------------------------------
 c1, c2 = st.columns(2)
 if csv_frames:
-    c1.download_button("Download shown attention weights (CSV)", av.to_csv(*csv_frames), file_name="xlviz-attention.csv",
-                       mime="text/csv", icon=":material/download:", key="att_dl_weights")
+    c1.download_button("Download shown attention weights (CSV)", lambda frames=tuple(csv_frames): av.to_csv(*frames), file_name="xlviz-attention.csv",
+                       mime="text/csv", icon=":material/download:", key="att_dl_weights", on_click="ignore")
 if shares:
-    c2.download_button("Download layer × head shares (CSV)", av.to_csv(av.share_frame(shares)),
+    c2.download_button("Download layer × head shares (CSV)", lambda shares=shares: av.to_csv(av.share_frame(shares)),
                        file_name="xlviz-attention-shares.csv", mime="text/csv", icon=":material/download:",
-                       key="att_dl_shares")
+                       key="att_dl_shares", on_click="ignore")

@@ -255,8 +255,8 @@ if probe == AGREEMENT:
                              column_config={c: st.column_config.NumberColumn(c, format="%.1f") for c in cats}, placeholder=NA)
         fig = shared_figure(agreement_figure, df, dname, colours)
         plotly(fig, key=f"pr_fig_agr_{dname}")
-    st.download_button("Download agreement grid (CSV)", ua.csv_bytes(grid_rows), file_name="xlviz-agreement.csv",
-                       mime="text/csv", icon=":material/download:", key="pr_dl_agr")
+    st.download_button("Download agreement grid (CSV)", lambda rows=grid_rows: ua.csv_bytes(rows), file_name="xlviz-agreement.csv",
+                       mime="text/csv", icon=":material/download:", key="pr_dl_agr", on_click="ignore")
 
     st.subheader("Pairs")
     keys = list(results)
@@ -281,8 +281,8 @@ if probe == AGREEMENT:
         "logp_bad": st.column_config.NumberColumn("log P(bad)", format="%.2f"),
         "preferred": "model preferred", "top_prediction": "top prediction at [MASK]"}, placeholder=NA)
     st.caption(f"{len(items)} pairs. A pair is right when the grammatical form is more probable at the masked position.")
-    st.download_button("Download these pairs (CSV)", ua.csv_bytes(items), file_name="xlviz-agreement-pairs.csv",
-                       mime="text/csv", icon=":material/download:", key="pr_dl_agr_items")
+    st.download_button("Download these pairs (CSV)", lambda items=items: ua.csv_bytes(items), file_name="xlviz-agreement-pairs.csv",
+                       mime="text/csv", icon=":material/download:", key="pr_dl_agr_items", on_click="ignore")
 
 # --- word in context -------------------------------------------------------------------------------------
 else:
@@ -339,8 +339,8 @@ else:
     grid = (df.pivot(index="model", columns="layer", values="accuracy") * 100).loc[list(dict.fromkeys(df["model"]))]
     grid.columns = [f"layer {c}" for c in grid.columns]
     st.dataframe(grid, key="pr_wic_grid", column_config={c: st.column_config.NumberColumn(c, format="%.1f") for c in grid.columns}, placeholder=NA)
-    st.download_button("Download word-in-context table (CSV)", ua.csv_bytes(rows), file_name="xlviz-wic.csv",
-                       mime="text/csv", icon=":material/download:", key="pr_dl_wic")
+    st.download_button("Download word-in-context table (CSV)", lambda rows=rows: ua.csv_bytes(rows), file_name="xlviz-wic.csv",
+                       mime="text/csv", icon=":material/download:", key="pr_dl_wic", on_click="ignore")
 
     st.subheader("Pairs")
     c1, c2, c3 = st.columns([3, 2, 2])
@@ -360,6 +360,6 @@ else:
     st.dataframe(pd.DataFrame(items), hide_index=True, key="pr_wic_items",
                  column_config={"cosine": st.column_config.NumberColumn("cosine", format="%.3f")}, placeholder=NA)
     st.caption(f"{len(items)} pairs at layer {layer}; predictions are held-out (cross-validation).")
-    st.download_button("Download these pairs (CSV)", ua.csv_bytes(items), file_name="xlviz-wic-pairs.csv",
-                       mime="text/csv", icon=":material/download:", key="pr_dl_wic_items")
+    st.download_button("Download these pairs (CSV)", lambda items=items: ua.csv_bytes(items), file_name="xlviz-wic-pairs.csv",
+                       mime="text/csv", icon=":material/download:", key="pr_dl_wic_items", on_click="ignore")
 write_url(URL_KEYS)

@@ -393,8 +393,8 @@ if runs:
                     st.info("Every row of these runs is degenerate: no chart.", icon=":material/info:")
                 else:
                     plotly(shared_figure(runs_view.compare_figure, long, system_colours(root)), key="runs_compare_fig")
-                st.download_button("Download results (CSV)", long.to_csv(index=False), file_name="xlviz-results.csv",
-                                   mime="text/csv", icon=":material/download:")
+                st.download_button("Download results (CSV)", lambda long=long: long.to_csv(index=False), file_name="xlviz-results.csv",
+                                   mime="text/csv", icon=":material/download:", key="runs_results_csv", on_click="ignore")
 else:
     st.info(runs_view.no_runs_message(root), icon=":material/info:")
 write_url(URL_KEYS)

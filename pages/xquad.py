@@ -350,6 +350,6 @@ if l2s:
 
 # --- export -----------------------------------------------------------------------------------
 if not rows.empty:
-    st.download_button("Download predictions and scores (CSV)", rows.to_csv(index=False).encode("utf-8"),
+    st.download_button("Download predictions and scores (CSV)", lambda rows=rows: rows.to_csv(index=False).encode("utf-8"),
                        file_name="xlviz-xquad-predictions.csv", mime="text/csv", icon=":material/download:",
-                       key="xq_download")
+                       key="xq_download", on_click="ignore")

@@ -21,7 +21,7 @@ from xlviz.analysis.encodings import CHUNK
 from xlviz.analysis.reports import ParallelData, RunInfo
 from xlviz.errors import XlvizError
 from xlviz.models.reference import ModelSpec
-from xlviz.ui.common import cached_digest, few_threads, file_stamp, load_cached
+from xlviz.ui.common import ARRAY_HASH, cached_digest, few_threads, file_stamp, load_cached
 
 
 # --------------------------------------------------------------------------- runs and presets
@@ -357,7 +357,7 @@ def sentence_and_word_vectors(spec: ModelSpec, texts: list[str], words: list[lis
     return np.concatenate(sent, axis=1), np.concatenate(word, axis=1)
 
 
-@st.cache_data(show_spinner=False, max_entries=128)
+@st.cache_data(show_spinner=False, max_entries=128, hash_funcs=ARRAY_HASH)
 def alignment_table(emb_a: np.ndarray, emb_b: np.ndarray, center: bool, train_fraction: float | None, seed: int = 0) -> list[dict]:
     from xlviz.analysis.reports import alignment_rows
 
@@ -375,7 +375,7 @@ def word_table(wa: np.ndarray, wb: np.ndarray, words_a: tuple, words_b: tuple, g
     return _word_table(wa, wb, key, center, words_a, words_b, gold)
 
 
-@st.cache_data(show_spinner=False, max_entries=64)
+@st.cache_data(show_spinner=False, max_entries=64, hash_funcs=ARRAY_HASH)
 def _word_table(wa: np.ndarray, wb: np.ndarray, key: str, center: bool, _words_a: tuple, _words_b: tuple,
                 _gold: tuple) -> list[dict]:
     from xlviz.analysis.reports import word_translation_rows
@@ -383,7 +383,7 @@ def _word_table(wa: np.ndarray, wb: np.ndarray, key: str, center: bool, _words_a
     return word_translation_rows(wa, wb, list(_words_a), list(_words_b), list(_gold), center=center)
 
 
-@st.cache_data(show_spinner=False, max_entries=32)
+@st.cache_data(show_spinner=False, max_entries=32, hash_funcs=ARRAY_HASH)
 def projection(points_a: np.ndarray, points_b: np.ndarray, labels_a: tuple, labels_b: tuple, lang_a: str, lang_b: str,
                pairs: tuple | None, method: str, seed: int = 0) -> list[dict]:
     from xlviz.analysis.reports import translation_projection
@@ -541,7 +541,7 @@ def _sense_vectors(path, tokenizer, floor, stamp, run_path: str, lang: str, n: i
     return pairs, U, V, y, kept
 
 
-@st.cache_data(show_spinner=False, max_entries=64)
+@st.cache_data(show_spinner=False, max_entries=64, hash_funcs=ARRAY_HASH)
 def _wic_numbers(U: np.ndarray, V: np.ndarray, y: np.ndarray, folds: int) -> tuple[dict, dict]:
     from xlviz.analysis.probing import contextual_similarity, wic_probe
 

@@ -149,6 +149,28 @@ FIGURES_KEY = "_xlviz_figures"  # title -> figure: the analyses drawn this sessi
 from xlviz.views.figures import tidy  # noqa: E402  (shared with the notebook API)
 
 
+def array_digest(a) -> str:
+    """An ``st.cache_data`` key for a numpy array (``hash_funcs=ARRAY_HASH``): a digest of all its
+    bytes. Streamlit's own hashes a random sample of 100,000 values of an array of 500,000 or
+    more (two arrays equal on the sample share a key) and drawing the sample took longer than
+    hashing every byte (the Alignment page hashed its layers' vectors for 0.1 s of each visit)."""
+    import hashlib
+
+    import numpy as np
+
+    a = np.ascontiguousarray(a)
+    return f"{a.shape}|{a.dtype.str}|" + hashlib.blake2b(a.view(np.uint8).reshape(-1) if a.size else b"", digest_size=20).hexdigest()
+
+
+def _array_hash() -> dict:
+    import numpy as np
+
+    return {np.ndarray: array_digest}
+
+
+ARRAY_HASH = _array_hash()
+
+
 @st.cache_resource(show_spinner=False, max_entries=64)
 def _shared_figure(name: str, digest: str, _build, _args: tuple, _kwargs: dict):
     return tidied(_build(*_args, **_kwargs))

@@ -24,7 +24,10 @@ other import wait for it meant replacing ``builtins.__import__``).
 from __future__ import annotations
 
 import gc
+import importlib
+import logging
 import os
+import pkgutil
 import sys
 import threading
 import time
@@ -50,6 +53,17 @@ def limit_threads() -> None:
         pass
 
 
+class _Drop(logging.Filter):
+    """Drop the records whose message starts with ``prefix``."""
+
+    def __init__(self, prefix: str):
+        super().__init__()
+        self.prefix = prefix
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not str(record.msg).startswith(self.prefix)
+
+
 def preload() -> float:
     """Import what every model view needs, as the pages import it; seconds taken."""
     start = time.perf_counter()
@@ -68,6 +82,27 @@ def preload() -> float:
     )
 
     import xlviz.models.loading  # noqa: F401 - the one loading path, with its own imports
+
+    # what every page imports (tables, figures, the views), so a first visit imports nothing and
+    # their modules are frozen below with the rest
+    import pandas  # noqa: F401
+    import plotly.graph_objects  # noqa: F401
+    import pyarrow  # noqa: F401
+
+    import xlviz.ui
+    import xlviz.views
+
+    # their ``st.cache_data`` functions, defined before Streamlit's runtime exists, say they will
+    # use an in-memory cache (they ask the runtime again when called): not a message for the user
+    quiet = logging.getLogger("streamlit.runtime.caching.cache_data_api")
+    no_runtime = _Drop("No runtime found")  # a filter: Streamlit resets its loggers' levels when it reads its config
+    quiet.addFilter(no_runtime)
+    try:
+        for package in (xlviz.views, xlviz.ui):
+            for info in pkgutil.iter_modules(package.__path__, package.__name__ + "."):
+                importlib.import_module(info.name)
+    finally:
+        quiet.removeFilter(no_runtime)
 
     # The stack leaves about a million objects for the garbage collector to walk at every full
     # collection, which Streamlit's allocations trigger during each page run: a page that does

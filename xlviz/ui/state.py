@@ -69,14 +69,19 @@ def url_state(page: str, keys: Iterable[str]) -> None:
 
 
 def write_url(keys: Iterable[str]) -> None:
-    """Put the current values of ``keys`` in the URL (call after the widgets)."""
+    """Put the current values of ``keys`` in the URL (call after the widgets). One message to the
+    browser for all of them: each change of ``st.query_params`` is sent on its own, and the
+    browser redraws the whole page for each (a first visit that sets ten keys one by one redrew
+    it ten times)."""
+    current = st.query_params.to_dict()
+    wanted = dict(current)
     for k in keys:
         if k in st.session_state and st.session_state[k] is not None:
-            text = _encode(st.session_state[k])
-            if st.query_params.get(k) != text:
-                st.query_params[k] = text
-        elif k in st.query_params:
-            del st.query_params[k]
+            wanted[k] = _encode(st.session_state[k])
+        else:
+            wanted.pop(k, None)
+    if wanted != current:
+        st.query_params.from_dict(wanted)
 
 
 def checked_int(key: str, lo: int, hi: int, default: int) -> str | None:
