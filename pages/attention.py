@@ -104,7 +104,7 @@ with guard("Could not read the pair", stop=True):
         if st.session_state.get("att_l2") not in l2s:  # a value from the URL, else the sidebar's second language
             st.session_state["att_l2"] = lang_b if lang_b in l2s else l2s[0]
         l2 = c2.selectbox("Target language", l2s, key="att_l2")
-        pairs = av.read_world_pairs(files[l2])
+        pairs = ua.world_pairs(files[l2])
         if not pairs:
             st.warning("This parallel file is empty.")
             st.stop()

@@ -118,6 +118,17 @@ def test_streamlit_config_turns_the_file_watcher_off():
     assert out.stdout.strip().splitlines()[-1] == "none", out.stderr[-500:]
 
 
+def test_streamlit_config_runs_pages_without_a_full_collection_or_magic():
+    """No ``gc.collect(2)`` after each page run (0.1 s held after the run's last message) and no
+    magic (a page is recompiled for it whenever the last tab closed): read by Streamlit itself."""
+    cfg = tomllib.loads((REPO / ".streamlit" / "config.toml").read_text())
+    assert cfg["runner"] == {"postScriptGC": False, "magicEnabled": False}
+    out = subprocess.run([sys.executable, "-c", "from streamlit import config; config.get_config_options(force_reparse=True);"
+                          "print(config.get_option('runner.postScriptGC'), config.get_option('runner.magicEnabled'))"],
+                         cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert out.stdout.strip().splitlines()[-1] == "False False", out.stderr[-500:]
+
+
 def test_xlviz_app_replaces_itself_with_streamlit(monkeypatch, tmp_path):
     from xlviz.commands import app as cmd
 
@@ -340,3 +351,90 @@ def test_the_launcher_imports_the_model_stack_before_streamlit_runs(monkeypatch)
     assert serve.main(["app.py", "--server.port", "8765"]) == 0
     assert seen["argv"] == ["streamlit", "run", "app.py", "--server.port", "8765"]
     assert seen["loaded"] == {"torch", "transformers", "xlviz.models.loading"} and seen["bert"]
+    # and every module a page imports from the package, so a first visit imports nothing
+    import pkgutil
+
+    import xlviz.ui
+    import xlviz.views
+
+    for package in (xlviz.ui, xlviz.views):
+        for info in pkgutil.iter_modules(package.__path__, package.__name__ + "."):
+            assert info.name in sys.modules, info.name
+
+
+# --- what a page visit reuses: exact keys, stamps of the checkpoints tree, one URL message -----
+
+def test_array_cache_key_reads_every_byte_and_a_read_only_array_is_hashed_once(monkeypatch):
+    """Streamlit's own key for an array of 500,000 values or more hashes a sample of 100,000:
+    two arrays differing in one value outside it would share a cached result."""
+    import hashlib
+
+    import numpy as np
+
+    from xlviz.ui import common
+
+    a = np.zeros((600, 1000), dtype=np.float32)
+    b = a.copy()
+    b[599, 999] = 1.0  # one value of 600,000
+    assert common.array_digest(a) != common.array_digest(b)
+    assert common.array_digest(a) == common.array_digest(a.copy())
+    assert common.array_digest(a) != common.array_digest(a.reshape(1000, 600))  # the shape is part of the key
+    assert common.array_digest(a[:, :2]) == common.array_digest(np.ascontiguousarray(a[:, :2]))
+    # read-only, with read-only buffers below it: hashed once per process
+    calls = []
+    real = hashlib.blake2b
+    monkeypatch.setattr(hashlib, "blake2b", lambda *x, **k: calls.append(1) or real(*x, **k))
+    base = np.arange(20.0)
+    view = base[5:15]
+    view.setflags(write=False)
+    common.array_digest(view), common.array_digest(view)
+    assert len(calls) == 2, "a view of a writable array may change: hashed each time"
+    base.setflags(write=False)
+    first = common.array_digest(view)
+    assert common.array_digest(view) == first and len(calls) == 3
+
+
+def test_tree_stamp_changes_with_what_the_model_list_reads(tmp_path):
+    from xlviz.ui.common import tree_stamp
+
+    run = tmp_path / "run"
+    (run / "s1_pretrain").mkdir(parents=True)
+    (run / "manifest.json").write_text('{"artefacts": []}')
+    first = tree_stamp(tmp_path)
+    assert tree_stamp(tmp_path) == first
+    (run / "manifest.json").write_text('{"artefacts": [1]}')  # rewritten in place: the folder's time may not move
+    second = tree_stamp(tmp_path)
+    assert second != first
+    (run / "s1_pretrain").rmdir()  # a stage folder deleted by hand
+    assert tree_stamp(tmp_path) != second
+    deep = tmp_path / "a" / "b" / "c" / "d" / "e" / "f"
+    deep.mkdir(parents=True)
+    before = tree_stamp(tmp_path)
+    (deep / "x.json").write_text("{}")  # below the depth looked at
+    assert tree_stamp(tmp_path) == before
+
+
+def test_write_url_sends_one_message_for_all_its_keys(monkeypatch):
+    from streamlit.runtime.state.query_params import QueryParams
+    from streamlit.testing.v1 import AppTest
+
+    sent = []
+    real = QueryParams._send_query_param_msg
+    monkeypatch.setattr(QueryParams, "_send_query_param_msg", lambda self: sent.append(1) or real(self))
+
+    def script():
+        import streamlit as st
+
+        from xlviz.ui.state import write_url
+
+        st.session_state.update(a="x", b=[1, 2], c=3, d=None)
+        write_url(("a", "b", "c", "d", "gone"))
+        write_url(("a", "b", "c"))  # nothing changed: no message
+
+    at = AppTest.from_function(script)
+    at.query_params["gone"] = "old"
+    at.query_params["other"] = "kept"
+    at.run()
+    assert not at.exception
+    assert len(sent) == 1
+    assert dict(at.query_params) == {"a": "x", "b": "[1, 2]", "c": "3", "other": "kept"}

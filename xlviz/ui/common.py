@@ -140,6 +140,37 @@ def file_stamp(path: str | os.PathLike) -> str:
         return str(p)
 
 
+def tree_stamp(root: str | os.PathLike, depth: int = 5) -> tuple:
+    """What a change under ``root`` changes: every folder down to ``depth`` levels with its
+    modification time (a file or folder added, removed or renamed into it: atomic writes) and
+    every JSON file there with its time and size (one rewritten in place). A key for what is
+    read from a checkpoints tree (the sidebar's model list), costing stats instead of reading
+    each run's manifest, configs and folders again at every page visit."""
+    out: list = []
+
+    def walk(folder: str, level: int) -> None:
+        try:
+            entries = list(os.scandir(folder))
+            out.append((folder, os.stat(folder).st_mtime_ns))
+        except OSError:
+            return
+        for e in entries:
+            try:
+                if e.is_symlink():
+                    continue
+                if e.is_dir():
+                    if level < depth:
+                        walk(e.path, level + 1)
+                elif e.name.endswith(".json"):
+                    st_ = e.stat()
+                    out.append((e.path, st_.st_mtime_ns, st_.st_size))
+            except OSError:
+                continue
+
+    walk(os.fspath(root), 1)
+    return tuple(out)
+
+
 NA = "n/a"  # what a missing number reads in every table (st.dataframe's placeholder): never "None"
 
 
@@ -149,17 +180,34 @@ FIGURES_KEY = "_xlviz_figures"  # title -> figure: the analyses drawn this sessi
 from xlviz.views.figures import tidy  # noqa: E402  (shared with the notebook API)
 
 
+_DIGESTS: dict[int, tuple] = {}  # id(array) -> (weak reference, digest) of read-only arrays
+
+
 def array_digest(a) -> str:
     """An ``st.cache_data`` key for a numpy array (``hash_funcs=ARRAY_HASH``): a digest of all its
     bytes. Streamlit's own hashes a random sample of 100,000 values of an array of 500,000 or
-    more (two arrays equal on the sample share a key) and drawing the sample took longer than
-    hashing every byte (the Alignment page hashed its layers' vectors for 0.1 s of each visit)."""
+    more (two arrays equal on the sample share a key), and drawing the sample took as long as
+    hashing every byte. A read-only array (a run's stored encodings, shared by every session:
+    tens of MB that each visit of the Alignment page hashed again, 0.2 s) is hashed once per
+    process: numpy refuses writes into it, so its bytes stay those that were hashed."""
     import hashlib
+    import weakref
 
     import numpy as np
 
-    a = np.ascontiguousarray(a)
-    return f"{a.shape}|{a.dtype.str}|" + hashlib.blake2b(a.view(np.uint8).reshape(-1) if a.size else b"", digest_size=20).hexdigest()
+    memo, b = True, a
+    while memo and isinstance(b, np.ndarray):  # read-only, and so is every array it views
+        memo, b = not b.flags.writeable, b.base
+    if memo:
+        hit = _DIGESTS.get(id(a))
+        if hit is not None and hit[0]() is a:
+            return hit[1]
+    c = np.ascontiguousarray(a)
+    digest = f"{c.shape}|{c.dtype.str}|" + hashlib.blake2b(c.view(np.uint8).reshape(-1) if c.size else b"", digest_size=20).hexdigest()
+    if memo:
+        key = id(a)
+        _DIGESTS[key] = (weakref.ref(a, lambda _ref, key=key: _DIGESTS.pop(key, None)), digest)
+    return digest
 
 
 def _array_hash() -> dict:
