@@ -8,6 +8,7 @@ data file and cached.
 
 import math
 
+import numpy as np
 import streamlit as st
 
 from xlviz.errors import XlvizError
@@ -165,8 +166,11 @@ rows = qa.prediction_rows(examples, predictions, ids, articles=articles, mlqa=ml
 # (the CSV), its cells read "degenerate", and no average, interval or test uses them (runs_view.live)
 degenerate_of = {m.name: runs_view.export_degenerate(m.run, m.system) for m in models}
 if not rows.empty:
-    rows["verdict"] = [runs_view.DEGENERATE if lang in degenerate_of.get(model, {}) else "ok"
-                       for model, lang in zip(rows["model"], rows["language"])]
+    verdict = np.full(len(rows), "ok", dtype=object)  # by (model, language) mask, not row by row (a fifth of the page's run)
+    for model, langs_ in degenerate_of.items():
+        for lang in langs_:
+            verdict[((rows["model"] == model) & (rows["language"] == lang)).to_numpy()] = runs_view.DEGENERATE
+    rows["verdict"] = list(verdict)
 results = runs_view.live(rows)
 names = [m.name for m in models]
 # a run's system keeps its app-wide colour (Runs page, analysis pages); other picks and a second
@@ -209,6 +213,7 @@ if not rows.empty:
     for name in names:
         groups.setdefault(setting_of[name][0], []).append(name)
     order = [*SETTINGS, None]
+    scored = set(rows["model"].unique())
     for gi, setting in enumerate(sorted(groups, key=order.index)):
         members = groups[setting]
         # every table says its setting, also when all picked models share one
@@ -226,7 +231,7 @@ if not rows.empty:
             matrix = score_matrix_ci(results, metric, members, langs)
             if matrix.empty and not any(degenerate_of.get(n) for n in members):
                 continue
-            matrix = matrix.reindex(index=[n for n in members if n in set(rows["model"])], columns=langs + ["avg"])
+            matrix = matrix.reindex(index=[n for n in members if n in scored], columns=langs + ["avg"])
             # a run export whose row depends on a degenerate stage: no result, shown as "degenerate"
             matrix = runs_view.with_degenerate(matrix, [(n, c) for n in matrix.index for c in [*langs, "avg"]
                                                         if c in matrix.columns and degenerate_of.get(n)

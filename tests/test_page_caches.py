@@ -127,7 +127,10 @@ def test_finished_agreement_is_recomputed_when_the_data_or_model_changes(monkeyp
     assert len(calls) == 2  # two chunks of 64
     again = ua.agreement(spec, "world:sov", None, 100, "word")
     assert len(calls) == 2 and again == first
-    again["items"].clear()  # a caller's copy: the next one is whole
+    assert again is not first and again["items"] is first["items"]  # shared, not copied per lookup
+    with pytest.raises(AttributeError):
+        again["items"].clear()  # ... and not to be emptied by a caller: the next one is whole
+    again.pop("accuracy")  # the top level is the caller's own
     assert len(ua.agreement(spec, "world:sov", None, 100, "word")["items"]) == 70
     stamp["data"] = "d2"  # the data file changed
     changed = ua.agreement(spec, "world:sov", None, 100, "word")

@@ -483,8 +483,8 @@ def stored_agreement(spec: ModelSpec, data: str, run_path: str | None, max_per_c
 @st.cache_resource(show_spinner=False)
 def _finished() -> dict:
     """Whole results of the chunked computations below, by every input of their chunks (the
-    model's files through :meth:`ModelSpec.stamp`, the data file's state, the settings); each
-    caller gets its own deep copy, as from ``st.cache_data``. Why: a page probing
+    model's files through :meth:`ModelSpec.stamp`, the data file's state, the settings), stored
+    as a deep copy of what was computed and handed out shared (:func:`_finished_get`). Why: a page probing
     thirteen models looked up ~170 cached chunks a render, and Streamlit's hashing of each
     call's arguments took 1.2 s of the Probing page's warm 2.5 s. Copies, not pickles: the
     project never unpickles."""
@@ -495,10 +495,11 @@ _FINISHED_MAX = 512
 
 
 def _finished_get(key: tuple):
-    import copy
-
+    """The stored result: its own top-level dict (the caller pops ``_chunks``), the rest shared by
+    every session, so read-only (the Probing page filters and tabulates it; it never writes into
+    it). A deep copy per lookup took a quarter of a Probing visit (13 rows, thousands of pairs)."""
     got = _finished().get(key)
-    return None if got is None else copy.deepcopy(got)
+    return None if got is None else dict(got)
 
 
 def _finished_put(key: tuple, value) -> None:
@@ -507,7 +508,17 @@ def _finished_put(key: tuple, value) -> None:
     done = _finished()
     if len(done) >= _FINISHED_MAX:
         done.clear()
-    done[key] = copy.deepcopy(value)
+    value = copy.deepcopy(value)
+    if isinstance(value.get("items"), list):  # shared from now on (:func:`_finished_get`): not to be emptied
+        value["items"] = tuple(value["items"])
+    done[key] = value
+
+
+def _finished_result(key: tuple) -> dict:
+    """What was just put under ``key``, as every later lookup returns it."""
+    got = _finished_get(key)
+    got.pop("_chunks")
+    return got
 
 
 def agreement(spec: ModelSpec, data: str, run_path: str | None, max_per_category: int | None, unit: str,
@@ -531,7 +542,7 @@ def agreement(spec: ModelSpec, data: str, run_path: str | None, max_per_category
         if progress and chunks:
             progress.step(f"{text} (stored)", chunks)
         _finished_put(key, {**stored, "_chunks": chunks})
-        return stored
+        return _finished_result(key)
     load(spec, "mlm")
     _, pairs = agreement_pairs(data, run_path, max_per_category, dstamp)
     items: list[dict] = []
@@ -541,7 +552,7 @@ def agreement(spec: ModelSpec, data: str, run_path: str | None, max_per_category
             progress.step(text)
     result = result_of(items, unit)
     _finished_put(key, {**result, "_chunks": n_chunks(len(pairs))})
-    return result
+    return _finished_result(key)
 
 
 @st.cache_data(show_spinner=False, max_entries=64)
