@@ -210,13 +210,7 @@ def array_digest(a) -> str:
     return digest
 
 
-def _array_hash() -> dict:
-    import numpy as np
-
-    return {np.ndarray: array_digest}
-
-
-ARRAY_HASH = _array_hash()
+ARRAY_HASH = {"numpy.ndarray": array_digest}  # Streamlit's hash_funcs take a type's full name
 
 
 @st.cache_resource(show_spinner=False, max_entries=64)

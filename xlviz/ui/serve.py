@@ -53,17 +53,6 @@ def limit_threads() -> None:
         pass
 
 
-class _Drop(logging.Filter):
-    """Drop the records whose message starts with ``prefix``."""
-
-    def __init__(self, prefix: str):
-        super().__init__()
-        self.prefix = prefix
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        return not str(record.msg).startswith(self.prefix)
-
-
 def preload() -> float:
     """Import what every model view needs, as the pages import it; seconds taken."""
     start = time.perf_counter()
@@ -95,7 +84,10 @@ def preload() -> float:
     # their ``st.cache_data`` functions, defined before Streamlit's runtime exists, say they will
     # use an in-memory cache (they ask the runtime again when called): not a message for the user
     quiet = logging.getLogger("streamlit.runtime.caching.cache_data_api")
-    no_runtime = _Drop("No runtime found")  # a filter: Streamlit resets its loggers' levels when it reads its config
+
+    def no_runtime(record: logging.LogRecord) -> bool:  # a filter: Streamlit resets its loggers' levels when it reads its config
+        return not str(record.msg).startswith("No runtime found")
+
     quiet.addFilter(no_runtime)
     try:
         for package in (xlviz.views, xlviz.ui):
