@@ -317,22 +317,26 @@ else:
     from xlviz.analysis.attention import aligned_attention_share, cross_attention_share
 
     res = inputs[0][1]
-    c1, c2 = st.columns(2)
-    with c1, guard("Could not compute the cross-sentence share"):
+    notes = []
+    with guard("Could not compute the cross-sentence share"):
         shares["other_sentence"] = cross_attention_share(res, hide_special=hide)
-        plotly(shared_figure(av.share_heatmap, shares["other_sentence"], "share of attention to the other sentence"), key="att_share_cross")
-        st.caption(f"Mean over layers and heads: {np.nanmean(shares['other_sentence']):.2f}. VECO (Luo et al. 2021, "
-                   "Fig. 1) finds this small in multilingual encoders: attention mostly stays inside each language.")
-    with c2:
-        if pair.alignment and pair.words_a:
-            with guard("Could not compute the aligned-word share"):
-                shares["aligned_word"] = aligned_attention_share(res, pair.alignment, hide_special=hide)
-                plotly(shared_figure(av.share_heatmap, shares["aligned_word"], "share of attention to the aligned word"), key="att_share_aligned")
-                st.caption(f"{len(pair.alignment)} gold word alignments; mean share "
-                           f"{np.nanmean(shares['aligned_word']):.2f}.")
-        else:
-            st.caption("The share of attention to the aligned word needs a gold word alignment: pick a pair "
-                       "from a generated world.")
+        notes.append(f"Other sentence: mean over layers and heads {np.nanmean(shares['other_sentence']):.2f}. VECO (Luo "
+                     "et al. 2021, Fig. 1) finds this small in multilingual encoders: attention mostly stays inside "
+                     "each language.")
+    if pair.alignment and pair.words_a:
+        with guard("Could not compute the aligned-word share"):
+            shares["aligned_word"] = aligned_attention_share(res, pair.alignment, hide_special=hide)
+            notes.append(f"Aligned word: {len(pair.alignment)} gold word alignments; mean share "
+                         f"{np.nanmean(shares['aligned_word']):.2f}.")
+    else:
+        notes.append("The share of attention to the aligned word needs a gold word alignment: pick a pair from a "
+                     "generated world.")
+    titles = {"other_sentence": "share of attention to the other sentence", "aligned_word": "share of attention to the aligned word"}
+    if shares:
+        # both matrices in one figure (one draw in the browser), each with its own colour scale
+        plotly(shared_figure(av.share_heatmaps, [(share, titles[name]) for name, share in shares.items()]), key="att_shares")
+    for note in notes:
+        st.caption(note)
 
 # --- the model's own cross-attention --------------------------------------------------------------
 own = None

@@ -164,20 +164,48 @@ def test_model_view_thumbnails_are_labelled_and_clickable():
     fig = overview(attn, [1, 3], [0, 1, 2], segment=[-1, 0, 0, 1, -1], selected=(3, 2))
     labels = [a.text for a in fig.layout.annotations]
     assert labels == ["L1 H0", "L1 H1", "L1 H2", "L3 H0", "L3 H1", "L3 H2"]  # rows = layers, columns = heads
-    targets = [t for t in fig.data if t.type == "scatter"]
-    assert [list(t.customdata[0]) for t in targets] == [[1, 0], [1, 1], [1, 2], [3, 0], [3, 1], [3, 2]]
-    # each label sits over its own thumbnail: the annotation's x is inside its target's x-axis domain
-    for label, t in zip(fig.layout.annotations, targets):
-        domain = fig.layout[t.xaxis.replace("x", "xaxis")].domain
-        assert domain[0] <= label.x <= domain[1]
+    # one heatmap and one trace of click targets on one pair of axes, however many heads
+    assert [t.type for t in fig.data] == ["heatmap", "scatter"]
+    heat, targets = fig.data
+    assert [list(c) for c in targets.customdata] == [[1, 0], [1, 1], [1, 2], [3, 0], [3, 1], [3, 2]]
+    z = np.asarray(heat.z, dtype=float)
+    for tile, x, y, label in zip(heat.meta["tiles"], targets.x, targets.y, fig.layout.annotations):
+        x0, y0 = tile["x0"], tile["y0"]
+        # each thumbnail is its head's map, with blanks (NaN) between thumbnails
+        np.testing.assert_array_equal(z[y0:y0 + 5, x0:x0 + 5], attn[[1, 3].index(tile["layer"]), tile["head"]])
+        # its click target at its centre, its label above it, in its own columns
+        assert (x, y) == (x0 + 2, y0 + 2) and x0 <= label.x <= x0 + 4 and label.y < y0
+    assert np.isnan(z).sum() == z.size - 6 * 25
     outlined = [s for s in fig.layout.shapes if s.type == "rect"]
-    assert len(outlined) == 1 and outlined[0].xref == f"{targets[5].xaxis} domain"
+    assert len(outlined) == 1 and outlined[0].x0 < targets.x[5] < outlined[0].x1 and outlined[0].y0 < targets.y[5] < outlined[0].y1
     assert len([s for s in overview(attn, [1, 3], [0, 1, 2], selected=(1, None)).layout.shapes if s.type == "rect"]) == 3
+    # the figure's CSV: each head's map under its label, not the blanks between them
+    from xlviz.views.export import figure_frame
+
+    frame = figure_frame(fig)
+    cells = frame[frame.trace == "L3 H1"]
+    assert len(cells) == 25 and frame[frame.trace.str.startswith("L")].z.notna().all()
+    np.testing.assert_array_equal(cells.z.to_numpy().reshape(5, 5), attn[1, 1])
     # Streamlit's selection points -> the clicked layer and head
     assert clicked_head([{"curve_number": 3, "customdata": [3, 1]}], range(4), range(3)) == (3, 1)
     assert clicked_head([{"customdata": [9, 1]}], range(4), range(3)) is None  # no such layer
     assert clicked_head([{"x": 1}, {"customdata": "junk"}], range(4), range(3)) is None
     assert clicked_head(None, range(4), range(3)) is None
+
+
+def test_share_heatmaps_one_figure_each_its_own_scale():
+    from xlviz.views.attention import share_heatmaps
+
+    cross, aligned = np.array([[0.1, 0.5], [0.2, 0.3]]), np.array([[0.01, 0.02], [0.04, 0.03]])
+    fig = share_heatmaps([(cross, "to the other sentence"), (aligned, "to the aligned <b>word</b>")])
+    a, b = fig.data
+    assert (a.zmax, b.zmax) == (0.5, 0.04)  # each panel its own colour scale
+    assert [t.text for t in fig.layout.annotations] == ["to the other sentence", "to the aligned &lt;b&gt;word&lt;/b&gt;"]
+    assert a.text[0][1] == "0.50" and b.text[1][0] == "0.04"  # the values written in the cells
+    # each colour bar right of its own panel, left of the next one
+    assert fig.layout.xaxis.domain[1] < a.colorbar.x < fig.layout.xaxis2.domain[0] < fig.layout.xaxis2.domain[1] < b.colorbar.x
+    one = share_heatmaps([(cross, "to the other sentence")])
+    assert len(one.data) == 1 and one.layout.title.text == "to the other sentence"
 
 
 def test_neuron_figure_draws_the_numbers():
@@ -214,7 +242,7 @@ def test_views_model_view_is_labelled(tiny_bert):
 
     fig = xv.model_view(str(tiny_bert), "the cat sat on the mat", "die katze sitzt")
     assert [a.text for a in fig.layout.annotations] == [f"L{l} H{h}" for l in range(3) for h in range(2)]
-    assert sorted(tuple(t.customdata[0]) for t in fig.data if t.type == "scatter") == [(l, h) for l in range(3) for h in range(2)]
+    assert sorted(tuple(c) for t in fig.data if t.type == "scatter" for c in t.customdata) == [(l, h) for l in range(3) for h in range(2)]
 
 
 def test_views_neuron_view_weights_are_the_models(tiny_bert):
@@ -235,6 +263,15 @@ def test_views_neuron_view_weights_are_the_models(tiny_bert):
 
 # ---------------------------------------------------------------- the Attention page (AppTest)
 
+def _outlined(spec: dict, rect: dict) -> list[int]:
+    """The [layer, head] of the click target inside an outline of the model view's figure spec."""
+    targets = next(d for d in spec["data"] if d["type"] == "scatter")
+    inside = [c for x, y, c in zip(targets["x"], targets["y"], targets["customdata"])
+              if rect["x0"] < x < rect["x1"] and rect["y0"] < y < rect["y1"]]
+    assert len(inside) == 1, inside
+    return inside[0]
+
+
 def test_attention_page_model_view_and_neuron_view(fake_root, monkeypatch):
     """The model view's figure carries L·H labels and click targets; picking a head shows the
     neuron view; the layer, head and query token go to the URL."""
@@ -252,7 +289,7 @@ def test_attention_page_model_view_and_neuron_view(fake_root, monkeypatch):
     spec = json.loads(charts["att_ov_A + B"].proto.spec)
     labels = [a["text"] for a in spec["layout"]["annotations"]]
     assert labels[:4] == ["L0 H0", "L0 H1", "L1 H0", "L1 H1"], labels  # the fixture's 2 layers × 2 heads
-    assert [d["customdata"] for d in spec["data"] if d["type"] == "scatter"][:2] == [[[0, 0]], [[0, 1]]]
+    assert [d["customdata"] for d in spec["data"] if d["type"] == "scatter"][0][:2] == [[0, 0], [0, 1]]
     assert charts["att_ov_A + B"].proto.selection_mode  # clickable: the page listens to its selection
 
     at.selectbox(key="att_layer").set_value(0).run()
@@ -271,7 +308,7 @@ def test_attention_page_model_view_and_neuron_view(fake_root, monkeypatch):
     # the outline follows the open head
     spec = json.loads({e.key: e for e in at.get("plotly_chart")}["att_ov_A + B"].proto.spec)
     rects = [s for s in spec["layout"].get("shapes", []) if s.get("type") == "rect"]
-    assert len(rects) == 1 and rects[0]["xref"] == "x2 domain"
+    assert len(rects) == 1 and _outlined(spec, rects[0]) == [0, 1]
 
 
 @pytest.fixture(scope="module")
@@ -306,7 +343,7 @@ def test_attention_page_neuron_view_from_a_bookmark_and_per_input(fake_root, mon
     # the outline is on L1 H0 in both inputs' model views
     for name in ("A (en)", "B (sov)"):
         spec = json.loads(charts[f"att_ov_{name}"].proto.spec)
-        assert [s["xref"] for s in spec["layout"]["shapes"] if s.get("type") == "rect"] == ["x3 domain"]
+        assert [_outlined(spec, s) for s in spec["layout"]["shapes"] if s.get("type") == "rect"] == [[1, 0]]
     at.selectbox(key="att_nv_input").set_value("A (en)").run()
     assert not at.exception and not at.error, _texts(at.error)
     title = json.loads({e.key: e for e in at.get("plotly_chart")}["att_neuron"].proto.spec)["layout"]["title"]["text"]

@@ -257,57 +257,64 @@ def overview(attn: np.ndarray, layers: list[int], heads: list[int], max_tokens: 
 
     ``attn`` is the slice [len(layers), len(heads), T, T]; maps longer than ``max_tokens`` are
     average-pooled, which keeps the patterns (diagonal, [SEP] columns, cross-sentence blocks).
-    Each thumbnail carries one invisible click target (a scatter point at its centre whose
-    ``customdata`` is ``[layer, head]``, found anywhere over the thumbnail: heatmaps give no
-    selection events in Streamlit); ``selected`` = (layer, head or None for all heads) outlines
-    the head(s) the page shows in detail.
+    The thumbnails are tiles of one heatmap on one pair of axes, blank (NaN) between them: the
+    browser draws one trace and one pair of axes however many heads there are (a grid of
+    subplots, two traces and two axes per head, took 2x the time for 4 × 4 heads and 5x for
+    12 × 12). One scatter trace holds a click target per thumbnail, at its centre, whose
+    ``customdata`` is ``[layer, head]``; with ``hoverdistance=-1`` the nearest centre, the
+    thumbnail under the pointer, answers anywhere (heatmaps give no selection events in
+    Streamlit). ``selected`` = (layer, head or None for all heads) outlines the head(s) the page
+    shows in detail. The heatmap's ``meta["tiles"]`` says where each thumbnail lies, so its CSV
+    lists each head's pooled map (:func:`xlviz.views.export.figure_frame`).
     """
-    from plotly.subplots import make_subplots
     import plotly.graph_objects as go
 
     nl, nh = len(layers), len(heads)
     cell = 110 if nh > 6 else 150
-    height = min(1400, 40 + cell * nl)
-    fig = make_subplots(rows=nl, cols=nh, horizontal_spacing=0.012, vertical_spacing=min(0.3, 22 / height) if nl > 1 else 0,
-                        subplot_titles=[head_label(l, h) for l in layers for h in heads])
+    height = min(1400, 20 + cell * nl)
     T = attn.shape[-1] if attn.size else 0
     n = min(T, max_tokens)
-    # one colour scale for every thumbnail, with its colorbar: cells compare across heads
-    top = float(np.nanmax(attn)) if attn.size and np.isfinite(attn).any() else 1.0
-    # traces and shapes are built as plain lists and added at once: plotly's add_vline/add_hline
-    # per thumbnail re-scan every subplot (most of the Attention page's rerun with 48 heads)
-    traces, rows, cols, shapes = [], [], [], []
-    centre = (n - 1) / 2 if n else 0.0
+    # a gap of about 22 px above each row holds its labels; a few pixels between columns
+    row_px = (height - 20) / max(nl, 1)
+    gap_y = max(1, int(np.ceil(n * 22 / max(row_px - 22, 22)))) if n else 1
+    gap_x = max(1, round(n * 0.05))
+    step_x, step_y = n + gap_x, n + gap_y
+    z = np.full((nl * step_y, max(nh * step_x - gap_x, 1)), np.nan)
+    tiles, centres, labels, shapes = [], [], [], []
     cuts = [b * n / T - 0.5 if T else b - 0.5 for b in _boundaries(segment or [])]  # A | B, pooled coordinates
+    line = dict(color="#D55E00", width=1)
     for i in range(nl):
         for j in range(nh):
-            traces.append(go.Heatmap(z=_pool(attn[i, j], max_tokens), coloraxis="coloraxis", hoverinfo="skip"))
-            traces.append(go.Scatter(x=[centre], y=[centre], mode="markers", showlegend=False,
-                                     marker=dict(size=1, opacity=0), customdata=[[layers[i], heads[j]]],
-                                     hovertemplate=f"{head_label(layers[i], heads[j])}: click to open it in "
-                                                   "“One layer and head”<extra></extra>"))
-            rows += [i + 1, i + 1]
-            cols += [j + 1, j + 1]
-            k = i * nh + j + 1
-            x, y = ("x", "y") if k == 1 else (f"x{k}", f"y{k}")  # make_subplots' axis names, row by row
-            line = dict(color="#D55E00", width=1)
+            x0, y0 = j * step_x, i * step_y + gap_y  # the thumbnail's first column and row
+            z[y0:y0 + n, x0:x0 + n] = _pool(attn[i, j], max_tokens)
+            tiles.append({"name": head_label(layers[i], heads[j]), "layer": layers[i], "head": heads[j], "x0": x0, "y0": y0})
+            centres.append((x0 + (n - 1) / 2, y0 + (n - 1) / 2))
+            labels.append(dict(x=x0 + (n - 1) / 2, y=y0 - 0.5, text=head_label(layers[i], heads[j]), showarrow=False,
+                               yanchor="bottom", font=dict(size=11)))
             for pos in cuts:
-                shapes.append(dict(type="line", xref=x, yref=f"{y} domain", x0=pos, x1=pos, y0=0, y1=1, line=line))
-                shapes.append(dict(type="line", xref=f"{x} domain", yref=y, x0=0, x1=1, y0=pos, y1=pos, line=line))
+                shapes.append(dict(type="line", x0=x0 + pos, x1=x0 + pos, y0=y0 - 0.5, y1=y0 + n - 0.5, line=line))
+                shapes.append(dict(type="line", x0=x0 - 0.5, x1=x0 + n - 0.5, y0=y0 + pos, y1=y0 + pos, line=line))
             if selected is not None and layers[i] == selected[0] and selected[1] in (None, heads[j]):
-                shapes.append(dict(type="rect", xref=f"{x} domain", yref=f"{y} domain", x0=-0.02, x1=1.02, y0=-0.02,
-                                   y1=1.02, line=dict(color="#D55E00", width=3)))
-    if traces:
-        fig.add_traces(traces, rows=rows, cols=cols)
-    if shapes:
-        fig.update_layout(shapes=shapes)
-    fig.update_xaxes(showticklabels=False, ticks="", showgrid=False, zeroline=False, range=[-0.5, n - 0.5] if n else None,
-                     fixedrange=True)
-    fig.update_yaxes(showticklabels=False, ticks="", showgrid=False, zeroline=False, autorange="reversed", fixedrange=True)
-    fig.update_layout(height=height, margin=dict(l=10, r=30, t=40, b=10), hovermode="closest", hoverdistance=-1,
-                      dragmode=False, clickmode="event+select",
+                pad = max(0.3, n * 0.02)
+                shapes.append(dict(type="rect", x0=x0 - 0.5 - pad, x1=x0 + n - 0.5 + pad, y0=y0 - 0.5 - pad,
+                                   y1=y0 + n - 0.5 + pad, line=dict(color="#D55E00", width=3)))
+    # one colour scale for every thumbnail, with its colorbar: cells compare across heads
+    top = float(np.nanmax(attn)) if attn.size and np.isfinite(attn).any() else 1.0
+    fig = go.Figure([
+        go.Heatmap(z=z, coloraxis="coloraxis", hoverinfo="skip", name="pooled attention",
+                   meta={"tiles": tiles, "size": n}),
+        go.Scatter(x=[c[0] for c in centres], y=[c[1] for c in centres], mode="markers", showlegend=False,
+                   name="click targets", marker=dict(size=1, opacity=0),
+                   customdata=[[t["layer"], t["head"]] for t in tiles], text=[t["name"] for t in tiles],
+                   hovertemplate="%{text}: click to open it in “One layer and head”<extra></extra>"),
+    ])
+    fig.update_xaxes(visible=False, showgrid=False, zeroline=False, fixedrange=True,
+                     range=[-0.5 - gap_x / 2, nh * step_x - gap_x - 0.5 + gap_x / 2])
+    fig.update_yaxes(visible=False, showgrid=False, zeroline=False, fixedrange=True,
+                     range=[nl * step_y - 0.5 + gap_y / 4, -0.5])  # reversed: layer 0 at the top
+    fig.update_layout(height=height, margin=dict(l=10, r=30, t=10, b=10), hovermode="closest", hoverdistance=-1,
+                      dragmode=False, clickmode="event+select", annotations=labels, shapes=shapes,
                       coloraxis=dict(colorscale="Blues", cmin=0, cmax=top, colorbar=dict(thickness=10, title="weight")))
-    fig.for_each_annotation(lambda a: a.update(font=dict(size=11)))
     return fig
 
 
@@ -393,20 +400,52 @@ def neuron_figure(n, title: str | None = None):
     return fig
 
 
-def share_heatmap(share: np.ndarray, title: str, zmax: float | None = None):
-    """A layer × head matrix of shares (0..1), values written in the cells."""
+def _share_trace(share: np.ndarray, zmax: float | None = None, **colorbar):
+    """One layer × head matrix of shares (0..1) as a heatmap, values written in the cells."""
     import plotly.graph_objects as go
 
     L, H = share.shape
     text = [[f"{v:.2f}" if np.isfinite(v) else "" for v in row] for row in share]
-    fig = go.Figure(go.Heatmap(z=share, x=[f"h{h}" for h in range(H)], y=[f"L{l}" for l in range(L)], colorscale="Viridis",
-                               zmin=0, zmax=zmax if zmax is not None else float(np.nanmax(share)) if np.isfinite(share).any() else 1,
-                               text=text, texttemplate="%{text}" if L * H <= 200 else None,
-                               hovertemplate="layer %{y}, head %{x}: %{z:.3f}<extra></extra>", colorbar=dict(thickness=10)))
+    top = zmax if zmax is not None else float(np.nanmax(share)) if np.isfinite(share).any() else 1
+    return go.Heatmap(z=share, x=[f"h{h}" for h in range(H)], y=[f"L{l}" for l in range(L)], colorscale="Viridis",
+                      zmin=0, zmax=top, text=text, texttemplate="%{text}" if L * H <= 200 else None,
+                      hovertemplate="layer %{y}, head %{x}: %{z:.3f}<extra></extra>", colorbar=dict(thickness=10, **colorbar))
+
+
+def share_heatmap(share: np.ndarray, title: str, zmax: float | None = None):
+    """A layer × head matrix of shares (0..1), values written in the cells."""
+    import plotly.graph_objects as go
+
+    L, _ = share.shape
+    fig = go.Figure(_share_trace(share, zmax))
     fig.update_yaxes(autorange="reversed", title="layer")
     fig.update_xaxes(title="head", side="bottom")
     fig.update_layout(title=dict(text=html.escape(title), x=0.5, font=dict(size=13)), height=max(280, 40 + 32 * L),
                       margin=dict(l=10, r=10, t=40, b=10))
+    return fig
+
+
+def share_heatmaps(panels: Sequence[tuple[np.ndarray, str]]):
+    """Layer × head share matrices side by side in one figure, each with its own colour scale and
+    title (the Attention page's other-sentence and aligned-word shares). One figure, not one per
+    matrix: a browser takes about as long to draw a figure of two heatmaps as one of one (0.3 s
+    against 0.24 s on two cores), so a second figure would cost 0.2 s of every visit."""
+    from plotly.subplots import make_subplots
+
+    if len(panels) == 1:
+        return share_heatmap(*panels[0])
+    k = len(panels)
+    gap = 0.14
+    fig = make_subplots(rows=1, cols=k, horizontal_spacing=gap, subplot_titles=[html.escape(t) for _, t in panels])
+    width = (1 - gap * (k - 1)) / k
+    for j, (share, _) in enumerate(panels):
+        right = j * (width + gap) + width  # the panel's right edge: its colour bar beside it
+        fig.add_trace(_share_trace(share, x=right + 0.01, xanchor="left"), row=1, col=j + 1)
+    L = max(share.shape[0] for share, _ in panels)
+    fig.update_yaxes(autorange="reversed", title="layer")
+    fig.update_xaxes(title="head", side="bottom")
+    fig.update_layout(height=max(280, 40 + 32 * L), margin=dict(l=10, r=10, t=40, b=10))
+    fig.for_each_annotation(lambda a: a.update(font=dict(size=13)))
     return fig
 
 

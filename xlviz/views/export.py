@@ -13,6 +13,7 @@ import os
 import shutil
 from pathlib import Path
 
+import numpy as np
 import pandas as pd
 
 from xlviz.errors import XlvizError
@@ -52,6 +53,13 @@ def figure_frame(fig) -> pd.DataFrame:
     for i, t in enumerate(fig.data):
         name = t.name if t.name else f"trace {i}"
         z = getattr(t, "z", None)
+        tiles = t.meta.get("tiles") if z is not None and isinstance(t.meta, dict) else None
+        if tiles:  # one heatmap tiled from several maps (the model view): each map's cells under its name
+            size, z = int(t.meta.get("size", 0)), np.asarray(z, dtype=float)
+            for tile in tiles:
+                block = z[tile["y0"]:tile["y0"] + size, tile["x0"]:tile["x0"] + size]
+                rows += [{"trace": tile["name"], "x": c, "y": r, "z": float(v)} for (r, c), v in np.ndenumerate(block)]
+            continue
         if z is not None:
             xs = list(t.x) if getattr(t, "x", None) is not None else list(range(len(z[0]) if len(z) else 0))
             ys = list(t.y) if getattr(t, "y", None) is not None else list(range(len(z)))
