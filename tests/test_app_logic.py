@@ -438,3 +438,76 @@ def test_write_url_sends_one_message_for_all_its_keys(monkeypatch):
     assert not at.exception
     assert len(sent) == 1
     assert dict(at.query_params) == {"a": "x", "b": "[1, 2]", "c": "3", "other": "kept"}
+
+
+# --- the server's root named in each page ------------------------------------------------------------
+
+def test_base_url_script_is_injected_after_head_and_escaped():
+    from xlviz.ui.base_url import inject, script
+
+    page = b"<!DOCTYPE html><html><head><meta charset='UTF-8'/><script src='x.js'></script></head></html>"
+    out = inject(page, "")
+    assert out.startswith(b"<!DOCTYPE html><html><head><script>window.__streamlit=")
+    assert b'BACKEND_BASE_URL:location.origin+"/"' in out and out.endswith(page[len(b"<!DOCTYPE html><html><head>"):])
+    assert b'location.origin+"/lab"' in script("/lab/")
+    assert b"</script><script>" not in script("</script><script>alert(1)")  # a config value stays a string
+    assert inject(b"<html>no head</html>", "") == b"<html>no head</html>"
+
+
+def test_base_url_middleware_changes_only_html_pages():
+    import asyncio
+
+    from xlviz.ui.base_url import BackendBaseUrl
+
+    def app_sending(content_type: bytes, body: bytes, chunks: int = 1, encoding: bytes | None = None):
+        async def app(scope, receive, send):
+            headers = [(b"content-type", content_type), (b"content-length", str(len(body)).encode()), (b"etag", b'"f"')]
+            if encoding:
+                headers.append((b"content-encoding", encoding))
+            await send({"type": "http.response.start", "status": 200, "headers": headers})
+            step = max(1, len(body) // chunks)
+            parts = [body[i:i + step] for i in range(0, len(body), step)]
+            for i, part in enumerate(parts):
+                await send({"type": "http.response.body", "body": part, "more_body": i < len(parts) - 1})
+        return app
+
+    def call(app, method="GET"):
+        sent = []
+
+        async def send(message):
+            sent.append(message)
+
+        asyncio.run(BackendBaseUrl(app)({"type": "http", "method": method, "path": "/attention"}, None, send))
+        headers = dict(sent[0]["headers"])
+        return headers, b"".join(m.get("body", b"") for m in sent[1:])
+
+    page = b"<html><head><title>t</title></head><body></body></html>"
+    headers, body = call(app_sending(b"text/html; charset=utf-8", page, chunks=3))
+    assert b"BACKEND_BASE_URL" in body and body.endswith(b"<title>t</title></head><body></body></html>")
+    assert headers[b"content-length"] == str(len(body)).encode() and b"etag" not in headers
+    js = b"console.log('<head>')"
+    assert call(app_sending(b"application/javascript", js)) == ({b"content-type": b"application/javascript",
+                                                                 b"content-length": str(len(js)).encode(), b"etag": b'"f"'}, js)
+    _, zipped = call(app_sending(b"text/html", b"\x1f\x8b<head>", encoding=b"gzip"))
+    assert zipped == b"\x1f\x8b<head>"  # an encoded body is never touched
+    _, posted = call(app_sending(b"text/html", page), method="POST")
+    assert posted == page
+
+
+def test_base_url_installed_innermost_and_read_by_streamlits_browser_code(monkeypatch):
+    """xlviz app adds the middleware last (it sees the HTML before gzip); Streamlit's browser code
+    (pinned) still takes the server's root from ``window.__streamlit.BACKEND_BASE_URL``."""
+    from pathlib import Path
+
+    import streamlit
+    from streamlit.web.server.starlette import starlette_app
+
+    from xlviz.ui import base_url
+
+    monkeypatch.setattr(starlette_app, "create_streamlit_middleware", starlette_app.create_streamlit_middleware)
+    base_url.install()
+    base_url.install()  # once only
+    stack = starlette_app.create_streamlit_middleware()
+    assert [m.cls for m in stack].count(base_url.BackendBaseUrl) == 1 and stack[-1].cls is base_url.BackendBaseUrl
+    bundle = next((Path(streamlit.__file__).parent / "static" / "static" / "js").glob("index.*.js")).read_text()
+    assert "window.__streamlit" in bundle and "BACKEND_BASE_URL" in bundle

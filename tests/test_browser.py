@@ -143,6 +143,9 @@ def assert_no_exception(page) -> None:
 
 def test_every_page_renders_and_the_sidebar_choice_follows(server, page):
     url, _ = server
+    # the server's root is named in the page (xlviz.ui.base_url): no page probes /<page>/_stcore/health first
+    probes = []
+    page.on("request", lambda r: probes.append(r.url) if "/_stcore/" in r.url and not r.url.startswith(f"{url}/_stcore/") else None)
     # a page first (a bookmark right after the server started): it too gets the app's navigation,
     # not the pages folder's file names ("app", "alignment", ...)
     for name, path in (("runs", "runs"), ("home", ""), ("xquad", "xquad"), ("attention", "attention"),
@@ -153,6 +156,7 @@ def test_every_page_renders_and_the_sidebar_choice_follows(server, page):
         nav = [t.strip().splitlines()[-1] for t in page.get_by_test_id("stSidebarNavLink").all_inner_texts()]  # icon name, title
         assert nav == ["Home", "Runs", "Sweeps", "XQuAD", "Attention", "Alignment", "Probing"], nav
         shot(page, f"page-{name}")
+    assert probes == [], probes
     # navigate through the sidebar: the picked models stay
     page.goto(url)
     wait_idle(page)

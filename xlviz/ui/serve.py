@@ -113,6 +113,9 @@ def main(argv: list[str] | None = None) -> int:
     print(f"xlviz app: model stack imported in {took:.1f} s", file=sys.stderr, flush=True)
     from streamlit.web import cli
 
+    from xlviz.ui.base_url import install
+
+    install()  # each page's HTML names the server's root: no failed probe of /<page>/_stcore/health
     sys.argv = ["streamlit", "run", *args]
     cli.main(prog_name="streamlit")  # Streamlit's own command line in this process (as ``python -m streamlit``)
     return 0
