@@ -4,8 +4,9 @@ XQuAD page's Renderings and Patching expanders and the Attention page's Renderin
     python bench/bench_views_browser.py --checkpoints DIR --run NAME [--l2 sov] [--repeat 2] [--shots DIR]
 
 A view's time runs from the click that opens it (or moves it to the next question) until its
-last element rendered, as ``bench_pages_browser.py`` decides that moment: ``--quiet-s`` seconds
-with no "running" indicator and no change in the number of elements in the main area. Each
+last element drawn, as ``bench_pages_browser.py`` decides that moment: ``--quiet-s`` seconds
+with no "running" indicator, no change in the number of elements in the main area, no element
+still a placeholder and every Plotly chart drawn. Each
 round starts a fresh server (``xlviz app``'s launcher) and a new browser profile, then:
 
 - **cold**: the view opened for the first time on that server (its models read from disk);
@@ -31,7 +32,7 @@ import urllib.parse
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_pages_browser import BASELINE, BUSY, CHROMIUM_ARGS, CONTEXT, ELEMENTS, Server  # noqa: E402
+from bench_pages_browser import BASELINE, BUSY, CHROMIUM_ARGS, CONTEXT, DRAWING, ELEMENTS, Server  # noqa: E402
 
 
 STALE = '[data-stale="true"]'  # elements Streamlit greys out while a rerun has not redrawn them
@@ -39,12 +40,13 @@ STALE = '[data-stale="true"]'  # elements Streamlit greys out while a rerun has 
 
 def settle(page, start: float, quiet_s: float, timeout_s: float = 300, started_s: float = 10) -> float:
     """Seconds from ``start`` until the page stopped changing (no running indicator, no element
-    greyed out as stale, the same number of elements for ``quiet_s`` seconds). After a click the
+    greyed out as stale or still a placeholder, every Plotly chart drawn, the same number of
+    elements for ``quiet_s`` seconds). After a click the
     rerun it starts may take a moment to show: the quiet period counts only once it has shown
     (or after ``started_s``)."""
     last, seen, shown = time.perf_counter(), -1, False
     while time.perf_counter() - start < timeout_s:
-        busy = page.locator(BUSY).count() > 0 or page.locator(STALE).count() > 0
+        busy = page.locator(BUSY).count() > 0 or page.locator(STALE).count() > 0 or page.evaluate(DRAWING)
         shown = shown or busy or (seen >= 0 and page.evaluate(ELEMENTS) != seen)
         if not shown and time.perf_counter() - start < started_s:
             seen = page.evaluate(ELEMENTS)
