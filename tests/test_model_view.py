@@ -193,6 +193,31 @@ def test_model_view_thumbnails_are_labelled_and_clickable():
     assert clicked_head(None, range(4), range(3)) is None
 
 
+def test_cross_overview_tiles_each_heads_map():
+    from xlviz.views.attention import cross_overview
+    from xlviz.views.export import figure_frame
+
+    rng = np.random.default_rng(2)
+    maps = rng.random((3, 2, 4, 6))  # layers, heads, A's tokens, B's tokens
+
+    class Cross:  # the part of a cross-attention result the figure reads
+        n_heads = 2
+
+        def slice(self, layer, head, hide_special):
+            return maps[layer, head], [], []
+
+    fig = cross_overview(Cross(), [0, 2])
+    assert [t.type for t in fig.data] == ["heatmap"]
+    assert [a.text for a in fig.layout.annotations] == ["L0 H0", "L0 H1", "L2 H0", "L2 H1"]
+    z = np.asarray(fig.data[0].z, dtype=float)
+    for tile in fig.data[0].meta["tiles"]:
+        np.testing.assert_array_equal(z[tile["y0"]:tile["y0"] + 4, tile["x0"]:tile["x0"] + 6], maps[tile["layer"], tile["head"]])
+    assert np.isnan(z).sum() == z.size - 4 * 24  # blank between the tiles
+    frame = figure_frame(fig)
+    np.testing.assert_array_equal(frame[frame.trace == "L2 H1"].z.to_numpy().reshape(4, 6), maps[2, 1])
+    assert fig.layout.coloraxis.cmax == maps[[0, 2]].max()
+
+
 def test_share_heatmaps_one_figure_each_its_own_scale():
     from xlviz.views.attention import share_heatmaps
 

@@ -250,6 +250,40 @@ def head_label(layer: int, head: int) -> str:
     return f"L{layer} H{head}"
 
 
+@dataclass
+class Tiles:
+    """Where thumbnails of ``rows`` × ``cols`` maps of ``h`` × ``w`` cells lie in one array: tile
+    (i, j) starts at row ``i * (h + gap_y) + gap_y`` and column ``j * (w + gap_x)``, with blank
+    (NaN) cells between tiles and a band of ``gap_y`` rows above each row of tiles for its labels."""
+
+    rows: int
+    cols: int
+    h: int
+    w: int
+    gap_x: int
+    gap_y: int
+
+    @classmethod
+    def fit(cls, rows: int, cols: int, h: int, w: int, height_px: float, label_px: float = 22) -> "Tiles":
+        """Gaps for a figure ``height_px`` tall: about ``label_px`` above each row, a few pixels between columns."""
+        row_px = max(height_px, 1) / max(rows, 1)
+        gap_y = max(1, int(np.ceil(h * label_px / max(row_px - label_px, label_px)))) if h else 1
+        return cls(rows, cols, h, w, max(1, round(w * 0.05)), gap_y)
+
+    def origin(self, i: int, j: int) -> tuple[int, int]:
+        """The first column and row of tile (i, j)."""
+        return j * (self.w + self.gap_x), i * (self.h + self.gap_y) + self.gap_y
+
+    def canvas(self) -> np.ndarray:
+        return np.full((self.rows * (self.h + self.gap_y), max(self.cols * (self.w + self.gap_x) - self.gap_x, 1)), np.nan)
+
+    def ranges(self) -> tuple[list[float], list[float]]:
+        """The x and y axis ranges (y reversed: the first row at the top)."""
+        width = self.cols * (self.w + self.gap_x) - self.gap_x
+        return ([-0.5 - self.gap_x / 2, width - 0.5 + self.gap_x / 2],
+                [self.rows * (self.h + self.gap_y) - 0.5 + self.gap_y / 4, -0.5])
+
+
 def overview(attn: np.ndarray, layers: list[int], heads: list[int], max_tokens: int = OVERVIEW_MAX_TOKENS,
              segment: list[int] | None = None, selected: tuple[int, int | None] | None = None):
     """The model view (as bertviz's): one thumbnail per selected layer (rows) × head (columns),
@@ -274,18 +308,14 @@ def overview(attn: np.ndarray, layers: list[int], heads: list[int], max_tokens: 
     height = min(1400, 20 + cell * nl)
     T = attn.shape[-1] if attn.size else 0
     n = min(T, max_tokens)
-    # a gap of about 22 px above each row holds its labels; a few pixels between columns
-    row_px = (height - 20) / max(nl, 1)
-    gap_y = max(1, int(np.ceil(n * 22 / max(row_px - 22, 22)))) if n else 1
-    gap_x = max(1, round(n * 0.05))
-    step_x, step_y = n + gap_x, n + gap_y
-    z = np.full((nl * step_y, max(nh * step_x - gap_x, 1)), np.nan)
+    grid = Tiles.fit(nl, nh, n, n, height - 20)  # about 22 px above each row for its labels
+    z = grid.canvas()
     tiles, centres, labels, shapes = [], [], [], []
     cuts = [b * n / T - 0.5 if T else b - 0.5 for b in _boundaries(segment or [])]  # A | B, pooled coordinates
     line = dict(color="#D55E00", width=1)
     for i in range(nl):
         for j in range(nh):
-            x0, y0 = j * step_x, i * step_y + gap_y  # the thumbnail's first column and row
+            x0, y0 = grid.origin(i, j)  # the thumbnail's first column and row
             z[y0:y0 + n, x0:x0 + n] = _pool(attn[i, j], max_tokens)
             tiles.append({"name": head_label(layers[i], heads[j]), "layer": layers[i], "head": heads[j], "x0": x0, "y0": y0})
             centres.append((x0 + (n - 1) / 2, y0 + (n - 1) / 2))
@@ -308,12 +338,12 @@ def overview(attn: np.ndarray, layers: list[int], heads: list[int], max_tokens: 
                    customdata=[[t["layer"], t["head"]] for t in tiles], text=[t["name"] for t in tiles],
                    hovertemplate="%{text}: click to open it in “One layer and head”<extra></extra>"),
     ])
-    fig.update_xaxes(visible=False, showgrid=False, zeroline=False, fixedrange=True,
-                     range=[-0.5 - gap_x / 2, nh * step_x - gap_x - 0.5 + gap_x / 2])
-    fig.update_yaxes(visible=False, showgrid=False, zeroline=False, fixedrange=True,
-                     range=[nl * step_y - 0.5 + gap_y / 4, -0.5])  # reversed: layer 0 at the top
+    x_range, y_range = grid.ranges()
+    fig.update_xaxes(visible=False, showgrid=False, zeroline=False, fixedrange=True, range=x_range)
+    fig.update_yaxes(visible=False, showgrid=False, zeroline=False, fixedrange=True, range=y_range)  # layer 0 at the top
     fig.update_layout(height=height, margin=dict(l=10, r=30, t=10, b=10), hovermode="closest", hoverdistance=-1,
                       dragmode=False, clickmode="event+select", annotations=labels, shapes=shapes,
+                      plot_bgcolor="rgba(0,0,0,0)",  # the blanks between tiles show the page, in any template
                       coloraxis=dict(colorscale="Blues", cmin=0, cmax=top, colorbar=dict(thickness=10, title="weight")))
     return fig
 
@@ -539,24 +569,33 @@ def cross_heatmap(attn: np.ndarray, tokens_a: list[str], tokens_b: list[str], ti
 
 def cross_overview(result, layers: list[int], hide_special: bool = True):
     """Small multiples of the cross-attention: one thumbnail per layer (rows) × head (columns),
-    one colour scale."""
-    from plotly.subplots import make_subplots
+    labelled ``"L3 H2"``, one colour scale. Tiles of one heatmap on one pair of axes, as
+    :func:`overview` (a browser draws one trace, not two axes per head); its CSV lists each
+    head's map under its label."""
     import plotly.graph_objects as go
 
     heads = list(range(result.n_heads))
     maps = [[result.slice(l, h, hide_special)[0] for h in heads] for l in layers]
-    top = max((float(m.max()) for row in maps for m in row if m.size), default=1.0)
-    fig = make_subplots(rows=len(layers), cols=len(heads), horizontal_spacing=0.01, vertical_spacing=0.02,
-                        column_titles=[f"head {h}" for h in heads], row_titles=[f"layer {l}" for l in layers])
+    ta, tb = (maps[0][0].shape if layers and heads else (0, 0))
+    height = min(1400, 20 + 130 * len(layers))
+    grid = Tiles.fit(len(layers), len(heads), ta, tb, height - 20)
+    z = grid.canvas()
+    tiles, labels = [], []
     for i, l in enumerate(layers):
         for j, h in enumerate(heads):
-            fig.add_trace(go.Heatmap(z=maps[i][j], coloraxis="coloraxis",
-                                     hovertemplate=f"layer {l} head {h}: %{{z:.3f}}<extra></extra>"), row=i + 1, col=j + 1)
-    fig.update_xaxes(showticklabels=False)
-    fig.update_yaxes(showticklabels=False, autorange="reversed")
-    fig.update_layout(height=min(1400, 40 + 130 * len(layers)), margin=dict(l=10, r=30, t=40, b=10),
+            x0, y0 = grid.origin(i, j)
+            z[y0:y0 + ta, x0:x0 + tb] = maps[i][j]
+            tiles.append({"name": head_label(l, h), "layer": l, "head": h, "x0": x0, "y0": y0})
+            labels.append(dict(x=x0 + (tb - 1) / 2, y=y0 - 0.5, text=head_label(l, h), showarrow=False, yanchor="bottom",
+                               font=dict(size=10)))
+    top = max((float(m.max()) for row in maps for m in row if m.size), default=1.0)
+    fig = go.Figure(go.Heatmap(z=z, coloraxis="coloraxis", name="cross-attention", hoverinfo="skip",
+                               meta={"tiles": tiles, "size": [ta, tb]}))
+    x_range, y_range = grid.ranges()
+    fig.update_xaxes(visible=False, showgrid=False, zeroline=False, range=x_range)
+    fig.update_yaxes(visible=False, showgrid=False, zeroline=False, range=y_range)  # layer at the top first
+    fig.update_layout(height=height, margin=dict(l=10, r=30, t=10, b=10), annotations=labels, plot_bgcolor="rgba(0,0,0,0)",
                       coloraxis=dict(colorscale="Oranges", cmin=0, cmax=top, colorbar=dict(thickness=10, title="weight")))
-    fig.for_each_annotation(lambda a: a.update(font=dict(size=10)))
     return fig
 
 
