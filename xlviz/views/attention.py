@@ -589,8 +589,8 @@ def cross_overview(result, layers: list[int], hide_special: bool = True):
             labels.append(dict(x=x0 + (tb - 1) / 2, y=y0 - 0.5, text=head_label(l, h), showarrow=False, yanchor="bottom",
                                font=dict(size=10)))
     top = max((float(m.max()) for row in maps for m in row if m.size), default=1.0)
-    fig = go.Figure(go.Heatmap(z=z, coloraxis="coloraxis", name="cross-attention", hoverinfo="skip",
-                               meta={"tiles": tiles, "size": [ta, tb]}))
+    fig = go.Figure(go.Heatmap(z=z, coloraxis="coloraxis", name="cross-attention", hoverongaps=False,
+                               hovertemplate="weight %{z:.3f}<extra></extra>", meta={"tiles": tiles, "size": [ta, tb]}))
     x_range, y_range = grid.ranges()
     fig.update_xaxes(visible=False, showgrid=False, zeroline=False, range=x_range)
     fig.update_yaxes(visible=False, showgrid=False, zeroline=False, range=y_range)  # layer at the top first
