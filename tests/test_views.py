@@ -97,7 +97,11 @@ def test_views_figures_from_a_run(tiny_run):
     mv = xv.model_view(enc, "the cat")
     n_layers = json.loads((enc / "config.json").read_text())["num_hidden_layers"]
     n_heads = json.loads((enc / "config.json").read_text())["num_attention_heads"]
-    assert len([t for t in mv.data if t.type == "heatmap"]) == n_layers * n_heads  # every layer × head
+    # every layer × head: a tile of the one heatmap and a click target each
+    tiles = [t for t in mv.data if t.type == "heatmap"][0].meta["tiles"]
+    assert sorted((t["layer"], t["head"]) for t in tiles) == [(l, h) for l in range(n_layers) for h in range(n_heads)]
+    assert sorted(tuple(c) for t in mv.data if t.type == "scatter" for c in t.customdata) == sorted(
+        (t["layer"], t["head"]) for t in tiles)
     ret = xv.retrieval(tiny_run, L2, systems=["monotrans", "floor"])
     assert sorted({t.name.split(",")[0] for t in ret.data}) == ["run · floor", "run · monotrans"]
     assert all(len(t.y) == n_layers + 1 for t in ret.data)  # embeddings + every layer
