@@ -30,11 +30,16 @@ from bench_pages_browser import BASELINE, CHROMIUM_ARGS, CONTEXT, Server  # noqa
 IMPORT = "async (us) => { const t0 = performance.now(); await Promise.all(us.map(u => import(u))); return performance.now() - t0; }"
 
 
-def chunk(prefix: str) -> str:
-    """The file name of one of Streamlit's bundles (its name carries a content hash)."""
+def js_dir() -> Path:
+    """Where Streamlit keeps its browser code."""
     import streamlit
 
-    js = Path(streamlit.__file__).parent / "static" / "static" / "js"
+    return Path(streamlit.__file__).parent / "static" / "static" / "js"
+
+
+def chunk(prefix: str) -> str:
+    """The file name of one of Streamlit's bundles (its name carries a content hash)."""
+    js = js_dir()
     found = sorted(js.glob(f"{prefix}.*.js"))
     if not found:
         raise SystemExit(f"no {prefix}.*.js in {js}: Streamlit's bundle layout changed")
@@ -77,9 +82,7 @@ def main() -> int:
     print(f"\nload average (1 min): {load0:.2f} before, {os.getloadavg()[0]:.2f} after ({os.cpu_count()} CPUs); "
           f"median of {args.repeat}, a new tab each, the scripts in the browser's HTTP cache after round 1\n")
     print(f"{'element code':<30}{'files':<60}{'size (MB)':>10}{'load and run (s)':>18}")
-    import streamlit
-
-    js = Path(streamlit.__file__).parent / "static" / "static" / "js"
+    js = js_dir()
     for name, files in chunks.items():
         size = sum((js / f).stat().st_size for f in files) / 1e6
         print(f"{name:<30}{' + '.join(files):<60}{size:>10.1f}{statistics.median(times[name]):>18.2f}")

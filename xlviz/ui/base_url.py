@@ -47,7 +47,7 @@ class BackendBaseUrl:
         self.base_url_path = base_url_path
 
     async def __call__(self, scope, receive, send):
-        if scope["type"] != "http" or scope.get("method") not in ("GET", "HEAD"):
+        if scope["type"] != "http" or scope.get("method") != "GET":  # HEAD has no body to change
             await self.app(scope, receive, send)
             return
         start: dict | None = None
@@ -58,8 +58,7 @@ class BackendBaseUrl:
             if message["type"] == "http.response.start":
                 headers = dict(message.get("headers") or [])
                 html = headers.get(b"content-type", b"").startswith(b"text/html") and not headers.get(b"content-encoding")
-                if not html or message.get("status") != 200 or scope.get("method") != "GET":
-                    start = None
+                if not html or message.get("status") != 200:
                     await send(message)
                     return
                 start = message  # held until the whole page is read

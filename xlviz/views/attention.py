@@ -332,7 +332,7 @@ def overview(attn: np.ndarray, layers: list[int], heads: list[int], max_tokens: 
     top = float(np.nanmax(attn)) if attn.size and np.isfinite(attn).any() else 1.0
     fig = go.Figure([
         go.Heatmap(z=z, coloraxis="coloraxis", hoverinfo="skip", name="pooled attention",
-                   meta={"tiles": tiles, "size": n}),
+                   meta={"tiles": tiles, "size": [n, n]}),
         go.Scatter(x=[c[0] for c in centres], y=[c[1] for c in centres], mode="markers", showlegend=False,
                    name="click targets", marker=dict(size=1, opacity=0),
                    customdata=[[t["layer"], t["head"]] for t in tiles], text=[t["name"] for t in tiles],
@@ -465,11 +465,9 @@ def share_heatmaps(panels: Sequence[tuple[np.ndarray, str]]):
     if len(panels) == 1:
         return share_heatmap(*panels[0])
     k = len(panels)
-    gap = 0.14
-    fig = make_subplots(rows=1, cols=k, horizontal_spacing=gap, subplot_titles=[html.escape(t) for _, t in panels])
-    width = (1 - gap * (k - 1)) / k
+    fig = make_subplots(rows=1, cols=k, horizontal_spacing=0.14, subplot_titles=[html.escape(t) for _, t in panels])
     for j, (share, _) in enumerate(panels):
-        right = j * (width + gap) + width  # the panel's right edge: its colour bar beside it
+        right = fig.get_subplot(1, j + 1).xaxis.domain[1]  # the panel's right edge: its colour bar beside it
         fig.add_trace(_share_trace(share, x=right + 0.01, xanchor="left"), row=1, col=j + 1)
     L = max(share.shape[0] for share, _ in panels)
     fig.update_yaxes(autorange="reversed", title="layer")

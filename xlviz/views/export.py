@@ -55,8 +55,7 @@ def figure_frame(fig) -> pd.DataFrame:
         z = getattr(t, "z", None)
         tiles = t.meta.get("tiles") if z is not None and isinstance(t.meta, dict) else None
         if tiles:  # one heatmap tiled from several maps (the model view): each map's cells under its name
-            size, z = t.meta.get("size", 0), np.asarray(z, dtype=float)
-            h, w = (int(size[0]), int(size[1])) if isinstance(size, (list, tuple)) else (int(size), int(size))
+            (h, w), z = t.meta["size"], np.asarray(z, dtype=float)  # each tile's rows and columns
             for tile in tiles:
                 block = z[tile["y0"]:tile["y0"] + h, tile["x0"]:tile["x0"] + w]
                 rows += [{"trace": tile["name"], "x": c, "y": r, "z": float(v)} for (r, c), v in np.ndenumerate(block)]
