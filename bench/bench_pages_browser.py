@@ -49,9 +49,10 @@ REPO = Path(__file__).resolve().parents[1]
 PAGES = ["home", "runs", "xquad", "attention", "alignment", "probing"]
 BUSY = '[data-testid="stStatusWidget"], [data-testid="stSpinner"]'
 ELEMENTS = "() => document.querySelectorAll('[data-testid=stMain] [data-testid=stElementContainer]').length"
-# an element not drawn yet: a placeholder while its code loads, or a Plotly chart without its SVG
+# an element not drawn yet: a placeholder while its code loads, or a chart (Plotly, Vega-Lite) not drawn
 DRAWING = ("() => { const m = document.querySelector('[data-testid=stMain]'); if (!m) return true;"
            " if (m.querySelector('[data-testid=stSkeleton]')) return true;"
+           " if (Array.from(m.querySelectorAll('[data-testid=stVegaLiteChart]')).some(c => !c.querySelector('canvas, svg'))) return true;"
            " return Array.from(m.querySelectorAll('[data-testid=stPlotlyChart]')).some(c => !c.querySelector('.main-svg')); }")
 CHROMIUM_ARGS = ["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run"]
 CONTEXT = {"viewport": {"width": 1500, "height": 1000}}

@@ -248,9 +248,6 @@ for s in systems:
         table = ua.alignment_table(ea, eb, bool(center), None)
         if words_on:
             vec.update(wa=wa, wb=wb)
-            wt = ua.word_table(wa, wb, tuple(w for x in data.src_words for w in x), tuple(w for x in data.tgt_words for w in x),
-                               tuple(data.dictionary), bool(center))
-            table = [{**r, **{k: v for k, v in w.items() if k != "layer"}} for r, w in zip(table, wt)]
         vectors[s.name] = vec
         rows += [{"system": s.name, "lang_a": data.lang_a, "lang_b": data.lang_b, **r} for r in table]
 progress.close()
@@ -290,10 +287,27 @@ with guard("Could not check the tokenizers"):
 colours = label_colours([s.name for s in systems], system_colours())
 ab, ba = vf.direction_labels(data.lang_a, data.lang_b)
 long_ret = vf.retrieval_long(rows, data.lang_a, data.lang_b)
-# Only the open tab is drawn (switching tabs reruns the script): a chart costs the browser a few tenths
-# of a second, the largest share of this page once its vectors are stored (docs/results.md, "How fast
-# do the pages open?"). The open tab is part of the view's URL.
-TABS = ["Retrieval", "CKA"] + (["Word translation"] if words_on else []) + ["Table"]
+
+
+def with_words(rows: list[dict]) -> list[dict]:
+    """``rows`` with each system's word translation accuracy per layer, computed here rather than
+    with the vectors: only a tab that shows it asks (it took a first visit about a second)."""
+    if not words_on:
+        return rows
+    words: dict[tuple[str, int], dict] = {}
+    for name, vec in vectors.items():
+        with guard(f"Could not compute word translation for {name}"):
+            wt = ua.word_table(vec["wa"], vec["wb"], tuple(w for x in data.src_words for w in x),
+                               tuple(w for x in data.tgt_words for w in x), tuple(data.dictionary), bool(center))
+            words.update({(name, w["layer"]): {k: v for k, v in w.items() if k != "layer"} for w in wt})
+    return [{**r, **words.get((r["system"], r["layer"]), {})} for r in rows]
+
+
+# Only the open tab is drawn and computed (switching tabs reruns the script): a chart costs the browser a
+# few tenths of a second, the largest share of this page once its vectors are stored, and word translation
+# and the post-hoc map cost a first visit seconds (docs/results.md, "How fast do the pages open?"). The
+# open tab is part of the view's URL.
+TABS = ["Retrieval", "CKA"] + (["Word translation"] if words_on else []) + ["Post-hoc map", "Table"]
 if st.session_state.get("al_tab") not in TABS:
     st.session_state.pop("al_tab", None)
 tabs = dict(zip(TABS, st.tabs(TABS, key="al_tab", on_change="rerun")))
@@ -314,19 +328,45 @@ if tabs["CKA"].open:
         st.caption("1 = the same representation up to rotation and scale; computed on the paired sentences.")
 if words_on and tabs["Word translation"].open:
     with tabs["Word translation"]:
+        word_rows = with_words(rows)
         long_wt = [{"system": r["system"], "layer": r["layer"], "direction": d, "accuracy": r[k]}
-                   for r in rows for d, k in ((ab, "word_translation_a_to_b"), (ba, "word_translation_b_to_a"))
+                   for r in word_rows for d, k in ((ab, "word_translation_a_to_b"), (ba, "word_translation_b_to_a"))
                    if r.get(k) is not None]
         plotly(shared_figure(ua.layer_lines, long_wt, "accuracy", "Word translation accuracy against the gold dictionary",
                               dash="direction", y_label="accuracy (%)", colours=colours), key="al_fig_words")
-        n_words = next((r.get("n_words") for r in rows if r.get("n_words")), None)
+        n_words = next((r.get("n_words") for r in word_rows if r.get("n_words")), None)
         st.caption(f"Contextual vectors of each word averaged per word type; {n_words} source word types with a gold "
                    "translation among the target words.")
+if tabs["Post-hoc map"].open:
+    with tabs["Post-hoc map"]:
+        st.caption("Post-hoc alignment, Wu et al. (2020): fit an orthogonal (Procrustes) map from language A's vectors to language B's on part of "
+                   "the pairs, then retrieve the held-out rest before and after applying it. A big gain means the languages "
+                   "share structure that is only rotated apart.")
+        c1, _ = st.columns([2, 3])
+        frac = c1.slider("Share of pairs to fit the map on", 0.1, 0.9, 0.5, 0.05, key="al_train_frac")
+        post = []
+        for s in systems:
+            vec = vectors.get(s.name)
+            if vec is None or vec["a"].shape[2] != vec["b"].shape[2]:
+                continue
+            with guard(f"Could not fit the map for {s.name}"):
+                for r in ua.alignment_table(vec["a"], vec["b"], bool(center), float(frac)):
+                    post.append({"system": s.name, "layer": r["layer"], "when": "before map", "retrieval": r["retrieval_before"],
+                                 "n_test": r["n_test"]})
+                    post.append({"system": s.name, "layer": r["layer"], "when": "after map", "retrieval": r["retrieval_after"],
+                                 "n_test": r["n_test"]})
+        if post:
+            plotly(shared_figure(ua.layer_lines, post, "retrieval", f"Held-out retrieval {ab}, before and after the orthogonal map",
+                                  dash="when", y_label="accuracy (%)", colours=colours), key="al_fig_posthoc")
+            st.caption(f"Map fitted on {round(len(data) * frac)} pairs, retrieval on the other {post[0]['n_test']}.")
+            st.download_button("Download post-hoc alignment (CSV)", lambda post=post: ua.csv_bytes(post), file_name="xlviz-posthoc-alignment.csv",
+                               mime="text/csv", icon=":material/download:", key="al_dl_post", on_click="ignore")
 if tabs["Table"].open:
     with tabs["Table"]:
-        df = pd.DataFrame(rows)
+        table_rows = with_words(rows)
+        df = pd.DataFrame(table_rows)
         st.dataframe(df, hide_index=True, key="al_table", placeholder=NA, column_config=number_config(df, ALIGNMENT_RULES))
-        st.download_button("Download alignment table (CSV)", lambda rows=rows: ua.csv_bytes(rows), file_name="xlviz-alignment.csv",
+        st.download_button("Download alignment table (CSV)", lambda rows=table_rows: ua.csv_bytes(rows), file_name="xlviz-alignment.csv",
                            mime="text/csv", icon=":material/download:", key="al_dl", on_click="ignore")
 
 # --- projection -----------------------------------------------------------------------------------------
@@ -480,28 +520,3 @@ if pj_on:
                 st.caption(f"The translation of {md_text(r['system'])} · {md_text(r['language'])} #{r['index']} ranks "
                            f"{rank[0]} of {rank[1]} (cosine {rank[2]:.3f}).")
 write_url(URL_KEYS)
-
-# --- post-hoc alignment ------------------------------------------------------------------------------------
-st.subheader("Post-hoc alignment (orthogonal map)")
-st.caption("Wu et al. (2020): fit an orthogonal (Procrustes) map from language A's vectors to language B's on part of "
-           "the pairs, then retrieve the held-out rest before and after applying it. A big gain means the languages "
-           "share structure that is only rotated apart.")
-c1, _ = st.columns([2, 3])
-frac = c1.slider("Share of pairs to fit the map on", 0.1, 0.9, 0.5, 0.05, key="al_train_frac")
-post = []
-for s in systems:
-    vec = vectors.get(s.name)
-    if vec is None or vec["a"].shape[2] != vec["b"].shape[2]:
-        continue
-    with guard(f"Could not fit the map for {s.name}"):
-        for r in ua.alignment_table(vec["a"], vec["b"], bool(center), float(frac)):
-            post.append({"system": s.name, "layer": r["layer"], "when": "before map", "retrieval": r["retrieval_before"],
-                         "n_test": r["n_test"]})
-            post.append({"system": s.name, "layer": r["layer"], "when": "after map", "retrieval": r["retrieval_after"],
-                         "n_test": r["n_test"]})
-if post:
-    plotly(shared_figure(ua.layer_lines, post, "retrieval", f"Held-out retrieval {ab}, before and after the orthogonal map",
-                          dash="when", y_label="accuracy (%)", colours=colours), key="al_fig_posthoc")
-    st.caption(f"Map fitted on {round(len(data) * frac)} pairs, retrieval on the other {post[0]['n_test']}.")
-    st.download_button("Download post-hoc alignment (CSV)", lambda post=post: ua.csv_bytes(post), file_name="xlviz-posthoc-alignment.csv",
-                       mime="text/csv", icon=":material/download:", key="al_dl_post", on_click="ignore")

@@ -239,7 +239,13 @@ def live_view(path) -> None:
         st.warning(md_text(f"{run.metrics_path}: skipped {len(run.skipped_metrics)} unreadable line(s), e.g. {run.skipped_metrics[0]}"),
                    icon=":material/warning:")
     if fig is not None:
-        plotly(fig, key=f"loss_{run.name}")
+        # A completed run opens on its results, its curves one click away: the chart library's
+        # code alone costs a new tab about two seconds on 2 cores (docs/results.md, "How fast do
+        # the pages open?"). A run in any other state shows them. The default is fixed the first
+        # time this session shows the run: the panel stays open while its run finishes.
+        shown = st.session_state.setdefault("runs_loss_default", {}).setdefault(run.name, state != "completed")
+        open_only("Loss curves", lambda: plotly(fig, key=f"loss_{run.name}"), key=f"runs_loss_open_{run.name}",
+                  expanded=shown, icon=":material/show_chart:")
     else:
         st.caption("No training steps logged yet.")
     log = run.log_tail(25) or jobs.job_output_tail(path, 25)

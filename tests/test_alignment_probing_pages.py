@@ -86,9 +86,9 @@ def test_alignment_page_world_transferred_vs_floor(fake_root, monkeypatch):
     assert at.segmented_control(key="al_source").value == "Run's parallel pairs"
     assert at.selectbox(key="al_run").value == "demo-run" and at.selectbox(key="al_l2").value == L2
     assert at.multiselect(key="al_systems").value == ["run:demo-run:transferred", "run:demo-run:floor"]
-    assert _tabs(at) == ["Retrieval", "CKA", "Word translation", "Table"]
-    assert {"al_fig_retrieval", "al_fig_proj", "al_fig_posthoc"} <= set(_charts(at))
-    assert not {"al_fig_cka", "al_fig_words"} & set(_charts(at)), "only the open tab is drawn"
+    assert _tabs(at) == ["Retrieval", "CKA", "Word translation", "Post-hoc map", "Table"]
+    assert {"al_fig_retrieval", "al_fig_proj"} <= set(_charts(at))
+    assert not {"al_fig_cka", "al_fig_words", "al_fig_posthoc"} & set(_charts(at)), "only the open tab is drawn"
     assert {"al_fig_retrieval", "al_fig_cka", "al_fig_words", "al_fig_proj", "al_fig_posthoc"} <= _every_tab_charts(at)
     table = _frames(_tab(at, "Table"), "cka")[0]
     assert len(table) == 2 * 3 and set(table["system"]) == {"demo-run · transferred", "demo-run · floor"}
@@ -120,7 +120,7 @@ def test_alignment_widgets(fake_root, monkeypatch):
     fig = next(e for e in at.get("plotly_chart") if e.key == "al_fig_proj")
     assert "layer 1 · PCA of words" in json.loads(fig.proto.spec)["layout"]["title"]["text"]
     assert "% of variance" in json.loads(fig.proto.spec)["layout"]["xaxis"]["title"]["text"]  # explained variance on the axes
-    at.slider(key="al_train_frac").set_value(0.75).run()
+    _tab(at, "Post-hoc map").slider(key="al_train_frac").set_value(0.75).run()
     assert "Map fitted on 6 pairs, retrieval on the other 2" in _texts(at.caption)
     at.toggle(key="al_words").set_value(False).run()
     assert "Word translation" not in _tabs(at) and "al_fig_words" not in _every_tab_charts(at)

@@ -169,7 +169,11 @@ def test_runs_live_view_and_compare_two_runs(app):
     at = _page(app, "runs")
     live = at.selectbox(key="runs_live_select")
     assert set(live.options) >= {"demo-run (completed)", "second-run (completed)"}
-    assert any(getattr(e, "key", None) and str(e.key).startswith("loss_") for e in at.get("plotly_chart"))
+    # a completed run opens on its results: its loss curves are one click away, drawn once opened
+    shown = live.value.split(" (")[0]
+    assert not any(str(getattr(e, "key", "")).startswith("loss_") for e in at.get("plotly_chart"))
+    at = open_panel(at, f"runs_loss_open_{shown}")
+    assert any(getattr(e, "key", None) == f"loss_{shown}" for e in at.get("plotly_chart"))
     assert "Pick two or more runs" in _texts(at.info)
     links = [e.proto for e in at.get("page_link")]
     assert any(l.label == "Analyse this run · sov" and "l2=sov" in l.query_string and "run=" in l.query_string for l in links), links

@@ -166,7 +166,7 @@ def test_alignment_charts_use_the_app_wide_system_colours(root, monkeypatch):
     app_wide = system_colours(root)
     seen: dict[str, set[str]] = {}
     charts = []
-    for tab in ("Retrieval", "CKA", "Word translation"):  # only the open tab is drawn
+    for tab in ("Retrieval", "CKA", "Word translation", "Post-hoc map"):  # only the open tab is drawn
         at.session_state["al_tab"] = tab
         at.run()
         charts += [e for e in at.get("plotly_chart") if e.key in ("al_fig_retrieval", "al_fig_cka", "al_fig_words", "al_fig_posthoc")]

@@ -248,7 +248,7 @@ def test_populated_walk(server, page):
     text = main.inner_text()
     # (tables are drawn on a canvas: their cells are checked by the AppTests)
     assert "F1 L2/L1" in text and "Mean ± sd over runs" in text and "Config:" in text
-    assert page.locator(".js-plotly-plot").count() >= 3  # live loss, overlay curves, compare bars
+    assert page.locator(".js-plotly-plot").count() >= 2  # overlay curves, compare bars (a completed run's loss is one click away)
     shot(page, "walk-runs-compare")
     _nav(page, "Home")
     assert_no_exception(page)
@@ -506,7 +506,8 @@ def test_start_a_tiny_run_and_watch_it_finish(server, page):
     page.locator('[data-testid="stProgress"]', has_text="completed").first.wait_for(timeout=30_000)
     wait_idle(page)
     assert_no_exception(page)
-    assert _loss_lines_go_forward(page)
+    # its curves stay shown as it finishes (the panel was open while it trained)
+    assert page.locator(".js-plotly-plot").count() >= 1 and _loss_lines_go_forward(page)
     shot(page, "runs-finished")
     assert json.loads((run_dir / "results.json").read_text())
 

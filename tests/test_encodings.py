@@ -236,14 +236,15 @@ def test_every_view_of_the_page_works_on_stored_vectors(stored_run, monkeypatch)
     at.switch_page("pages/alignment.py").run()
     assert not at.exception, [e.message for e in at.exception]
     drawn = set()
-    for tab in ("CKA", "Word translation", "Retrieval"):  # only the open tab is drawn
+    for tab in ("CKA", "Word translation", "Post-hoc map", "Retrieval"):  # only the open tab is drawn
         at.session_state["al_tab"] = tab
         drawn |= {e.key for e in at.run().get("plotly_chart")}
     assert {"al_fig_retrieval", "al_fig_cka", "al_fig_words", "al_fig_proj", "al_fig_posthoc"} <= drawn
     at.radio(key="al_proj_level").set_value("words").run()
     at.toggle(key="al_pj_on").set_value(True).run()
     at.toggle(key="al_center").set_value(True).run()
-    at.slider(key="al_train_frac").set_value(0.75).run()
+    at.session_state["al_tab"] = "Post-hoc map"
+    at.run().slider(key="al_train_frac").set_value(0.75).run()
     assert not at.exception, [e.message for e in at.exception]
     assert "al_fig_projector" in {e.key for e in at.get("plotly_chart")} and not calls
     # another view than the stored one is computed: the models load
