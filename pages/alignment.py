@@ -41,7 +41,7 @@ URL_KEYS = ("al_source", "al_run", "al_l2", "al_systems", "al_pooling", "al_cent
             "al_pj_among", "al_pj_k")
 url_state(PAGE, URL_KEYS)
 # the projection's widgets vanish while no system is picked; their choices must come back with it
-keep("al_proj_system", "al_proj_layer", "al_proj_method", "al_proj_level")
+keep("al_proj_system", "al_proj_layer", "al_proj_method", "al_proj_level", "al_train_frac")
 keep("al_pj_on", "al_pj_systems", "al_pj_layer", "al_pj_method", "al_pj_n", "al_pj_query", "al_pj_point", "al_pj_among",
      "al_pj_k")
 
@@ -343,7 +343,10 @@ if tabs["Post-hoc map"].open:
                    "the pairs, then retrieve the held-out rest before and after applying it. A big gain means the languages "
                    "share structure that is only rotated apart.")
         c1, _ = st.columns([2, 3])
-        frac = c1.slider("Share of pairs to fit the map on", 0.1, 0.9, 0.5, 0.05, key="al_train_frac")
+        v = st.session_state.get("al_train_frac")  # kept while another tab is open (keep above)
+        if isinstance(v, bool) or not isinstance(v, float) or not 0.1 <= v <= 0.9:
+            st.session_state["al_train_frac"] = 0.5
+        frac = c1.slider("Share of pairs to fit the map on", 0.1, 0.9, step=0.05, key="al_train_frac")
         post = []
         for s in systems:
             vec = vectors.get(s.name)

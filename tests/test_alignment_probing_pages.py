@@ -122,6 +122,8 @@ def test_alignment_widgets(fake_root, monkeypatch):
     assert "% of variance" in json.loads(fig.proto.spec)["layout"]["xaxis"]["title"]["text"]  # explained variance on the axes
     _tab(at, "Post-hoc map").slider(key="al_train_frac").set_value(0.75).run()
     assert "Map fitted on 6 pairs, retrieval on the other 2" in _texts(at.caption)
+    _tab(_tab(at, "CKA"), "Post-hoc map")  # the share is kept while another tab is open
+    assert at.slider(key="al_train_frac").value == 0.75 and "Map fitted on 6 pairs" in _texts(at.caption)
     at.toggle(key="al_words").set_value(False).run()
     assert "Word translation" not in _tabs(at) and "al_fig_words" not in _every_tab_charts(at)
     at.multiselect(key="al_systems").set_value([]).run()
