@@ -295,10 +295,10 @@ def with_words(rows: list[dict]) -> list[dict]:
     if not words_on:
         return rows
     words: dict[tuple[str, int], dict] = {}
+    words_a, words_b = tuple(w for x in data.src_words for w in x), tuple(w for x in data.tgt_words for w in x)
     for name, vec in vectors.items():
         with guard(f"Could not compute word translation for {name}"):
-            wt = ua.word_table(vec["wa"], vec["wb"], tuple(w for x in data.src_words for w in x),
-                               tuple(w for x in data.tgt_words for w in x), tuple(data.dictionary), bool(center))
+            wt = ua.word_table(vec["wa"], vec["wb"], words_a, words_b, tuple(data.dictionary), bool(center))
             words.update({(name, w["layer"]): {k: v for k, v in w.items() if k != "layer"} for w in wt})
     return [{**r, **words.get((r["system"], r["layer"]), {})} for r in rows]
 
@@ -344,7 +344,7 @@ if tabs["Post-hoc map"].open:
                    "share structure that is only rotated apart.")
         c1, _ = st.columns([2, 3])
         v = st.session_state.get("al_train_frac")  # kept while another tab is open (keep above)
-        if isinstance(v, bool) or not isinstance(v, float) or not 0.1 <= v <= 0.9:
+        if not isinstance(v, float) or not 0.1 <= v <= 0.9:
             st.session_state["al_train_frac"] = 0.5
         frac = c1.slider("Share of pairs to fit the map on", 0.1, 0.9, step=0.05, key="al_train_frac")
         post = []

@@ -75,7 +75,6 @@ def preload() -> float:
     # what every page imports (tables, figures, the views), so a first visit imports nothing and
     # their modules are frozen below with the rest
     import pandas
-    import plotly.express  # noqa: F401
     import plotly.graph_objects  # noqa: F401
     import pyarrow  # noqa: F401
 
@@ -85,7 +84,7 @@ def preload() -> float:
     # a Styler's first render imports pandas' style module and compiles its jinja2 templates
     # (0.1-0.2 s of a first visit to a page with a formatted table)
     pandas.DataFrame({"a": [1.0]}).style.format(precision=1).to_html()
-    _first_figures()
+    _first_figures()  # plotly express among them (it builds its docstrings on import)
 
     import xlviz.ui
     import xlviz.views
