@@ -136,6 +136,16 @@ def shot(page, name: str) -> None:
     page.set_viewport_size({"width": 1500, "height": 1000})
 
 
+def wait_plots(page, n: int, timeout_s: float = 120) -> int:
+    """Wait for ``n`` Plotly charts and return how many there are.
+
+    plotly.js is a chunk the browser loads after the script has finished, so a chart can be
+    drawn well after ``wait_idle`` on a slow machine; counting at once would race it.
+    """
+    page.locator(".js-plotly-plot").nth(n - 1).wait_for(timeout=timeout_s * 1000)
+    return page.locator(".js-plotly-plot").count()
+
+
 def assert_no_exception(page) -> None:
     n = page.locator(EXCEPTION).count()
     assert n == 0, page.locator(EXCEPTION).first.inner_text()
@@ -248,7 +258,7 @@ def test_populated_walk(server, page):
     text = main.inner_text()
     # (tables are drawn on a canvas: their cells are checked by the AppTests)
     assert "F1 L2/L1" in text and "Mean ± sd over runs" in text and "Config:" in text
-    assert page.locator(".js-plotly-plot").count() >= 2  # overlay curves, compare bars (a completed run's loss is one click away)
+    assert wait_plots(page, 2) >= 2  # overlay curves, compare bars (a completed run's loss is one click away)
     shot(page, "walk-runs-compare")
     _nav(page, "Home")
     assert_no_exception(page)
@@ -507,7 +517,7 @@ def test_start_a_tiny_run_and_watch_it_finish(server, page):
     wait_idle(page)
     assert_no_exception(page)
     # its curves stay shown as it finishes (the panel was open while it trained)
-    assert page.locator(".js-plotly-plot").count() >= 1 and _loss_lines_go_forward(page)
+    assert wait_plots(page, 1) >= 1 and _loss_lines_go_forward(page)
     shot(page, "runs-finished")
     assert json.loads((run_dir / "results.json").read_text())
 
@@ -547,8 +557,7 @@ def test_attention_heatmaps_render(server, page):
     page.goto(f"{url}/attention")
     wait_idle(page)
     assert_no_exception(page)
-    page.locator(".js-plotly-plot").first.wait_for(timeout=30_000)
-    assert page.locator(".js-plotly-plot").count() >= 3  # A and B heatmaps + overview
+    assert wait_plots(page, 3) >= 3  # A and B heatmaps + overview
     shot(page, "attention-alone")
     page.get_by_text("Typed").click()
     wait_idle(page)

@@ -11,6 +11,7 @@ Screenshot: screenshots/projector.png (or $XLVIZ_SCREENSHOTS).
 
 from __future__ import annotations
 
+import time
 from urllib.parse import parse_qs, urlparse
 
 import pytest
@@ -20,13 +21,18 @@ from tests.test_browser import assert_no_exception, browser, page, server, shot,
 pytestmark = pytest.mark.browser
 
 
-def _projector_plot(page):
+def _projector_plot(page, timeout_s: float = 60):
+    """The projector's chart, waited for: plotly.js may draw it after the script has finished."""
     plots = page.locator(".js-plotly-plot")
-    for i in range(plots.count()):
-        title = plots.nth(i).evaluate("g => (g.layout && g.layout.title && g.layout.title.text) || ''")
-        if "PCA of sentences" in title and "system" in title:
-            return plots.nth(i)
-    raise AssertionError("no projector chart on the page")
+    end = time.time() + timeout_s
+    while True:
+        for i in range(plots.count()):
+            title = plots.nth(i).evaluate("g => (g.layout && g.layout.title && g.layout.title.text) || ''")
+            if "PCA of sentences" in title and "system" in title:
+                return plots.nth(i)
+        if time.time() > end:
+            raise AssertionError("no projector chart on the page")
+        page.wait_for_timeout(250)
 
 
 def _neighbour_grid(page):
