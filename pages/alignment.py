@@ -314,7 +314,7 @@ tabs = dict(zip(TABS, st.tabs(TABS, key="al_tab", on_change="rerun")))
 if tabs["Retrieval"].open:
     with tabs["Retrieval"]:
         if long_ret:
-            plotly(shared_figure(vf.retrieval_figure, long_ret, colours), key="al_fig_retrieval")
+            plotly(shared_figure(vf.retrieval_figure, long_ret, colours), key="al_fig_retrieval", vega=True)
             st.caption(f"Chance is 1/{len(data)} = {100 / len(data):.2f}%. Different hidden sizes cannot be compared by "
                        "cosine (no retrieval for such systems; CKA still works).")
             for group in ua.coinciding(vectors):
@@ -324,7 +324,7 @@ if tabs["Retrieval"].open:
             st.info("The chosen systems read the two languages with vectors of different sizes: no cosine retrieval.")
 if tabs["CKA"].open:
     with tabs["CKA"]:
-        plotly(shared_figure(vf.cka_figure, rows, colours), key="al_fig_cka")
+        plotly(shared_figure(vf.cka_figure, rows, colours), key="al_fig_cka", vega=True)
         st.caption("1 = the same representation up to rotation and scale; computed on the paired sentences.")
 if words_on and tabs["Word translation"].open:
     with tabs["Word translation"]:
@@ -333,7 +333,7 @@ if words_on and tabs["Word translation"].open:
                    for r in word_rows for d, k in ((ab, "word_translation_a_to_b"), (ba, "word_translation_b_to_a"))
                    if r.get(k) is not None]
         plotly(shared_figure(ua.layer_lines, long_wt, "accuracy", "Word translation accuracy against the gold dictionary",
-                              dash="direction", y_label="accuracy (%)", colours=colours), key="al_fig_words")
+                              dash="direction", y_label="accuracy (%)", colours=colours), key="al_fig_words", vega=True)
         n_words = next((r.get("n_words") for r in word_rows if r.get("n_words")), None)
         st.caption(f"Contextual vectors of each word averaged per word type; {n_words} source word types with a gold "
                    "translation among the target words.")
@@ -360,7 +360,7 @@ if tabs["Post-hoc map"].open:
                                  "n_test": r["n_test"]})
         if post:
             plotly(shared_figure(ua.layer_lines, post, "retrieval", f"Held-out retrieval {ab}, before and after the orthogonal map",
-                                  dash="when", y_label="accuracy (%)", colours=colours), key="al_fig_posthoc")
+                                  dash="when", y_label="accuracy (%)", colours=colours), key="al_fig_posthoc", vega=True)
             st.caption(f"Map fitted on {round(len(data) * frac)} pairs, retrieval on the other {post[0]['n_test']}.")
             st.download_button("Download post-hoc alignment (CSV)", lambda post=post: ua.csv_bytes(post), file_name="xlviz-posthoc-alignment.csv",
                                mime="text/csv", icon=":material/download:", key="al_dl_post", on_click="ignore")
@@ -412,7 +412,7 @@ with guard("Could not project"):
         pa, pb = ((vec["a"][p_layer, :n], vec["b"][p_layer, :n]) if p_level == "sentences"
                   else (vec["wa"][p_layer][ra], vec["wb"][p_layer][rb]))
         axes = vf.projection_axes(p_method, pa, pb)
-        plotly(shared_figure(ua.projection_figure, pts, f"{p_sys} · layer {p_layer} · {p_method} of {p_level}", axes=axes), key="al_fig_proj")
+        plotly(shared_figure(ua.projection_figure, pts, f"{p_sys} · layer {p_layer} · {p_method} of {p_level}", axes=axes), key="al_fig_proj", vega=True)
         st.caption("Coloured by language; grey lines join translations (for words: gold word alignments). Hover shows "
                    "the text.")
 

@@ -169,3 +169,33 @@ def open_panel(at, key: str):
     user's click does, and rerun the page."""
     at.session_state[key] = True
     return at.run()
+
+
+# --- charts: Plotly's and Vega-Lite's (``xlviz.ui.common.plotly(..., vega=True)``) ---------------------------
+
+def charts(at) -> dict[str, dict]:
+    """Every chart on the page by key: a Plotly chart's figure JSON, a Vega-Lite chart's spec
+    (Streamlit keeps no key for a chart without a selection: the page puts it in ``usermeta``)."""
+    out = {e.key: json.loads(e.proto.spec) for e in at.get("plotly_chart")}
+    for e in at.get("vega_lite_chart"):
+        spec = json.loads(e.proto.spec)
+        out[(spec.get("usermeta") or {}).get("key")] = spec
+    return out
+
+
+def chart_title(spec: dict) -> str:
+    return (spec.get("layout", {}).get("title") or spec.get("title") or {}).get("text", "")
+
+
+def chart_x_title(spec: dict) -> str:
+    if "layout" in spec:
+        return spec["layout"]["xaxis"]["title"]["text"]
+    return next(layer["encoding"]["x"]["title"] for layer in spec["layer"] if "x" in layer.get("encoding", {}))
+
+
+def chart_colours(spec: dict) -> dict[str, str]:
+    """Each series' legend name -> its colour."""
+    if "layout" in spec:
+        return {t["legendgroup"]: t["line"]["color"] for t in spec["data"]}
+    scale = next(layer["encoding"]["color"]["scale"] for layer in spec["layer"] if "color" in layer.get("encoding", {}))
+    return dict(zip(scale["domain"], scale["range"]))

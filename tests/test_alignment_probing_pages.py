@@ -8,13 +8,13 @@ the package's numbers, and ``?run=NAME&l2=L2`` presets both pages (the Runs page
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 
 import pytest
 from streamlit.testing.v1 import AppTest
 
 from tests.analysis_fixtures import L2, make_analysis_run
+from tests.app_fixtures import chart_title, chart_x_title, charts
 
 APP = str(Path(__file__).resolve().parents[1] / "app.py")
 TIMEOUT = 180
@@ -48,7 +48,7 @@ def _page(at: AppTest, name: str, query: dict | None = None) -> AppTest:
 
 
 def _charts(at) -> list[str]:
-    return [e.key for e in at.get("plotly_chart")]
+    return list(charts(at))
 
 
 def _tab(at, label: str) -> AppTest:
@@ -117,9 +117,9 @@ def test_alignment_widgets(fake_root, monkeypatch):
     # projection: words joined by gold alignment, at a chosen layer
     at.radio(key="al_proj_level").set_value("words").run()
     at.slider(key="al_proj_layer").set_value(1).run()
-    fig = next(e for e in at.get("plotly_chart") if e.key == "al_fig_proj")
-    assert "layer 1 · PCA of words" in json.loads(fig.proto.spec)["layout"]["title"]["text"]
-    assert "% of variance" in json.loads(fig.proto.spec)["layout"]["xaxis"]["title"]["text"]  # explained variance on the axes
+    fig = charts(at)["al_fig_proj"]
+    assert "layer 1 · PCA of words" in chart_title(fig)
+    assert "% of variance" in chart_x_title(fig)  # explained variance on the axes
     _tab(at, "Post-hoc map").slider(key="al_train_frac").set_value(0.75).run()
     assert "Map fitted on 6 pairs, retrieval on the other 2" in _texts(at.caption)
     _tab(_tab(at, "CKA"), "Post-hoc map")  # the share is kept while another tab is open
@@ -140,8 +140,7 @@ def test_alignment_projection_choice_survives_removing_every_system(fake_root, m
     assert "Pick at least one system" in _texts(at.info)
     at.multiselect(key="al_systems").set_value(systems).run()
     assert at.radio(key="al_proj_level").value == "words" and at.slider(key="al_proj_layer").value == 1
-    fig = next(e for e in at.get("plotly_chart") if e.key == "al_fig_proj")
-    assert "layer 1 · PCA of words" in json.loads(fig.proto.spec)["layout"]["title"]["text"]
+    assert "layer 1 · PCA of words" in chart_title(charts(at)["al_fig_proj"])
 
 
 def test_alignment_preset_from_link(fake_root, monkeypatch):

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 from streamlit.testing.v1 import AppTest
 
-from tests.app_fixtures import L2, PARALLEL, PARALLEL_PAIRS, SUPERVISED, make_run, null_cells_not_na
+from tests.app_fixtures import L2, PARALLEL, PARALLEL_PAIRS, SUPERVISED, chart_colours, charts, make_run, null_cells_not_na
 
 APP = str(Path(__file__).resolve().parents[1] / "app.py")
 TIMEOUT = 180
@@ -165,16 +165,15 @@ def test_alignment_charts_use_the_app_wide_system_colours(root, monkeypatch):
     at.number_input(key="al_limit_world").set_value(8).run()
     app_wide = system_colours(root)
     seen: dict[str, set[str]] = {}
-    charts = []
+    drawn: dict[str, dict] = {}
     for tab in ("Retrieval", "CKA", "Word translation", "Post-hoc map"):  # only the open tab is drawn
         at.session_state["al_tab"] = tab
         at.run()
-        charts += [e for e in at.get("plotly_chart") if e.key in ("al_fig_retrieval", "al_fig_cka", "al_fig_words", "al_fig_posthoc")]
-    assert {c.key for c in charts} == {"al_fig_retrieval", "al_fig_cka", "al_fig_words", "al_fig_posthoc"}
-    for chart in charts:
-        for trace in json.loads(chart.proto.spec)["data"]:
-            system = trace["legendgroup"].split(",")[0].strip()
-            seen.setdefault(system, set()).add(trace["line"]["color"])
+        drawn |= {k: v for k, v in charts(at).items() if k in ("al_fig_retrieval", "al_fig_cka", "al_fig_words", "al_fig_posthoc")}
+    assert set(drawn) == {"al_fig_retrieval", "al_fig_cka", "al_fig_words", "al_fig_posthoc"}
+    for chart in drawn.values():
+        for series, colour in chart_colours(chart).items():
+            seen.setdefault(series.split(",")[0].strip(), set()).add(colour)
     assert set(seen) == {"an-run · transferred", "an-run · floor"}
     assert all(len(c) == 1 for c in seen.values()), seen  # one colour per system on every chart
     assert seen["an-run · floor"] == {app_wide["floor"]}  # the Runs page's floor colour

@@ -136,6 +136,9 @@ def shot(page, name: str) -> None:
     page.set_viewport_size({"width": 1500, "height": 1000})
 
 
+VEGA = "[data-testid=stVegaLiteChart] .marks"  # a Vega-Lite chart drawn (its canvas or svg)
+
+
 def wait_plots(page, n: int, timeout_s: float = 120) -> int:
     """Wait for ``n`` Plotly charts and return how many there are.
 
@@ -220,7 +223,7 @@ def test_populated_walk(server, page):
     _nav(page, "Alignment")
     assert_no_exception(page)
     _select(page, "Run", "other-run")
-    page.locator(".js-plotly-plot").first.wait_for(timeout=120_000)
+    page.locator(VEGA).first.wait_for(timeout=120_000)  # Alignment's charts are drawn with Vega-Lite
     wait_idle(page)
     shot(page, "walk-alignment-other-run")
     _nav(page, "Runs")
@@ -230,7 +233,9 @@ def test_populated_walk(server, page):
     assert_no_exception(page)
     assert "demo-run" in _selected(page, "Run")
     assert "run=demo-run" in page.url
-    page.locator(".js-plotly-plot").first.wait_for(timeout=120_000)
+    page.locator(VEGA).nth(1).wait_for(timeout=120_000)
+    # the first view loads no plotly.js: retrieval and the projection are Vega-Lite charts
+    assert page.locator(".js-plotly-plot").count() == 0 and page.locator(VEGA).count() == 2
     wait_idle(page)
     shot(page, "walk-alignment")
     # only the open result tab is drawn: another tab draws its own chart and goes into the URL
@@ -238,6 +243,7 @@ def test_populated_walk(server, page):
     wait_idle(page)
     assert_no_exception(page)
     assert "al_tab=CKA" in page.url
+    page.locator(VEGA).nth(1).wait_for(timeout=60_000)  # the CKA chart and the projection
     assert page.get_by_text("1 = the same representation up to rotation and scale").count() == 1
     page.get_by_role("tab", name="Table").click()
     wait_idle(page)

@@ -21,6 +21,7 @@ import numpy as np
 import pytest
 
 from tests.analysis_fixtures import L2, make_analysis_run
+from tests.app_fixtures import charts
 from xlviz.analysis import encodings as enc
 from xlviz.analysis.reports import parallel_data, run_systems
 from xlviz.models.reference import ModelSpec
@@ -238,7 +239,7 @@ def test_every_view_of_the_page_works_on_stored_vectors(stored_run, monkeypatch)
     drawn = set()
     for tab in ("CKA", "Word translation", "Post-hoc map", "Retrieval"):  # only the open tab is drawn
         at.session_state["al_tab"] = tab
-        drawn |= {e.key for e in at.run().get("plotly_chart")}
+        drawn |= set(charts(at.run()))
     assert {"al_fig_retrieval", "al_fig_cka", "al_fig_words", "al_fig_proj", "al_fig_posthoc"} <= drawn
     at.radio(key="al_proj_level").set_value("words").run()
     at.toggle(key="al_pj_on").set_value(True).run()

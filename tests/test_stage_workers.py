@@ -119,7 +119,7 @@ def _children(pid: int) -> list[int]:
 def test_killed_parallel_run_leaves_no_worker_and_resumes_to_the_same_bytes(tmp_path, one_thread):
     root = tmp_path / "ck"
     cfg = tmp_path / "tiny.json"
-    cfg.write_text(json.dumps({**TINY, "methods": METHODS, "pretrain_steps": 300}))
+    cfg.write_text(json.dumps({**TINY, "methods": METHODS, "pretrain_steps": 120}))  # long enough to be killed with two stages running
     env = {**os.environ, "XLVIZ_CHECKPOINTS": str(root), "PYTHONUNBUFFERED": "1", THREADS_ENV: "1"}
     args = [sys.executable, "-m", "xlviz", "transfer", "--config", str(cfg), "--workers", "2"]
     proc = subprocess.Popen(args + ["--run-dir", str(root / "killed")], env=env, stdout=subprocess.DEVNULL,

@@ -215,7 +215,10 @@ ARRAY_HASH = {"numpy.ndarray": array_digest}  # Streamlit's hash_funcs take a ty
 
 @st.cache_resource(show_spinner=False, max_entries=64)
 def _shared_figure(name: str, digest: str, _build, _args: tuple, _kwargs: dict):
-    return tidied(_build(*_args, **_kwargs))
+    fig = tidied(_build(*_args, **_kwargs))
+    if fig is not None:
+        fig._xlviz_shared = True
+    return fig
 
 
 def tidied(fig):
@@ -247,6 +250,18 @@ def shared_figure(build, *args, **kwargs):
     return _shared_figure(name, digest, build, args, kwargs)
 
 
+def vega_spec_of(fig) -> dict | None:
+    """:func:`xlviz.ui.vega.vega_spec` of ``fig``, kept on a shared figure (:func:`shared_figure`:
+    one object for every session and rerun, never changed) so that it is worked out once."""
+    from xlviz.ui.vega import vega_spec
+
+    if not getattr(fig, "_xlviz_shared", False):
+        return vega_spec(fig)
+    if not hasattr(fig, "_xlviz_vega"):
+        fig._xlviz_vega = vega_spec(fig)
+    return fig._xlviz_vega
+
+
 def open_only(label: str, draw: Callable[..., T], *args, key: str, expanded: bool = False, icon: str | None = None) -> T | None:
     """An expander that runs ``draw(*args)`` inside it only while it is open (Streamlit's
     ``on_change="rerun"``): a closed panel sends the browser nothing, which is most of what a
@@ -256,14 +271,20 @@ def open_only(label: str, draw: Callable[..., T], *args, key: str, expanded: boo
         return draw(*args) if box.open else None
 
 
-def plotly(fig, *, key: str | None = None, export: bool = True, on_select=None) -> None:
+def plotly(fig, *, key: str | None = None, export: bool = True, on_select=None, vega: bool = False) -> None:
     """Show a plotly figure with its modebar, and export buttons: PNG and SVG (rendered on
     click by kaleido with the system chromium, offline) and the data as CSV. ``on_select``: a
-    callback run (before the rerun) when a point is clicked; its selection is ``st.session_state[key]``."""
+    callback run (before the rerun) when a point is clicked; its selection is ``st.session_state[key]``.
+    ``vega``: drawn on screen with Vega-Lite where :func:`xlviz.ui.vega.vega_spec` can draw it (a
+    first view's chart: a new tab then need not load plotly.js); the exports stay Plotly's."""
     if not getattr(fig, "_xlviz_tidy", False):  # a shared figure (shared_figure) is tidied once
         tidy(fig)
         fig._xlviz_tidy = True
-    if on_select is None:
+    spec = vega_spec_of(fig) if vega and on_select is None else None
+    if spec is not None:
+        # the key in the spec too: Streamlit keeps a chart's key only when it has a selection (tests find charts by it)
+        st.vega_lite_chart(spec={**spec, "usermeta": {"key": key}}, key=key, width="content" if "width" in spec else "stretch")
+    elif on_select is None:
         st.plotly_chart(fig, key=key, config=PLOTLY_CONFIG, width="stretch")
     else:
         st.plotly_chart(fig, key=key, config=PLOTLY_CONFIG, width="stretch", on_select=on_select, selection_mode="points")

@@ -1,0 +1,73 @@
+"""Plotly figures drawn with Vega-Lite (xlviz.ui.vega): the spec holds the figure's numbers,
+names and colours exactly, is valid Vega-Lite (Altair's schema), and a figure it cannot draw
+the same way is left to Plotly (None)."""
+
+from __future__ import annotations
+
+import altair as alt
+import plotly.graph_objects as go
+import pytest
+
+from xlviz.ui.vega import DASHES, vega_spec
+from xlviz.views import figures as vf
+
+
+def _layer(spec: dict, mark: str) -> dict:
+    return next(la for la in spec["layer"] if (la["mark"]["type"] if isinstance(la["mark"], dict) else la["mark"]) == mark)
+
+
+def _retrieval():
+    rows = [{"system": s, "layer": layer, "direction": d, "retrieval": (0.1 * layer + (0.05 if s == "b" else 0)) if d == "en → sov" else 0.3}
+            for s in ("a", "b") for d in ("en → sov", "sov → en") for layer in range(3)]
+    return vf.tidy(vf.layer_lines(rows, "retrieval", "Sentence <b>retrieval</b>", dash="direction", y_label="accuracy (%)",
+                                  baseline=0.5, colours={"a": "#123456"}))
+
+
+def test_lines_hold_the_figures_points_names_and_colours():
+    fig = _retrieval()
+    spec = vega_spec(fig)
+    alt.LayerChart.from_dict(spec, validate=True)  # valid Vega-Lite
+    line = _layer(spec, "line")
+    got = {(r["series"], r["x"], r["y"]) for r in line["data"]["values"]}
+    want = {(t.name, float(x), float(y)) for t in fig.data for x, y in zip(t.x, t.y)}
+    assert got == want and len(got) == 12
+    scale = line["encoding"]["color"]["scale"]
+    assert dict(zip(scale["domain"], scale["range"])) == {t.name: t.line.color for t in fig.data}
+    assert scale["domain"] == ["a, en → sov", "a, sov → en", "b, en → sov", "b, sov → en"]  # the legend's order
+    assert scale["range"][0] == "#123456"  # the app-wide colour passed in
+    dash = dict(zip(line["encoding"]["strokeDash"]["scale"]["domain"], line["encoding"]["strokeDash"]["scale"]["range"]))
+    assert dash["a, en → sov"] == DASHES["solid"] and dash["a, sov → en"] == DASHES["dot"]
+    assert line["encoding"]["y"]["scale"]["domain"] == [-2.0, 102.0] and line["encoding"]["y"]["title"] == "accuracy (%)"
+    assert line["encoding"]["x"]["axis"]["format"] == "d"  # layers are integers
+    assert spec["title"]["text"] == "Sentence retrieval"  # markup dropped
+    rule, text = _layer(spec, "rule"), _layer(spec, "text")
+    assert rule["data"]["values"][0]["y"] == 50.0 and text["data"]["values"][0]["label"] == "majority class"
+    assert {p["name"] for p in line["params"]} == {"legend", "zoom"}  # the legend fades the others; zoom and pan
+
+
+def test_a_projection_is_segments_and_points_on_equal_scales():
+    rows = [{"x": float(i), "y": 3.0 * i, "language": "en" if i % 2 else "sov", "text": f"t <b>{i}</b>", "pair": i // 2 if i < 4 else None}
+            for i in range(6)]
+    fig = vf.tidy(vf.projection_figure(rows, "proj", axes=("PC 1 (40% of variance)", "PC 2")))
+    spec = vega_spec(fig)
+    alt.LayerChart.from_dict(spec, validate=True)
+    segments = _layer(spec, "rule")["data"]["values"]
+    assert [(s["x"], s["y"], s["x2"], s["y2"]) for s in segments] == [(0, 0, 1, 3), (2, 6, 3, 9)]  # points 4, 5: no pair
+    points = _layer(spec, "circle")
+    assert {(r["series"], r["text"]) for r in points["data"]["values"]} == {("sov", "t 0"), ("en", "t 1"), ("sov", "t 2"), ("en", "t 3"),
+                                                                              ("sov", "t 4"), ("en", "t 5")}
+    x, y = points["encoding"]["x"]["scale"]["domain"], points["encoding"]["y"]["scale"]["domain"]
+    assert x[1] - x[0] == pytest.approx(y[1] - y[0]) and spec["width"] == spec["height"]  # one unit as long on both axes
+    assert points["encoding"]["x"]["axis"]["labels"] is False and points["encoding"]["x"]["title"] == "PC 1 (40% of variance)"
+
+
+@pytest.mark.parametrize("make", [
+    lambda: go.Figure(go.Bar(x=["a", "b"], y=[1, 2])),  # another trace type
+    lambda: go.Figure(go.Scatter(x=[0, 1], y=[1, 2], error_y=dict(array=[0.1, 0.2]))),  # error bars
+    lambda: go.Figure(go.Scatter(x=[0, 1], y=[1, 2])).add_vline(x=0.5),  # a shape that is not a horizontal line
+    lambda: go.Figure(go.Scatter(x=[0, 1], y=[1, 2], yaxis="y2")).update_layout(yaxis2=dict(overlaying="y")),  # a second axis
+    lambda: go.Figure(go.Scatter(x=[0, 1], y=[1, 2], fill="tozeroy")),  # an area
+    lambda: go.Figure(),  # nothing to draw
+])
+def test_what_it_cannot_draw_the_same_is_left_to_plotly(make):
+    assert vega_spec(make()) is None
