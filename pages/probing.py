@@ -167,7 +167,8 @@ def agreement_figure(df: pd.DataFrame, dname: str, colours: dict[str, str]):
 
     bar = df[df["category"] != "all"].assign(accuracy=lambda x: 100 * x["accuracy"])
     bar = bar.join(bar.apply(_wilson, axis=1))
-    # colour = system (app-wide), pattern = language: a system probed in two L2s keeps its colour
+    # colour = system (app-wide), pattern = language (on screen, Vega-Lite: a lighter bar): a system probed
+    # in two L2s keeps its colour
     fig = px.bar(bar, x="category", y="accuracy", color="row", pattern_shape="language", barmode="group", labels={"accuracy": "accuracy (%)",
                  "row": ""}, title=f"{dname}: agreement accuracy per category (95% Wilson intervals; dotted: chance)",
                  color_discrete_sequence=ua.PALETTE, color_discrete_map=colours, error_y="err_plus", error_y_minus="err_minus",
@@ -254,7 +255,7 @@ if probe == AGREEMENT:
                 st.dataframe(cov, key=f"pr_cov_{dname}",
                              column_config={c: st.column_config.NumberColumn(c, format="%.1f") for c in cats}, placeholder=NA)
         fig = shared_figure(agreement_figure, df, dname, colours)
-        plotly(fig, key=f"pr_fig_agr_{dname}")
+        plotly(fig, key=f"pr_fig_agr_{dname}", vega=True)
     st.download_button("Download agreement grid (CSV)", lambda rows=grid_rows: ua.csv_bytes(rows), file_name="xlviz-agreement.csv",
                        mime="text/csv", icon=":material/download:", key="pr_dl_agr", on_click="ignore")
 

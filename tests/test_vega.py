@@ -62,7 +62,9 @@ def test_a_projection_is_segments_and_points_on_equal_scales():
 
 
 @pytest.mark.parametrize("make", [
-    lambda: go.Figure(go.Bar(x=["a", "b"], y=[1, 2])),  # another trace type
+    lambda: go.Figure(go.Heatmap(z=[[1, 2], [3, 4]])),  # another trace type
+    lambda: go.Figure(go.Bar(x=["a", "b"], y=[1, 2], marker_color="#123456", orientation="v", base=[1, 1])),  # floating bars
+    lambda: go.Figure([go.Bar(x=["a"], y=[1], marker_color="#111111"), go.Bar(x=["a"], y=[2], marker_color="#222222")]).update_layout(barmode="stack"),
     lambda: go.Figure(go.Scatter(x=[0, 1], y=[1, 2], error_y=dict(array=[0.1, 0.2]))),  # error bars
     lambda: go.Figure(go.Scatter(x=[0, 1], y=[1, 2])).add_vline(x=0.5),  # a shape that is not a horizontal line
     lambda: go.Figure(go.Scatter(x=[0, 1], y=[1, 2], yaxis="y2")).update_layout(yaxis2=dict(overlaying="y")),  # a second axis
@@ -71,3 +73,37 @@ def test_a_projection_is_segments_and_points_on_equal_scales():
 ])
 def test_what_it_cannot_draw_the_same_is_left_to_plotly(make):
     assert vega_spec(make()) is None
+
+
+def test_grouped_bars_keep_their_intervals_colours_and_patterns():
+    import pandas as pd
+    import plotly.express as px
+
+    df = pd.DataFrame([{"row": r, "language": lang, "category": c, "accuracy": acc, "plus": 5.0, "minus": 4.0}
+                       for (r, lang), acc in ((("A · en", "en"), 60.0), (("A · sov", "sov"), 70.0), (("B · sov", "sov"), 80.0))
+                       for c in ("subject", "object")])
+    # as the Probing page draws agreement: colour = system, pattern = language
+    fig = px.bar(df, x="category", y="accuracy", color="row", pattern_shape="language", barmode="group",
+                 color_discrete_map={"A · en": "#111111", "A · sov": "#111111", "B · sov": "#222222"}, error_y="plus",
+                 error_y_minus="minus", labels={"accuracy": "accuracy (%)"})
+    fig.add_hline(y=50, line_dash="dot", line_color="gray")
+    fig.for_each_trace(lambda t: t.update(name=t.name.split(",")[0]))
+    spec = vega_spec(fig)
+    alt.LayerChart.from_dict(spec, validate=True)
+    bars = _layer(spec, "bar")
+    assert {(r["series"], r["x"], r["y"], r["lo"], r["hi"]) for r in bars["data"]["values"]} == {
+        (s, c, y, y - 4, y + 5) for s, y in (("A · en", 60.0), ("A · sov", 70.0), ("B · sov", 80.0)) for c in ("subject", "object")}
+    # side by side in the legend's order around their category (0, 1), each error bar at its bar's middle
+    at = {(r["series"], r["x"]): (r["from"], r["at"], r["to"]) for r in bars["data"]["values"]}
+    assert at["A · en", "object"][0] == pytest.approx(1 - 0.4) and at["B · sov", "object"][2] == pytest.approx(1 + 0.4)
+    assert at["A · sov", "subject"][1] == pytest.approx(0.0) and at["A · en", "subject"][2] == pytest.approx(at["A · sov", "subject"][0])
+    assert "subject" in bars["encoding"]["x"]["axis"]["labelExpr"]
+    assert dict(zip(bars["encoding"]["color"]["scale"]["domain"], bars["encoding"]["color"]["scale"]["range"])) == {
+        "A · en": "#111111", "A · sov": "#111111", "B · sov": "#222222"}
+    # the same system in two languages: the patterned (second-language) bar is lighter
+    opacity = dict(zip(bars["encoding"]["fillOpacity"]["scale"]["domain"], bars["encoding"]["fillOpacity"]["scale"]["range"]))
+    assert opacity["A · en"] == 1.0 and opacity["A · sov"] < 1.0
+    errors = [la for la in spec["layer"] if la["mark"]["type"] == "rule" and "y2" in la["encoding"]]
+    assert len(errors) == 1 and {(r["at"], r["lo"], r["hi"]) for r in errors[0]["data"]["values"]} == {
+        (v[1], r["lo"], r["hi"]) for r in bars["data"]["values"] for v in [at[r["series"], r["x"]]]}
+    assert any(la["mark"]["type"] == "rule" and la["data"]["values"][0].get("y") == 50.0 for la in spec["layer"])  # chance
