@@ -107,3 +107,36 @@ def test_grouped_bars_keep_their_intervals_colours_and_patterns():
     assert len(errors) == 1 and {(r["at"], r["lo"], r["hi"]) for r in errors[0]["data"]["values"]} == {
         (v[1], r["lo"], r["hi"]) for r in bars["data"]["values"] for v in [at[r["series"], r["x"]]]}
     assert any(la["mark"]["type"] == "rule" and la["data"]["values"][0].get("y") == 50.0 for la in spec["layer"])  # chance
+
+
+def test_text_keeps_what_is_not_plotly_markup():
+    from xlviz.ui.vega import _plain
+
+    assert _plain("a <b>bold</b><br>line") == "a bold line"
+    assert _plain("if a < b > c then <i>x</i>") == "if a < b > c then x"  # a sentence's own angle brackets stay
+    assert _plain('<span style="color:red">red</span>') == "red"
+
+
+def test_the_page_helper_draws_with_vega_lite_only_what_it_can():
+    from streamlit.testing.v1 import AppTest
+
+    def page():
+        import plotly.graph_objects as go
+
+        from xlviz.ui.common import plotly
+        from xlviz.views import figures as vf
+
+        rows = [{"system": "a", "layer": i, "retrieval": 0.1 * i} for i in range(3)]
+        plotly(vf.layer_lines(rows, "retrieval", "lines"), key="lines", vega=True)
+        plotly(go.Figure(go.Heatmap(z=[[1, 2], [3, 4]])), key="heat", vega=True)  # left to Plotly
+        plotly(vf.layer_lines(rows, "retrieval", "plotly asked for"), key="asked")  # vega not asked for
+
+    at = AppTest.from_function(page, default_timeout=60).run()
+    assert not at.exception
+    from tests.app_fixtures import charts
+
+    drawn = charts(at)
+    assert sorted(drawn) == ["asked", "heat", "lines"]
+    assert "layer" in drawn["lines"] and "layout" in drawn["heat"] and "layout" in drawn["asked"]
+    # the Export buttons are there for the Vega-Lite chart too (they render the Plotly figure)
+    assert {b.key for b in at.get("download_button")} >= {"lines_png", "lines_svg", "lines_csv"}

@@ -23,9 +23,13 @@ FILLS = [1.0, 0.6, 0.35, 0.15]  # bars' fill opacity per Plotly pattern: none, t
 LEGEND_PX = 900  # the width a legend's columns are counted for (a tab at full width on a laptop)
 
 
+# the tags of Plotly's text markup; anything else in a text (a sentence's "a < b > c") is the text's own
+MARKUP = re.compile(r"<br\s*/?>|</?(?:b|i|em|strong|sup|sub|span|a)(?:\s[^<>]*)?>", re.IGNORECASE)
+
+
 def _plain(text: Any) -> str:
-    """Plotly's title markup as plain text (Vega-Lite draws text as it is)."""
-    return re.sub(r"<[^>]+>", "", str(text or "").replace("<br>", " ")).strip()
+    """Plotly's text markup as plain text (Vega-Lite draws text as it is, never as HTML)."""
+    return re.sub(r"\s+", " ", MARKUP.sub(lambda m: " " if m.group(0).lower().startswith("<br") else "", str(text or ""))).strip()
 
 
 def _num(v: Any) -> float | None:
