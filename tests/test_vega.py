@@ -1,4 +1,4 @@
-"""Plotly figures drawn with Vega-Lite (xlviz.ui.vega): the spec holds the figure's numbers,
+"""Plotly figures drawn with Vega-Lite (xlviz.views.vega): the spec holds the figure's numbers,
 names and colours exactly, is valid Vega-Lite (Altair's schema), and a figure it cannot draw
 the same way is left to Plotly (None)."""
 
@@ -8,7 +8,7 @@ import altair as alt
 import plotly.graph_objects as go
 import pytest
 
-from xlviz.ui.vega import DASHES, vega_spec
+from xlviz.views.vega import DASHES, vega_spec
 from xlviz.views import figures as vf
 
 
@@ -110,7 +110,7 @@ def test_grouped_bars_keep_their_intervals_colours_and_patterns():
 
 
 def test_text_keeps_what_is_not_plotly_markup():
-    from xlviz.ui.vega import _plain
+    from xlviz.views.vega import _plain
 
     assert _plain("a <b>bold</b><br>line") == "a bold line"
     assert _plain("if a < b > c then <i>x</i>") == "if a < b > c then x"  # a sentence's own angle brackets stay

@@ -251,9 +251,9 @@ def shared_figure(build, *args, **kwargs):
 
 
 def vega_spec_of(fig) -> dict | None:
-    """:func:`xlviz.ui.vega.vega_spec` of ``fig``, kept on a shared figure (:func:`shared_figure`:
+    """:func:`xlviz.views.vega.vega_spec` of ``fig``, kept on a shared figure (:func:`shared_figure`:
     one object for every session and rerun, never changed) so that it is worked out once."""
-    from xlviz.ui.vega import vega_spec
+    from xlviz.views.vega import vega_spec
 
     if not getattr(fig, "_xlviz_shared", False):
         return vega_spec(fig)
@@ -275,7 +275,7 @@ def plotly(fig, *, key: str | None = None, export: bool = True, on_select=None, 
     """Show a plotly figure with its modebar, and export buttons: PNG and SVG (rendered on
     click by kaleido with the system chromium, offline) and the data as CSV. ``on_select``: a
     callback run (before the rerun) when a point is clicked; its selection is ``st.session_state[key]``.
-    ``vega``: drawn on screen with Vega-Lite where :func:`xlviz.ui.vega.vega_spec` can draw it (a
+    ``vega``: drawn on screen with Vega-Lite where :func:`xlviz.views.vega.vega_spec` can draw it (a
     first view's chart: a new tab then need not load plotly.js); the exports stay Plotly's."""
     if not getattr(fig, "_xlviz_tidy", False):  # a shared figure (shared_figure) is tidied once
         tidy(fig)
