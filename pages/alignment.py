@@ -25,7 +25,7 @@ from xlviz.analysis.readability import at_chance, chance_line
 from xlviz.ui.common import NA, guard, plotly, readability_of, refused_warning, shared_figure
 from xlviz.ui.sidebar import current, page_setup
 from xlviz.views import figures as vf
-from xlviz.ui.state import keep, picks_in_context, url_state, write_url
+from xlviz.ui.state import checked_float, keep, picks_in_context, url_state, write_url
 from xlviz.views.text import md_join, md_text
 from xlviz.ui.tables import ALIGNMENT_RULES, number_config
 
@@ -343,9 +343,7 @@ if tabs["Post-hoc map"].open:
                    "the pairs, then retrieve the held-out rest before and after applying it. A big gain means the languages "
                    "share structure that is only rotated apart.")
         c1, _ = st.columns([2, 3])
-        v = st.session_state.get("al_train_frac")  # kept while another tab is open (keep above)
-        if not isinstance(v, float) or not 0.1 <= v <= 0.9:
-            st.session_state["al_train_frac"] = 0.5
+        checked_float("al_train_frac", 0.1, 0.9, 0.5)  # kept while another tab is open (keep above)
         frac = c1.slider("Share of pairs to fit the map on", 0.1, 0.9, step=0.05, key="al_train_frac")
         post = []
         for s in systems:

@@ -17,7 +17,7 @@ from xlviz.views.colours import system_colours
 from xlviz.ui.common import NA, FIGURES_KEY, file_stamp, guard, open_only, plotly, shared_figure, tidied
 from xlviz.ui.sidebar import page_setup
 from xlviz.ui.tables import compare_column_config
-from xlviz.ui.state import fresh_label, url_state, write_url
+from xlviz.ui.state import checked_float, fresh_label, url_state, write_url
 from xlviz.views.text import md_join, md_text
 
 page_setup()
@@ -348,9 +348,7 @@ if runs:
                 keep = c1.multiselect("Stages", stages, default=stages, key="runs_curve_stages")
                 # its value through session state only (a URL's value, else 0): a widget given both a
                 # default and a session-state value logs Streamlit's warning with a stack trace
-                v = st.session_state.get("runs_smoothing")
-                ok = isinstance(v, (int, float)) and not isinstance(v, bool) and 0.0 <= v <= 0.99
-                st.session_state["runs_smoothing"] = float(v) if ok else 0.0
+                checked_float("runs_smoothing", 0.0, 0.99, 0.0)
                 smoothing = c2.slider("Smoothing", 0.0, 0.99, step=0.01, key="runs_smoothing",
                                       help="Exponential moving average, as in TensorBoard (the raw curve stays faint).")
                 x_axis = c3.radio("x", ["step", "time (s)"], key="runs_curve_x", horizontal=True)

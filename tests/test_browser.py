@@ -136,17 +136,19 @@ def shot(page, name: str) -> None:
     page.set_viewport_size({"width": 1500, "height": 1000})
 
 
+PLOTLY = ".js-plotly-plot"  # a Plotly chart drawn
 VEGA = "[data-testid=stVegaLiteChart] .marks"  # a Vega-Lite chart drawn (its canvas or svg)
 
 
-def wait_plots(page, n: int, timeout_s: float = 120) -> int:
-    """Wait for ``n`` Plotly charts and return how many there are.
+def wait_plots(page, n: int, timeout_s: float = 120, charts: str = PLOTLY) -> int:
+    """Wait for ``n`` charts (Plotly's, or ``charts=VEGA``) and return how many there are.
 
-    plotly.js is a chunk the browser loads after the script has finished, so a chart can be
-    drawn well after ``wait_idle`` on a slow machine; counting at once would race it.
+    A chart's code is a chunk the browser loads after the script has finished (plotly.js:
+    4.7 MB), so a chart can be drawn well after ``wait_idle`` on a slow machine; counting at
+    once would race it.
     """
-    page.locator(".js-plotly-plot").nth(n - 1).wait_for(timeout=timeout_s * 1000)
-    return page.locator(".js-plotly-plot").count()
+    page.locator(charts).nth(n - 1).wait_for(timeout=timeout_s * 1000)
+    return page.locator(charts).count()
 
 
 def assert_no_exception(page) -> None:
@@ -223,7 +225,7 @@ def test_populated_walk(server, page):
     _nav(page, "Alignment")
     assert_no_exception(page)
     _select(page, "Run", "other-run")
-    page.locator(VEGA).first.wait_for(timeout=120_000)  # Alignment's charts are drawn with Vega-Lite
+    wait_plots(page, 1, charts=VEGA)  # Alignment's charts are drawn with Vega-Lite
     wait_idle(page)
     shot(page, "walk-alignment-other-run")
     _nav(page, "Runs")
@@ -233,9 +235,8 @@ def test_populated_walk(server, page):
     assert_no_exception(page)
     assert "demo-run" in _selected(page, "Run")
     assert "run=demo-run" in page.url
-    page.locator(VEGA).nth(1).wait_for(timeout=120_000)
     # the first view loads no plotly.js: retrieval and the projection are Vega-Lite charts
-    assert page.locator(".js-plotly-plot").count() == 0 and page.locator(VEGA).count() == 2
+    assert wait_plots(page, 2, charts=VEGA) == 2 and page.locator(PLOTLY).count() == 0
     wait_idle(page)
     shot(page, "walk-alignment")
     # only the open result tab is drawn: another tab draws its own chart and goes into the URL
@@ -243,7 +244,7 @@ def test_populated_walk(server, page):
     wait_idle(page)
     assert_no_exception(page)
     assert "al_tab=CKA" in page.url
-    page.locator(VEGA).nth(1).wait_for(timeout=60_000)  # the CKA chart and the projection
+    wait_plots(page, 2, timeout_s=60, charts=VEGA)  # the CKA chart and the projection
     assert page.get_by_text("1 = the same representation up to rotation and scale").count() == 1
     page.get_by_role("tab", name="Table").click()
     wait_idle(page)

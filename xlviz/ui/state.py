@@ -100,6 +100,15 @@ def checked_int(key: str, lo: int, hi: int, default: int) -> str | None:
     return problem
 
 
+def checked_float(key: str, lo: float, hi: float, default: float) -> None:
+    """Put a number from ``lo`` to ``hi`` in ``st.session_state[key]`` as a float (for a slider)
+    before its widget is drawn, else ``default``: the value of a URL, or one kept while the
+    widget was not drawn. The widget then takes its value from session state alone (given a
+    default as well, Streamlit logs a warning with a stack trace)."""
+    v = st.session_state.get(key)
+    ok = isinstance(v, (int, float)) and not isinstance(v, bool) and lo <= v <= hi
+    st.session_state[key] = float(v) if ok else default
+
 
 def fresh_label(key: str, label: Callable[[Any], str], default: Any = None) -> Callable[[Any], str]:
     """Call before a selectbox whose option labels carry a changing state ("run (running)");

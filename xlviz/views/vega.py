@@ -84,8 +84,9 @@ def _titles(lay) -> tuple[str, str]:
     return _plain(lay.xaxis.title.text), _plain(lay.yaxis.title.text)
 
 
-def _y_scale(lay) -> dict:
-    return {"domain": [float(v) for v in lay.yaxis.range], "nice": False} if lay.yaxis.range is not None else {"zero": False}
+def _scale(axis) -> dict:
+    """The axis's fixed range, else Plotly's autorange (which, unlike Vega-Lite, does not start at 0)."""
+    return {"domain": [float(v) for v in axis.range], "nice": False} if axis.range is not None else {"zero": False}
 
 
 def _series(fig) -> tuple[list[str], dict[str, str]] | None:
@@ -133,8 +134,7 @@ def _scatter_layers(fig, names: list[str], colour: dict[str, str]) -> tuple[list
         else:
             return None
     x_title, y_title = _titles(lay)
-    x_scale: dict[str, Any] = {"domain": [float(v) for v in lay.xaxis.range]} if lay.xaxis.range is not None else {"zero": False}
-    y_scale = _y_scale(lay)
+    x_scale, y_scale = _scale(lay.xaxis), _scale(lay.yaxis)
     equal = lay.yaxis.scaleanchor == "x"
     if equal:  # one unit is as long on both axes: the same span on a square plot
         xv = [r["x"] for r in points + lines if r["x"] is not None] + [v for r in segments for v in (r["x"], r["x2"])]
@@ -194,24 +194,25 @@ def _bar_layers(fig, names: list[str], colour: dict[str, str]) -> list[dict] | N
     # each bar placed by number (category k at k, its group's bars side by side in 0.8 of a unit), as Plotly
     # places them: Vega-Lite's xOffset put a second layer's error bars beside their bars once there were many
     order = list(dict.fromkeys(r["x"] for r in rows))
+    category, slot = {c: k for k, c in enumerate(order)}, {n: i for i, n in enumerate(names)}
     width = 0.8 / len(names)
     for r in rows:
-        r["at"] = order.index(r["x"]) + (names.index(r["series"]) - (len(names) - 1) / 2) * width
+        r["at"] = category[r["x"]] + (slot[r["series"]] - (len(names) - 1) / 2) * width
         r["from"], r["to"] = r["at"] - width / 2, r["at"] + width / 2
     legend = _legend(names, "square")
     axis = {"values": list(range(len(order))), "labelExpr": f"{json.dumps(order)}[datum.value]", "grid": False, "labelAngle": 0,
             "ticks": False}
     scale = {"domain": [-0.5, len(order) - 0.5], "nice": False, "zero": False}
     x = {"field": "from", "type": "quantitative", "title": x_title or None, "axis": axis, "scale": scale}
-    y = {"field": "y", "type": "quantitative", "title": y_title or None, "scale": _y_scale(lay)}
+    y = {"field": "y", "type": "quantitative", "title": y_title or None, "scale": _scale(lay.yaxis)}
     enc = {"x": x, "x2": {"field": "to"}, "y": y, "y2": {"datum": 0}, "color": _colour(names, colour, legend),
            "tooltip": [{"field": "series", "title": "series"}, {"field": "x", "title": x_title or "x"},
                        {"field": "y", "title": y_title or "y", "format": ".4~g"}, {"field": "lo", "title": "interval from", "format": ".4~g"},
                        {"field": "hi", "title": "to", "format": ".4~g"}]}
     # each pattern a lighter fill, in the order Plotly gave them (no pattern: full colour)
-    shapes = sorted(set(shape.values()), key=lambda v: (v != "", list(shape.values()).index(v)))
-    fill = {v: FILLS[min(i, len(FILLS) - 1)] for i, v in enumerate(shapes)} if "" in shapes else {v: FILLS[i + 1] for i, v in enumerate(shapes)}
-    patterned = any(shape.values())
+    patterns = [v for v in dict.fromkeys(shape.values()) if v]
+    fill = {"": FILLS[0]} | {v: FILLS[min(i + 1, len(FILLS) - 1)] for i, v in enumerate(patterns)}
+    patterned = bool(patterns)
     if patterned:
         enc["fillOpacity"] = {"field": "series", "type": "nominal", "legend": legend,
                               "scale": {"domain": names, "range": [fill[shape[n]] for n in names]}}
