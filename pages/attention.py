@@ -238,7 +238,7 @@ for col, (name, res) in zip(cols, inputs):
                           "token to keep only its lines."):
             # st.iframe (the deprecated components html call's replacement); the view's tokens are HTML-escaped
             st.iframe(av.head_view_html(sl.attentions[0, 0], sl.tokens, sl.segment), height=60 + 22 * len(sl.tokens))
-        plotly(shared_figure(av.heatmap, sl.attentions[0, 0], sl.tokens, sl.segment, title), key=f"att_heat_{name}")
+        plotly(shared_figure(av.heatmap, sl.attentions[0, 0], sl.tokens, sl.segment, title), key=f"att_heat_{name}", vega=True)
         csv_frames.append(av.slice_frame(sl.attentions, sl.layers, sl.heads, sl.tokens, name))
 
 # --- neuron view ----------------------------------------------------------------------------------
@@ -279,9 +279,7 @@ write_url(URL_KEYS)
 
 def _open_clicked(chart_key: str) -> None:
     """The model view's click (before the rerun): open that layer and head in “One layer and head”."""
-    event = st.session_state.get(chart_key)
-    points = (event.get("selection") or {}).get("points") if event else None
-    hit = av.clicked_head(points, range(L), range(H))
+    hit = av.clicked_head(av.clicked_points(st.session_state.get(chart_key)), range(L), range(H))
     if hit is not None:
         st.session_state["att_layer"], st.session_state["att_head"] = hit
 
@@ -305,7 +303,7 @@ with model_view_box:
                 chart = f"att_ov_{name}"
                 plotly(shared_figure(av.overview, sl.attentions, sl.layers, sl.heads, segment=sl.segment,
                                      selected=(layer, None if head == "mean of heads" else head)),
-                       key=chart, on_select=lambda chart=chart: _open_clicked(chart))
+                       key=chart, on_select=lambda chart=chart: _open_clicked(chart), vega=True)
 
 # --- VECO Fig. 1: attention to the other sentence / the aligned word ----------------------------
 st.subheader("How much attention crosses languages")
@@ -334,7 +332,8 @@ else:
     titles = {"other_sentence": "share of attention to the other sentence", "aligned_word": "share of attention to the aligned word"}
     if shares:
         # both matrices in one figure (one draw in the browser), each with its own colour scale
-        plotly(shared_figure(av.share_heatmaps, [(share, titles[name]) for name, share in shares.items()]), key="att_shares")
+        plotly(shared_figure(av.share_heatmaps, [(share, titles[name]) for name, share in shares.items()]), key="att_shares",
+               vega=True)
     for note in notes:
         st.caption(note)
 
@@ -351,9 +350,9 @@ if own_a:
         own = own_cross_attention(ref_a, ref_b, pair.input_a(), pair.input_b(), max_length)
         A, ta, tb = own.slice(layer, None if head == "mean of heads" else head, hide)
         title = f"cross-attention · layer {layer} · " + ("mean of heads" if head == "mean of heads" else f"head {head}")
-        plotly(shared_figure(av.cross_heatmap, A, ta, tb, title), key="att_cross_heat")
+        plotly(shared_figure(av.cross_heatmap, A, ta, tb, title), key="att_cross_heat", vega=True)
         own_layers = ov_layers or list(range(own.n_layers))
-        plotly(shared_figure(av.cross_overview, own, sorted(own_layers), hide_special=hide), key="att_cross_ov")
+        plotly(shared_figure(av.cross_overview, own, sorted(own_layers), hide_special=hide), key="att_cross_ov", vega=True)
         csv_frames.append(av.cross_frame(own, hide_special=hide))
 
 # --- numbers -------------------------------------------------------------------------------------

@@ -177,8 +177,12 @@ def charts(at) -> dict[str, dict]:
     """Every chart on the page by key: a Plotly chart's figure JSON, a Vega-Lite chart's spec
     (Streamlit keeps no key for a chart without a selection: the page puts it in ``usermeta``)."""
     out = {e.key: json.loads(e.proto.spec) for e in at.get("plotly_chart")}
+    from streamlit import dataframe_util
+
     for e in at.get("vega_lite_chart"):
         spec = json.loads(e.proto.spec)
+        if e.proto.data.data:  # Streamlit sends a spec's top-level data apart, as Arrow: put it back
+            spec["data"] = {"values": dataframe_util.convert_arrow_bytes_to_pandas_df(e.proto.data.data).to_dict("records")}
         out[(spec.get("usermeta") or {}).get("key")] = spec
     return out
 
@@ -199,3 +203,50 @@ def chart_colours(spec: dict) -> dict[str, str]:
         return {t["legendgroup"]: t["line"]["color"] for t in spec["data"]}
     scale = next(layer["encoding"]["color"]["scale"] for layer in spec["layer"] if "color" in layer.get("encoding", {}))
     return dict(zip(scale["domain"], scale["range"]))
+
+
+# --- heatmaps drawn with Vega-Lite (``xlviz.views.vega_heatmap``) --------------------------------------
+
+def heat_cells(spec: dict) -> list[dict]:
+    """A Vega-Lite heatmap's cells as sent to the browser: {"x", "y", "z", ...} per finite cell."""
+    return spec["data"]["values"]
+
+
+def heat_values(spec: dict):
+    """A one-map Vega-Lite heatmap's matrix (rows: y, columns: x; positions 0..n-1)."""
+    import numpy as np
+
+    cells = heat_cells(spec)
+    z = np.full((max(int(c["y"]) for c in cells) + 1, max(int(c["x"]) for c in cells) + 1), np.nan)
+    for c in cells:
+        z[int(c["y"]), int(c["x"])] = c["z"]
+    return z
+
+
+def _array_of(spec: dict, name: str) -> list:
+    """The list a ``calculate`` transform looks up by tile for field ``name``."""
+    calc = next(t["calculate"] for t in spec["transform"] if t.get("as") == name)
+    return json.loads(calc[:calc.rindex("[datum.k]")])
+
+
+def tile_heads(spec: dict) -> dict[int, tuple[int, int]]:
+    """A tiled Vega-Lite heatmap's tile index -> (layer, head), as a click reports it."""
+    return {k: (l, h) for k, (l, h) in enumerate(zip(_array_of(spec, "layer"), _array_of(spec, "head")))}
+
+
+def layer_rows(spec: dict, mark: str, **style) -> list[dict]:
+    """The data rows of every layer drawing ``mark`` (with the mark properties ``style``)."""
+    return [row for layer in spec["layer"] if layer["mark"]["type"] == mark
+            and all(layer["mark"].get(k) == v for k, v in style.items()) for row in layer.get("data", {}).get("values", [])]
+
+
+def outlined_heads(spec: dict, colour: str = "#D55E00") -> list[tuple[int, int]]:
+    """The (layer, head) of each thumbnail a model view's outline (a rect of ``colour``) surrounds."""
+    heads = tile_heads(spec)
+    out = []
+    for r in layer_rows(spec, "rect", stroke=colour):
+        inside = {c["k"] for c in heat_cells(spec)
+                  if min(r["x"], r["x2"]) < c["x"] < max(r["x"], r["x2"]) and min(r["y"], r["y2"]) < c["y"] < max(r["y"], r["y2"])}
+        assert len(inside) == 1, inside
+        out.append(heads[inside.pop()])
+    return out

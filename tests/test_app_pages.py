@@ -16,7 +16,7 @@ from xlviz import jobs
 from xlviz.runs import Run
 from xlviz.views import runs as runs_view
 
-from tests.app_fixtures import open_panel
+from tests.app_fixtures import charts as chart_specs, open_panel
 
 APP = str(Path(__file__).resolve().parents[1] / "app.py")
 TIMEOUT = 120
@@ -401,17 +401,14 @@ def test_xquad_without_models_shows_gold_only(app):
 
 def _share_panels(at) -> list[str]:
     """The panels of the Attention page's share figure (its subplot titles, or its one title)."""
-    import json
-
-    spec = json.loads({e.key: e for e in at.get("plotly_chart")}["att_shares"].proto.spec)
-    panels = [a["text"] for a in spec["layout"].get("annotations", [])]
-    return panels or [spec["layout"]["title"]["text"]]
+    spec = chart_specs(at)["att_shares"]  # drawn with Vega-Lite: one panel per matrix, or one titled chart
+    return [p["title"]["text"] for p in spec.get("hconcat", [])] or [spec["title"]["text"]]
 
 
 def test_attention_each_alone_for_monotrans_exports(app):
     at = _page(app, "attention")
     assert not at.error, _texts(at.error)
-    charts = [e.key for e in at.get("plotly_chart")]
+    charts = list(chart_specs(at))
     assert "att_heat_A (en)" in charts and "att_heat_B (sov)" in charts
     assert any(k.startswith("att_ov_") for k in charts)
     assert "Feed the pair as one input" in _texts(at.info)
@@ -435,7 +432,7 @@ def test_attention_mixed_pair_through_the_transferred_body(app):
     assert at.radio(key="att_mode").options[0] == "as one pair (each language's embeddings)"
     at.radio(key="att_mode").set_value("as one pair (each language's embeddings)").run()
     assert not at.exception and not at.error, _texts(at.error)
-    assert "att_heat_A + B" in [e.key for e in at.get("plotly_chart")]
+    assert "att_heat_A + B" in chart_specs(at)
     assert len(_share_panels(at)) == 2
 
 
@@ -477,19 +474,19 @@ def test_attention_shows_a_models_own_cross_attention(veco_root, monkeypatch):
     monkeypatch.setenv("XLVIZ_CHECKPOINTS", str(veco_root))
     at = _page(_new_app(models=["run:veco-run:export:crossmodel"]), "attention")
     assert not at.exception and not at.error, _texts(at.error)
-    charts = [e.key for e in at.get("plotly_chart")]
+    charts = list(chart_specs(at))
     assert "att_cross_heat" in charts and "att_cross_ov" in charts, charts
     assert any(s.value.startswith("The model's own cross-attention") for s in at.subheader)
     assert _share_panels(at)[0] == "share of attention to the other sentence"  # the self-attention shares beside it
     at.selectbox(key="att_head").set_value(1).run()
     at.toggle(key="att_hide").set_value(False).run()
     assert not at.exception and not at.error, _texts(at.error)
-    assert "att_cross_heat" in [e.key for e in at.get("plotly_chart")]
+    assert "att_cross_heat" in chart_specs(at)
 
 
 def test_attention_without_cross_attention_shows_no_cross_maps(app):
     at = _page(_new_app(models=["run:demo-run:s1_pretrain"]), "attention")
-    assert "att_cross_heat" not in [e.key for e in at.get("plotly_chart")]
+    assert "att_cross_heat" not in chart_specs(at)
 
 
 def test_attention_typed_pair(app):
@@ -497,7 +494,7 @@ def test_attention_typed_pair(app):
     at.segmented_control(key="att_source").set_value("Typed").run()
     at.text_area(key="att_text_a").set_value("the cat sat on the mat.").run()
     assert not at.exception and not at.error, _texts(at.error)
-    assert "att_heat_A + B" in [e.key for e in at.get("plotly_chart")]
+    assert "att_heat_A + B" in chart_specs(at)
     assert "needs a gold word alignment" in "\n".join(c.value for c in at.caption)
 
 

@@ -218,7 +218,7 @@ def test_populated_walk(server, page):
     _nav(page, "Attention")
     assert_no_exception(page)
     assert "at most 64 positions" in main.inner_text()  # Max tokens capped at the tiny model's positions
-    page.locator(".js-plotly-plot").first.wait_for(timeout=60_000)
+    wait_plots(page, 1, charts=VEGA)  # the model view and the heatmaps: Vega-Lite charts
     shot(page, "walk-attention")
 
     # a remembered choice on Alignment must not beat the Runs page's link
@@ -564,7 +564,9 @@ def test_attention_heatmaps_render(server, page):
     page.goto(f"{url}/attention")
     wait_idle(page)
     assert_no_exception(page)
-    assert wait_plots(page, 3) >= 3  # A and B heatmaps + overview
+    # each alone: A's and B's heatmaps and model views, drawn with Vega-Lite (a new tab loads no plotly.js)
+    assert wait_plots(page, 4, charts=VEGA) >= 4
+    assert page.locator(PLOTLY).count() == 0
     shot(page, "attention-alone")
     page.get_by_text("Typed").click()
     wait_idle(page)

@@ -16,8 +16,8 @@ pytestmark = pytest.mark.browser
 
 
 def _model_view(page):
-    """The first model-view chart (the one whose annotations hold the thumbnail labels)."""
-    return page.locator(".js-plotly-plot").filter(has=page.locator("text.annotation-text", has_text="L0 H0")).first
+    """The first model-view chart (a Vega-Lite chart whose text marks hold the thumbnail labels)."""
+    return page.locator("[data-testid=stVegaLiteChart]").filter(has=page.locator("text", has_text="L0 H0")).first
 
 
 def test_model_view_labels_click_and_neuron_view(server, page):
@@ -29,20 +29,21 @@ def test_model_view_labels_click_and_neuron_view(server, page):
     assert "Model view: every layer × head" in main.inner_text()
     chart = _model_view(page)
     chart.wait_for(timeout=60_000)
-    labels = chart.locator("text.annotation-text").all_text_contents()
+    labels = chart.locator("text").all_text_contents()
     assert {"L0 H0", "L0 H1", "L1 H0", "L1 H1"} <= set(labels), labels  # the tiny models: 2 layers × 2 heads
     # mean of heads at first: no single head for the neuron view yet
     assert "The neuron view takes one head apart" in main.inner_text()
+    assert page.locator(".js-plotly-plot").count() == 0  # the first view loads no plotly.js
     shot(page, "modelview-before-click")
 
-    # click inside the thumbnail under the label "L0 H1" (its invisible click target covers it)
-    label = chart.locator("text.annotation-text", has_text="L0 H1").first
-    label.scroll_into_view_if_needed()  # mouse coordinates are the viewport's
+    # click a cell of the thumbnail "L0 H1" (each cell's hover names its thumbnail)
+    cell = chart.locator("path[aria-label*='L0 H1: click']").nth(3)
+    cell.scroll_into_view_if_needed()  # mouse coordinates are the viewport's
     page.wait_for_timeout(300)
-    box = label.bounding_box()
-    page.mouse.move(box["x"] + box["width"] / 2, box["y"] + box["height"] + 40)
+    box = cell.bounding_box()
+    page.mouse.move(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
     page.wait_for_timeout(400)
-    page.mouse.click(box["x"] + box["width"] / 2, box["y"] + box["height"] + 40)
+    page.mouse.click(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
     wait_idle(page, timeout_s=120)
     assert_no_exception(page)
     assert "0" in _selected(page, "Layer").split() and "1" in _selected(page, "Head").split(), (
@@ -54,7 +55,12 @@ def test_model_view_labels_click_and_neuron_view(server, page):
     neuron.wait_for(timeout=60_000)
     text = " ".join(neuron.locator("text").all_text_contents())
     assert "layer 0 · head 1" in text and "weight softmax" in text and "keys k_j" in text, text[:500]
-    # the outline moved to the clicked thumbnail (one rectangle per model-view chart)
-    assert _model_view(page).locator("path[style*='rgb(213, 94, 0)'][style*='stroke-width: 3']").count() >= 1
+    # the outline moved to the clicked thumbnail: one thick rectangle, around L0 H1's cells
+    chart = _model_view(page)
+    outline = chart.locator("path[stroke='#D55E00'][stroke-width='3']")
+    assert outline.count() == 1, outline.count()
+    o = outline.bounding_box()
+    c = chart.locator("path[aria-label*='L0 H1: click']").nth(3).bounding_box()
+    assert o["x"] < c["x"] < o["x"] + o["width"] and o["y"] < c["y"] < o["y"] + o["height"], (o, c)
     neuron.scroll_into_view_if_needed()
     shot(page, "modelview-neuron")

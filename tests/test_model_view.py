@@ -288,41 +288,33 @@ def test_views_neuron_view_weights_are_the_models(tiny_bert):
 
 # ---------------------------------------------------------------- the Attention page (AppTest)
 
-def _outlined(spec: dict, rect: dict) -> list[int]:
-    """The [layer, head] of the click target inside an outline of the model view's figure spec."""
-    targets = next(d for d in spec["data"] if d["type"] == "scatter")
-    inside = [c for x, y, c in zip(targets["x"], targets["y"], targets["customdata"])
-              if rect["x0"] < x < rect["x1"] and rect["y0"] < y < rect["y1"]]
-    assert len(inside) == 1, inside
-    return inside[0]
-
-
 def test_attention_page_model_view_and_neuron_view(fake_root, monkeypatch):
     """The model view's figure carries L·H labels and click targets; picking a head shows the
     neuron view; the layer, head and query token go to the URL."""
-    import json
-
+    from tests.app_fixtures import charts, layer_rows, outlined_heads, tile_heads
     from tests.test_app_pages import _new_app, _page, _texts
 
     monkeypatch.setenv("XLVIZ_CHECKPOINTS", str(fake_root))
     at = _page(_new_app(models=["run:demo-run:s1_pretrain"]), "attention")
     assert not at.error, _texts(at.error)
     assert any(s.value.startswith("Model view") for s in at.subheader)
-    charts = {e.key: e for e in at.get("plotly_chart")}
-    assert "att_neuron" not in charts  # mean of heads: no single head to take apart
+    shown = charts(at)
+    assert "att_neuron" not in shown  # mean of heads: no single head to take apart
     assert "neuron view takes one head apart" in _texts(at.info)
-    spec = json.loads(charts["att_ov_A + B"].proto.spec)
-    labels = [a["text"] for a in spec["layout"]["annotations"]]
+    spec = shown["att_ov_A + B"]  # drawn with Vega-Lite, its thumbnails clickable
+    labels = [r["text"] for r in layer_rows(spec, "text")]
     assert labels[:4] == ["L0 H0", "L0 H1", "L1 H0", "L1 H1"], labels  # the fixture's 2 layers × 2 heads
-    assert [d["customdata"] for d in spec["data"] if d["type"] == "scatter"][0][:2] == [[0, 0], [0, 1]]
-    assert charts["att_ov_A + B"].proto.selection_mode  # clickable: the page listens to its selection
+    assert list(tile_heads(spec).values())[:4] == [(0, 0), (0, 1), (1, 0), (1, 1)]
+    ov = next(e for e in at.get("vega_lite_chart") if e.key == "att_ov_A + B")
+    assert list(ov.proto.selection_mode) == ["head"]  # clickable: the page listens to its selection
+    assert outlined_heads(spec) == [(1, 0), (1, 1)]  # the last layer's mean of heads is open
 
     at.selectbox(key="att_layer").set_value(0).run()
     at.selectbox(key="att_head").set_value(1).run()
     assert not at.exception and not at.error, _texts(at.error)
-    charts = {e.key: e for e in at.get("plotly_chart")}
-    assert "att_neuron" in charts
-    neuron = json.loads(charts["att_neuron"].proto.spec)
+    shown = charts(at)
+    assert "att_neuron" in shown
+    neuron = shown["att_neuron"]
     assert "layer 0 · head 1" in neuron["layout"]["title"]["text"]
     token = at.selectbox(key="att_nv_token")
     assert token.value == 1  # the first content token ([CLS] is 0)
@@ -331,9 +323,7 @@ def test_attention_page_model_view_and_neuron_view(fake_root, monkeypatch):
     assert at.query_params["att_layer"] == "0" and at.query_params["att_head"] == "1"
     assert at.query_params["att_nv_token"] == "2"
     # the outline follows the open head
-    spec = json.loads({e.key: e for e in at.get("plotly_chart")}["att_ov_A + B"].proto.spec)
-    rects = [s for s in spec["layout"].get("shapes", []) if s.get("type") == "rect"]
-    assert len(rects) == 1 and _outlined(spec, rects[0]) == [0, 1]
+    assert outlined_heads(charts(at)["att_ov_A + B"]) == [(0, 1)]
 
 
 @pytest.fixture(scope="module")
@@ -348,10 +338,9 @@ def fake_root(tmp_path_factory):
 def test_attention_page_neuron_view_from_a_bookmark_and_per_input(fake_root, monkeypatch):
     """A URL naming layer, head, input and query token opens the neuron view as it was; fed
     each alone, the neuron view reads the input it is asked for (B through B's model)."""
-    import json
-
     from streamlit.testing.v1 import AppTest
 
+    from tests.app_fixtures import charts, outlined_heads
     from tests.test_app_pages import APP, TIMEOUT, _page, _texts
 
     monkeypatch.setenv("XLVIZ_CHECKPOINTS", str(fake_root))
@@ -362,14 +351,13 @@ def test_attention_page_neuron_view_from_a_bookmark_and_per_input(fake_root, mon
     assert not at.error, _texts(at.error)
     assert at.radio(key="att_mode").value == "each alone"  # the fixture's exports: one model per language
     assert at.selectbox(key="att_nv_input").value == "B (sov)" and at.selectbox(key="att_nv_token").value == 3
-    charts = {e.key: e for e in at.get("plotly_chart")}
-    title = json.loads(charts["att_neuron"].proto.spec)["layout"]["title"]["text"]
+    shown = charts(at)
+    title = shown["att_neuron"]["layout"]["title"]["text"]
     assert title.startswith("B (sov) · layer 1 · head 0 · query 3"), title
     # the outline is on L1 H0 in both inputs' model views
     for name in ("A (en)", "B (sov)"):
-        spec = json.loads(charts[f"att_ov_{name}"].proto.spec)
-        assert [_outlined(spec, s) for s in spec["layout"]["shapes"] if s.get("type") == "rect"] == [[1, 0]]
+        assert outlined_heads(shown[f"att_ov_{name}"]) == [(1, 0)]
     at.selectbox(key="att_nv_input").set_value("A (en)").run()
     assert not at.exception and not at.error, _texts(at.error)
-    title = json.loads({e.key: e for e in at.get("plotly_chart")}["att_neuron"].proto.spec)["layout"]["title"]["text"]
+    title = charts(at)["att_neuron"]["layout"]["title"]["text"]
     assert title.startswith("A (en) · layer 1 · head 0"), title

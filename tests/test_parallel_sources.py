@@ -68,6 +68,7 @@ def test_a_registered_source_reaches_the_cli(toy, capsys):
 
 def test_a_registered_source_reaches_the_pages(toy, tmp_path, monkeypatch):
     from tests.analysis_fixtures import make_analysis_run
+    from tests.app_fixtures import charts
 
     root = tmp_path / "checkpoints"
     make_analysis_run(root, "demo-run")
@@ -88,4 +89,4 @@ def test_a_registered_source_reaches_the_pages(toy, tmp_path, monkeypatch):
     at.segmented_control(key="att_source").set_value("Toy pairs").run()
     assert not at.exception and not at.error, [e.message for e in at.exception] + [e.value for e in at.error]
     assert at.selectbox(key="att_toy_pair").value == 0 and "a0 sentence" in at.markdown[0].value
-    assert "att_heat_A + B" in [e.key for e in at.get("plotly_chart")]
+    assert "att_heat_A + B" in charts(at)

@@ -110,7 +110,7 @@ def test_grouped_bars_keep_their_intervals_colours_and_patterns():
 
 
 def test_text_keeps_what_is_not_plotly_markup():
-    from xlviz.views.vega import _plain
+    from xlviz.views.vega_base import plain as _plain
 
     assert _plain("a <b>bold</b><br>line") == "a bold line"
     assert _plain("if a < b > c then <i>x</i>") == "if a < b > c then x"  # a sentence's own angle brackets stay

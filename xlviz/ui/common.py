@@ -276,14 +276,19 @@ def plotly(fig, *, key: str | None = None, export: bool = True, on_select=None, 
     click by kaleido with the system chromium, offline) and the data as CSV. ``on_select``: a
     callback run (before the rerun) when a point is clicked; its selection is ``st.session_state[key]``.
     ``vega``: drawn on screen with Vega-Lite where :func:`xlviz.views.vega.vega_spec` can draw it (a
-    first view's chart: a new tab then need not load plotly.js); the exports stay Plotly's."""
+    first view's chart: a new tab then need not load plotly.js), and, with ``on_select``, where
+    the spec has a click selection (the model view's thumbnails); the exports stay Plotly's."""
     if not getattr(fig, "_xlviz_tidy", False):  # a shared figure (shared_figure) is tidied once
         tidy(fig)
         fig._xlviz_tidy = True
-    spec = vega_spec_of(fig) if vega and on_select is None else None
-    if spec is not None:
+    from xlviz.views.vega import vega_clicks
+
+    spec = vega_spec_of(fig) if vega else None
+    clicks = vega_clicks(spec) if spec is not None else []
+    if spec is not None and (on_select is None or clicks):
         # the key in the spec too: Streamlit keeps a chart's key only when it has a selection (tests find charts by it)
-        st.vega_lite_chart(spec={**spec, "usermeta": {"key": key}}, key=key, width="content" if "width" in spec else "stretch")
+        kw = {"on_select": on_select, "selection_mode": clicks} if on_select is not None else {}
+        st.vega_lite_chart(spec={**spec, "usermeta": {"key": key}}, key=key, width="content" if "width" in spec else "stretch", **kw)
     elif on_select is None:
         st.plotly_chart(fig, key=key, config=PLOTLY_CONFIG, width="stretch")
     else:

@@ -194,7 +194,7 @@ def renderings_tab(models: list, languages: list[str]) -> None:
     with c1:
         st.iframe(av.head_view_html(sl.attentions[0, 0], sl.tokens, sl.segment), height=60 + 22 * len(sl.tokens))
     with c2:
-        plotly(av.heatmap(sl.attentions[0, 0], sl.tokens, sl.segment, title, marks=marks), key="att_r_heat")
+        plotly(av.heatmap(sl.attentions[0, 0], sl.tokens, sl.segment, title, marks=marks), key="att_r_heat", vega=True)
     if mode != ALONE and pair.alignment:
         with guard("Could not compute the aligned-word share"):
             share = aligned_attention_share(res, pair.alignment, hide_special=hide)

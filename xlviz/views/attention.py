@@ -163,9 +163,9 @@ def heatmap(attn: np.ndarray, tokens: list[str], segment: list[int], title: str,
     for b in _boundaries(segment):  # lines between the two sentences
         fig.add_vline(x=b - 0.5, line_color="#D55E00", line_width=1)
         fig.add_hline(y=b - 0.5, line_color="#D55E00", line_width=1)
-    if marks:
-        fig.update_layout(shapes=[dict(type="rect", x0=k - 0.5, x1=k + 0.5, y0=q - 0.5, y1=q + 0.5,
-                                       line=dict(color="#009E73", width=1.5)) for q, k in marks])
+    for q, k in marks or ():  # added to the separators (a new shapes list would update theirs in place)
+        fig.add_shape(type="rect", x0=k - 0.5, x1=k + 0.5, y0=q - 0.5, y1=q + 0.5, xref="x", yref="y",
+                      line=dict(color="#009E73", width=1.5))
     size = height or int(min(900, max(360, 14 * T + 160)))
     # the second line as plotly's subtitle: a "<br><sup>" line pushed the title above the figure's top edge
     fig.update_layout(title=dict(text=html.escape(title), subtitle=dict(text="rows: queries · columns: keys"), x=0.5,
@@ -348,11 +348,22 @@ def overview(attn: np.ndarray, layers: list[int], heads: list[int], max_tokens: 
     return fig
 
 
+def clicked_points(event) -> list[dict]:
+    """The points of a click on the model view in Streamlit's chart event: a Plotly chart's
+    ``selection.points``, or a Vega-Lite chart's click selection (``xlviz.views.vega_heatmap.CLICK``)."""
+    from xlviz.views.vega_heatmap import CLICK
+
+    selection = (event.get("selection") if hasattr(event, "get") else None) or {}
+    points = selection.get("points") or selection.get(CLICK)
+    return list(points) if isinstance(points, (list, tuple)) else []
+
+
 def clicked_head(points: list[dict] | None, layers: range | list[int], heads: range | list[int]) -> tuple[int, int] | None:
     """The (layer, head) of a click on the model view, from Streamlit's selection points (the
-    click target's ``customdata``), or None when nothing valid was clicked."""
+    Plotly click target's ``customdata``, or the Vega-Lite cell's ``layer`` and ``head``), or
+    None when nothing valid was clicked."""
     for p in points or []:
-        data = p.get("customdata") if isinstance(p, dict) else None
+        data = (p.get("customdata") or ([p.get("layer"), p.get("head")] if "layer" in p else None)) if isinstance(p, dict) else None
         if isinstance(data, (list, tuple)) and len(data) == 2:
             try:
                 l, h = int(data[0]), int(data[1])

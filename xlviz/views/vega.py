@@ -8,36 +8,19 @@ Plotly figure stays the figure: the Export buttons (PNG and SVG through kaleido,
 reports and the notebook API use it; this module only reads it. A figure with anything this
 module does not draw (another trace type, error bars on a scatter, a second axis, a shape
 that is not a horizontal line) gets ``None`` from :func:`vega_spec` and is drawn by Plotly, as before.
+Heatmaps are :mod:`xlviz.views.vega_heatmap`'s.
 """
 
 from __future__ import annotations
 
 import json
-import re
 from typing import Any
 
-# Plotly's dash names as SVG dash arrays (plotly draws "dot" as 3,3 px at width 2, and so on)
-DASHES = {"solid": [1, 0], "dot": [2, 3], "dash": [8, 4], "longdash": [14, 5], "dashdot": [8, 3, 2, 3],
-          "longdashdot": [14, 4, 2, 4]}
+from xlviz.views.vega_base import DASHES, num as _num, plain as _plain
+from xlviz.views.vega_heatmap import heatmap_spec
+
 FILLS = [1.0, 0.6, 0.35, 0.15]  # bars' fill opacity per Plotly pattern: none, the first, the second, the rest
 LEGEND_PX = 900  # the width a legend's columns are counted for (a tab at full width on a laptop)
-
-
-# the tags of Plotly's text markup; anything else in a text (a sentence's "a < b > c") is the text's own
-MARKUP = re.compile(r"<br\s*/?>|</?(?:b|i|em|strong|sup|sub|span|a)(?:\s[^<>]*)?>", re.IGNORECASE)
-
-
-def _plain(text: Any) -> str:
-    """Plotly's text markup as plain text (Vega-Lite draws text as it is, never as HTML)."""
-    return re.sub(r"\s+", " ", MARKUP.sub(lambda m: " " if m.group(0).lower().startswith("<br") else "", str(text or ""))).strip()
-
-
-def _num(v: Any) -> float | None:
-    try:
-        f = float(v)
-    except (TypeError, ValueError):
-        return None
-    return f if f == f else None
 
 
 def _hlines(fig) -> list[dict] | None:
@@ -239,6 +222,8 @@ def vega_spec(fig) -> dict | None:
     (``scaleanchor``). The legend is below the chart; on lines and points a click on it fades
     the other series, and drag pans, scroll zooms, as on a Plotly chart."""
     lay = fig.layout
+    if any(t.type == "heatmap" for t in fig.data):
+        return heatmap_spec(fig)
     if any(k in lay and lay[k] is not None for k in ("yaxis2", "xaxis2")) or lay.grid.rows or lay.images or not fig.data:
         return None
     if any(t.yaxis not in (None, "y") or t.xaxis not in (None, "x") for t in fig.data):
@@ -281,3 +266,13 @@ def vega_spec(fig) -> dict | None:
         spec["width"] = 440
         spec["autosize"] = {"type": "pad"}
     return {k: v for k, v in spec.items() if v is not None}
+
+
+def vega_clicks(spec: dict) -> list[str]:
+    """The names of a spec's click selections (point selections bound to nothing: a legend's
+    or a zoom's are not), which a page listens to as Streamlit's ``selection_mode``."""
+    names = [p["name"] for p in spec.get("params", ()) if isinstance(p.get("select"), dict) and "bind" not in p
+             and p["select"].get("type") == "point"]
+    for part in (*spec.get("layer", ()), *spec.get("hconcat", ())):
+        names += vega_clicks(part)
+    return names
