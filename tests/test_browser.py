@@ -564,8 +564,9 @@ def test_attention_heatmaps_render(server, page):
     page.goto(f"{url}/attention")
     wait_idle(page)
     assert_no_exception(page)
-    # each alone: A's and B's heatmaps and model views, drawn with Vega-Lite (a new tab loads no plotly.js)
-    assert wait_plots(page, 4, charts=VEGA) >= 4
+    # the model view, the heatmap and the share matrices (a pair fed as one input; each alone, two
+    # model views and two heatmaps), drawn with Vega-Lite: a new tab loads no plotly.js
+    assert wait_plots(page, 3, charts=VEGA) >= 3
     assert page.locator(PLOTLY).count() == 0
     shot(page, "attention-alone")
     page.get_by_text("Typed").click()

@@ -288,7 +288,8 @@ def plotly(fig, *, key: str | None = None, export: bool = True, on_select=None, 
     if spec is not None and (on_select is None or clicks):
         # the key in the spec too: Streamlit keeps a chart's key only when it has a selection (tests find charts by it)
         kw = {"on_select": on_select, "selection_mode": clicks} if on_select is not None else {}
-        st.vega_lite_chart(spec={**spec, "usermeta": {"key": key}}, key=key, width="content" if "width" in spec else "stretch", **kw)
+        st.vega_lite_chart(spec={**spec, "usermeta": {**spec.get("usermeta", {}), "key": key}}, key=key,
+                           width="content" if "width" in spec else "stretch", **kw)
     elif on_select is None:
         st.plotly_chart(fig, key=key, config=PLOTLY_CONFIG, width="stretch")
     else:

@@ -30,6 +30,8 @@ SPAN_COLOUR = re.compile(r"color:\s*(#[0-9a-fA-F]{3,8}|rgba?\([^)]*\)|[a-zA-Z]+)
 # Vega-Lite draws a cell as an SVG element in Streamlit, plotly.js a whole map as one image: past
 # this many cells (a map of 100 x 100 tokens, 16 thumbnails of 25 x 25) Plotly draws faster
 MAX_CELLS = 10_000
+CANVAS_CELLS = 2_000  # past this many, on a canvas (Streamlit's own threshold for a chart's rows)
+SEAM = 1.1  # a cell's right (and lower) half-width, relative: the overlap that hides seams
 BAND_PX = 48  # a categorical cell's width: room for a value such as "0.93"
 TEMPLATE = re.compile(r"%\{(x|y|z|text)(?::([^}]*))?\}")
 
@@ -53,8 +55,9 @@ def _dark(colour: str) -> bool:
     return rgb is not None and 0.299 * rgb[0] + 0.587 * rgb[1] + 0.114 * rgb[2] < 0.5
 
 
-def _colour(fig, t, z: np.ndarray) -> dict | None:
-    """The trace's colour scale as a Vega-Lite scale: Plotly's stops at their values, clamped."""
+def _colour(fig, t, z: np.ndarray) -> tuple[dict, str, float, float] | None:
+    """The trace's colour encoding (Plotly's colour scale as a Vega-Lite scale: its stops at
+    their values, clamped), the colour of its low end, and the values of its two ends."""
     src = fig.layout[t.coloraxis] if t.coloraxis else t
     lo, hi = (_num(src.cmin), _num(src.cmax)) if t.coloraxis else (_num(t.zmin), _num(t.zmax))
     finite = z[np.isfinite(z)]
@@ -71,7 +74,7 @@ def _colour(fig, t, z: np.ndarray) -> dict | None:
     return {"field": "z", "type": "quantitative", "title": title or None,
             "scale": {"domain": [lo + float(f) * span for f, _ in stops], "range": [c for _, c in stops], "clamp": True,
                       "interpolate": "rgb"},
-            "legend": {"gradientThickness": 10, "orient": "right"}, "_ends": (stops[0][1], stops[-1][1], lo, hi)}
+            "legend": {"gradientThickness": 10, "orient": "right"}}, stops[0][1], lo, hi
 
 
 def _tooltip(t, has_text: bool) -> str | None:
@@ -116,7 +119,7 @@ def _positions(values, n: int) -> tuple[list, bool, float] | None:
     return [_plain(v) for v in vals], False, 0.0
 
 
-def _axis(ax, numeric: bool, labels_kind: str) -> tuple[dict | None, dict]:
+def _axis(ax, numeric: bool, letter: str) -> tuple[dict | None, dict]:
     """The Vega-Lite axis and scale of a Plotly axis (tick labels with their colours, side,
     angle, a fixed or reversed range)."""
     if ax.visible is False:
@@ -154,7 +157,7 @@ def _axis(ax, numeric: bool, labels_kind: str) -> tuple[dict | None, dict]:
         if numeric:
             scale = {"nice": False, "zero": False}
     # a categorical axis: Plotly puts the first category at the bottom (y), Vega-Lite at the top
-    if labels_kind == "y" and not numeric:
+    if letter == "y" and not numeric:
         reversed_ = not reversed_
     if reversed_:
         scale["reverse"] = True
@@ -242,7 +245,7 @@ def _click_targets(fig, heat) -> bool | None:
     return True
 
 
-def _panel(fig, t, clickable: bool) -> dict | None:
+def _panel(fig, layout: dict, t, clickable: bool) -> dict | None:
     """One heatmap trace with its axes, shapes and labels as a layered Vega-Lite view."""
     z = np.asarray(t.z if t.z is not None else [], dtype=float)
     if z.ndim != 2 or not z.size or t.zsmooth not in (None, False) or t.transpose:
@@ -259,10 +262,10 @@ def _panel(fig, t, clickable: bool) -> dict | None:
         text = None
     cell_text = text is not None and (t.texttemplate or "").strip() == "%{text}"
     hover = _tooltip(t, text is not None)
-    colour = _colour(fig, t, z)
-    if colour is None:
+    scale = _colour(fig, t, z)
+    if scale is None:
         return None
-    low, _, lo, hi = colour.pop("_ends")
+    colour, low, lo, hi = scale
     tiles = (t.meta or {}).get("tiles") if clickable else None
     size = (t.meta or {}).get("size") if clickable else None
     tile_of = np.full(z.shape, -1)
@@ -293,12 +296,13 @@ def _panel(fig, t, clickable: bool) -> dict | None:
         hover = " + ".join(p for p in parts if p != '""')
     if hover:
         transform.append({"calculate": hover, "as": "tip"})
-    # each cell's outline in its own colour: rects drawn side by side otherwise leave hairline seams
-    enc: dict[str, Any] = {"color": colour, "stroke": {k: v for k, v in colour.items() if k != "legend"} | {"legend": None}}
+    enc: dict[str, Any] = {"color": colour}
     for axis_key, num, half, axis, scale in (("x", x_num, x_half, x_axis, x_scale), ("y", y_num, y_half, y_axis, y_scale)):
         if num:
+            # each cell a little wider than its half-widths (clipped at the edge): cells that only
+            # touch leave hairline seams where the browser smooths their edges
             transform += [{"calculate": f"datum.{axis_key} - {half}", "as": f"{axis_key}0"},
-                          {"calculate": f"datum.{axis_key} + {half}", "as": f"{axis_key}1"}]
+                          {"calculate": f"datum.{axis_key} + {half * SEAM}", "as": f"{axis_key}1"}]
             if "domain" not in scale:
                 vals = xv if axis_key == "x" else yv
                 scale = {**scale, "domain": [min(vals) - half, max(vals) + half]}
@@ -310,7 +314,7 @@ def _panel(fig, t, clickable: bool) -> dict | None:
                              "title": (axis or {}).get("title")}
     if hover:
         enc["tooltip"] = {"field": "tip", "type": "nominal"}
-    cells: dict[str, Any] = {"mark": {"type": "rect", "cursor": "pointer"} if tiles else {"type": "rect"}, "encoding": enc}
+    cells: dict[str, Any] = {"mark": {"type": "rect", "clip": True} | ({"cursor": "pointer"} if tiles else {}), "encoding": enc}
     if tiles:
         cells["params"] = [{"name": CLICK, "select": {"type": "point", "fields": ["layer", "head"], "on": "click"}}]
     layers: list[dict] = [cells]
@@ -318,12 +322,11 @@ def _panel(fig, t, clickable: bool) -> dict | None:
         mid = (lo + hi) / 2
         light_on_low = _dark(low)
         layers.append({"mark": {"type": "text", "fontSize": 10},
-                       "encoding": {"x": {"field": "x" if not x_num else "x", "type": "ordinal" if not x_num else "quantitative"},
+                       "encoding": {"x": {"field": "x", "type": "ordinal" if not x_num else "quantitative"},
                                     "y": {"field": "y", "type": "ordinal" if not y_num else "quantitative"},
                                     "text": {"field": "t"},
                                     "color": {"condition": {"test": f"datum.z < {mid}", "value": "white" if light_on_low else "black"},
                                               "value": "black" if light_on_low else "white"}}})
-    layout = fig.layout.to_plotly_json()
     shapes, labels = _shapes(layout, xref, yref), _labels(layout, xref, yref)
     if shapes is None or labels is None or (not x_num and (shapes or labels)) or (not y_num and (shapes or labels)):
         return None
@@ -358,9 +361,10 @@ def heatmap_spec(fig) -> dict | None:
     head: dict[str, Any] = {"text": title, "anchor": "middle" if _num(lay.title.x) == 0.5 else "start"} if title else {}
     if title and lay.title.subtitle and lay.title.subtitle.text:
         head["subtitle"] = _plain(lay.title.subtitle.text)
+    layout = lay.to_plotly_json()  # plain data: a Plotly object's properties are slow to read one by one
     panels = []
     for t in heats:
-        panel = _panel(fig, t, bool(clickable))
+        panel = _panel(fig, layout, t, bool(clickable))
         if panel is None:
             return None
         panels.append(panel)
@@ -369,7 +373,9 @@ def heatmap_spec(fig) -> dict | None:
         spec["title"] = head
     # a categorical x (layer × head shares): a band per head wide enough for its value, as the
     # page's columns allow; numbers (token positions, tiles): the container's width
-    bands = ["x" for p in panels if p["layer"][0]["encoding"]["x"]["type"] == "ordinal"]
+    bands = any(p["layer"][0]["encoding"]["x"]["type"] == "ordinal" for p in panels)
+    if sum(len(p["data"]["values"]) for p in panels) > CANVAS_CELLS:  # drawn on a canvas: one element, not one per cell
+        spec["usermeta"] = {"embedOptions": {"renderer": "canvas"}}
     if len(panels) == 1:
         size = {"width": {"step": BAND_PX}} if bands else {"autosize": {"type": "fit-x", "contains": "padding"}}
         spec |= panels[0] | {"height": height} | size
@@ -378,7 +384,7 @@ def heatmap_spec(fig) -> dict | None:
         panel["height"] = height
         if panel["layer"][0]["encoding"]["x"]["type"] == "ordinal":
             panel["width"] = {"step": BAND_PX}
-        sub = _subtitle_of(fig, fig.layout.to_plotly_json(), t)
+        sub = _subtitle_of(fig, layout, t)
         if sub:
             panel["title"] = {"text": sub, "fontSize": 13}
     spec |= {"hconcat": panels, "resolve": {"scale": {"color": "independent"}, "legend": {"color": "independent"}},
