@@ -101,3 +101,13 @@ def test_maps_it_cannot_draw_the_same_are_left_to_plotly():
     assert vega_spec(fig) is None
     fig = go.Figure(go.Heatmap(z=[[1, 2]])).add_shape(type="circle", x0=0, x1=1, y0=0, y1=1)
     assert vega_spec(fig) is None
+
+
+def test_a_large_map_is_drawn_on_a_canvas():
+    from xlviz.views.vega_heatmap import CANVAS_CELLS
+
+    small = vega_spec(av.heatmap(_attn(), TOKENS, SEGMENT, "small"))
+    assert "usermeta" not in small  # SVG: Streamlit's default, each cell an element a test can find
+    n = int(np.sqrt(CANVAS_CELLS)) + 1
+    big = vega_spec(av.heatmap(_attn(n), [f"t{i}" for i in range(n)], [0] * n, "big"))
+    assert big["usermeta"] == {"embedOptions": {"renderer": "canvas"}} and len(big["data"]["values"]) == n * n

@@ -27,9 +27,10 @@ from xlviz.views.vega_base import DASHES, MARKUP, num as _num, plain as _plain
 # ``selection[CLICK]``, a list of ``{"layer": l, "head": h}``
 CLICK = "head"
 SPAN_COLOUR = re.compile(r"color:\s*(#[0-9a-fA-F]{3,8}|rgba?\([^)]*\)|[a-zA-Z]+)")
-# Vega-Lite draws a cell as an SVG element in Streamlit, plotly.js a whole map as one image: past
-# this many cells (a map of 100 x 100 tokens, 16 thumbnails of 25 x 25) Plotly draws faster
-MAX_CELLS = 10_000
+# past this many cells (a map of 170 x 170 tokens; 25 thumbnails of 35 x 35) a Plotly figure is the
+# lighter one: 36 thumbnails of 40 x 40 took 0.14 s to write and 0.07 s to send as 1.8 MB of
+# cells, against 0.03 s and 1 MB of Plotly's JSON (its code, 4.7 MB, loaded once per tab)
+MAX_CELLS = 30_000
 CANVAS_CELLS = 2_000  # past this many, on a canvas (Streamlit's own threshold for a chart's rows)
 SEAM = 1.1  # a cell's right (and lower) half-width, relative: the overlap that hides seams
 BAND_PX = 48  # a categorical cell's width: room for a value such as "0.93"
