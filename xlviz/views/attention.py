@@ -363,7 +363,9 @@ def clicked_head(points: list[dict] | None, layers: range | list[int], heads: ra
     Plotly click target's ``customdata``, or the Vega-Lite cell's ``layer`` and ``head``), or
     None when nothing valid was clicked."""
     for p in points or []:
-        data = (p.get("customdata") or ([p.get("layer"), p.get("head")] if "layer" in p else None)) if isinstance(p, dict) else None
+        if not isinstance(p, dict):
+            continue
+        data = p.get("customdata") if "customdata" in p else [p.get("layer"), p.get("head")]
         if isinstance(data, (list, tuple)) and len(data) == 2:
             try:
                 l, h = int(data[0]), int(data[1])
