@@ -64,3 +64,35 @@ def test_model_view_labels_click_and_neuron_view(server, page):
     assert o["x"] < c["x"] < o["x"] + o["width"] and o["y"] < c["y"] < o["y"] + o["height"], (o, c)
     neuron.scroll_into_view_if_needed()
     shot(page, "modelview-neuron")
+
+
+def test_a_large_model_view_on_a_canvas_opens_the_clicked_head(server, page):
+    """A long typed pair: the model view has more than 2,000 cells and is drawn on a canvas (no
+    element per cell); a click where the thumbnail "L0 H1" is drawn opens that head."""
+    import urllib.parse
+
+    url, _ = server
+    words = " ".join(["paul reads a letter near the old lake ."] * 5)  # past the tiny model's 64 positions
+    query = urllib.parse.urlencode({"att_source": "Typed", "att_text_a": words, "att_text_b": words})
+    page.goto(f"{url}/attention?{query}")
+    wait_idle(page, timeout_s=240)
+    assert_no_exception(page)
+    chart = page.locator("[data-testid=stVegaLiteChart]").first  # the first input's model view
+    chart.locator("canvas").wait_for(timeout=60_000)
+    assert chart.locator("path[aria-roledescription='rect mark']").count() == 0  # no SVG element per cell
+    canvas = chart.locator("canvas")
+    canvas.scroll_into_view_if_needed()
+    page.wait_for_timeout(300)
+    box = canvas.bounding_box()
+    # 2 × 2 thumbnails left of the colour bar: the top right one, L0 H1, about here
+    x, y = box["x"] + (box["width"] - 90) * 0.75, box["y"] + box["height"] * 0.3
+    page.mouse.move(x, y)
+    tip = page.locator("#vg-tooltip-element")
+    tip.wait_for(state="visible", timeout=10_000)
+    assert "L0 H1: click to open it" in tip.inner_text(), tip.inner_text()  # the thumbnail under the pointer
+    page.mouse.click(x, y)
+    wait_idle(page, timeout_s=120)
+    assert_no_exception(page)
+    assert "att_layer=0" in page.url and "att_head=1" in page.url, page.url
+    assert "0" in _selected(page, "Layer").split() and "1" in _selected(page, "Head").split()
+    shot(page, "modelview-canvas-click")

@@ -32,7 +32,7 @@ SPAN_COLOUR = re.compile(r"color:\s*(#[0-9a-fA-F]{3,8}|rgba?\([^)]*\)|[a-zA-Z]+)
 # cells, against 0.03 s and 1 MB of Plotly's JSON (its code, 4.7 MB, loaded once per tab)
 MAX_CELLS = 30_000
 CANVAS_CELLS = 2_000  # past this many, on a canvas (Streamlit's own threshold for a chart's rows)
-SEAM = 1.1  # a cell's right (and lower) half-width, relative: the overlap that hides seams
+SEAM = 1.3  # a cell's right (and lower) half-width, relative: the overlap (15% of a cell) that hides seams
 BAND_PX = 48  # a categorical cell's width: room for a value such as "0.93"
 TEMPLATE = re.compile(r"%\{(x|y|z|text)(?::([^}]*))?\}")
 
