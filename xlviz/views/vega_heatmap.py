@@ -42,18 +42,13 @@ def _axis_name(ref: str, kind: str) -> str:
     return f"{kind}axis{(ref or kind)[1:]}"
 
 
-def _rgb(colour: str) -> tuple[float, float, float] | None:
-    m = re.match(r"rgba?\(([^)]*)\)", colour.replace(" ", ""))
-    if m:
-        return tuple(float(v) / 255 for v in m.group(1).split(",")[:3])  # type: ignore[return-value]
-    if colour.startswith("#") and len(colour) == 7:
-        return tuple(int(colour[i:i + 2], 16) / 255 for i in (1, 3, 5))  # type: ignore[return-value]
-    return None
-
-
 def _dark(colour: str) -> bool:
-    rgb = _rgb(colour)
-    return rgb is not None and 0.299 * rgb[0] + 0.587 * rgb[1] + 0.114 * rgb[2] < 0.5
+    """Whether white text reads better than black on ``colour`` (rgb, rgba or hex; a named
+    colour counts as light)."""
+    from plotly.colors import convert_colors_to_same_type
+
+    rgb = convert_colors_to_same_type(colour, "tuple")[0]
+    return bool(rgb) and 0.299 * rgb[0][0] + 0.587 * rgb[0][1] + 0.114 * rgb[0][2] < 0.5
 
 
 def _colour(fig, t, z: np.ndarray) -> tuple[dict, str, float, float] | None:
